@@ -1,0 +1,77 @@
+package agent
+
+// ModelConfig is one entry of the models list (SPEC §3.1).
+type ModelConfig struct {
+	Name           string `yaml:"name" json:"name"`
+	DisplayName    string `yaml:"display_name" json:"display_name"`
+	Provider       string `yaml:"provider" json:"provider"` // "openai" or "demo"
+	Model          string `yaml:"model" json:"model"`
+	BaseURL        string `yaml:"base_url" json:"-"`
+	APIKey         string `yaml:"api_key" json:"-"`
+	StreamUsage    *bool  `yaml:"stream_usage" json:"-"`
+	ContextWindow  int    `yaml:"context_window" json:"-"`
+	TimeoutSeconds int    `yaml:"timeout_seconds" json:"-"`
+	MaxRetries     *int   `yaml:"max_retries" json:"-"`
+	// Demo provider options.
+	LatencyMS int   `yaml:"latency_ms" json:"-"`
+	ChunkMS   int   `yaml:"chunk_ms" json:"-"`
+	Usage     *bool `yaml:"usage" json:"-"`
+	FailAfter int   `yaml:"fail_after" json:"-"`
+}
+
+// Label is what the UI shows for the model: its display name, else its name.
+func (m ModelConfig) Label() string {
+	if m.DisplayName != "" {
+		return m.DisplayName
+	}
+	return m.Name
+}
+
+// LeadConfig configures the lead loop.
+type LeadConfig struct {
+	MaxTurns     int    `yaml:"max_turns"`
+	SystemPrompt string `yaml:"system_prompt"`
+}
+
+// AgentConfig is one entry of subagents.agents: overrides for a built-in,
+// or the definition of a custom subagent (SPEC §4.4). Pointer fields are
+// unset when nil, so precedence can tell "absent" from "zero".
+type AgentConfig struct {
+	Description     string    `yaml:"description"`
+	SystemPrompt    string    `yaml:"system_prompt"`
+	Tools           *[]string `yaml:"tools"`
+	DisallowedTools *[]string `yaml:"disallowed_tools"`
+	Model           string    `yaml:"model"`
+	MaxTurns        *int      `yaml:"max_turns"`
+	TimeoutSeconds  *int      `yaml:"timeout_seconds"`
+	TokenBudget     *int64    `yaml:"token_budget"`
+}
+
+// SubagentsConfig holds the delegation limits and the agents.
+type SubagentsConfig struct {
+	TimeoutSeconds           int                    `yaml:"timeout_seconds"`
+	MaxTurns                 *int                   `yaml:"max_turns"`
+	MaxRunning               int                    `yaml:"max_running"`
+	MaxConcurrentPerResponse int                    `yaml:"max_concurrent_per_response"`
+	MaxTotalPerRun           int                    `yaml:"max_total_per_run"`
+	QueueTimeoutSeconds      int                    `yaml:"queue_timeout_seconds"`
+	SafetyMarginSeconds      int                    `yaml:"safety_margin_seconds"`
+	CancelGraceSeconds       int                    `yaml:"cancel_grace_seconds"`
+	LoopLimit                int                    `yaml:"loop_limit"`
+	Agents                   map[string]AgentConfig `yaml:"agents"`
+}
+
+// Sandbox modes.
+const (
+	SandboxHost  = "host"
+	SandboxBwrap = "bwrap"
+)
+
+// SandboxConfig governs the bash tool (SPEC §4.2).
+type SandboxConfig struct {
+	Mode                string `yaml:"mode"`
+	AllowHostBash       bool   `yaml:"allow_host_bash"`
+	AllowHostBashPublic bool   `yaml:"allow_host_bash_public"`
+	BashTimeoutSeconds  int    `yaml:"bash_timeout_seconds"`
+	OutputLimitBytes    int    `yaml:"output_limit_bytes"`
+}

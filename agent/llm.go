@@ -1,0 +1,80 @@
+// Package agent is herd's runtime: LLM providers, the lead loop, the task
+// tool, the subagent executor and registry, the token collector, the tools
+// and their sandbox. It knows nothing of HTTP or WebSocket: it persists
+// through a Journal and streams through a Publisher that the server
+// implements.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// Message types, in the seeds' LangChain vocabulary (SPEC §6.2).
+const (
+	TypeSystem = "system"
+	TypeHuman  = "human"
+	TypeAI     = "ai"
+	TypeTool   = "tool"
+)
+
+// Message is one entry of a conversation as an LLM sees it.
+type Message struct {
+	Type       string     `json:"type"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"` // the tool's name on a tool message
+}
+
+// ToolCall is one tool invocation requested by a model. ID is the
+// provider's tool-call id; for a task call it becomes the task_id.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// ToolSpec is what a model is told about a tool.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // a JSON schema object
+}
+
+// Usage is the token usage one LLM call reported. CacheReadTokens is
+// sparse: zero means "not reported".
+type Usage struct {
+	InputTokens     int64 `json:"input_tokens"`
+	OutputTokens    int64 `json:"output_tokens"`
+	TotalTokens     int64 `json:"total_tokens"`
+	CacheReadTokens int64 `json:"cache_read_tokens,omitempty"`
+}
+
+// Request is one chat-completion call.
+type Request struct {
+	Model    string // the provider's model id
+	Messages []Message
+	Tools    []ToolSpec
+}
+
+// Response is one completed LLM response.
+type Response struct {
+	CallID    string // unique per call; the usage ledger's key
+	Text      string
+	ToolCalls []ToolCall
+	Usage     *Usage // nil when the provider reported none
+	Model     string // the model name the provider reported
+}
+
+// Provider is an LLM backend. Complete streams text through onDelta (which
+// may be nil) as it arrives and returns the whole response. It must honour
+// ctx: cancelling ctx aborts the in-flight request.
+type Provider interface {
+	Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error)
+}
+
+// ErrProvider wraps every error a provider returns, so callers can tell an
+// LLM failure from their own.
+var ErrProvider = errors.New("llm provider")

@@ -1,0 +1,210 @@
+// Package models holds herd's GORM models and the Store, the only code that
+// touches the database.
+package models
+
+import (
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Roles.
+const (
+	RoleUser  = "user"
+	RoleAdmin = "admin"
+)
+
+// Run statuses (SPEC §6.2).
+const (
+	RunRunning   = "running"
+	RunCompleted = "completed"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// Event categories.
+const (
+	CategoryRun      = "run"
+	CategorySubagent = "subagent"
+)
+
+// User is an account.
+type User struct {
+	ID           string `gorm:"primaryKey;size:36"`
+	Email        string `gorm:"uniqueIndex;not null"`
+	PasswordHash string `gorm:"not null"`
+	Role         string `gorm:"not null;default:user"`
+	Disabled     bool   `gorm:"not null;default:false"`
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// IsAdmin reports whether u has the admin role.
+func (u *User) IsAdmin() bool { return u.Role == RoleAdmin }
+
+// Session is a signed-in browser. ID is the SHA-256 of the cookie's token,
+// so a leaked database does not leak live sessions.
+type Session struct {
+	ID        string `gorm:"primaryKey;size:64"`
+	UserID    string `gorm:"index;not null;size:36"`
+	CSRFToken string `gorm:"not null"`
+	CreatedAt time.Time
+	ExpiresAt time.Time `gorm:"index"`
+}
+
+// APIToken is a personal bearer token. Hash is the SHA-256 of the token;
+// the token itself is shown once, at creation.
+type APIToken struct {
+	ID         string `gorm:"primaryKey;size:36"`
+	UserID     string `gorm:"index;not null;size:36"`
+	Name       string `gorm:"not null"`
+	Hash       string `gorm:"uniqueIndex;not null;size:64"`
+	Prefix     string `gorm:"not null"`
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+}
+
+// Thread is a conversation. LastSeq is the last value of the thread's
+// sequence (SPEC §5.1), advanced only by the Writer.
+type Thread struct {
+	ID        string `gorm:"primaryKey;size:36"`
+	UserID    string `gorm:"index:idx_threads_user_updated,priority:1;not null;size:36"`
+	Title     string `gorm:"not null"`
+	LastSeq   int64  `gorm:"not null;default:0"`
+	CreatedAt time.Time
+	UpdatedAt time.Time `gorm:"index:idx_threads_user_updated,priority:2"`
+}
+
+// Message is one persisted chat message (human, ai or tool).
+type Message struct {
+	ID               string `gorm:"primaryKey;size:36"`
+	ThreadID         string `gorm:"uniqueIndex:idx_messages_thread_seq,priority:1;not null;size:36"`
+	Seq              int64  `gorm:"uniqueIndex:idx_messages_thread_seq,priority:2;not null"`
+	RunID            string `gorm:"index;size:36"`
+	Type             string `gorm:"not null"`
+	Content          string `gorm:"not null"`
+	ToolCalls        JSON
+	ToolCallID       string
+	Name             string
+	AdditionalKwargs JSON
+	Usage            JSON
+	ModelName        string
+	CreatedAt        time.Time
+}
+
+// Run is one user message and everything the lead does for it.
+type Run struct {
+	ID        string `gorm:"primaryKey;size:36"`
+	ThreadID  string `gorm:"index;not null;size:36"`
+	UserID    string `gorm:"not null;size:36"`
+	Status    string `gorm:"index;not null"`
+	ModelName string `gorm:"not null"`
+	Error     string
+	StartedAt time.Time
+	EndedAt   *time.Time
+}
+
+// RunEvent is one persisted event of a thread's log (SPEC §5.4).
+type RunEvent struct {
+	ID        int64  `gorm:"primaryKey;autoIncrement"`
+	ThreadID  string `gorm:"uniqueIndex:idx_events_thread_seq,priority:1;index:idx_events_thread_task_seq,priority:1;not null;size:36"`
+	Seq       int64  `gorm:"uniqueIndex:idx_events_thread_seq,priority:2;index:idx_events_thread_task_seq,priority:3;not null"`
+	RunID     string `gorm:"index;size:36"`
+	EventType string `gorm:"not null"`
+	Category  string `gorm:"not null"`
+	TaskID    string `gorm:"index:idx_events_thread_task_seq,priority:2"`
+	Content   JSON
+	Metadata  JSON
+	CreatedAt time.Time
+}
+
+// UsageEntry is one LLM call in the usage ledger, keyed by the call id so
+// that reporting a call twice counts it once (SPEC §4.6).
+type UsageEntry struct {
+	CallID          string `gorm:"primaryKey"`
+	ThreadID        string `gorm:"index;not null;size:36"`
+	RunID           string `gorm:"index;not null;size:36"`
+	TaskID          string // empty for the lead's own calls
+	ModelName       string `gorm:"not null"`
+	InputTokens     int64  `gorm:"not null"`
+	OutputTokens    int64  `gorm:"not null"`
+	TotalTokens     int64  `gorm:"not null"`
+	CacheReadTokens int64  `gorm:"not null;default:0"`
+	CreatedAt       time.Time
+}
+
+// Setting is one instance-wide setting changed at run time.
+type Setting struct {
+	Key       string `gorm:"primaryKey"`
+	Value     string `gorm:"not null"`
+	UpdatedAt time.Time
+}
+
+// JSON is a JSON document stored as text. A nil JSON is SQL NULL.
+type JSON json.RawMessage
+
+// Value implements driver.Valuer.
+func (j JSON) Value() (driver.Value, error) {
+	if len(j) == 0 {
+		return nil, nil
+	}
+	return string(j), nil
+}
+
+// Scan implements sql.Scanner.
+func (j *JSON) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*j = nil
+	case string:
+		*j = JSON(v)
+	case []byte:
+		*j = append(JSON(nil), v...)
+	default:
+		return fmt.Errorf("models: scan JSON from %T", src)
+	}
+	return nil
+}
+
+// MarshalJSON emits the document itself, or null.
+func (j JSON) MarshalJSON() ([]byte, error) {
+	if len(j) == 0 {
+		return []byte("null"), nil
+	}
+	return j, nil
+}
+
+// UnmarshalJSON keeps the raw document.
+func (j *JSON) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*j = nil
+		return nil
+	}
+	*j = append(JSON(nil), b...)
+	return nil
+}
+
+// MustJSON encodes v; it is for values that always encode (maps of plain
+// values, structs without channels).
+func MustJSON(v any) JSON {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("models: encode %T: %v", v, err))
+	}
+	if string(b) == "null" {
+		return nil
+	}
+	return JSON(b)
+}
+
+// ErrNotFound is returned when a record does not exist (or is not the
+// caller's to see).
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a write would break a uniqueness rule.
+var ErrConflict = errors.New("conflict")

@@ -1,0 +1,101 @@
+package models
+
+import (
+	"context"
+	"fmt"
+)
+
+// ActiveRun returns the thread's running run, or ErrNotFound.
+func (s *Store) ActiveRun(ctx context.Context, threadID string) (*Run, error) {
+	var r Run
+	err := s.r.WithContext(ctx).Where("thread_id = ? AND status = ?", threadID, RunRunning).Order("started_at DESC").Take(&r).Error
+	if err != nil {
+		return nil, notFound(err, "active run")
+	}
+	return &r, nil
+}
+
+// Run returns run id of thread threadID.
+func (s *Store) Run(ctx context.Context, threadID, id string) (*Run, error) {
+	var r Run
+	if err := s.r.WithContext(ctx).Where("id = ? AND thread_id = ?", id, threadID).Take(&r).Error; err != nil {
+		return nil, notFound(err, "run")
+	}
+	return &r, nil
+}
+
+// Runs returns the thread's runs, oldest first.
+func (s *Store) Runs(ctx context.Context, threadID string) ([]Run, error) {
+	var rs []Run
+	if err := s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("started_at, id").Find(&rs).Error; err != nil {
+		return nil, fmt.Errorf("store: list runs: %w", err)
+	}
+	return rs, nil
+}
+
+// RunningRuns returns every run still marked running: at start, the runs
+// a crash left behind.
+func (s *Store) RunningRuns(ctx context.Context) ([]Run, error) {
+	var rs []Run
+	if err := s.w.WithContext(ctx).Where("status = ?", RunRunning).Order("started_at").Find(&rs).Error; err != nil {
+		return nil, fmt.Errorf("store: list running runs: %w", err)
+	}
+	return rs, nil
+}
+
+// UsageTotals is a sum of ledger rows.
+type UsageTotals struct {
+	InputTokens     int64 `json:"input_tokens"`
+	OutputTokens    int64 `json:"output_tokens"`
+	TotalTokens     int64 `json:"total_tokens"`
+	CacheReadTokens int64 `json:"cache_read_tokens"`
+	Calls           int64 `json:"calls"`
+}
+
+// UsageReport is the ledger aggregated for a thread or run (SPEC §4.6).
+type UsageReport struct {
+	Total     UsageTotals            `json:"total"`
+	Lead      UsageTotals            `json:"lead"`
+	Subagents UsageTotals            `json:"subagents"`
+	ByModel   map[string]UsageTotals `json:"by_model"`
+}
+
+// Usage aggregates the ledger of a thread, or of one run when runID is set.
+func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport, error) {
+	type row struct {
+		Lead      bool
+		ModelName string
+		UsageTotals
+	}
+	q := s.r.WithContext(ctx).Model(&UsageEntry{}).
+		Select("task_id = '' AS lead, model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls").
+		Where("thread_id = ?", threadID)
+	if runID != "" {
+		q = q.Where("run_id = ?", runID)
+	}
+	var rows []row
+	if err := q.Group("task_id = '', model_name").Find(&rows).Error; err != nil {
+		return UsageReport{}, fmt.Errorf("store: usage: %w", err)
+	}
+	rep := UsageReport{ByModel: map[string]UsageTotals{}}
+	for _, r := range rows {
+		rep.Total.add(r.UsageTotals)
+		if r.Lead {
+			rep.Lead.add(r.UsageTotals)
+		} else {
+			rep.Subagents.add(r.UsageTotals)
+		}
+		m := rep.ByModel[r.ModelName]
+		m.add(r.UsageTotals)
+		rep.ByModel[r.ModelName] = m
+	}
+	return rep, nil
+}
+
+func (t *UsageTotals) add(o UsageTotals) {
+	t.InputTokens += o.InputTokens
+	t.OutputTokens += o.OutputTokens
+	t.TotalTokens += o.TotalTokens
+	t.CacheReadTokens += o.CacheReadTokens
+	t.Calls += o.Calls
+}

@@ -1,0 +1,154 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Store is herd's database. SQLite allows one writer at a time, so all
+// writes share one connection (w): concurrent writers would otherwise
+// queue inside SQLite on the busy timeout, and a per-thread sequence
+// assigned in the writing transaction could not be contended at all.
+// Reads use a separate pool (r) that WAL lets run beside the writer.
+type Store struct {
+	w   *gorm.DB
+	r   *gorm.DB
+	now func() time.Time
+}
+
+// Options tunes Open.
+type Options struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives slow-query and error logs; nil means silent.
+	Logger *slog.Logger
+}
+
+// Open opens (creating if needed) the SQLite database at path in WAL mode
+// and migrates it.
+func Open(path string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("store: create data dir: %w", err)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	cfg := &gorm.Config{
+		Logger:                 logger.Discard,
+		NowFunc:                func() time.Time { return now().UTC() },
+		SkipDefaultTransaction: true, // every multi-row write here is already in an explicit transaction
+		PrepareStmt:            true,
+		// gorm's statement cache starts a goroutine that never exits unless
+		// the TTL equals its "no eviction" value (ten years); statements
+		// are few and bounded by the code, so they never need evicting.
+		PrepareStmtTTL: 10 * 365 * 24 * time.Hour,
+		TranslateError: true,
+	}
+	w, err := gorm.Open(sqlite.Open(dsn(path, false)), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	wdb, err := w.DB()
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+
+	s := &Store{w: w, now: now}
+	if err := s.migrate(); err != nil {
+		_ = wdb.Close()
+		return nil, err
+	}
+	r, err := gorm.Open(sqlite.Open(dsn(path, true)), cfg)
+	if err != nil {
+		_ = wdb.Close()
+		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
+	}
+	rdb, err := r.DB()
+	if err != nil {
+		_ = wdb.Close()
+		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(8)
+	rdb.SetMaxIdleConns(8)
+	s.r = r
+	return s, nil
+}
+
+// dsn builds a go-sqlite3 DSN. The driver ignores parameters it does not
+// know, so a misspelled one silently loses WAL: TestOpenPragmas checks the
+// effective values. _txlock=immediate makes a write transaction take the
+// write lock at BEGIN, so it waits on the busy timeout instead of failing
+// with SQLITE_BUSY when it upgrades from a read.
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "on")
+	q.Set("_synchronous", "NORMAL")
+	if readOnly {
+		q.Set("_query_only", "1")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+func (s *Store) migrate() error {
+	err := s.w.AutoMigrate(&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{})
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	var first error
+	for _, db := range []*gorm.DB{s.r, s.w} {
+		if db == nil {
+			continue
+		}
+		if sqlDB, err := db.DB(); err == nil {
+			if err := sqlDB.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// Ping checks that the database answers and accepts writes (readiness).
+func (s *Store) Ping(ctx context.Context) error {
+	// BEGIN IMMEDIATE (the writer's _txlock) takes the write lock, so a
+	// database that cannot be written fails here.
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return tx.Exec("DELETE FROM settings WHERE key = ?", "herd.ping").Error
+	})
+	if err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// Pragma returns the value of a PRAGMA on the writer connection, for tests
+// and diagnostics.
+func (s *Store) Pragma(ctx context.Context, name string) (string, error) {
+	var v string
+	if err := s.w.WithContext(ctx).Raw("PRAGMA " + name).Scan(&v).Error; err != nil {
+		return "", fmt.Errorf("store: pragma %s: %w", name, err)
+	}
+	return v, nil
+}

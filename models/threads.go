@@ -1,0 +1,173 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+func notFound(err error, what string) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("store: %s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// CreateThread creates a thread owned by userID.
+func (s *Store) CreateThread(ctx context.Context, userID, title string) (*Thread, error) {
+	t := &Thread{ID: uuid.NewString(), UserID: userID, Title: title}
+	if err := s.w.WithContext(ctx).Create(t).Error; err != nil {
+		return nil, fmt.Errorf("store: create thread: %w", err)
+	}
+	return t, nil
+}
+
+// Thread returns the thread id if userID owns it. Admins see only their
+// own threads too: a thread is private to its owner.
+func (s *Store) Thread(ctx context.Context, userID, id string) (*Thread, error) {
+	var t Thread
+	err := s.r.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Take(&t).Error
+	if err != nil {
+		return nil, notFound(err, "thread")
+	}
+	return &t, nil
+}
+
+// Threads lists userID's threads, most recently active first.
+func (s *Store) Threads(ctx context.Context, userID string) ([]Thread, error) {
+	var ts []Thread
+	if err := s.r.WithContext(ctx).Where("user_id = ?", userID).Order("updated_at DESC, id").Find(&ts).Error; err != nil {
+		return nil, fmt.Errorf("store: list threads: %w", err)
+	}
+	return ts, nil
+}
+
+// RenameThread sets the title of userID's thread id.
+func (s *Store) RenameThread(ctx context.Context, userID, id, title string) (*Thread, error) {
+	res := s.w.WithContext(ctx).Model(&Thread{}).Where("id = ? AND user_id = ?", id, userID).
+		Updates(map[string]any{"title": title, "updated_at": s.now().UTC()})
+	if res.Error != nil {
+		return nil, fmt.Errorf("store: rename thread: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return nil, fmt.Errorf("store: rename thread: %w", ErrNotFound)
+	}
+	return s.threadW(ctx, userID, id)
+}
+
+// threadW reads through the writer so a caller sees its own write at once.
+func (s *Store) threadW(ctx context.Context, userID, id string) (*Thread, error) {
+	var t Thread
+	if err := s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Take(&t).Error; err != nil {
+		return nil, notFound(err, "thread")
+	}
+	return &t, nil
+}
+
+// DeleteThread deletes userID's thread id and everything recorded in it.
+// Callers stop the thread's run first; records the Writer still holds for
+// it are dropped with ErrNotFound.
+func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
+	return s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Where("id = ? AND user_id = ?", id, userID).Delete(&Thread{})
+		if res.Error != nil {
+			return fmt.Errorf("store: delete thread: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("store: delete thread: %w", ErrNotFound)
+		}
+		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {
+			if err := tx.Where("thread_id = ?", id).Delete(m).Error; err != nil {
+				return fmt.Errorf("store: delete thread records: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// Messages returns the thread's messages in sequence order.
+func (s *Store) Messages(ctx context.Context, threadID string) ([]Message, error) {
+	var ms []Message
+	if err := s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("seq").Find(&ms).Error; err != nil {
+		return nil, fmt.Errorf("store: list messages: %w", err)
+	}
+	return ms, nil
+}
+
+// EventFilter selects events of one thread.
+type EventFilter struct {
+	TaskID     string
+	RunID      string
+	EventTypes []string
+	Category   string
+	AfterSeq   int64
+	Limit      int // ≤ 0 means no limit
+}
+
+// Events returns the thread's events matching f in sequence order, and
+// whether more match beyond Limit.
+func (s *Store) Events(ctx context.Context, threadID string, f EventFilter) ([]RunEvent, bool, error) {
+	q := s.r.WithContext(ctx).Where("thread_id = ? AND seq > ?", threadID, f.AfterSeq)
+	if f.TaskID != "" {
+		q = q.Where("task_id = ?", f.TaskID)
+	}
+	if f.RunID != "" {
+		q = q.Where("run_id = ?", f.RunID)
+	}
+	if len(f.EventTypes) > 0 {
+		q = q.Where("event_type IN ?", f.EventTypes)
+	}
+	if f.Category != "" {
+		q = q.Where("category = ?", f.Category)
+	}
+	q = q.Order("seq")
+	if f.Limit > 0 {
+		q = q.Limit(f.Limit + 1)
+	}
+	var es []RunEvent
+	if err := q.Find(&es).Error; err != nil {
+		return nil, false, fmt.Errorf("store: list events: %w", err)
+	}
+	more := f.Limit > 0 && len(es) > f.Limit
+	if more {
+		es = es[:f.Limit]
+	}
+	return es, more, nil
+}
+
+// Since returns up to limit of the thread's persisted records (messages and
+// events) with seq > after, in sequence order: the WebSocket replay.
+func (s *Store) Since(ctx context.Context, threadID string, after int64, limit int) ([]Record, error) {
+	var ms []Message
+	if err := s.r.WithContext(ctx).Where("thread_id = ? AND seq > ?", threadID, after).Order("seq").Limit(limit).Find(&ms).Error; err != nil {
+		return nil, fmt.Errorf("store: replay messages: %w", err)
+	}
+	var es []RunEvent
+	if err := s.r.WithContext(ctx).Where("thread_id = ? AND seq > ?", threadID, after).Order("seq").Limit(limit).Find(&es).Error; err != nil {
+		return nil, fmt.Errorf("store: replay events: %w", err)
+	}
+	out := make([]Record, 0, min(limit, len(ms)+len(es)))
+	i, j := 0, 0
+	for len(out) < limit && (i < len(ms) || j < len(es)) {
+		if j >= len(es) || (i < len(ms) && ms[i].Seq < es[j].Seq) {
+			out = append(out, Record{Message: &ms[i]})
+			i++
+		} else {
+			out = append(out, Record{Event: &es[j]})
+			j++
+		}
+	}
+	return out, nil
+}
+
+// LastSeq returns the thread's last sequence value.
+func (s *Store) LastSeq(ctx context.Context, threadID string) (int64, error) {
+	var t Thread
+	if err := s.r.WithContext(ctx).Select("last_seq").Where("id = ?", threadID).Take(&t).Error; err != nil {
+		return 0, notFound(err, "thread")
+	}
+	return t.LastSeq, nil
+}

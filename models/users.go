@@ -1,0 +1,290 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+// ErrLastAdmin is returned when a change would leave no enabled admin.
+var ErrLastAdmin = errors.New("the last admin cannot be removed, disabled or demoted")
+
+// CountUsers returns how many users exist.
+func (s *Store) CountUsers(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.w.WithContext(ctx).Model(&User{}).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("store: count users: %w", err)
+	}
+	return n, nil
+}
+
+// CreateUser creates a user; the email is stored lower-cased and must be
+// unique (ErrConflict). With onlyIfEmpty, it creates the user only on an
+// empty instance (first-run set-up), in the same transaction as the check.
+func (s *Store) CreateUser(ctx context.Context, email, passwordHash, role string, onlyIfEmpty bool) (*User, error) {
+	u := &User{ID: uuid.NewString(), Email: strings.ToLower(strings.TrimSpace(email)), PasswordHash: passwordHash, Role: role}
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if onlyIfEmpty {
+			var n int64
+			if err := tx.Model(&User{}).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return ErrConflict
+			}
+		}
+		return tx.Create(u).Error
+	})
+	if errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, ErrConflict) {
+		return nil, fmt.Errorf("store: create user: %w", ErrConflict)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: create user: %w", err)
+	}
+	return u, nil
+}
+
+// UserByEmail returns the user with email.
+func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
+	var u User
+	if err := s.r.WithContext(ctx).Where("email = ?", strings.ToLower(strings.TrimSpace(email))).Take(&u).Error; err != nil {
+		return nil, notFound(err, "user")
+	}
+	return &u, nil
+}
+
+// User returns user id.
+func (s *Store) User(ctx context.Context, id string) (*User, error) {
+	var u User
+	if err := s.r.WithContext(ctx).Where("id = ?", id).Take(&u).Error; err != nil {
+		return nil, notFound(err, "user")
+	}
+	return &u, nil
+}
+
+// Users lists every user by email.
+func (s *Store) Users(ctx context.Context) ([]User, error) {
+	var us []User
+	if err := s.r.WithContext(ctx).Order("email").Find(&us).Error; err != nil {
+		return nil, fmt.Errorf("store: list users: %w", err)
+	}
+	return us, nil
+}
+
+// UserUpdate is a partial change of a user; nil fields stay.
+type UserUpdate struct {
+	Role         *string
+	Disabled     *bool
+	PasswordHash *string
+}
+
+// UpdateUser applies up to user id, refusing to leave no enabled admin.
+// Disabling a user ends their sessions.
+func (s *Store) UpdateUser(ctx context.Context, id string, up UserUpdate) (*User, error) {
+	var u User
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ?", id).Take(&u).Error; err != nil {
+			return err
+		}
+		wasActiveAdmin := u.Role == RoleAdmin && !u.Disabled
+		if up.Role != nil {
+			u.Role = *up.Role
+		}
+		if up.Disabled != nil {
+			u.Disabled = *up.Disabled
+		}
+		if up.PasswordHash != nil {
+			u.PasswordHash = *up.PasswordHash
+		}
+		if wasActiveAdmin && (u.Role != RoleAdmin || u.Disabled) {
+			if err := lastAdminCheck(tx, id); err != nil {
+				return err
+			}
+		}
+		if err := tx.Save(&u).Error; err != nil {
+			return err
+		}
+		if u.Disabled {
+			return tx.Where("user_id = ?", id).Delete(&Session{}).Error
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, userErr("update user", err)
+	}
+	return &u, nil
+}
+
+// DeleteUser deletes user id with their sessions, tokens and threads.
+func (s *Store) DeleteUser(ctx context.Context, id string) error {
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var u User
+		if err := tx.Where("id = ?", id).Take(&u).Error; err != nil {
+			return err
+		}
+		if u.Role == RoleAdmin && !u.Disabled {
+			if err := lastAdminCheck(tx, id); err != nil {
+				return err
+			}
+		}
+		var threadIDs []string
+		if err := tx.Model(&Thread{}).Where("user_id = ?", id).Pluck("id", &threadIDs).Error; err != nil {
+			return err
+		}
+		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {
+			if len(threadIDs) > 0 {
+				if err := tx.Where("thread_id IN ?", threadIDs).Delete(m).Error; err != nil {
+					return err
+				}
+			}
+		}
+		for _, m := range []any{&Thread{}, &Session{}, &APIToken{}} {
+			if err := tx.Where("user_id = ?", id).Delete(m).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Delete(&u).Error
+	})
+	if err != nil {
+		return userErr("delete user", err)
+	}
+	return nil
+}
+
+func lastAdminCheck(tx *gorm.DB, exceptID string) error {
+	var n int64
+	if err := tx.Model(&User{}).Where("role = ? AND disabled = ? AND id <> ?", RoleAdmin, false, exceptID).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrLastAdmin
+	}
+	return nil
+}
+
+func userErr(what string, err error) error {
+	switch {
+	case errors.Is(err, ErrLastAdmin):
+		return fmt.Errorf("store: %s: %w", what, err)
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return fmt.Errorf("store: %s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// CreateSession stores a session by the hash of its token.
+func (s *Store) CreateSession(ctx context.Context, sess *Session) error {
+	if err := s.w.WithContext(ctx).Create(sess).Error; err != nil {
+		return fmt.Errorf("store: create session: %w", err)
+	}
+	return nil
+}
+
+// SessionUser returns the unexpired session with hash id and its user, who
+// must be enabled.
+func (s *Store) SessionUser(ctx context.Context, id string) (*Session, *User, error) {
+	var sess Session
+	if err := s.r.WithContext(ctx).Where("id = ? AND expires_at > ?", id, s.now().UTC()).Take(&sess).Error; err != nil {
+		return nil, nil, notFound(err, "session")
+	}
+	u, err := s.User(ctx, sess.UserID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if u.Disabled {
+		return nil, nil, fmt.Errorf("store: session: %w", ErrNotFound)
+	}
+	return &sess, u, nil
+}
+
+// DeleteSession removes the session with hash id.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	if err := s.w.WithContext(ctx).Where("id = ?", id).Delete(&Session{}).Error; err != nil {
+		return fmt.Errorf("store: delete session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredSessions removes sessions past their expiry.
+func (s *Store) DeleteExpiredSessions(ctx context.Context) error {
+	if err := s.w.WithContext(ctx).Where("expires_at <= ?", s.now().UTC()).Delete(&Session{}).Error; err != nil {
+		return fmt.Errorf("store: delete expired sessions: %w", err)
+	}
+	return nil
+}
+
+// CreateAPIToken stores a token by its hash.
+func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken) error {
+	if t.ID == "" {
+		t.ID = uuid.NewString()
+	}
+	if err := s.w.WithContext(ctx).Create(t).Error; err != nil {
+		return fmt.Errorf("store: create api token: %w", err)
+	}
+	return nil
+}
+
+// APITokens lists userID's tokens, newest first.
+func (s *Store) APITokens(ctx context.Context, userID string) ([]APIToken, error) {
+	var ts []APIToken
+	if err := s.r.WithContext(ctx).Where("user_id = ?", userID).Order("created_at DESC").Find(&ts).Error; err != nil {
+		return nil, fmt.Errorf("store: list api tokens: %w", err)
+	}
+	return ts, nil
+}
+
+// DeleteAPIToken deletes userID's token id.
+func (s *Store) DeleteAPIToken(ctx context.Context, userID, id string) error {
+	res := s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Delete(&APIToken{})
+	if res.Error != nil {
+		return fmt.Errorf("store: delete api token: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("store: delete api token: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// TokenUser returns the enabled user owning the token with hash, and marks
+// the token used (at most once a minute, to keep reads cheap).
+func (s *Store) TokenUser(ctx context.Context, hash string) (*User, error) {
+	var t APIToken
+	if err := s.r.WithContext(ctx).Where("hash = ?", hash).Take(&t).Error; err != nil {
+		return nil, notFound(err, "api token")
+	}
+	u, err := s.User(ctx, t.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if u.Disabled {
+		return nil, fmt.Errorf("store: api token: %w", ErrNotFound)
+	}
+	now := s.now().UTC()
+	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) > time.Minute {
+		_ = s.w.WithContext(ctx).Model(&APIToken{}).Where("id = ?", t.ID).Update("last_used_at", now).Error
+	}
+	return u, nil
+}
+
+// Setting returns the value of key, or ErrNotFound.
+func (s *Store) Setting(ctx context.Context, key string) (string, error) {
+	var st Setting
+	if err := s.r.WithContext(ctx).Where("key = ?", key).Take(&st).Error; err != nil {
+		return "", notFound(err, "setting "+key)
+	}
+	return st.Value, nil
+}
+
+// SetSetting stores value under key.
+func (s *Store) SetSetting(ctx context.Context, key, value string) error {
+	st := Setting{Key: key, Value: value, UpdatedAt: s.now().UTC()}
+	if err := s.w.WithContext(ctx).Save(&st).Error; err != nil {
+		return fmt.Errorf("store: set setting %s: %w", key, err)
+	}
+	return nil
+}
