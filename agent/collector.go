@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"sync"
+
+	"herd/models"
+)
+
+// ledgerEntry turns one response's usage into a ledger row, or ok false when
+// the response reported none worth recording: no usage, or input, output and
+// total all ≤ 0 (never a fabricated zero). A missing total is input +
+// output; cache-read is kept only when > 0 (SPEC §4.6).
+func ledgerEntry(threadID, runID, taskID string, resp Response) (*models.UsageEntry, bool) {
+	u := resp.Usage
+	if u == nil || (u.InputTokens <= 0 && u.OutputTokens <= 0 && u.TotalTokens <= 0) {
+		return nil, false
+	}
+	in, out, total := max(u.InputTokens, 0), max(u.OutputTokens, 0), u.TotalTokens
+	if total <= 0 {
+		total = in + out
+	}
+	return &models.UsageEntry{
+		CallID:          resp.CallID,
+		ThreadID:        threadID,
+		RunID:           runID,
+		TaskID:          taskID,
+		ModelName:       resp.Model,
+		InputTokens:     in,
+		OutputTokens:    out,
+		TotalTokens:     total,
+		CacheReadTokens: max(u.CacheReadTokens, 0),
+	}, true
+}
+
+// Collector records the LLM calls of one subagent execution, each once by
+// call id, and gives the cumulative snapshot the card shows. It is a
+// projection: the ledger is written separately, once per call.
+type Collector struct {
+	mu      sync.Mutex
+	seen    map[string]bool
+	records []models.UsageEntry
+	total   TokenUsage
+}
+
+// NewCollector returns an empty collector.
+func NewCollector() *Collector { return &Collector{seen: map[string]bool{}} }
+
+// Record adds e unless its call id was recorded before; it reports whether
+// it did.
+func (c *Collector) Record(e *models.UsageEntry) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e == nil || c.seen[e.CallID] {
+		return false
+	}
+	c.seen[e.CallID] = true
+	c.records = append(c.records, *e)
+	c.total.InputTokens += e.InputTokens
+	c.total.OutputTokens += e.OutputTokens
+	c.total.TotalTokens += e.TotalTokens
+	return true
+}
+
+// Snapshot is the cumulative usage so far, or nil when no call reported any.
+func (c *Collector) Snapshot() *TokenUsage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.records) == 0 {
+		return nil
+	}
+	t := c.total
+	return &t
+}
+
+// Records returns a copy of the recorded calls.
+func (c *Collector) Records() []models.UsageEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]models.UsageEntry(nil), c.records...)
+}

@@ -1,0 +1,317 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Subagent statuses. Queued and running are live states; the rest are the
+// terminal statuses of contracts/subagent_status_contract.json.
+const (
+	StatusQueued          = "queued"
+	StatusRunning         = "running"
+	StatusCompleted       = "completed"
+	StatusFailed          = "failed"
+	StatusCancelled       = "cancelled"
+	StatusTimedOut        = "timed_out"
+	StatusPollingTimedOut = "polling_timed_out"
+)
+
+// Stop reasons for guardrail caps (SPEC §4.5).
+const (
+	StopTokenCapped = "token_capped"
+	StopTurnCapped  = "turn_capped"
+	StopLoopCapped  = "loop_capped"
+)
+
+// TerminalStatuses lists the values valid as subagent_status.
+func TerminalStatuses() []string {
+	return []string{StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut, StatusPollingTimedOut}
+}
+
+// StopReasons lists the values valid as subagent_stop_reason.
+func StopReasons() []string { return []string{StopTokenCapped, StopTurnCapped, StopLoopCapped} }
+
+// IsTerminal reports whether status is one of TerminalStatuses.
+func IsTerminal(status string) bool {
+	switch status {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut, StatusPollingTimedOut:
+		return true
+	}
+	return false
+}
+
+func validStopReason(r string) bool {
+	return r == StopTokenCapped || r == StopTurnCapped || r == StopLoopCapped
+}
+
+// capLabel is how a stop reason reads in the ToolMessage and on the card.
+func capLabel(reason string) string {
+	switch reason {
+	case StopTokenCapped:
+		return "token budget"
+	case StopTurnCapped:
+		return "turn budget"
+	case StopLoopCapped:
+		return "repeated tool-call loop"
+	}
+	return ""
+}
+
+// Bounds (SPEC §5.3, §5.4).
+const (
+	MetadataTextCap = 2000
+	EventTextCap    = 8192
+)
+
+const boundMarker = "\n...\n"
+
+// Bound trims s and, when it is longer than limit characters, keeps the
+// first ⌊2·limit/3⌋ characters, the marker "\n...\n" and the last
+// characters, exactly limit in all. When limit leaves no room for the
+// marker, it keeps the first limit characters.
+func Bound(s string, limit int) string {
+	s = strings.TrimSpace(s)
+	if limit <= 0 {
+		return ""
+	}
+	n := utf8.RuneCountInString(s)
+	if n <= limit {
+		return s
+	}
+	r := []rune(s)
+	head := 2 * limit / 3
+	tail := limit - head - len(boundMarker)
+	if tail < 0 {
+		return string(r[:limit])
+	}
+	return string(r[:head]) + boundMarker + string(r[n-tail:])
+}
+
+// cut shortens s to limit characters, reporting whether it did.
+func cut(s string, limit int) (string, bool) {
+	if len(s) <= limit || utf8.RuneCountInString(s) <= limit {
+		return s, false
+	}
+	return string([]rune(s)[:limit]), true
+}
+
+// TokenUsage is a cumulative usage snapshot as it travels on every surface
+// (ToolMessage metadata, events, frames).
+type TokenUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+}
+
+// NormalizeUsage is the one usage validator for every surface: v must be a
+// map whose three keys are all present, integers (not booleans, not
+// floats) and ≥ 0; otherwise the usage is absent (nil). Extra keys are
+// dropped. JSON must be decoded with UseNumber for integers to survive.
+func NormalizeUsage(v any) *TokenUsage {
+	var m map[string]any
+	switch t := v.(type) {
+	case map[string]any:
+		m = t
+	case *TokenUsage:
+		if t == nil || t.InputTokens < 0 || t.OutputTokens < 0 || t.TotalTokens < 0 {
+			return nil
+		}
+		u := *t
+		return &u
+	default:
+		return nil
+	}
+	var out [3]int64
+	for i, k := range [3]string{"input_tokens", "output_tokens", "total_tokens"} {
+		n, ok := wholeNumber(m[k])
+		if !ok || n < 0 {
+			return nil
+		}
+		out[i] = n
+	}
+	return &TokenUsage{InputTokens: out[0], OutputTokens: out[1], TotalTokens: out[2]}
+}
+
+// wholeNumber accepts integer values only: Go integers and integer JSON
+// literals. Floats (even 3.0) and booleans are refused.
+func wholeNumber(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case json.Number:
+		if strings.ContainsAny(string(n), ".eE") {
+			return 0, false
+		}
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+func (u *TokenUsage) asMap() map[string]any {
+	if u == nil {
+		return nil
+	}
+	return map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "total_tokens": u.TotalTokens}
+}
+
+// Outcome is the terminal state of one subagent execution.
+type Outcome struct {
+	Status     string
+	StopReason string
+	Result     string // the full result, for the lead
+	Error      string
+	ModelName  string
+	Usage      *TokenUsage
+}
+
+// ErrContract marks a status or stop reason outside the contract: a
+// programming error caught at the producer, never written.
+var ErrContract = errors.New("outside the subagent status contract")
+
+// ToolMessage builds the terminal ToolMessage's content (what the lead LLM
+// reads) and additional_kwargs (the single source for reload), SPEC §5.3.
+func (o Outcome) ToolMessage() (content string, kwargs map[string]any, err error) {
+	if !IsTerminal(o.Status) {
+		return "", nil, fmt.Errorf("%w: status %q", ErrContract, o.Status)
+	}
+	if o.StopReason != "" && !validStopReason(o.StopReason) {
+		return "", nil, fmt.Errorf("%w: stop reason %q", ErrContract, o.StopReason)
+	}
+	result := strings.TrimSpace(o.Result)
+	errText := strings.TrimSpace(o.Error)
+	capped := ""
+	if o.StopReason != "" {
+		capped = " (capped: " + capLabel(o.StopReason) + ")"
+	}
+	withErr := func(prefix string) string {
+		if errText == "" {
+			return prefix + "."
+		}
+		return prefix + ". Error: " + errText
+	}
+	switch o.Status {
+	case StatusCompleted:
+		content = "Task Succeeded" + capped + ". Result: " + result
+	case StatusFailed:
+		content = withErr("Task failed" + capped)
+	case StatusCancelled:
+		content = withErr("Task cancelled by user")
+	case StatusTimedOut:
+		content = withErr("Task timed out")
+	case StatusPollingTimedOut:
+		content = errText
+		if content == "" {
+			content = "Task polling timed out."
+		}
+	}
+	kwargs = map[string]any{"subagent_status": o.Status}
+	if o.StopReason != "" {
+		kwargs["subagent_stop_reason"] = o.StopReason
+	}
+	if o.Status != StatusCompleted && errText != "" {
+		kwargs["subagent_error"] = Bound(errText, MetadataTextCap)
+	}
+	if o.Status == StatusCompleted && result != "" {
+		kwargs["subagent_result_brief"] = Bound(result, MetadataTextCap)
+		sum := sha256.Sum256([]byte(o.Result))
+		kwargs["subagent_result_sha256"] = hex.EncodeToString(sum[:])
+	}
+	if m := strings.TrimSpace(o.ModelName); m != "" {
+		kwargs["subagent_model_name"] = m
+	}
+	if u := NormalizeUsage(o.Usage); u != nil {
+		kwargs["subagent_token_usage"] = u.asMap()
+	}
+	return content, kwargs, nil
+}
+
+// Metadata is what ReadMetadata recovers from a ToolMessage.
+type Metadata struct {
+	Status       string
+	StopReason   string
+	Error        string
+	ResultBrief  string
+	ResultSHA256 string
+	ModelName    string
+	Usage        *TokenUsage
+}
+
+// ReadMetadata reads a ToolMessage's additional_kwargs tolerantly: legacy
+// status max_turns_reached reads as completed or failed with turn_capped;
+// an unknown or missing status means no metadata (ok false); malformed
+// usage, unknown stop reasons and bad hashes are dropped.
+func ReadMetadata(kwargs map[string]any) (md Metadata, ok bool) {
+	str := func(k string) string {
+		s, _ := kwargs[k].(string)
+		return s
+	}
+	md = Metadata{
+		StopReason:   str("subagent_stop_reason"),
+		Error:        str("subagent_error"),
+		ResultBrief:  str("subagent_result_brief"),
+		ResultSHA256: str("subagent_result_sha256"),
+		ModelName:    strings.TrimSpace(str("subagent_model_name")),
+		Usage:        NormalizeUsage(kwargs["subagent_token_usage"]),
+	}
+	status := str("subagent_status")
+	switch {
+	case status == "max_turns_reached":
+		md.StopReason = StopTurnCapped
+		md.Status = StatusFailed
+		if strings.TrimSpace(md.ResultBrief) != "" {
+			md.Status = StatusCompleted
+		}
+	case IsTerminal(status):
+		md.Status = status
+	default:
+		return Metadata{}, false
+	}
+	if !validStopReason(md.StopReason) {
+		md.StopReason = ""
+	}
+	if !isSHA256Hex(md.ResultSHA256) {
+		md.ResultSHA256 = ""
+	}
+	return md, true
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// StatusFromContent reads a terminal status from a ToolMessage's text, for
+// rows without usable metadata. ok is false when the text says nothing.
+func StatusFromContent(content string) (status string, ok bool) {
+	c := strings.TrimSpace(content)
+	switch {
+	case strings.HasPrefix(c, "Task Succeeded"):
+		return StatusCompleted, true
+	case strings.HasPrefix(c, "Task failed"):
+		return StatusFailed, true
+	case strings.HasPrefix(c, "Task cancelled"):
+		return StatusCancelled, true
+	case strings.HasPrefix(c, "Task timed out"):
+		return StatusTimedOut, true
+	}
+	return "", false
+}

@@ -1,0 +1,539 @@
+package agent
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+const (
+	defaultOpenAIBaseURL = "https://api.openai.com/v1"
+	// defaultOpenAITimeout applies when timeout_seconds is unset, so a
+	// server that stops answering cannot hold a run forever.
+	defaultOpenAITimeout    = 5 * time.Minute
+	defaultOpenAIMaxRetries = 2
+	// defaultOpenAIMaxRetryDelay caps the backoff between retries and is
+	// the longest Retry-After honoured; a server asking for a longer wait
+	// gets its error returned at once rather than a stalled run.
+	defaultOpenAIMaxRetryDelay = 30 * time.Second
+	// maxProviderMessage bounds how much of an error body goes into an
+	// error, since a proxy may answer with a whole HTML page.
+	maxProviderMessage = 500
+)
+
+// errCallTimedOut is the cause of the per-call deadline, so a timeout can
+// be told from the caller's own cancellation or deadline.
+var errCallTimedOut = errors.New("call timed out")
+
+// envKey matches an api_key that names an environment variable.
+var envKey = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$`)
+
+// OpenAI is a Provider for any OpenAI-compatible chat-completions endpoint
+// (OpenAI, vLLM, Ollama, LiteLLM, DeepSeek, …). Every call streams.
+//
+// Tool-call arguments: Args is always valid JSON. A JSON object the model
+// sent is kept as is; empty arguments become {}; anything else (invalid
+// JSON, e.g. cut short by a token limit, or a non-object) becomes a JSON
+// string holding the model's text verbatim. Such Args fail to decode as an
+// object, so the tool reports bad arguments to the model; the caller can
+// read the text back with json.Unmarshal into a string; and when the call
+// is sent back in a later request the model sees exactly what it wrote.
+type OpenAI struct {
+	name        string // the configured model name, for error text and logs
+	model       string // the provider's model id when a Request names none
+	client      openai.Client
+	streamUsage bool
+	timeout     time.Duration
+	apiKey      string // kept only to scrub it from error text
+	log         *slog.Logger
+}
+
+// OpenAIOption tunes an OpenAI provider beyond its ModelConfig.
+type OpenAIOption func(*openAIOptions)
+
+type openAIOptions struct {
+	httpClient    *http.Client
+	maxRetryDelay time.Duration
+	log           *slog.Logger
+}
+
+// WithOpenAIHTTPClient sets the HTTP client the provider sends requests
+// with (default http.DefaultClient).
+func WithOpenAIHTTPClient(c *http.Client) OpenAIOption {
+	return func(o *openAIOptions) { o.httpClient = c }
+}
+
+// WithOpenAIMaxRetryDelay caps the wait between retries: the exponential
+// backoff (which starts at half a second) and the longest Retry-After
+// honoured. Tests make it small to stay fast. d must be positive.
+func WithOpenAIMaxRetryDelay(d time.Duration) OpenAIOption {
+	return func(o *openAIOptions) { o.maxRetryDelay = d }
+}
+
+// WithOpenAILogger sets where the provider logs (default slog.Default()).
+// It logs retries and, at debug level, each completed call with the
+// provider's completion id.
+func WithOpenAILogger(l *slog.Logger) OpenAIOption {
+	return func(o *openAIOptions) { o.log = l }
+}
+
+// NewOpenAI builds the provider for one configured model. An api_key of
+// the form $VAR or ${VAR} is read from the environment here, once; the
+// variable must be set. TimeoutSeconds limits each call as a whole,
+// retries and streaming included (default 5 minutes). MaxRetries bounds
+// the retries on 408, 409, 429, 5xx and connection failures (default 2);
+// they happen only before a response starts, never once text has been
+// streamed.
+func NewOpenAI(cfg ModelConfig, opts ...OpenAIOption) (*OpenAI, error) {
+	o := openAIOptions{maxRetryDelay: defaultOpenAIMaxRetryDelay, log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxRetryDelay <= 0 {
+		return nil, fmt.Errorf("openai model %q: max retry delay must be positive, got %s", cfg.Name, o.maxRetryDelay)
+	}
+
+	key := cfg.APIKey
+	if m := envKey.FindStringSubmatch(key); m != nil {
+		name := cmp.Or(m[1], m[2])
+		key = os.Getenv(name)
+		if key == "" {
+			return nil, fmt.Errorf("openai model %q: api_key: environment variable %s is not set", cfg.Name, name)
+		}
+	}
+
+	base := cmp.Or(cfg.BaseURL, defaultOpenAIBaseURL)
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai model %q: base_url %q is not an http(s) URL", cfg.Name, base)
+	}
+
+	retries := defaultOpenAIMaxRetries
+	if cfg.MaxRetries != nil {
+		retries = *cfg.MaxRetries
+	}
+	if retries < 0 {
+		return nil, fmt.Errorf("openai model %q: max_retries must not be negative, got %d", cfg.Name, retries)
+	}
+
+	timeout := defaultOpenAITimeout
+	if cfg.TimeoutSeconds > 0 {
+		timeout = time.Duration(cfg.TimeoutSeconds) * time.Second
+	}
+
+	// The client is built from explicit options only: openai.NewClient
+	// would also read OPENAI_API_KEY, OPENAI_BASE_URL and friends from the
+	// environment, and could send an ambient key to a third-party base_url.
+	clientOpts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithAPIKey(key),
+		option.WithMaxRetries(retries),
+		option.WithMaxRetryDelay(o.maxRetryDelay),
+	}
+	if o.httpClient != nil {
+		clientOpts = append(clientOpts, option.WithHTTPClient(o.httpClient))
+	}
+
+	return &OpenAI{
+		name:        cfg.Name,
+		model:       cmp.Or(cfg.Model, cfg.Name),
+		client:      openai.Client{Options: clientOpts},
+		streamUsage: cfg.StreamUsage == nil || *cfg.StreamUsage,
+		timeout:     timeout,
+		apiKey:      key,
+		log:         o.log,
+	}, nil
+}
+
+// Complete streams one chat completion. Errors wrap ErrProvider; a
+// cancelled ctx also yields an error wrapping context.Canceled.
+func (p *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
+	callID := uuid.NewString()
+	model := cmp.Or(req.Model, p.model)
+	params, err := chatParams(model, req, p.streamUsage)
+	if err != nil {
+		return Response{}, p.errorf("build request: %w", err)
+	}
+
+	ctx, cancel := context.WithTimeoutCause(ctx, p.timeout, errCallTimedOut)
+	defer cancel()
+
+	attempts, lastStatus := 0, 0
+	countAttempts := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		attempts++
+		if attempts > 1 {
+			p.log.Info("openai: retrying", "model", p.name, "attempt", attempts, "previous_status", lastStatus)
+		}
+		res, err := next(r)
+		lastStatus = 0
+		if res != nil {
+			lastStatus = res.StatusCode
+		}
+		return res, err
+	})
+
+	// The stream is opened by hand rather than with NewStreaming so that a
+	// stream that ends without [DONE] can be told from a complete one: the
+	// SDK's stream reports both as a clean end.
+	var res *http.Response
+	err = p.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true), countAttempts)
+	if err != nil {
+		return Response{}, p.requestError(ctx, err, res, attempts)
+	}
+	// Some servers and proxies ignore stream: true, or answer 200 with an
+	// error object; the SSE decoder would see neither as anything but an
+	// empty stream.
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "application/json" {
+		body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		_ = res.Body.Close()
+		if err != nil {
+			return Response{}, p.streamError(ctx, err, 0)
+		}
+		return Response{}, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
+	}
+	dec := &doneDecoder{Decoder: ssestream.NewDecoder(res)}
+	stream := ssestream.NewStream[openai.ChatCompletionChunk](dec, nil)
+	defer stream.Close()
+
+	acc := streamAccumulator{byIndex: map[int64]int{}}
+	for stream.Next() {
+		// Chunks already buffered when ctx ends are dropped, so no text
+		// reaches onDelta after the caller has stopped the call.
+		if ctx.Err() != nil {
+			return Response{}, p.contextError(ctx)
+		}
+		acc.add(stream.Current(), onDelta)
+	}
+	if err := stream.Err(); err != nil {
+		return Response{}, p.streamError(ctx, err, acc.chunks)
+	}
+	if !dec.done {
+		return Response{}, p.errorf("stream cut short: the connection closed before [DONE], after %d chunks", acc.chunks)
+	}
+	if acc.finishReason == "" {
+		return Response{}, p.errorf("stream cut short: [DONE] arrived without a finish_reason, after %d chunks", acc.chunks)
+	}
+
+	resp := acc.response(callID, model)
+	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
+		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts)
+	return resp, nil
+}
+
+// chatParams maps a Request onto the chat-completions request body.
+func chatParams(model string, req Request, streamUsage bool) (openai.ChatCompletionNewParams, error) {
+	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
+	for i, m := range req.Messages {
+		switch m.Type {
+		case TypeSystem:
+			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
+		case TypeHuman:
+			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+		case TypeAI:
+			params.Messages = append(params.Messages, assistantMessage(m))
+		case TypeTool:
+			params.Messages = append(params.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+		default:
+			return params, fmt.Errorf("message %d: unknown type %q", i, m.Type)
+		}
+	}
+	for _, t := range req.Tools {
+		fn := shared.FunctionDefinitionParam{Name: t.Name}
+		if t.Description != "" {
+			fn.Description = openai.String(t.Description)
+		}
+		if len(t.Parameters) > 0 {
+			if err := json.Unmarshal(t.Parameters, &fn.Parameters); err != nil {
+				return params, fmt.Errorf("tool %q: parameters are not a JSON object: %w", t.Name, err)
+			}
+		}
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
+	}
+	if streamUsage {
+		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	}
+	return params, nil
+}
+
+func assistantMessage(m Message) openai.ChatCompletionMessageParamUnion {
+	var a openai.ChatCompletionAssistantMessageParam
+	// Content may be omitted only when there are tool calls; an empty
+	// string is still sent otherwise, since some servers require it.
+	if m.Content != "" || len(m.ToolCalls) == 0 {
+		a.Content.OfString = openai.String(m.Content)
+	}
+	for _, tc := range m.ToolCalls {
+		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: tc.ID,
+				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+					Name:      tc.Name,
+					Arguments: argsText(tc.Args),
+				},
+			},
+		})
+	}
+	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
+}
+
+// toolArgs turns the arguments text a model streamed into ToolCall.Args
+// (see OpenAI for the rules).
+func toolArgs(text string) json.RawMessage {
+	trimmed := strings.TrimSpace(text)
+	if trimmed == "" {
+		return json.RawMessage(`{}`)
+	}
+	if trimmed[0] == '{' && json.Valid([]byte(trimmed)) {
+		return json.RawMessage(trimmed)
+	}
+	quoted, _ := json.Marshal(text) // a string always marshals
+	return quoted
+}
+
+// argsText is toolArgs reversed, for sending a call back to the model.
+func argsText(args json.RawMessage) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return "{}"
+	}
+	var text string
+	if json.Unmarshal(args, &text) == nil {
+		return text
+	}
+	return string(args)
+}
+
+// doneDecoder notes whether the stream reached its [DONE] sentinel.
+type doneDecoder struct {
+	ssestream.Decoder
+	done bool
+}
+
+func (d *doneDecoder) Next() bool {
+	if !d.Decoder.Next() {
+		return false
+	}
+	if bytes.HasPrefix(d.Event().Data, []byte("[DONE]")) {
+		d.done = true
+	}
+	return true
+}
+
+// streamAccumulator builds a Response from chunks. Only choice 0 counts:
+// herd never asks for more than one.
+type streamAccumulator struct {
+	chunks       int
+	text         strings.Builder
+	calls        []*partialCall
+	byIndex      map[int64]int // tool-call index → position in calls
+	usage        *Usage
+	model        string
+	completionID string
+	finishReason string
+}
+
+type partialCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+func (a *streamAccumulator) add(c openai.ChatCompletionChunk, onDelta func(string)) {
+	a.chunks++
+	if c.Model != "" {
+		a.model = c.Model
+	}
+	if c.ID != "" {
+		a.completionID = c.ID
+	}
+	// Some servers send usage on every chunk; the last one is the total.
+	if c.JSON.Usage.Valid() {
+		u := Usage{
+			InputTokens:  c.Usage.PromptTokens,
+			OutputTokens: c.Usage.CompletionTokens,
+			TotalTokens:  c.Usage.TotalTokens,
+		}
+		if cached := c.Usage.PromptTokensDetails.CachedTokens; cached > 0 {
+			u.CacheReadTokens = cached
+		}
+		a.usage = &u
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if ch.Delta.Content != "" {
+			a.text.WriteString(ch.Delta.Content)
+			if onDelta != nil {
+				onDelta(ch.Delta.Content)
+			}
+		}
+		for _, d := range ch.Delta.ToolCalls {
+			a.addToolDelta(d)
+		}
+		if ch.FinishReason != "" {
+			a.finishReason = ch.FinishReason
+		}
+	}
+}
+
+// addToolDelta merges one tool-call fragment. Fragments are keyed by their
+// index; a fragment bringing a new id under an index already in use starts
+// a new call, for servers that number every call 0.
+func (a *streamAccumulator) addToolDelta(d openai.ChatCompletionChunkChoiceDeltaToolCall) {
+	pos, ok := a.byIndex[d.Index]
+	if !ok || (d.ID != "" && a.calls[pos].id != "" && d.ID != a.calls[pos].id) {
+		a.calls = append(a.calls, &partialCall{})
+		pos = len(a.calls) - 1
+		a.byIndex[d.Index] = pos
+	}
+	call := a.calls[pos]
+	if call.id == "" {
+		call.id = d.ID
+	}
+	// Names arrive whole in the first fragment; some servers repeat them.
+	if call.name == "" {
+		call.name = d.Function.Name
+	}
+	call.args.WriteString(d.Function.Arguments)
+}
+
+func (a *streamAccumulator) response(callID, requestedModel string) Response {
+	resp := Response{
+		CallID: callID,
+		Text:   a.text.String(),
+		Usage:  a.usage,
+		Model:  cmp.Or(a.model, requestedModel),
+	}
+	for _, c := range a.calls {
+		// A call id becomes a task_id and pairs the tool result with its
+		// call, so a server that sends none gets one made up.
+		id := cmp.Or(c.id, "call_"+uuid.NewString())
+		resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: id, Name: c.name, Args: toolArgs(c.args.String())})
+	}
+	return resp
+}
+
+// requestError explains a request that got no stream: a status with the
+// provider's own message, or the transport failure.
+func (p *OpenAI) requestError(ctx context.Context, err error, res *http.Response, attempts int) error {
+	if ctx.Err() != nil {
+		return p.contextError(ctx)
+	}
+	tries := ""
+	if attempts > 1 {
+		tries = fmt.Sprintf(" (after %d attempts)", attempts)
+	}
+	// The SDK puts the error body back on res; it is already in memory.
+	if res != nil && res.StatusCode >= 400 {
+		var body []byte
+		if res.Body != nil {
+			var buf bytes.Buffer
+			_, _ = buf.ReadFrom(res.Body)
+			body = buf.Bytes()
+		}
+		return p.errorf("HTTP %d %s: %s%s", res.StatusCode, http.StatusText(res.StatusCode), providerMessage(body), tries)
+	}
+	return p.errorf("request failed%s: %w", tries, err)
+}
+
+// streamError explains a stream that failed part-way.
+func (p *OpenAI) streamError(ctx context.Context, err error, chunks int) error {
+	if ctx.Err() != nil {
+		return p.contextError(ctx)
+	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		return p.errorf("error event in stream after %d chunks: %s", chunks, providerMessage(streamErr.Event.Data))
+	}
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+		return p.errorf("malformed stream chunk after %d chunks: %w", chunks, err)
+	}
+	return p.errorf("stream cut short after %d chunks: %w", chunks, err)
+}
+
+// contextError explains a call ended by its context: the per-call timeout,
+// or the caller's cancellation or deadline (wrapped for errors.Is).
+func (p *OpenAI) contextError(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), errCallTimedOut) {
+		return p.errorf("timed out after %s (timeout_seconds): %w", p.timeout, context.DeadlineExceeded)
+	}
+	return p.errorf("call stopped: %w", ctx.Err())
+}
+
+// errorf builds a provider error: it wraps ErrProvider, names the model and
+// never carries the API key.
+func (p *OpenAI) errorf(format string, args ...any) error {
+	err := fmt.Errorf("%w: %s: "+format, append([]any{ErrProvider, p.name}, args...)...)
+	if p.apiKey != "" && strings.Contains(err.Error(), p.apiKey) {
+		return &scrubbedError{text: strings.ReplaceAll(err.Error(), p.apiKey, "[redacted]"), err: err}
+	}
+	return err
+}
+
+// scrubbedError replaces an error's text while keeping its chain for
+// errors.Is and errors.As.
+type scrubbedError struct {
+	text string
+	err  error
+}
+
+func (e *scrubbedError) Error() string { return e.text }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// providerMessage extracts the human part of an error body, whichever of
+// the shapes OpenAI-compatible servers use it has: {"error": {"message"}},
+// {"error": "..."}, {"message": "..."}, {"detail": ...} or plain text.
+func providerMessage(body []byte) string {
+	var shape struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	msg := ""
+	if json.Unmarshal(body, &shape) == nil {
+		var nested struct {
+			Message string `json:"message"`
+		}
+		var text string
+		switch {
+		case json.Unmarshal(shape.Error, &nested) == nil && nested.Message != "":
+			msg = nested.Message
+		case json.Unmarshal(shape.Error, &text) == nil && text != "":
+			msg = text
+		case shape.Message != "":
+			msg = shape.Message
+		case json.Unmarshal(shape.Detail, &text) == nil && text != "":
+			msg = text
+		case len(shape.Detail) > 0:
+			msg = string(shape.Detail)
+		}
+	}
+	if msg == "" {
+		msg = strings.Join(strings.Fields(string(body)), " ")
+	}
+	if msg == "" {
+		return "(empty error body)"
+	}
+	if len(msg) > maxProviderMessage {
+		msg = strings.ToValidUTF8(msg[:maxProviderMessage], "") + "…"
+	}
+	return msg
+}

@@ -1,0 +1,522 @@
+// Package openaitest is a fake OpenAI chat-completions server for tests. It
+// speaks the real streaming wire format (SSE `data:` lines carrying
+// chat.completion.chunk objects, then `data: [DONE]`), answers from a
+// per-test script of replies, and records every request it receives so a
+// test can assert what the client sent.
+//
+//	srv := openaitest.NewServer(t, openaitest.Text("Hello", ", world"))
+//	p, err := agent.NewOpenAI(
+//		agent.ModelConfig{Name: "gpt", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL()},
+//		agent.WithOpenAIHTTPClient(srv.Client()), // no idle connections outlive the test
+//	)
+//
+// Replies are consumed in order, one per request. When the script runs out,
+// the fallback (see SetFallback) answers; without one the server answers
+// 500, so an unexpected extra call shows up as an error rather than a hang.
+package openaitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// CompletionID is the id the server puts in every chunk. It is the same for
+// every reply, as a real server's ids may repeat across calls, so a client
+// cannot use it as a unique call id.
+const CompletionID = "chatcmpl-openaitest"
+
+// argPieces is how many chunks a tool call's arguments are split across,
+// so every tool call exercises delta accumulation.
+const argPieces = 3
+
+// Ending says how a streamed reply ends.
+type Ending int
+
+// The endings. For every ending but EndDone, Reply.After counts the chunks
+// (data events: the role chunk, text chunks, tool-call chunks, the finish
+// chunk and the usage chunk, in that order) written before it happens.
+const (
+	// EndDone ends normally: the finish chunk, the usage chunk when asked
+	// for, then `data: [DONE]`.
+	EndDone Ending = iota
+	// EndCut ends the HTTP response cleanly with no [DONE], as a server or
+	// proxy that gives up mid-stream does.
+	EndCut
+	// EndAbort drops the connection mid-response.
+	EndAbort
+	// EndHang writes nothing more and holds the connection open until the
+	// client goes away or the server closes.
+	EndHang
+	// EndMalformed writes a chunk that is not valid JSON, then [DONE].
+	EndMalformed
+	// EndError writes an in-stream error event carrying Reply.Error
+	// (`data: {"error": {...}}`) and ends the response.
+	EndError
+)
+
+// Reply scripts the server's answer to one request.
+type Reply struct {
+	// Chunks are the text deltas, one per chunk, in order.
+	Chunks []string
+	// ToolCalls are streamed after the text. Each call's arguments are
+	// split across several chunks.
+	ToolCalls []ToolCall
+	// InterleaveToolCalls streams the calls' pieces round-robin, as some
+	// servers do, instead of one call after the other.
+	InterleaveToolCalls bool
+	// Usage is sent in a last chunk with empty choices, only when the
+	// request asked for it (stream_options.include_usage). Nil: never sent,
+	// like a server that reports no usage.
+	Usage *Usage
+	// Model is the model name reported in every chunk; empty: the
+	// requested model.
+	Model string
+	// FinishReason defaults to "tool_calls" when there are tool calls and
+	// "stop" otherwise.
+	FinishReason string
+	// ChunkDelay is waited before each chunk.
+	ChunkDelay time.Duration
+	// End and After script an abnormal ending after After chunks.
+	End   Ending
+	After int
+
+	// Status, when neither 0 nor 200, answers with that HTTP status and an
+	// OpenAI-style error body {"error": {"message": Error, ...}} instead of
+	// a stream.
+	Status int
+	// Error is the provider's message for Status and EndError.
+	Error string
+	// ErrorBody, when set, replaces the OpenAI-style error body verbatim.
+	ErrorBody string
+	// Header holds extra response headers, e.g. Retry-After.
+	Header http.Header
+}
+
+// ToolCall is a tool call the fake model makes.
+type ToolCall struct {
+	// ID is the tool-call id; empty omits it, as some servers do.
+	ID   string
+	Name string
+	// Args is the arguments text exactly as the model "generates" it; it
+	// need not be valid JSON.
+	Args string
+}
+
+// Usage is the token usage a reply reports.
+type Usage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+	TotalTokens      int64
+	CachedTokens     int64 // prompt_tokens_details.cached_tokens
+}
+
+// Text is a reply that streams chunks as text and stops.
+func Text(chunks ...string) Reply { return Reply{Chunks: chunks} }
+
+// Fail is a reply that answers with an HTTP error status and an
+// OpenAI-style error body carrying message.
+func Fail(status int, message string) Reply { return Reply{Status: status, Error: message} }
+
+// Request is one request the server received.
+type Request struct {
+	Header http.Header
+	Body   []byte      // the raw request body
+	Chat   ChatRequest // Body decoded; zero when Body is not valid JSON
+}
+
+// ChatRequest is the part of a chat-completions request body tests assert on.
+type ChatRequest struct {
+	Model         string         `json:"model"`
+	Messages      []Message      `json:"messages"`
+	Tools         []Tool         `json:"tools"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *StreamOptions `json:"stream_options"`
+}
+
+// StreamOptions is the request's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Message is one message of a request.
+type Message struct {
+	Role       string            `json:"role"`
+	Content    json.RawMessage   `json:"content"` // a string, an array of parts, or absent
+	ToolCalls  []RequestToolCall `json:"tool_calls"`
+	ToolCallID string            `json:"tool_call_id"`
+}
+
+// Text is the message's content as text: the string, or the text parts
+// joined; empty when the content is absent or null.
+func (m Message) Text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ""
+	}
+	var b bytes.Buffer
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// RequestToolCall is a tool call sent back to the model in an assistant
+// message.
+type RequestToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function part of a RequestToolCall.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a tool offered to the model in a request.
+type Tool struct {
+	Type     string   `json:"type"`
+	Function Function `json:"function"`
+}
+
+// Function describes a function tool.
+type Function struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Server is the fake. Its methods are safe for concurrent use; concurrent
+// requests take replies from the script in arrival order.
+type Server struct {
+	srv       *httptest.Server
+	quit      chan struct{} // closed by Close: releases hanging handlers
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	script   []Reply
+	fallback func(ChatRequest) Reply
+	requests []Request
+}
+
+// NewServer starts a server that answers with replies, in order, and closes
+// it when the test ends.
+func NewServer(t testing.TB, replies ...Reply) *Server {
+	t.Helper()
+	s := &Server{quit: make(chan struct{}), script: append([]Reply(nil), replies...)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.complete)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "openaitest: only POST /v1/chat/completions is served, not "+r.Method+" "+r.URL.Path)
+	})
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// URL is the base URL to configure a client with (it ends in /v1).
+func (s *Server) URL() string { return s.srv.URL + "/v1" }
+
+// Client is an HTTP client for the server whose idle connections Close
+// shuts, so a test leaves no connection goroutines behind.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// Enqueue appends replies to the script.
+func (s *Server) Enqueue(replies ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, replies...)
+}
+
+// SetFallback makes f answer every request that arrives once the script is
+// exhausted, for tests whose call order is not deterministic (parallel
+// subagents): f may choose a reply from the request's messages.
+func (s *Server) SetFallback(f func(ChatRequest) Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fallback = f
+}
+
+// Pending is the number of scripted replies not yet used.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.script)
+}
+
+// Requests returns every request received so far, in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Close releases hanging replies, drops open connections and stops the
+// server. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+}
+
+// next records the request and takes the reply for it.
+func (s *Server) next(rec Request) Reply {
+	s.mu.Lock()
+	s.requests = append(s.requests, rec)
+	if len(s.script) > 0 {
+		r := s.script[0]
+		s.script = s.script[1:]
+		s.mu.Unlock()
+		return r
+	}
+	fallback := s.fallback
+	s.mu.Unlock()
+	// The fallback runs unlocked: it is test code and may call back into s.
+	if fallback != nil {
+		return fallback(rec.Chat)
+	}
+	return Fail(http.StatusInternalServerError, "openaitest: no scripted reply left")
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "openaitest: read body: "+err.Error())
+		return
+	}
+	rec := Request{Header: r.Header.Clone(), Body: body}
+	decodeErr := json.Unmarshal(body, &rec.Chat)
+	if decodeErr != nil {
+		rec.Chat = ChatRequest{}
+	}
+	reply := s.next(rec)
+
+	for k, vs := range reply.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	switch {
+	case decodeErr != nil:
+		writeError(w, http.StatusBadRequest, "openaitest: request body is not JSON: "+decodeErr.Error())
+		return
+	case reply.Status != 0 && reply.Status != http.StatusOK:
+		if reply.ErrorBody != "" {
+			w.WriteHeader(reply.Status)
+			_, _ = io.WriteString(w, reply.ErrorBody)
+			return
+		}
+		writeError(w, reply.Status, reply.Error)
+		return
+	case !rec.Chat.Stream:
+		writeError(w, http.StatusBadRequest, "openaitest: only streaming requests (stream: true) are supported")
+		return
+	}
+	s.stream(w, r, reply, rec.Chat)
+}
+
+// stream writes the reply as server-sent events.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req ChatRequest) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+
+	send := func(data []byte) bool {
+		if reply.ChunkDelay > 0 {
+			t := time.NewTimer(reply.ChunkDelay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return false
+			case <-s.quit:
+				return false
+			}
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+
+	events := chunks(reply, req)
+	if reply.End == EndDone {
+		reply.After = len(events)
+	}
+	for _, ev := range events[:min(reply.After, len(events))] {
+		if !send(ev) {
+			return
+		}
+	}
+	switch reply.End {
+	case EndDone:
+		send([]byte("[DONE]"))
+	case EndCut:
+		// Returning lets net/http end the chunked body cleanly.
+	case EndAbort:
+		// ErrAbortHandler makes net/http drop the connection without
+		// logging, so the client sees an unexpected EOF.
+		panic(http.ErrAbortHandler)
+	case EndHang:
+		select {
+		case <-r.Context().Done():
+		case <-s.quit:
+		}
+	case EndMalformed:
+		if send([]byte(`{"id":"` + CompletionID + `","choices":[{"index":0,"delta":{"content":`)) {
+			send([]byte("[DONE]"))
+		}
+	case EndError:
+		ev, _ := json.Marshal(map[string]any{"error": errorObject(reply.Error, "server_error")})
+		send(ev)
+	}
+}
+
+// chunks builds the data events of a reply that ends normally, without the
+// [DONE] sentinel.
+func chunks(reply Reply, req ChatRequest) [][]byte {
+	model := reply.Model
+	if model == "" {
+		model = req.Model
+	}
+	withUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	chunk := func(choices []any) []byte {
+		c := map[string]any{
+			"id":      CompletionID,
+			"object":  "chat.completion.chunk",
+			"created": 1700000000,
+			"model":   model,
+			"choices": choices,
+		}
+		if withUsage {
+			// The real API sends "usage": null on every chunk but the last
+			// when usage was asked for.
+			c["usage"] = nil
+		}
+		b, _ := json.Marshal(c)
+		return b
+	}
+	choice := func(delta map[string]any, finish any) []any {
+		return []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}
+	}
+
+	out := [][]byte{chunk(choice(map[string]any{"role": "assistant", "content": ""}, nil))}
+	for _, text := range reply.Chunks {
+		out = append(out, chunk(choice(map[string]any{"content": text}, nil)))
+	}
+
+	perCall := make([][][]byte, len(reply.ToolCalls))
+	for i, tc := range reply.ToolCalls {
+		head := map[string]any{"index": i, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": ""}}
+		if tc.ID != "" {
+			head["id"] = tc.ID
+		}
+		perCall[i] = append(perCall[i], chunk(choice(map[string]any{"tool_calls": []any{head}}, nil)))
+		for _, piece := range split(tc.Args, argPieces) {
+			part := map[string]any{"index": i, "function": map[string]any{"arguments": piece}}
+			perCall[i] = append(perCall[i], chunk(choice(map[string]any{"tool_calls": []any{part}}, nil)))
+		}
+	}
+	if reply.InterleaveToolCalls {
+		for j := 0; ; j++ {
+			wrote := false
+			for _, evs := range perCall {
+				if j < len(evs) {
+					out = append(out, evs[j])
+					wrote = true
+				}
+			}
+			if !wrote {
+				break
+			}
+		}
+	} else {
+		for _, evs := range perCall {
+			out = append(out, evs...)
+		}
+	}
+
+	finish := reply.FinishReason
+	if finish == "" {
+		finish = "stop"
+		if len(reply.ToolCalls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	out = append(out, chunk(choice(map[string]any{}, finish)))
+
+	if withUsage && reply.Usage != nil {
+		u := reply.Usage
+		c := map[string]any{
+			"id":      CompletionID,
+			"object":  "chat.completion.chunk",
+			"created": 1700000000,
+			"model":   model,
+			"choices": []any{},
+			"usage": map[string]any{
+				"prompt_tokens":         u.PromptTokens,
+				"completion_tokens":     u.CompletionTokens,
+				"total_tokens":          u.TotalTokens,
+				"prompt_tokens_details": map[string]any{"cached_tokens": u.CachedTokens, "audio_tokens": 0},
+			},
+		}
+		b, _ := json.Marshal(c)
+		out = append(out, b)
+	}
+	return out
+}
+
+// split cuts s into at most n pieces of about equal length on rune
+// boundaries (a piece that split a rune could not be sent as a JSON string).
+func split(s string, n int) []string {
+	if s == "" {
+		return nil
+	}
+	size := max(1, len(s)/n)
+	var out []string
+	for len(s) > 0 {
+		cut := min(size, len(s))
+		for cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut++
+		}
+		if len(out) == n-1 {
+			cut = len(s)
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return out
+}
+
+func errorObject(message, typ string) map[string]any {
+	return map[string]any{"message": message, "type": typ, "param": nil, "code": nil}
+}
+
+func writeError(w http.ResponseWriter, status int, message string) {
+	typ := "invalid_request_error"
+	if status >= 500 {
+		typ = "server_error"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": errorObject(message, typ)})
+}

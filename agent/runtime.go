@@ -1,0 +1,342 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"herd/models"
+)
+
+// Journal persists what runs produce, in order; models.Writer implements
+// it. Write returns once the records are committed (and broadcast);
+// Enqueue returns once they are queued.
+type Journal interface {
+	Write(ctx context.Context, recs ...models.Record) error
+	Enqueue(ctx context.Context, recs ...models.Record) error
+}
+
+// History reads a thread's messages for the lead's prompt; models.Store
+// implements it.
+type History interface {
+	Messages(ctx context.Context, threadID string) ([]models.Message, error)
+}
+
+// Publisher streams what is not persisted: the text of the AI message
+// being written. The server's hub implements it; it must not block.
+type Publisher interface {
+	Delta(threadID, runID, messageID, text string)
+}
+
+// Model is a configured model with its provider.
+type Model struct {
+	Config   ModelConfig
+	Provider Provider
+}
+
+// Errors Start and Cancel return.
+var (
+	ErrRunActive    = errors.New("a run is already active in this thread")
+	ErrUnknownModel = errors.New("unknown model")
+	ErrNoActiveRun  = errors.New("no such active run")
+	ErrNoTask       = errors.New("no such running task")
+	ErrShuttingDown = errors.New("server is shutting down")
+)
+
+// Options builds a Runtime.
+type Options struct {
+	Models        []*Model // the first is the default
+	Lead          LeadConfig
+	Subagents     SubagentsConfig
+	WorkspaceRoot string
+	// Tools are the tools the lead has besides task (workspace tools, and
+	// bash when the sandbox allows it).
+	Tools     []Tool
+	Journal   Journal
+	History   History
+	Publisher Publisher
+	Logger    *slog.Logger
+	Now       func() time.Time
+	NewID     func() string
+}
+
+// Runtime runs the lead loop of every active run and owns the subagent
+// executor. Runs are independent of any request or socket: they end when
+// they finish, are stopped, or the runtime shuts down.
+type Runtime struct {
+	models    map[string]*Model
+	order     []*Model
+	defModel  *Model
+	lead      LeadConfig
+	tools     *Toolset
+	taskSpec  ToolSpec
+	exec      *Executor
+	journal   Journal
+	history   History
+	pub       Publisher
+	wsRoot    string
+	log       *slog.Logger
+	now       func() time.Time
+	newID     func() string
+	persistTO time.Duration
+
+	base     context.Context
+	stopBase context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	active  map[string]*run // by thread id
+	runDone chan struct{}   // signalled (non-blocking) whenever a run ends
+}
+
+// New builds a Runtime.
+func New(o Options) (*Runtime, error) {
+	if len(o.Models) == 0 {
+		return nil, errors.New("agent: no models configured")
+	}
+	if o.Journal == nil || o.History == nil {
+		return nil, errors.New("agent: a journal and a history are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = uuid.NewString
+	}
+	if o.Publisher == nil {
+		o.Publisher = nopPublisher{}
+	}
+	if o.Lead.MaxTurns <= 0 {
+		o.Lead.MaxTurns = 25
+	}
+	rt := &Runtime{
+		models:    make(map[string]*Model, len(o.Models)),
+		defModel:  o.Models[0],
+		lead:      o.Lead,
+		tools:     NewToolset(o.Tools...),
+		journal:   o.Journal,
+		history:   o.History,
+		pub:       o.Publisher,
+		wsRoot:    o.WorkspaceRoot,
+		log:       o.Logger,
+		now:       o.Now,
+		newID:     o.NewID,
+		persistTO: 30 * time.Second,
+		active:    map[string]*run{},
+		runDone:   make(chan struct{}, 1),
+	}
+	for _, m := range o.Models {
+		rt.models[m.Config.Name] = m
+	}
+	rt.order = o.Models
+	rt.base, rt.stopBase = context.WithCancel(context.Background())
+	exec, err := newExecutor(rt, o.Subagents)
+	if err != nil {
+		return nil, err
+	}
+	rt.exec = exec
+	rt.taskSpec = taskToolSpec(exec.catalog())
+	return rt, nil
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) Delta(string, string, string, string) {}
+
+// StartRequest is one user message.
+type StartRequest struct {
+	ThreadID string
+	UserID   string
+	Content  string
+	Model    string // "" for the default
+}
+
+// Started describes a run that Start accepted.
+type Started struct {
+	RunID     string
+	MessageID string
+	ModelName string
+}
+
+// Start persists the user's message and starts a run for it. It returns
+// ErrRunActive while the thread has one and ErrUnknownModel for a model
+// that is not configured.
+func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error) {
+	model := rt.defModel
+	if req.Model != "" {
+		m, ok := rt.models[req.Model]
+		if !ok {
+			return Started{}, fmt.Errorf("%w %q", ErrUnknownModel, req.Model)
+		}
+		model = m
+	}
+	r := &run{
+		rt:       rt,
+		id:       rt.newID(),
+		threadID: req.ThreadID,
+		userID:   req.UserID,
+		model:    model,
+		done:     make(chan struct{}),
+		usage:    map[string]models.UsageEntry{},
+	}
+	r.ctx, r.cancel = context.WithCancelCause(rt.base)
+	rt.mu.Lock()
+	switch {
+	case rt.closed:
+		rt.mu.Unlock()
+		r.cancel(nil)
+		return Started{}, ErrShuttingDown
+	case rt.active[req.ThreadID] != nil:
+		rt.mu.Unlock()
+		r.cancel(nil)
+		return Started{}, ErrRunActive
+	}
+	rt.active[req.ThreadID] = r
+	rt.mu.Unlock()
+
+	msgID := rt.newID()
+	if err := r.begin(ctx, msgID, req.Content); err != nil {
+		rt.release(r)
+		r.cancel(nil)
+		return Started{}, err
+	}
+	rt.wg.Go(r.loop)
+	return Started{RunID: r.id, MessageID: msgID, ModelName: model.Config.Name}, nil
+}
+
+// ErrStopped is the cancellation cause of a run the user stopped.
+var ErrStopped = errors.New("stopped by user")
+
+// Cancel stops run runID of thread threadID: every in-flight LLM call, tool
+// and subagent of it. It returns at once; the run writes its end shortly.
+func (rt *Runtime) Cancel(threadID, runID string) error {
+	rt.mu.Lock()
+	r := rt.active[threadID]
+	rt.mu.Unlock()
+	if r == nil || r.id != runID {
+		return ErrNoActiveRun
+	}
+	r.cancel(ErrStopped)
+	return nil
+}
+
+// CancelTask cancels the running subagent with tool-call id taskID in
+// thread threadID.
+func (rt *Runtime) CancelTask(threadID, taskID string) error {
+	rt.mu.Lock()
+	r := rt.active[threadID]
+	rt.mu.Unlock()
+	if r == nil {
+		return ErrNoTask
+	}
+	if !rt.exec.cancelTask(r.id, taskID) {
+		return ErrNoTask
+	}
+	return nil
+}
+
+// ActiveRun returns the id of the thread's active run, if any.
+func (rt *Runtime) ActiveRun(threadID string) (string, bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if r := rt.active[threadID]; r != nil {
+		return r.id, true
+	}
+	return "", false
+}
+
+// Wait blocks until the thread has no active run or ctx ends.
+func (rt *Runtime) Wait(ctx context.Context, threadID string) error {
+	rt.mu.Lock()
+	r := rt.active[threadID]
+	rt.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Models returns the configured models, the default first.
+func (rt *Runtime) Models() []ModelConfig {
+	out := make([]ModelConfig, len(rt.order))
+	for i, m := range rt.order {
+		out[i] = m.Config
+	}
+	return out
+}
+
+func (rt *Runtime) release(r *run) {
+	rt.mu.Lock()
+	if rt.active[r.threadID] == r {
+		delete(rt.active, r.threadID)
+	}
+	rt.mu.Unlock()
+}
+
+// Shutdown stops accepting runs, cancels the running ones and waits (until
+// ctx ends) for them to write their terminal state.
+func (rt *Runtime) Shutdown(ctx context.Context) error {
+	rt.mu.Lock()
+	rt.closed = true
+	runs := make([]*run, 0, len(rt.active))
+	for _, r := range rt.active {
+		runs = append(runs, r)
+	}
+	rt.mu.Unlock()
+	for _, r := range runs {
+		r.cancel(ErrShuttingDown)
+	}
+	done := make(chan struct{})
+	go func() {
+		rt.wg.Wait()
+		rt.exec.wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		rt.stopBase()
+		rt.exec.close()
+		return nil
+	case <-ctx.Done():
+		rt.stopBase()
+		return fmt.Errorf("agent: shutdown: %w", ctx.Err())
+	}
+}
+
+// workspace returns the thread's workspace directory, creating it.
+func (rt *Runtime) workspace(threadID string) (string, error) {
+	if _, err := uuid.Parse(threadID); err != nil {
+		return "", fmt.Errorf("agent: workspace: bad thread id %q", threadID)
+	}
+	dir := filepath.Join(rt.wsRoot, threadID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("agent: workspace: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("agent: workspace: %w", err)
+	}
+	return abs, nil
+}
+
+// persistCtx bounds a write that must happen even when ctx was cancelled
+// (a run's end, a cancelled subagent's terminal state).
+func (rt *Runtime) persistCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rt.persistTO)
+}

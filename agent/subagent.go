@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+func taskRefused(reason string) Outcome { return Outcome{Status: StatusFailed, Error: reason} }
+
+// execute is the subagent's own loop: LLM call → tools → next call, until a
+// final answer, a cap, an error or the end of ctx (its execution deadline,
+// a cancel). It returns the outcome; finish makes it terminal.
+func (e *Execution) execute(ctx context.Context) (o Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("subagent panicked", "panic", p)
+			o = Outcome{Status: StatusFailed, Error: fmt.Sprintf("internal error: %v", p)}
+		}
+	}()
+	msgs := []Message{
+		{Type: TypeSystem, Content: e.spec.systemPrompt},
+		{Type: TypeHuman, Content: e.Prompt},
+	}
+	specs := e.spec.tools.Specs()
+	repeats := map[string]int{}
+	lastText := ""
+	for turn := 1; ; turn++ {
+		if turn > e.spec.maxTurns {
+			return capped(StopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
+		}
+		resp, err := e.model.Provider.Complete(ctx, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
+		if err != nil {
+			return e.interrupted(ctx, err)
+		}
+		// A call that completes is counted even if ctx ended meanwhile.
+		if entry := e.run.recordUsage(e.TaskID, resp); entry != nil {
+			e.collector.Record(entry)
+		}
+		e.emitStep(StepAI, resp.Text, resp.ToolCalls, "")
+		if t := strings.TrimSpace(resp.Text); t != "" {
+			lastText = resp.Text
+		}
+		if len(resp.ToolCalls) == 0 {
+			if strings.TrimSpace(resp.Text) == "" {
+				return Outcome{Status: StatusFailed, Error: "No response generated"}
+			}
+			return Outcome{Status: StatusCompleted, Result: resp.Text}
+		}
+		if b := e.spec.tokenBudget; b > 0 {
+			if u := e.collector.Snapshot(); u != nil && u.TotalTokens >= b {
+				return capped(StopTokenCapped, lastText, fmt.Sprintf("used %d tokens of a %d token budget before a final answer", u.TotalTokens, b))
+			}
+		}
+		for _, c := range resp.ToolCalls {
+			key := c.Name + "\x00" + canonicalJSON(c.Args)
+			repeats[key]++
+			if repeats[key] >= e.x.cfg.LoopLimit {
+				return capped(StopLoopCapped, lastText, fmt.Sprintf("called %s with the same arguments %d times", c.Name, repeats[key]))
+			}
+		}
+		msgs = append(msgs, Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls})
+		msgs = append(msgs, e.runTools(ctx, resp.ToolCalls)...)
+		if ctx.Err() != nil {
+			return e.interrupted(ctx, ctx.Err())
+		}
+	}
+}
+
+// capped ends a subagent stopped by a guardrail: completed when it has
+// usable output, else failed, with the stop reason either way.
+func capped(reason, output, why string) Outcome {
+	if strings.TrimSpace(output) != "" {
+		return Outcome{Status: StatusCompleted, StopReason: reason, Result: output}
+	}
+	return Outcome{Status: StatusFailed, StopReason: reason, Error: "Stopped: " + why}
+}
+
+// interrupted maps an error after ctx ended (or a provider error) to its
+// terminal outcome.
+func (e *Execution) interrupted(ctx context.Context, err error) Outcome {
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, context.DeadlineExceeded):
+			return Outcome{Status: StatusTimedOut, Error: fmt.Sprintf("Execution timed out after %d seconds", int(e.spec.timeout.Seconds()))}
+		case errors.Is(cause, errTaskCancelled), errors.Is(cause, ErrStopped):
+			return Outcome{Status: StatusCancelled}
+		case errors.Is(cause, ErrShuttingDown):
+			return Outcome{Status: StatusCancelled, Error: "interrupted: server shutting down"}
+		}
+		return Outcome{Status: StatusCancelled, Error: cause.Error()}
+	}
+	return Outcome{Status: StatusFailed, Error: err.Error()}
+}
+
+// runTools runs one response's tool calls in parallel and emits a step for
+// each result, in call order.
+func (e *Execution) runTools(ctx context.Context, calls []ToolCall) []Message {
+	out := make([]Message, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: e.runTool(ctx, c)}
+		})
+	}
+	wg.Wait()
+	for _, m := range out {
+		e.emitStep(StepTool, m.Content, nil, m.Name)
+	}
+	return out
+}
+
+func (e *Execution) runTool(ctx context.Context, c ToolCall) (result string) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("tool panicked", "tool", c.Name, "panic", p)
+			result = fmt.Sprintf("Error: the %s tool failed internally", c.Name)
+		}
+	}()
+	t, ok := e.spec.tools.Get(c.Name)
+	if !ok {
+		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.spec.tools.Names(), ", "))
+	}
+	out, err := t.Run(ctx, ToolEnv{Workspace: e.run.workspace}, c.Args)
+	if err != nil {
+		return "Error: " + err.Error()
+	}
+	return out
+}

@@ -1,0 +1,587 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Limits of the workspace tools. They keep one tool result small enough for
+// a model's context and one write small enough to be a deliberate edit.
+const (
+	maxListEntries = 500
+	maxReadLines   = 2000
+	maxReadBytes   = 50_000
+	maxLineBytes   = 2000
+	maxFileBytes   = 1 << 20
+	// binarySniffBytes is how much of a file is checked for NUL bytes, the
+	// same heuristic git uses to call a file binary.
+	binarySniffBytes = 8000
+)
+
+// errOutsideWorkspace marks a path that resolves outside the workspace.
+var errOutsideWorkspace = errors.New("outside the workspace")
+
+// WorkspaceTools returns the file tools confined to ToolEnv.Workspace:
+// ls, read_file, write_file and str_replace (SPEC §4.2). Every path is
+// relative to the workspace root and resolved through os.Root, so no path,
+// symlink included, can reach a file outside the workspace.
+func WorkspaceTools() []Tool {
+	return []Tool{lsTool{}, readFileTool{}, writeFileTool{}, strReplaceTool{}}
+}
+
+type lsTool struct{}
+
+var lsSchema = paramSchema{
+	Properties: map[string]paramProp{
+		"path": {Type: "string", Description: `Directory to list, relative to the workspace root. Default "." (the root).`},
+	},
+}
+
+func (lsTool) Spec() ToolSpec {
+	return lsSchema.spec("ls", fmt.Sprintf(
+		"List a directory of the workspace. Directories end with \"/\", files show their size in bytes, "+
+			"symlinks show their target. Entries are sorted by name; at most %d are shown, with a note of how "+
+			"many were omitted. Paths are relative to the workspace root.", maxListEntries))
+}
+
+func (lsTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+	var p struct {
+		Path string `json:"path"`
+	}
+	if err := decodeToolArgs(lsSchema, args, &p); err != nil {
+		return "", err
+	}
+	dir := p.Path
+	if dir == "" {
+		dir = "."
+	}
+	root, err := openWorkspace(env)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+
+	f, err := root.Open(dir)
+	if err != nil {
+		return "", workspaceError(dir, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", workspaceError(dir, err)
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("path %q is a file, not a directory; use read_file to read it", dir)
+	}
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return "", workspaceError(dir, err)
+	}
+	if len(entries) == 0 {
+		return "(empty directory)", nil
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+
+	var b strings.Builder
+	for _, e := range entries[:min(len(entries), maxListEntries)] {
+		b.WriteString(describeEntry(root, dir, e))
+		b.WriteByte('\n')
+	}
+	if omitted := len(entries) - maxListEntries; omitted > 0 {
+		fmt.Fprintf(&b, "[%d of %d entries shown; %d omitted: list a subdirectory to see more]\n",
+			maxListEntries, len(entries), omitted)
+	}
+	return b.String(), nil
+}
+
+func describeEntry(root *os.Root, dir string, e fs.DirEntry) string {
+	switch {
+	case e.IsDir():
+		return e.Name() + "/"
+	case e.Type()&fs.ModeSymlink != 0:
+		target, err := root.Readlink(path.Join(dir, e.Name()))
+		if err != nil {
+			return e.Name() + " -> ?"
+		}
+		return e.Name() + " -> " + target
+	case e.Type().IsRegular():
+		info, err := e.Info()
+		if err != nil {
+			return e.Name()
+		}
+		return fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size())
+	default:
+		return e.Name()
+	}
+}
+
+type readFileTool struct{}
+
+var readFileSchema = paramSchema{
+	Properties: map[string]paramProp{
+		"path":   {Type: "string", Description: "File to read, relative to the workspace root."},
+		"offset": {Type: "integer", Minimum: 1, Description: "First line to show, 1-based. Default 1."},
+		"limit":  {Type: "integer", Minimum: 1, Description: fmt.Sprintf("Most lines to show. Default and maximum %d.", maxReadLines)},
+	},
+	Required: []string{"path"},
+}
+
+func (readFileTool) Spec() ToolSpec {
+	return readFileSchema.spec("read_file", fmt.Sprintf(
+		"Read a text file of the workspace. Each line is shown prefixed with its line number and a tab; "+
+			"the prefix is not part of the file (leave it out of str_replace's old_str). At most %d lines "+
+			"and %d bytes are shown per call, and lines longer than %d bytes are cut; a note at the end says "+
+			"which offset to pass to read on. Binary files are refused.",
+		maxReadLines, maxReadBytes, maxLineBytes))
+}
+
+func (readFileTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+	var p struct {
+		Path   string `json:"path"`
+		Offset *int   `json:"offset"`
+		Limit  *int   `json:"limit"`
+	}
+	if err := decodeToolArgs(readFileSchema, args, &p); err != nil {
+		return "", err
+	}
+	if err := requirePath(p.Path); err != nil {
+		return "", err
+	}
+	offset, limit := 1, maxReadLines
+	if p.Offset != nil {
+		offset = *p.Offset
+	}
+	if p.Limit != nil {
+		limit = min(*p.Limit, maxReadLines)
+	}
+	root, err := openWorkspace(env)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+
+	f, err := openRegular(root, p.Path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+
+	br := bufio.NewReaderSize(f, 64<<10)
+	sniff, err := br.Peek(binarySniffBytes)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", workspaceError(p.Path, err)
+	}
+	if len(sniff) == 0 {
+		return "(empty file)", nil
+	}
+	if bytes.IndexByte(sniff, 0) >= 0 {
+		return "", fmt.Errorf("path %q looks like a binary file (it contains NUL bytes); read_file shows text only", p.Path)
+	}
+	return readLines(br, p.Path, offset, limit)
+}
+
+// readLines renders lines offset.. of br, numbered, within the line and
+// byte limits, and ends with a note when something is left to read.
+func readLines(br *bufio.Reader, name string, offset, limit int) (string, error) {
+	var b strings.Builder
+	lineNo, shown := 0, 0
+	for {
+		line, dropped, err := readCappedLine(br)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", workspaceError(name, err)
+		}
+		lineNo++
+		if lineNo < offset {
+			continue
+		}
+		if shown == limit {
+			fmt.Fprintf(&b, "[lines %d-%d shown; more follow: call read_file with offset=%d]\n", offset, lineNo-1, lineNo)
+			return b.String(), nil
+		}
+		rendered := fmt.Sprintf("%6d\t%s", lineNo, line)
+		if dropped > 0 {
+			rendered += fmt.Sprintf(" [line cut: %d more bytes]", dropped)
+		}
+		if shown > 0 && b.Len()+len(rendered)+1 > maxReadBytes {
+			fmt.Fprintf(&b, "[output capped at %d bytes: lines %d-%d shown; call read_file with offset=%d to continue]\n",
+				maxReadBytes, offset, lineNo-1, lineNo)
+			return b.String(), nil
+		}
+		b.WriteString(rendered)
+		b.WriteByte('\n')
+		shown++
+	}
+	if shown == 0 {
+		return "", fmt.Errorf("offset %d is past the end of %q, which has %d lines", offset, name, lineNo)
+	}
+	return b.String(), nil
+}
+
+// readCappedLine reads one line without its line ending, keeping at most
+// maxLineBytes of it and counting the bytes it dropped, so a file with
+// one enormous line cannot exhaust memory.
+func readCappedLine(br *bufio.Reader) (line []byte, dropped int, err error) {
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if errors.Is(err, io.EOF) && (len(line) > 0 || dropped > 0) {
+			return line, dropped, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		keep := min(len(chunk), maxLineBytes-len(line))
+		line = append(line, chunk[:keep]...)
+		dropped += len(chunk) - keep
+		if !isPrefix {
+			return line, dropped, nil
+		}
+	}
+}
+
+type writeFileTool struct{}
+
+var writeFileSchema = paramSchema{
+	Properties: map[string]paramProp{
+		"path":    {Type: "string", Description: "File to write, relative to the workspace root."},
+		"content": {Type: "string", Description: "The file's complete new content."},
+	},
+	Required: []string{"path", "content"},
+}
+
+func (writeFileTool) Spec() ToolSpec {
+	return writeFileSchema.spec("write_file", fmt.Sprintf(
+		"Create or overwrite a file of the workspace with the given content. Missing parent directories "+
+			"are created. Content is limited to %d bytes. To change part of an existing file, prefer str_replace.",
+		maxFileBytes))
+}
+
+func (writeFileTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+	var p struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	if err := decodeToolArgs(writeFileSchema, args, &p); err != nil {
+		return "", err
+	}
+	if err := requirePath(p.Path); err != nil {
+		return "", err
+	}
+	if len(p.Content) > maxFileBytes {
+		return "", fmt.Errorf("content is %d bytes; write_file accepts at most %d", len(p.Content), maxFileBytes)
+	}
+	root, err := openWorkspace(env)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+
+	if dir := filepath.Dir(p.Path); dir != "." {
+		err := root.MkdirAll(dir, 0o755)
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("path %q: %q exists and is not a directory", p.Path, dir)
+		}
+		if err != nil {
+			return "", workspaceError(p.Path, err)
+		}
+	}
+	verb := "created"
+	if _, err := root.Stat(p.Path); err == nil {
+		verb = "overwrote"
+	}
+	if err := root.WriteFile(p.Path, []byte(p.Content), 0o644); err != nil {
+		return "", workspaceError(p.Path, err)
+	}
+	return fmt.Sprintf("%s %q (%d bytes)", verb, p.Path, len(p.Content)), nil
+}
+
+type strReplaceTool struct{}
+
+var strReplaceSchema = paramSchema{
+	Properties: map[string]paramProp{
+		"path":    {Type: "string", Description: "File to edit, relative to the workspace root."},
+		"old_str": {Type: "string", Description: "Exact text to replace, including whitespace and indentation. It must occur exactly once in the file."},
+		"new_str": {Type: "string", Description: "Text to put in its place (may be empty to delete old_str)."},
+	},
+	Required: []string{"path", "old_str", "new_str"},
+}
+
+func (strReplaceTool) Spec() ToolSpec {
+	return strReplaceSchema.spec("str_replace", fmt.Sprintf(
+		"Edit a text file of the workspace by replacing one exact occurrence of old_str with new_str. "+
+			"old_str must match the file byte for byte and occur exactly once: if it occurs 0 or several "+
+			"times nothing is changed and the error says how many times it was found; add surrounding "+
+			"lines to make it unique. Files up to %d bytes.", maxFileBytes))
+}
+
+func (strReplaceTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+	var p struct {
+		Path   string `json:"path"`
+		OldStr string `json:"old_str"`
+		NewStr string `json:"new_str"`
+	}
+	if err := decodeToolArgs(strReplaceSchema, args, &p); err != nil {
+		return "", err
+	}
+	if err := requirePath(p.Path); err != nil {
+		return "", err
+	}
+	if p.OldStr == "" {
+		return "", fmt.Errorf("%w: field \"old_str\" must not be empty", ErrBadArgs)
+	}
+	if p.OldStr == p.NewStr {
+		return "", fmt.Errorf("%w: old_str and new_str are identical, so nothing would change", ErrBadArgs)
+	}
+	root, err := openWorkspace(env)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+
+	f, err := openRegular(root, p.Path)
+	if err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	f.Close()
+	if err != nil {
+		return "", workspaceError(p.Path, err)
+	}
+	if len(data) > maxFileBytes {
+		return "", fmt.Errorf("path %q is larger than %d bytes; str_replace edits smaller files only", p.Path, maxFileBytes)
+	}
+	if bytes.IndexByte(data[:min(len(data), binarySniffBytes)], 0) >= 0 {
+		return "", fmt.Errorf("path %q looks like a binary file (it contains NUL bytes); str_replace edits text only", p.Path)
+	}
+	text := string(data)
+	switch n := countOverlapping(text, p.OldStr); n {
+	case 0:
+		return "", fmt.Errorf("old_str not found in %q (0 occurrences); it must match the file exactly, whitespace and indentation included; nothing was changed", p.Path)
+	case 1:
+	default:
+		return "", fmt.Errorf("old_str occurs %d times in %q; it must occur exactly once: include more surrounding lines; nothing was changed", n, p.Path)
+	}
+	at := strings.Index(text, p.OldStr)
+	updated := text[:at] + p.NewStr + text[at+len(p.OldStr):]
+	if len(updated) > maxFileBytes {
+		return "", fmt.Errorf("the edited file would be %d bytes; at most %d are allowed; nothing was changed", len(updated), maxFileBytes)
+	}
+	// O_TRUNC without O_CREATE keeps the file's mode and fails rather than
+	// recreate a file removed since it was read.
+	out, err := root.OpenFile(p.Path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return "", workspaceError(p.Path, err)
+	}
+	if _, err := io.WriteString(out, updated); err != nil {
+		out.Close()
+		return "", workspaceError(p.Path, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", workspaceError(p.Path, err)
+	}
+	line := strings.Count(text[:at], "\n") + 1
+	return fmt.Sprintf("replaced 1 occurrence in %q at line %d", p.Path, line), nil
+}
+
+// countOverlapping counts every position where sub starts, so "aa" in
+// "aaa" is ambiguous (2) rather than unique as strings.Count would say.
+func countOverlapping(s, sub string) int {
+	n := 0
+	for {
+		i := strings.Index(s, sub)
+		if i < 0 {
+			return n
+		}
+		n++
+		s = s[i+1:]
+	}
+}
+
+func openWorkspace(env ToolEnv) (*os.Root, error) {
+	if env.Workspace == "" {
+		return nil, errors.New("no workspace is set for this tool call")
+	}
+	root, err := os.OpenRoot(env.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	return root, nil
+}
+
+// openRegular opens name for reading and refuses directories, so the
+// error tells the model which tool to use instead.
+func openRegular(root *os.Root, name string) (*os.File, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, workspaceError(name, err)
+	}
+	if info.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("path %q is a directory; use ls to list it", name)
+	}
+	return f, nil
+}
+
+func requirePath(p string) error {
+	if p == "" {
+		return fmt.Errorf("%w: field \"path\" must not be empty", ErrBadArgs)
+	}
+	return nil
+}
+
+// workspaceError rewrites an os.Root error into what the model needs:
+// the path it passed and the innermost reason, without the syscall noise.
+func workspaceError(name string, err error) error {
+	cause := err
+	for inner := errors.Unwrap(cause); inner != nil; inner = errors.Unwrap(cause) {
+		cause = inner
+	}
+	if escapesRoot(cause) {
+		if !filepath.IsLocal(name) {
+			return fmt.Errorf("path %q is %w; use a path relative to the workspace root", name, errOutsideWorkspace)
+		}
+		return fmt.Errorf("path %q is %w: a symlink on it points outside the workspace or is absolute", name, errOutsideWorkspace)
+	}
+	return fmt.Errorf("path %q: %w", name, cause)
+}
+
+// escapesRoot reports os.Root's refusal of a path leading outside the root.
+// The os package does not export that sentinel, so its text is matched;
+// TestWorkspaceEscapes fails if a Go release changes it.
+func escapesRoot(err error) bool {
+	return err != nil && err.Error() == "path escapes from parent"
+}
+
+// paramSchema is the JSON schema of a tool's arguments: an object of
+// typed properties. decodeToolArgs enforces it, so the schema the model
+// reads and the check its arguments meet cannot drift apart.
+type paramSchema struct {
+	Properties map[string]paramProp
+	Required   []string
+}
+
+// paramProp is one argument: Type is "string" or "integer"; Minimum,
+// when non-zero, is an integer's least value.
+type paramProp struct {
+	Type        string `json:"type"`
+	Description string `json:"description"`
+	Minimum     int    `json:"minimum,omitempty"`
+}
+
+func (s paramSchema) spec(name, description string) ToolSpec {
+	params, err := json.Marshal(struct {
+		Type                 string               `json:"type"`
+		Properties           map[string]paramProp `json:"properties"`
+		Required             []string             `json:"required"`
+		AdditionalProperties bool                 `json:"additionalProperties"`
+	}{"object", s.Properties, append([]string{}, s.Required...), false})
+	if err != nil {
+		// Only strings and ints are marshalled; failing here is a bug.
+		panic(fmt.Sprintf("agent: marshal %s schema: %v", name, err))
+	}
+	return ToolSpec{Name: name, Description: description, Parameters: params}
+}
+
+// decodeToolArgs checks args against s and decodes them into dst. Every
+// failure wraps ErrBadArgs and says which field is wrong and how. Empty
+// args and null read as {}, as some providers send them for no arguments.
+func decodeToolArgs(s paramSchema, args json.RawMessage, dst any) error {
+	raw := bytes.TrimSpace(args)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrBadArgs, argExcerpt(raw))
+	}
+	allowed := make([]string, 0, len(s.Properties))
+	for name := range s.Properties {
+		allowed = append(allowed, name)
+	}
+	slices.Sort(allowed)
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		prop, ok := s.Properties[name]
+		if !ok {
+			return fmt.Errorf("%w: unknown field %q (allowed: %s)", ErrBadArgs, name, strings.Join(allowed, ", "))
+		}
+		if err := prop.check(name, fields[name]); err != nil {
+			return err
+		}
+	}
+	for _, name := range s.Required {
+		if v, ok := fields[name]; !ok || string(v) == "null" {
+			return fmt.Errorf("%w: missing required field %q", ErrBadArgs, name)
+		}
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+	}
+	return nil
+}
+
+func (p paramProp) check(name string, v json.RawMessage) error {
+	if string(v) == "null" {
+		return nil
+	}
+	switch p.Type {
+	case "string":
+		if v[0] != '"' {
+			return fmt.Errorf("%w: field %q must be a string, got %s", ErrBadArgs, name, jsonKind(v))
+		}
+	case "integer":
+		var n int
+		if err := json.Unmarshal(v, &n); err != nil {
+			return fmt.Errorf("%w: field %q must be an integer, got %s", ErrBadArgs, name, argExcerpt(v))
+		}
+		if p.Minimum != 0 && n < p.Minimum {
+			return fmt.Errorf("%w: field %q must be at least %d, got %d", ErrBadArgs, name, p.Minimum, n)
+		}
+	}
+	return nil
+}
+
+func jsonKind(v json.RawMessage) string {
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+// argExcerpt quotes the start of a malformed value so the error shows
+// what was sent without echoing a huge payload back.
+func argExcerpt(v []byte) string {
+	const keep = 60
+	if len(v) > keep {
+		return string(v[:keep]) + "…"
+	}
+	return string(v)
+}
