@@ -1,0 +1,34 @@
+# herd — the two commands a newcomer needs: `make run` and `make test`.
+
+GO       ?= go
+DATA_DIR ?= ./data
+# cgo is needed by the SQLite driver.
+export CGO_ENABLED = 1
+
+.PHONY: run build test bench generate lint fmt fuzz clean
+
+run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
+	$(GO) run . --data-dir $(DATA_DIR)
+
+build: ## build the single binary ./herd
+	$(GO) build -o herd .
+
+test: ## every test with -race: unit, HTTP, WebSocket, browser
+	$(GO) test -race -count=1 -timeout 9m ./...
+
+bench: ## benchmarks reported in docs/PERFORMANCE.md
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./...
+
+generate: ## regenerate the templ components (commit the *_templ.go files)
+	$(GO) tool templ generate
+
+lint: ## go vet + staticcheck
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go' | grep -v '_templ.go$$')
+	$(GO) tool templ fmt views
+
+clean:
+	rm -rf herd $(DATA_DIR)

@@ -1,0 +1,195 @@
+// Command herd serves the herd web app: chat with a lead LLM agent that
+// delegates bounded work to subagents. main is the one composition root:
+// configuration, wiring and graceful shutdown.
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"herd/agent"
+	"herd/models"
+	"herd/server"
+	"herd/server/config"
+	"herd/static"
+)
+
+// defaultConfig is config.example.yaml: the built-in defaults are the
+// documented example, so the two cannot drift.
+//
+//go:embed config.example.yaml
+var defaultConfig []byte
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run starts herd and blocks until ctx ends (a signal), then shuts down
+// gracefully. It returns the process exit code.
+func run(ctx context.Context, args, environ []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML config file (default ./herd.yaml when present)")
+	addr := fs.String("addr", "", "listen address (default 127.0.0.1:8080)")
+	dataDir := fs.String("data-dir", "", "data directory: database and workspaces (default ./data)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	path := *cfgPath
+	if path == "" {
+		if _, err := os.Stat("herd.yaml"); err == nil {
+			path = "herd.yaml"
+		}
+	}
+	cfg, err := config.Load(defaultConfig, path, environ, config.Overrides{Addr: *addr, DataDir: *dataDir})
+	if err != nil {
+		fmt.Fprintf(stderr, "herd: %v\n", err)
+		return 2
+	}
+	log := newLogger(cfg.Log, stderr)
+	if err := serve(ctx, cfg, environ, log); err != nil {
+		log.Error("herd stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.Logger) error {
+	if err := agent.CheckBashAllowed(cfg.Sandbox, cfg.Server.Addr); err != nil {
+		return err
+	}
+	store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	hub := server.NewHub(store, server.NewMarkdown(), server.HubOptions{Logger: log})
+	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, Logger: log})
+	defer writer.Close()
+
+	llms, err := agent.BuildModels(cfg.Models)
+	if err != nil {
+		return err
+	}
+	tools := agent.WorkspaceTools()
+	if cfg.Sandbox.AllowHostBash || cfg.Sandbox.Mode == agent.SandboxBwrap {
+		bash, err := agent.NewBash(cfg.Sandbox)
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		tools = append(tools, bash)
+	}
+	rt, err := agent.New(agent.Options{
+		Models:        llms,
+		Lead:          cfg.Lead,
+		Subagents:     cfg.Subagents,
+		WorkspaceRoot: filepath.Join(cfg.Server.DataDir, "workspaces"),
+		Tools:         tools,
+		Journal:       writer,
+		History:       store,
+		Publisher:     hub,
+		Logger:        log,
+	})
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{
+		Store:             store,
+		Runtime:           rt,
+		Hub:               hub,
+		Static:            static.FS,
+		Logger:            log,
+		PublicURL:         cfg.Server.PublicURL,
+		AllowSignup:       cfg.Auth.AllowSignup,
+		SessionTTL:        time.Duration(cfg.Auth.SessionHours) * time.Hour,
+		LoginPerMinute:    cfg.Auth.LoginAttemptsPerMinute,
+		TokenUsageDefault: cfg.TokenUsage.Enabled,
+	})
+	if err != nil {
+		return err
+	}
+	if err := srv.EnsureAdmin(ctx, lookup(environ, config.EnvAdminEmail), lookup(environ, config.EnvAdminPassword)); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- httpSrv.Serve(ln) }()
+	log.Info("herd is listening", "url", "http://"+ln.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(llms))
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+
+	// Graceful shutdown (SPEC §4.7): refuse new runs and cancel the running
+	// ones while sockets still carry their terminal frames, then close the
+	// sockets with going-away, stop HTTP and flush the database.
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Server.ShutdownTimeoutSeconds)*time.Second)
+	defer cancel()
+	var errs []error
+	if err := rt.Shutdown(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := hub.Close(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	writer.Close()
+	return errors.Join(errs...)
+}
+
+func lookup(environ []string, key string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if k, v, ok := cutEnv(environ[i]); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func cutEnv(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return "", "", false
+}

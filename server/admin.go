@@ -1,0 +1,289 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/models"
+	"herd/views"
+)
+
+const settingTokenUsage = "token_usage_enabled"
+
+// loadTokenUsage reads the admin's toggle; the config file's value holds
+// until the toggle is first used (SPEC §7).
+func (s *Server) loadTokenUsage(ctx context.Context, def bool) error {
+	v, err := s.store.Setting(ctx, settingTokenUsage)
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		s.hub.tokens.Store(def)
+	case err != nil:
+		return err
+	default:
+		s.hub.tokens.Store(v == "true")
+	}
+	return nil
+}
+
+// setTokenUsage stores the toggle and tells every open page at once.
+func (s *Server) setTokenUsage(ctx context.Context, on bool) error {
+	s.settingsMu.Lock()
+	defer s.settingsMu.Unlock()
+	if err := s.store.SetSetting(ctx, settingTokenUsage, strconv.FormatBool(on)); err != nil {
+		return err
+	}
+	s.hub.SetTokenUsage(on)
+	return nil
+}
+
+func (s *Server) apiSettings(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]bool{"token_usage_enabled": s.hub.TokenUsage()})
+}
+
+type settingsRequest struct {
+	TokenUsageEnabled *bool `json:"token_usage_enabled"`
+}
+
+func (s *Server) apiAdminSettings(c echo.Context) error {
+	var req settingsRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if req.TokenUsageEnabled == nil {
+		return errUnprocessable("send {\"token_usage_enabled\": true|false}")
+	}
+	if err := s.setTokenUsage(c.Request().Context(), *req.TokenUsageEnabled); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"token_usage_enabled": *req.TokenUsageEnabled})
+}
+
+func (s *Server) apiModels(c echo.Context) error {
+	type modelJSON struct {
+		Name        string `json:"name"`
+		DisplayName string `json:"display_name"`
+		Provider    string `json:"provider"`
+	}
+	ms := s.rt.Models()
+	out := make([]modelJSON, len(ms))
+	for i, m := range ms {
+		out[i] = modelJSON{Name: m.Name, DisplayName: m.Label(), Provider: m.Provider}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": ms[0].Name, "token_usage_enabled": s.hub.TokenUsage()})
+}
+
+// Users.
+
+type userRequest struct {
+	Email    string  `json:"email"`
+	Password string  `json:"password"`
+	Role     *string `json:"role"`
+	Disabled *bool   `json:"disabled"`
+}
+
+func validRole(r string) bool { return r == models.RoleUser || r == models.RoleAdmin }
+
+func (s *Server) createUser(ctx context.Context, email, password, role string) (*models.User, error) {
+	if ae := firstErr(checkEmail(email), checkPassword(password)); ae != nil {
+		return nil, ae
+	}
+	if role == "" {
+		role = models.RoleUser
+	}
+	if !validRole(role) {
+		return nil, errUnprocessable("role must be user or admin")
+	}
+	hash, err := s.hashPassword(password)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.store.CreateUser(ctx, email, hash, role, false)
+	if errors.Is(err, models.ErrConflict) {
+		return nil, errConflict("a user with this email already exists")
+	}
+	return u, err
+}
+
+// updateUser applies a role or disabled change (the last admin stays).
+func (s *Server) updateUser(ctx context.Context, id string, role *string, disabled *bool) (*models.User, error) {
+	if role != nil && !validRole(*role) {
+		return nil, errUnprocessable("role must be user or admin")
+	}
+	u, err := s.store.UpdateUser(ctx, id, models.UserUpdate{Role: role, Disabled: disabled})
+	switch {
+	case errors.Is(err, models.ErrLastAdmin):
+		return nil, errConflict("the last admin cannot be removed, disabled or demoted")
+	case errors.Is(err, models.ErrNotFound):
+		return nil, errNotFound("user")
+	}
+	return u, err
+}
+
+func (s *Server) deleteUser(ctx context.Context, id string) error {
+	for _, t := range s.userThreads(ctx, id) {
+		if runID, ok := s.rt.ActiveRun(t); ok {
+			_ = s.rt.Cancel(t, runID)
+			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			_ = s.rt.Wait(wctx, t)
+			cancel()
+		}
+	}
+	err := s.store.DeleteUser(ctx, id)
+	switch {
+	case errors.Is(err, models.ErrLastAdmin):
+		return errConflict("the last admin cannot be removed, disabled or demoted")
+	case errors.Is(err, models.ErrNotFound):
+		return errNotFound("user")
+	}
+	return err
+}
+
+func (s *Server) userThreads(ctx context.Context, userID string) []string {
+	ts, err := s.store.Threads(ctx, userID)
+	if err != nil {
+		return nil
+	}
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+func (s *Server) apiAdminUsers(c echo.Context) error {
+	us, err := s.store.Users(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]userJSON, len(us))
+	for i := range us {
+		out[i] = newUserJSON(&us[i])
+	}
+	return c.JSON(http.StatusOK, map[string]any{"users": out})
+}
+
+func (s *Server) apiAdminUserCreate(c echo.Context) error {
+	var req userRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	role := ""
+	if req.Role != nil {
+		role = *req.Role
+	}
+	u, err := s.createUser(c.Request().Context(), req.Email, req.Password, role)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, newUserJSON(u))
+}
+
+func (s *Server) apiAdminUserUpdate(c echo.Context) error {
+	id, err := pathID(c, "id", "user")
+	if err != nil {
+		return err
+	}
+	var req userRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Email != "" || req.Password != "" {
+		return errUnprocessable("only role and disabled can be changed")
+	}
+	u, err := s.updateUser(c.Request().Context(), id, req.Role, req.Disabled)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newUserJSON(u))
+}
+
+func (s *Server) apiAdminUserDelete(c echo.Context) error {
+	id, err := pathID(c, "id", "user")
+	if err != nil {
+		return err
+	}
+	if err := s.deleteUser(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// Admin page.
+
+func (s *Server) adminPage(c echo.Context) error {
+	return s.renderAdmin(c, http.StatusOK, "", "")
+}
+
+func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) error {
+	us, err := s.store.Users(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	me := currentUser(c)
+	users := make([]views.UserView, len(us))
+	for i, u := range us {
+		users[i] = views.UserView{ID: u.ID, Email: u.Email, Role: u.Role, Disabled: u.Disabled, CreatedAt: u.CreatedAt, Self: u.ID == me.ID}
+	}
+	p := s.page(c, "Admin")
+	p.Flash, p.Error = flash, errMsg
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.hub.TokenUsage(), Models: s.modelOptions(), Users: users}))
+}
+
+// formError shows an apiError on the admin page; other errors go up.
+func (s *Server) adminResult(c echo.Context, err error, flash string) error {
+	if err == nil {
+		return s.renderAdmin(c, http.StatusOK, flash, "")
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return s.renderAdmin(c, ae.Status, "", ae.Message)
+	}
+	return err
+}
+
+func (s *Server) adminSettingsSubmit(c echo.Context) error {
+	on := c.FormValue(settingTokenUsage) == "true" || c.FormValue(settingTokenUsage) == "on"
+	err := s.setTokenUsage(c.Request().Context(), on)
+	state := "off"
+	if on {
+		state = "on"
+	}
+	return s.adminResult(c, err, "Token usage display is "+state+".")
+}
+
+func (s *Server) adminUserCreateSubmit(c echo.Context) error {
+	_, err := s.createUser(c.Request().Context(), c.FormValue("email"), c.FormValue("password"), c.FormValue("role"))
+	return s.adminResult(c, err, "User created.")
+}
+
+func (s *Server) adminUserUpdateSubmit(c echo.Context) error {
+	id, err := pathID(c, "id", "user")
+	if err != nil {
+		return err
+	}
+	var role *string
+	if r := c.FormValue("role"); r != "" {
+		role = &r
+	}
+	var disabled *bool
+	if d := strings.TrimSpace(c.FormValue("disabled")); d != "" {
+		v := d == "true"
+		disabled = &v
+	}
+	_, err = s.updateUser(c.Request().Context(), id, role, disabled)
+	return s.adminResult(c, err, "User updated.")
+}
+
+func (s *Server) adminUserDeleteSubmit(c echo.Context) error {
+	id, err := pathID(c, "id", "user")
+	if err != nil {
+		return err
+	}
+	return s.adminResult(c, s.deleteUser(c.Request().Context(), id), "User deleted.")
+}

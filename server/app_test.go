@@ -1,0 +1,249 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"herd/agent"
+	"herd/models"
+	"herd/static"
+)
+
+// testApp is herd wired as main wires it, on a real SQLite file and a real
+// loopback listener, with fast demo models.
+type testApp struct {
+	t      testing.TB
+	store  *models.Store
+	writer *models.Writer
+	hub    *Hub
+	rt     *agent.Runtime
+	srv    *Server
+	http   *httptest.Server
+}
+
+type appOption func(*appConfig)
+
+type appConfig struct {
+	models    []agent.ModelConfig
+	subagents agent.SubagentsConfig
+	hub       HubOptions
+	tools     []agent.Tool
+	tokens    bool
+}
+
+func withModels(ms ...agent.ModelConfig) appOption {
+	return func(c *appConfig) { c.models = ms }
+}
+
+func withHub(o HubOptions) appOption { return func(c *appConfig) { c.hub = o } }
+
+func withTokenUsage(on bool) appOption { return func(c *appConfig) { c.tokens = on } }
+
+func demoModel(name string, latencyMS, chunkMS int) agent.ModelConfig {
+	return agent.ModelConfig{Name: name, DisplayName: strings.ToUpper(name[:1]) + name[1:], Provider: "demo", Model: name, LatencyMS: latencyMS, ChunkMS: chunkMS}
+}
+
+func newApp(t testing.TB, opts ...appOption) *testApp {
+	t.Helper()
+	cfg := &appConfig{
+		models: []agent.ModelConfig{demoModel("demo-fast", 5, 1), demoModel("demo-deep", 10, 1)},
+		tokens: true,
+	}
+	for _, o := range opts {
+		o(cfg)
+	}
+	dir := t.TempDir()
+	store, err := models.Open(filepath.Join(dir, "herd.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &testApp{t: t, store: store}
+	a.hub = NewHub(store, NewMarkdown(), cfg.hub)
+	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit})
+	llms, err := agent.BuildModels(cfg.models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := cfg.tools
+	if tools == nil {
+		tools = agent.WorkspaceTools()
+	}
+	a.rt, err = agent.New(agent.Options{
+		Models: llms, Subagents: cfg.subagents, WorkspaceRoot: filepath.Join(dir, "workspaces"),
+		Tools: tools, Journal: a.writer, History: store, Publisher: a.hub,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Static: static.FS, BcryptCost: 4, TokenUsageDefault: cfg.tokens, LoginPerMinute: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.http = httptest.NewServer(a.srv)
+	t.Cleanup(a.close)
+	return a
+}
+
+func (a *testApp) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := a.rt.Shutdown(ctx); err != nil {
+		a.t.Errorf("runtime shutdown: %v", err)
+	}
+	if err := a.hub.Close(ctx); err != nil {
+		a.t.Errorf("hub close: %v", err)
+	}
+	a.http.Close()
+	a.writer.Close()
+	_ = a.store.Close()
+}
+
+// user is a signed-in browser-like client: a cookie jar and its CSRF token.
+type user struct {
+	a     *testApp
+	id    string
+	email string
+	csrf  string
+	c     *http.Client
+	admin bool
+}
+
+// newUser creates a user directly in the store and signs them in through
+// the API.
+func (a *testApp) newUser(email string, admin bool) *user {
+	a.t.Helper()
+	role := models.RoleUser
+	if admin {
+		role = models.RoleAdmin
+	}
+	hash, err := a.srv.hashPassword("password123")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	u, err := a.store.CreateUser(context.Background(), email, hash, role, false)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	cl := &user{a: a, id: u.ID, email: email, admin: admin, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	var out struct {
+		CSRF string `json:"csrf_token"`
+	}
+	cl.mustJSON("POST", "/api/auth/login", map[string]string{"email": email, "password": "password123"}, http.StatusOK, &out)
+	cl.csrf = out.CSRF
+	return cl
+}
+
+// anonymous is a client with no session.
+func (a *testApp) anonymous() *user {
+	jar, _ := cookiejar.New(nil)
+	return &user{a: a, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type response struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+func (r response) errorCode() string {
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &e)
+	return e.Error.Code
+}
+
+// do sends a request; body may be nil, a string (sent as is) or a value
+// (sent as JSON). The CSRF header is added unless noCSRF.
+func (u *user) do(method, path string, body any, hdr ...string) response {
+	u.a.t.Helper()
+	var rd io.Reader
+	ct := ""
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd, ct = strings.NewReader(b), "application/json"
+	case []byte:
+		rd, ct = bytes.NewReader(b), "application/json"
+	case url.Values:
+		rd, ct = strings.NewReader(b.Encode()), "application/x-www-form-urlencoded"
+	default:
+		j, _ := json.Marshal(b)
+		rd, ct = bytes.NewReader(j), "application/json"
+	}
+	req, err := http.NewRequest(method, u.a.http.URL+path, rd)
+	if err != nil {
+		u.a.t.Fatal(err)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if u.csrf != "" {
+		req.Header.Set("X-CSRF-Token", u.csrf)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	resp, err := u.c.Do(req)
+	if err != nil {
+		u.a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, body: b, header: resp.Header}
+}
+
+func (u *user) mustJSON(method, path string, body any, want int, out any) {
+	u.a.t.Helper()
+	r := u.do(method, path, body)
+	if r.status != want {
+		u.a.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.status, want, r.body)
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.body, out); err != nil {
+			u.a.t.Fatalf("%s %s: decode %s: %v", method, path, r.body, err)
+		}
+	}
+}
+
+func (u *user) newThread(title string) string {
+	u.a.t.Helper()
+	var th threadJSON
+	u.mustJSON("POST", "/api/threads", map[string]string{"title": title}, http.StatusCreated, &th)
+	return th.ID
+}
+
+// startRun sends a message and returns the run id.
+func (u *user) startRun(threadID, content string) string {
+	u.a.t.Helper()
+	var out struct {
+		RunID string `json:"run_id"`
+	}
+	u.mustJSON("POST", "/api/threads/"+threadID+"/runs", map[string]string{"content": content}, http.StatusAccepted, &out)
+	return out.RunID
+}
+
+// waitIdle waits until the thread has no active run.
+func (a *testApp) waitIdle(threadID string) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.rt.Wait(ctx, threadID); err != nil {
+		a.t.Fatalf("run did not end: %v", err)
+	}
+}

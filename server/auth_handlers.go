@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/models"
+	"herd/views"
+)
+
+// userJSON is a user on the wire.
+type userJSON struct {
+	ID        string `json:"id"`
+	Email     string `json:"email"`
+	Role      string `json:"role"`
+	Disabled  bool   `json:"disabled"`
+	CreatedAt string `json:"created_at"`
+}
+
+func newUserJSON(u *models.User) userJSON {
+	return userJSON{ID: u.ID, Email: u.Email, Role: u.Role, Disabled: u.Disabled, CreatedAt: u.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
+}
+
+func (s *Server) needsSetup(c echo.Context) (bool, error) {
+	n, err := s.store.CountUsers(c.Request().Context())
+	return n == 0, err
+}
+
+// safeNext keeps a post-sign-in redirect on this site.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
+		return "/"
+	}
+	return next
+}
+
+func (s *Server) setupPage(c echo.Context) error {
+	empty, err := s.needsSetup(c)
+	if err != nil {
+		return err
+	}
+	if !empty {
+		return c.Redirect(http.StatusSeeOther, "/login")
+	}
+	return s.render(c, http.StatusOK, views.Setup(views.SetupPage{Page: s.page(c, "Set up herd")}))
+}
+
+func (s *Server) setupSubmit(c echo.Context) error {
+	email, pw, confirm := c.FormValue("email"), c.FormValue("password"), c.FormValue("password_confirm")
+	fail := func(status int, msg string) error {
+		p := s.page(c, "Set up herd")
+		p.Error = msg
+		return s.render(c, status, views.Setup(views.SetupPage{Page: p, Email: email}))
+	}
+	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
+		return fail(ae.Status, ae.Message)
+	}
+	if pw != confirm {
+		return fail(http.StatusUnprocessableEntity, "the passwords do not match")
+	}
+	hash, err := s.hashPassword(pw)
+	if err != nil {
+		return err
+	}
+	u, err := s.store.CreateUser(c.Request().Context(), email, hash, models.RoleAdmin, true)
+	if errors.Is(err, models.ErrConflict) {
+		return c.Redirect(http.StatusSeeOther, "/login")
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := s.signIn(c, u); err != nil {
+		return err
+	}
+	s.log.Info("admin created at set-up", "user", u.ID)
+	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+func firstErr(errs ...*apiError) *apiError {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (s *Server) loginPage(c echo.Context) error {
+	if empty, err := s.needsSetup(c); err != nil {
+		return err
+	} else if empty {
+		return c.Redirect(http.StatusSeeOther, "/setup")
+	}
+	if currentUser(c) != nil {
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	}
+	return s.render(c, http.StatusOK, views.Login(views.LoginPage{Page: s.page(c, "Sign in"), AllowSignup: s.allowSignup, Next: safeNext(c.QueryParam("next"))}))
+}
+
+func (s *Server) loginSubmit(c echo.Context) error {
+	email, next := c.FormValue("email"), safeNext(c.FormValue("next"))
+	u, err := s.verifyLogin(c, email, c.FormValue("password"))
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			return err
+		}
+		p := s.page(c, "Sign in")
+		p.Error = ae.Message
+		return s.render(c, ae.Status, views.Login(views.LoginPage{Page: p, Email: email, AllowSignup: s.allowSignup, Next: next}))
+	}
+	if _, err := s.signIn(c, u); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Server) logoutSubmit(c echo.Context) error {
+	if err := s.signOut(c); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+func (s *Server) signupPage(c echo.Context) error {
+	if !s.allowSignup {
+		return errNotFound("page")
+	}
+	return s.render(c, http.StatusOK, views.Signup(views.SignupPage{Page: s.page(c, "Create an account")}))
+}
+
+func (s *Server) signupSubmit(c echo.Context) error {
+	if !s.allowSignup {
+		return errNotFound("page")
+	}
+	email, pw := c.FormValue("email"), c.FormValue("password")
+	fail := func(status int, msg string) error {
+		p := s.page(c, "Create an account")
+		p.Error = msg
+		return s.render(c, status, views.Signup(views.SignupPage{Page: p, Email: email}))
+	}
+	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
+		return fail(ae.Status, ae.Message)
+	}
+	if pw != c.FormValue("password_confirm") {
+		return fail(http.StatusUnprocessableEntity, "the passwords do not match")
+	}
+	if !s.limiter.allow("ip:" + c.RealIP()) {
+		return fail(errRateLimited.Status, errRateLimited.Message)
+	}
+	hash, err := s.hashPassword(pw)
+	if err != nil {
+		return err
+	}
+	u, err := s.store.CreateUser(c.Request().Context(), email, hash, models.RoleUser, false)
+	if errors.Is(err, models.ErrConflict) {
+		return fail(http.StatusConflict, "an account with this email already exists")
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := s.signIn(c, u); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+type loginRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+// apiLogin signs in with a JSON body only, so no cross-site form can post
+// it, and answers the CSRF token for later cookie-authenticated calls.
+func (s *Server) apiLogin(c echo.Context) error {
+	var req loginRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	u, err := s.verifyLogin(c, req.Email, req.Password)
+	if err != nil {
+		return err
+	}
+	tok, err := s.signIn(c, u)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"user": newUserJSON(u), "csrf_token": tok})
+}
+
+func (s *Server) apiLogout(c echo.Context) error {
+	if err := s.signOut(c); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) apiMe(c echo.Context) error {
+	out := map[string]any{"user": newUserJSON(currentUser(c))}
+	if sess := currentSession(c); sess != nil {
+		out["csrf_token"] = sess.CSRFToken
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// EnsureAdmin creates the admin from HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD
+// on an empty instance (headless set-up). Both empty does nothing; an
+// instance that already has users is left alone.
+func (s *Server) EnsureAdmin(ctx context.Context, email, password string) error {
+	if email == "" && password == "" {
+		return nil
+	}
+	if ae := firstErr(checkEmail(email), checkPassword(password)); ae != nil {
+		return fmt.Errorf("HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD: %s", ae.Message)
+	}
+	n, err := s.store.CountUsers(ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	hash, err := s.hashPassword(password)
+	if err != nil {
+		return err
+	}
+	u, err := s.store.CreateUser(ctx, email, hash, models.RoleAdmin, true)
+	if errors.Is(err, models.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("admin created from the environment", "user", u.ID, "email", u.Email)
+	return nil
+}

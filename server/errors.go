@@ -1,0 +1,85 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/models"
+	"herd/views"
+)
+
+// apiError is an error with its HTTP status and a message safe to show.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func errBadRequest(format string, a ...any) *apiError {
+	return &apiError{http.StatusBadRequest, "bad_request", fmt.Sprintf(format, a...)}
+}
+func errUnprocessable(format string, a ...any) *apiError {
+	return &apiError{http.StatusUnprocessableEntity, "unprocessable", fmt.Sprintf(format, a...)}
+}
+func errNotFound(what string) *apiError {
+	return &apiError{http.StatusNotFound, "not_found", what + " not found"}
+}
+func errConflict(msg string) *apiError { return &apiError{http.StatusConflict, "conflict", msg} }
+func errTooLarge(msg string) *apiError {
+	return &apiError{http.StatusRequestEntityTooLarge, "payload_too_large", msg}
+}
+
+var (
+	errUnauthorized = &apiError{http.StatusUnauthorized, "unauthorized", "sign in first"}
+	errForbidden    = &apiError{http.StatusForbidden, "forbidden", "admins only"}
+	errCSRF         = &apiError{http.StatusForbidden, "csrf", "missing or wrong CSRF token; reload the page"}
+	errRateLimited  = &apiError{http.StatusTooManyRequests, "rate_limited", "too many attempts; wait a minute and try again"}
+)
+
+// errorHandler maps every error once, at the edge: JSON for /api, a page
+// otherwise. Unknown errors are logged and shown as a generic 500.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	ae := s.toAPIError(err, c)
+	if strings.HasPrefix(c.Request().URL.Path, "/api/") || strings.HasPrefix(c.Request().URL.Path, "/healthz") || strings.HasPrefix(c.Request().URL.Path, "/readyz") {
+		_ = c.JSON(ae.Status, map[string]any{"error": map[string]string{"code": ae.Code, "message": ae.Message}})
+		return
+	}
+	if ae.Status == http.StatusUnauthorized {
+		_ = c.Redirect(http.StatusSeeOther, "/login?next="+c.Request().URL.RequestURI())
+		return
+	}
+	_ = s.render(c, ae.Status, views.Error(views.ErrorPage{Page: s.page(c, http.StatusText(ae.Status)), Status: ae.Status, Message: ae.Message}))
+}
+
+func (s *Server) toAPIError(err error, c echo.Context) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg := http.StatusText(he.Code)
+		if m, ok := he.Message.(string); ok && m != "" {
+			msg = m
+		}
+		code := strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_")
+		if he.Code == http.StatusRequestEntityTooLarge {
+			msg = "the request body is larger than 1 MB"
+		}
+		return &apiError{he.Code, code, msg}
+	}
+	if errors.Is(err, models.ErrNotFound) {
+		return errNotFound("resource")
+	}
+	s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", err)
+	return &apiError{http.StatusInternalServerError, "internal", "something went wrong on our side"}
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+
+	"herd/agent"
+	"herd/models"
+)
+
+// Frame types that are not task frames (SPEC §6.3).
+const (
+	FrameMessage  = "message"
+	FrameAIDelta  = "ai_delta"
+	FrameSettings = "settings"
+	FramePing     = "ping"
+)
+
+// envelope is the WebSocket frame (SPEC §6.3).
+type envelope struct {
+	Seq      *int64 `json:"seq"`
+	Type     string `json:"type"`
+	ThreadID string `json:"thread_id"`
+	RunID    string `json:"run_id"`
+	Data     any    `json:"data"`
+}
+
+// messageJSON is a message on the wire (SPEC §6.2), plus html: the content
+// rendered and sanitized by the server, so pages never render Markdown.
+type messageJSON struct {
+	ID               string          `json:"id"`
+	Seq              int64           `json:"seq"`
+	RunID            string          `json:"run_id"`
+	Type             string          `json:"type"`
+	Content          string          `json:"content"`
+	ToolCalls        json.RawMessage `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
+	Name             string          `json:"name"`
+	AdditionalKwargs json.RawMessage `json:"additional_kwargs"`
+	Usage            json.RawMessage `json:"usage"`
+	ModelName        string          `json:"model_name"`
+	CreatedAt        time.Time       `json:"created_at"`
+	HTML             string          `json:"html,omitempty"`
+}
+
+// tokenKwargs are the additional_kwargs keys that carry token figures.
+var tokenKwargs = []string{"subagent_token_usage"}
+
+// newMessageJSON converts a stored message; with redact, every token
+// figure is left out (the token gate, SPEC §6.5).
+func newMessageJSON(m *models.Message, html string, redact bool) messageJSON {
+	out := messageJSON{
+		ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, Content: m.Content,
+		ToolCalls: rawOr(m.ToolCalls, "[]"), ToolCallID: m.ToolCallID, Name: m.Name,
+		AdditionalKwargs: rawOr(m.AdditionalKwargs, "{}"), Usage: rawOr(m.Usage, "null"),
+		ModelName: m.ModelName, CreatedAt: m.CreatedAt, HTML: html,
+	}
+	if redact {
+		out.Usage = json.RawMessage("null")
+		out.AdditionalKwargs = withoutKeys(out.AdditionalKwargs, tokenKwargs...)
+	}
+	return out
+}
+
+func rawOr(j models.JSON, def string) json.RawMessage {
+	if len(j) == 0 {
+		return json.RawMessage(def)
+	}
+	return json.RawMessage(j)
+}
+
+// withoutKeys returns the object raw minus keys (raw unchanged if it has
+// none of them, or is not an object).
+func withoutKeys(raw json.RawMessage, keys ...string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	changed := false
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
+			delete(m, k)
+			changed = true
+		}
+	}
+	if !changed {
+		return raw
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// eventData returns an event's frame type and data; with redact, the usage
+// figures are removed.
+func eventData(e *models.RunEvent, redact bool) (string, map[string]any, error) {
+	content, err := agent.DecodeContent(e.Content)
+	if err != nil {
+		return "", nil, err
+	}
+	typ := agent.FrameTypeOf(e.EventType, content)
+	data := agent.FrameData(e.EventType, content)
+	if redact {
+		delete(data, "usage")
+	}
+	return typ, data, nil
+}
+
+// frame is one encoded frame in both token-gate variants. redacted is the
+// same slice as full when the frame carries no token figure.
+type frame struct {
+	seq      int64 // 0 for ephemeral frames
+	full     []byte
+	redacted []byte
+}
+
+func encodeEnvelope(seq int64, typ, threadID, runID string, data any) []byte {
+	env := envelope{Type: typ, ThreadID: threadID, RunID: runID, Data: data}
+	if seq > 0 {
+		env.Seq = &seq
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		// data comes from our own JSON columns and maps; a failure here is
+		// a bug, and an error frame is better than a dropped one.
+		b, _ = json.Marshal(envelope{Type: "error", ThreadID: threadID, RunID: runID, Data: map[string]string{"message": err.Error()}})
+	}
+	return b
+}
+
+// ephemeral builds a frame that is not persisted (seq null).
+func ephemeral(typ, threadID, runID string, data any) *frame {
+	b := encodeEnvelope(0, typ, threadID, runID, data)
+	return &frame{full: b, redacted: b}
+}

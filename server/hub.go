@@ -1,0 +1,402 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"herd/models"
+)
+
+// Replayer reads a thread's persisted records after a seq; models.Store
+// implements it.
+type Replayer interface {
+	Since(ctx context.Context, threadID string, after int64, limit int) ([]models.Record, error)
+}
+
+// HubOptions tunes a Hub.
+type HubOptions struct {
+	SendBuffer   int           // frames a client may lag before it is cut
+	PingInterval time.Duration // SPEC §6.3: 30 s
+	WriteTimeout time.Duration
+	ReadLimit    int64 // bytes of one client frame
+	ReplayPage   int
+	Logger       *slog.Logger
+	// OnDrop is told when a slow client is cut.
+	OnDrop func()
+}
+
+// Hub fans committed records and ephemeral frames out to the WebSocket
+// clients of each thread. Publishing never blocks: a client whose buffer
+// is full is disconnected and catches up from the database when it
+// reconnects.
+type Hub struct {
+	opts   HubOptions
+	log    *slog.Logger
+	store  Replayer
+	md     *Markdown
+	mu     sync.RWMutex
+	subs   map[string]map[*client]struct{}
+	closed bool
+	wg     sync.WaitGroup
+	count  atomic.Int64
+	// tokens is the token gate: whether token figures may reach
+	// non-admin clients. Frames are chosen at write time, so a toggle
+	// applies to the next frame of every client.
+	tokens atomic.Bool
+}
+
+// TokenUsage reports whether token figures may reach non-admins.
+func (h *Hub) TokenUsage() bool { return h.tokens.Load() }
+
+// SetTokenUsage sets the token gate and tells every open page at once.
+func (h *Hub) SetTokenUsage(on bool) {
+	h.tokens.Store(on)
+	h.Broadcast(FrameSettings, map[string]bool{"token_usage_enabled": on})
+}
+
+// NewHub returns a hub replaying from store.
+func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
+	if o.SendBuffer <= 0 {
+		o.SendBuffer = 512
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.ReadLimit <= 0 {
+		o.ReadLimit = 4096
+	}
+	if o.ReplayPage <= 0 {
+		o.ReplayPage = 500
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}}
+}
+
+// Clients is the number of connected clients.
+func (h *Hub) Clients() int64 { return h.count.Load() }
+
+// OnCommit broadcasts committed records; it is the Writer's OnCommit.
+func (h *Hub) OnCommit(recs []models.Record) {
+	for _, r := range recs {
+		if r.Message == nil && r.Event == nil {
+			continue
+		}
+		id := r.ThreadID()
+		if !h.watched(id) {
+			continue
+		}
+		f, err := h.recordFrame(r)
+		if err != nil {
+			h.log.Error("hub: encode frame", "thread", id, "seq", r.Seq(), "err", err)
+			continue
+		}
+		h.publish(id, f)
+	}
+}
+
+// Delta streams text of an AI message being written (agent.Publisher).
+func (h *Hub) Delta(threadID, runID, messageID, text string) {
+	if !h.watched(threadID) {
+		return
+	}
+	h.publish(threadID, ephemeral(FrameAIDelta, threadID, runID, map[string]string{"message_id": messageID, "text": text}))
+}
+
+// Broadcast sends an ephemeral frame to every client of every thread.
+func (h *Hub) Broadcast(typ string, data any) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for threadID, cs := range h.subs {
+		f := ephemeral(typ, threadID, "", data)
+		for c := range cs {
+			c.offer(f)
+		}
+	}
+}
+
+func (h *Hub) watched(threadID string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs[threadID]) > 0
+}
+
+func (h *Hub) publish(threadID string, f *frame) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for c := range h.subs[threadID] {
+		c.offer(f)
+	}
+}
+
+// recordFrame encodes a persisted record in both gate variants.
+func (h *Hub) recordFrame(r models.Record) (*frame, error) {
+	switch {
+	case r.Message != nil:
+		m := r.Message
+		html := ""
+		if m.Type != "tool" {
+			html = h.md.Render(m.Content)
+		}
+		full := encodeEnvelope(m.Seq, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false))
+		f := &frame{seq: m.Seq, full: full, redacted: full}
+		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
+			f.redacted = encodeEnvelope(m.Seq, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, true))
+		}
+		return f, nil
+	case r.Event != nil:
+		e := r.Event
+		typ, data, err := eventData(e, false)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
+		}
+		full := encodeEnvelope(e.Seq, typ, e.ThreadID, e.RunID, data)
+		f := &frame{seq: e.Seq, full: full, redacted: full}
+		if _, ok := data["usage"]; ok {
+			delete(data, "usage")
+			f.redacted = encodeEnvelope(e.Seq, typ, e.ThreadID, e.RunID, data)
+		}
+		return f, nil
+	}
+	return nil, errors.New("record is neither a message nor an event")
+}
+
+// Close code for a client cut because it could not keep up; it should
+// reconnect with its last seq.
+const closeSlowClient = 4008
+
+// client is one WebSocket connection subscribed to one thread.
+type client struct {
+	h        *Hub
+	threadID string
+	admin    bool
+	conn     *websocket.Conn
+	send     chan *frame
+
+	mu        sync.Mutex
+	replaying bool // frames that do not fit while replaying are re-read from the database
+	overflow  bool
+	kicked    chan struct{}
+	kickOnce  sync.Once
+}
+
+// offer queues f without blocking.
+func (c *client) offer(f *frame) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case c.send <- f:
+	default:
+		if c.replaying {
+			c.overflow = true
+			return
+		}
+		c.kick()
+	}
+}
+
+func (c *client) kick() {
+	c.kickOnce.Do(func() {
+		close(c.kicked)
+		if c.h.opts.OnDrop != nil {
+			c.h.opts.OnDrop()
+		}
+	})
+}
+
+// Serve runs one WebSocket client of thread threadID until it disconnects,
+// is cut, or ctx ends: subscribe first, replay every record with
+// seq > afterSeq from the database, then stream live (SPEC §6.3).
+func (h *Hub) Serve(ctx context.Context, conn *websocket.Conn, threadID string, afterSeq int64, admin bool) {
+	c := &client{h: h, threadID: threadID, admin: admin, conn: conn, send: make(chan *frame, h.opts.SendBuffer), replaying: true, kicked: make(chan struct{})}
+	if !h.subscribe(c) {
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
+		_ = conn.Close()
+		return
+	}
+	defer h.unsubscribe(c)
+	h.count.Add(1)
+	defer h.count.Add(-1)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		defer cancel()
+		c.readLoop()
+	}()
+	c.writeLoop(ctx, afterSeq)
+	_ = conn.Close()
+	<-readDone
+}
+
+func (h *Hub) subscribe(c *client) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	if h.subs[c.threadID] == nil {
+		h.subs[c.threadID] = map[*client]struct{}{}
+	}
+	h.subs[c.threadID][c] = struct{}{}
+	h.wg.Add(1)
+	return true
+}
+
+func (h *Hub) unsubscribe(c *client) {
+	h.mu.Lock()
+	delete(h.subs[c.threadID], c)
+	if len(h.subs[c.threadID]) == 0 {
+		delete(h.subs, c.threadID)
+	}
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+// Close disconnects every client with a going-away frame and waits (until
+// ctx ends) for their goroutines.
+func (h *Hub) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	var all []*client
+	for _, cs := range h.subs {
+		for c := range cs {
+			all = append(all, c)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range all {
+		_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
+		_ = c.conn.Close()
+	}
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("hub: close: %w", ctx.Err())
+	}
+}
+
+// clientFrame is the one frame a client may send.
+type clientFrame struct {
+	Type string `json:"type"`
+}
+
+// readLoop reads client frames: pings are allowed, anything else valid is
+// ignored (the stream is push-only); an oversized frame closes with 1009
+// (gorilla does it on ErrReadLimit), a malformed one with 1003.
+func (c *client) readLoop() {
+	conn := c.conn
+	conn.SetReadLimit(c.h.opts.ReadLimit)
+	deadline := func() { _ = conn.SetReadDeadline(time.Now().Add(2*c.h.opts.PingInterval + 15*time.Second)) }
+	deadline()
+	conn.SetPongHandler(func(string) error { deadline(); return nil })
+	for {
+		mt, data, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		deadline()
+		var f clientFrame
+		if mt != websocket.TextMessage || json.Unmarshal(data, &f) != nil || f.Type == "" {
+			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "frames must be JSON objects with a type"), time.Now().Add(time.Second))
+			return
+		}
+	}
+}
+
+// writeLoop replays, then streams, then pings, until the client goes.
+func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
+	last, ok := c.replay(ctx, afterSeq)
+	if !ok {
+		return
+	}
+	ping := time.NewTicker(c.h.opts.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.kicked:
+			_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeSlowClient, "too slow; reconnect with your last seq"), time.Now().Add(time.Second))
+			return
+		case f := <-c.send:
+			if f.seq > 0 {
+				if f.seq <= last {
+					continue // already replayed
+				}
+				last = f.seq
+			}
+			if !c.write(f) {
+				return
+			}
+		case <-ping.C:
+			if !c.write(ephemeral(FramePing, c.threadID, "", map[string]any{})) {
+				return
+			}
+			if c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.h.opts.WriteTimeout)) != nil {
+				return
+			}
+		}
+	}
+}
+
+// replay writes every persisted record after afterSeq, page by page, and
+// repeats while live frames overflowed meanwhile: those were committed
+// before they were offered, so the database has them.
+func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
+	for {
+		for {
+			recs, err := c.h.store.Since(ctx, c.threadID, after, c.h.opts.ReplayPage)
+			if err != nil {
+				c.h.log.Warn("hub: replay", "thread", c.threadID, "err", err)
+				return after, false
+			}
+			for _, r := range recs {
+				f, err := c.h.recordFrame(r)
+				if err != nil {
+					c.h.log.Error("hub: encode replay frame", "thread", c.threadID, "seq", r.Seq(), "err", err)
+				} else if !c.write(f) {
+					return after, false
+				}
+				after = r.Seq()
+			}
+			if len(recs) < c.h.opts.ReplayPage {
+				break
+			}
+		}
+		c.mu.Lock()
+		if !c.overflow {
+			c.replaying = false
+			c.mu.Unlock()
+			return after, true
+		}
+		c.overflow = false
+		c.mu.Unlock()
+	}
+}
+
+func (c *client) write(f *frame) bool {
+	b := f.full
+	if !c.admin && !c.h.tokens.Load() {
+		b = f.redacted
+	}
+	_ = c.conn.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
+	return c.conn.WriteMessage(websocket.TextMessage, b) == nil
+}

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+	"herd/models"
+)
+
+type runRequest struct {
+	Content *string `json:"content"`
+	Model   string  `json:"model"`
+}
+
+// apiRunStart persists the user's message and starts the lead on it (202).
+func (s *Server) apiRunStart(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	var req runRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Content == nil || strings.TrimSpace(*req.Content) == "" {
+		return errUnprocessable("content is required: the message to send")
+	}
+	if len(*req.Content) > s.maxContent {
+		return errTooLarge(fmt.Sprintf("the message is %d KB; the limit is %d KB", (len(*req.Content)+1023)/1024, s.maxContent/1024))
+	}
+	if !utf8.ValidString(*req.Content) {
+		return errUnprocessable("content must be valid UTF-8")
+	}
+	started, err := s.rt.Start(c.Request().Context(), agent.StartRequest{
+		ThreadID: t.ID, UserID: currentUser(c).ID, Content: *req.Content, Model: req.Model,
+	})
+	switch {
+	case errors.Is(err, agent.ErrRunActive):
+		return errConflict("a run is already active in this thread; wait for it or stop it")
+	case errors.Is(err, agent.ErrUnknownModel):
+		return errUnprocessable("unknown model %q; GET /api/models lists the available ones", req.Model)
+	case errors.Is(err, agent.ErrShuttingDown):
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
+	case errors.Is(err, models.ErrNotFound):
+		return errNotFound("thread")
+	case err != nil:
+		return err
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"run_id": started.RunID, "message_id": started.MessageID, "model": started.ModelName})
+}
+
+// apiRunCancel stops a run: its LLM calls, tools and subagents.
+func (s *Server) apiRunCancel(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	runID, err := pathID(c, "run_id", "run")
+	if err != nil {
+		return err
+	}
+	if err := s.rt.Cancel(t.ID, runID); err != nil {
+		if _, err := s.store.Run(c.Request().Context(), t.ID, runID); err != nil {
+			return errNotFound("run")
+		}
+		return errConflict("the run has already ended")
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"run_id": runID, "status": "cancelling"})
+}
+
+// apiTaskCancel cancels one running subagent by its task id.
+func (s *Server) apiTaskCancel(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	taskID := c.Param("task_id")
+	if taskID == "" || len(taskID) > 200 {
+		return errNotFound("task")
+	}
+	if err := s.rt.CancelTask(t.ID, taskID); err != nil {
+		return errNotFound("running task")
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"task_id": taskID, "status": "cancelling"})
+}
+
+// eventJSON is a persisted event on the wire (SPEC §6.2).
+type eventJSON struct {
+	Seq       int64           `json:"seq"`
+	ThreadID  string          `json:"thread_id"`
+	RunID     string          `json:"run_id"`
+	EventType string          `json:"event_type"`
+	Category  string          `json:"category"`
+	TaskID    string          `json:"task_id"`
+	Content   any             `json:"content"`
+	Metadata  json.RawMessage `json:"metadata"`
+	CreatedAt string          `json:"created_at"`
+}
+
+// apiEvents pages a thread's events by seq (SPEC §6.2).
+func (s *Server) apiEvents(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(c, "after_seq", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit", 200, 1, 1000)
+	if err != nil {
+		return err
+	}
+	f := models.EventFilter{TaskID: c.QueryParam("task_id"), RunID: c.QueryParam("run_id"), AfterSeq: after, Limit: int(limit)}
+	if len(f.TaskID) > 200 {
+		return errBadRequest("task_id is too long")
+	}
+	if types := c.QueryParam("event_types"); types != "" {
+		known := agent.EventSpecs()
+		for _, typ := range strings.Split(types, ",") {
+			typ = strings.TrimSpace(typ)
+			if _, ok := known[typ]; !ok {
+				return errBadRequest("unknown event type %q", typ)
+			}
+			f.EventTypes = append(f.EventTypes, typ)
+		}
+	}
+	events, more, err := s.store.Events(c.Request().Context(), t.ID, f)
+	if err != nil {
+		return err
+	}
+	redact := !s.showTokens(c)
+	out := make([]eventJSON, 0, len(events))
+	next := after
+	for i := range events {
+		e := &events[i]
+		content, err := agent.DecodeContent(e.Content)
+		if err != nil {
+			s.log.Warn("unreadable event content", "thread", t.ID, "seq", e.Seq, "err", err)
+			content = map[string]any{}
+		}
+		if redact {
+			delete(content, "usage")
+		}
+		out = append(out, eventJSON{
+			Seq: e.Seq, ThreadID: e.ThreadID, RunID: e.RunID, EventType: e.EventType, Category: e.Category,
+			TaskID: e.TaskID, Content: content, Metadata: rawOr(e.Metadata, "{}"), CreatedAt: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
+		})
+		next = e.Seq
+	}
+	return c.JSON(http.StatusOK, map[string]any{"events": out, "next_after_seq": next, "has_more": more})
+}
+
+// apiUsage answers the thread's ledger totals; the token gate hides them.
+func (s *Server) apiUsage(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	if !s.showTokens(c) {
+		return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": false})
+	}
+	rep, err := s.store.Usage(c.Request().Context(), t.ID, "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": true, "total": rep.Total, "lead": rep.Lead, "subagents": rep.Subagents, "by_model": rep.ByModel})
+}

@@ -1,0 +1,335 @@
+// Package server is herd's HTTP side: Echo routes and handlers, auth, and
+// the WebSocket hub. Handlers are thin: parse, call one thing, respond.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/crypto/bcrypt"
+
+	"herd/agent"
+	"herd/models"
+	"herd/views"
+)
+
+// Options builds a Server.
+type Options struct {
+	Store   *models.Store
+	Runtime *agent.Runtime
+	Hub     *Hub
+	Static  fs.FS // app.css, app.js, …
+	Logger  *slog.Logger
+	Now     func() time.Time
+
+	// PublicURL is the origin behind a TLS proxy ("" = the request's host).
+	PublicURL          string
+	AllowSignup        bool
+	SessionTTL         time.Duration
+	LoginPerMinute     int
+	TokenUsageDefault  bool // token_usage.enabled from the config file
+	BcryptCost         int  // 0 = DefaultBcryptCost; tests lower it
+	MaxContentBytes    int  // a message's content; 0 = 100 KB
+	MaxBodyBytes       int64
+	WebSocketReadLimit int64
+}
+
+// Server is the HTTP handler of herd.
+type Server struct {
+	e             *echo.Echo
+	store         *models.Store
+	rt            *agent.Runtime
+	hub           *Hub
+	log           *slog.Logger
+	now           func() time.Time
+	md            *Markdown
+	assets        map[string]string
+	static        fs.FS
+	publicURL     string
+	secureCookies bool
+	allowSignup   bool
+	sessionTTL    time.Duration
+	limiter       *limiter
+	bcryptCost    int
+	dummyHash     func() []byte
+	maxContent    int
+	maxBody       int64
+
+	settingsMu sync.Mutex
+}
+
+// New builds the server and its routes.
+func New(o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 30 * 24 * time.Hour
+	}
+	if o.LoginPerMinute <= 0 {
+		o.LoginPerMinute = 10
+	}
+	if o.BcryptCost == 0 {
+		o.BcryptCost = DefaultBcryptCost
+	}
+	if o.MaxContentBytes <= 0 {
+		o.MaxContentBytes = 100 << 10
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	s := &Server{
+		store:         o.Store,
+		rt:            o.Runtime,
+		hub:           o.Hub,
+		log:           o.Logger,
+		now:           o.Now,
+		md:            NewMarkdown(),
+		static:        o.Static,
+		publicURL:     strings.TrimRight(o.PublicURL, "/"),
+		secureCookies: strings.HasPrefix(o.PublicURL, "https://"),
+		allowSignup:   o.AllowSignup,
+		sessionTTL:    o.SessionTTL,
+		limiter:       newLimiter(o.LoginPerMinute, o.Now),
+		bcryptCost:    o.BcryptCost,
+		maxContent:    o.MaxContentBytes,
+		maxBody:       o.MaxBodyBytes,
+	}
+	s.dummyHash = sync.OnceValue(func() []byte {
+		h, _ := bcrypt.GenerateFromPassword([]byte("herd-dummy-password"), s.bcryptCost)
+		return h
+	})
+	if err := s.loadTokenUsage(context.Background(), o.TokenUsageDefault); err != nil {
+		return nil, err
+	}
+	assets, err := hashAssets(o.Static)
+	if err != nil {
+		return nil, err
+	}
+	s.assets = assets
+	s.e = echo.New()
+	s.e.HideBanner = true
+	s.e.HidePort = true
+	s.e.HTTPErrorHandler = s.errorHandler
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
+
+// TokenUsageEnabled reports the effective token-usage setting.
+func (s *Server) TokenUsageEnabled() bool { return s.hub.TokenUsage() }
+
+// routes lists every route in one place.
+func (s *Server) routes() {
+	e := s.e
+	e.Use(middleware.RequestID())
+	e.Use(s.recoverPanics)
+	e.Use(s.logRequests)
+	e.Use(securityHeaders)
+	e.Use(middleware.BodyLimit(bodyLimitString(s.maxBody)))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/static/*", s.serveStatic)
+
+	app := e.Group("", s.authenticate, s.csrf)
+
+	// Pages.
+	app.GET("/setup", s.setupPage)
+	app.POST("/setup", s.setupSubmit)
+	app.GET("/login", s.loginPage)
+	app.POST("/login", s.loginSubmit)
+	app.GET("/signup", s.signupPage)
+	app.POST("/signup", s.signupSubmit)
+	app.POST("/logout", s.logoutSubmit)
+	app.GET("/", s.threadListPage, requireUser)
+	app.POST("/threads", s.threadCreateSubmit, requireUser)
+	app.GET("/threads/:id", s.threadPage, requireUser)
+	app.POST("/threads/:id/rename", s.threadRenameSubmit, requireUser)
+	app.POST("/threads/:id/delete", s.threadDeleteSubmit, requireUser)
+	app.GET("/settings", s.settingsPage, requireUser)
+	app.POST("/settings/tokens", s.tokenCreateSubmit, requireUser)
+	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, requireUser)
+	app.GET("/admin", s.adminPage, requireAdmin)
+	app.POST("/admin/settings", s.adminSettingsSubmit, requireAdmin)
+	app.POST("/admin/users", s.adminUserCreateSubmit, requireAdmin)
+	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, requireAdmin)
+	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, requireAdmin)
+
+	// JSON API (SPEC §6.2).
+	api := app.Group("/api")
+	api.POST("/auth/login", s.apiLogin)
+	api.POST("/auth/logout", s.apiLogout, requireUser)
+	api.GET("/auth/me", s.apiMe, requireUser)
+	api.GET("/models", s.apiModels, requireUser)
+	api.GET("/settings", s.apiSettings, requireUser)
+	api.PUT("/admin/settings", s.apiAdminSettings, requireAdmin)
+	api.GET("/threads", s.apiThreads, requireUser)
+	api.POST("/threads", s.apiThreadCreate, requireUser)
+	api.GET("/threads/:id", s.apiThread, requireUser)
+	api.PATCH("/threads/:id", s.apiThreadRename, requireUser)
+	api.DELETE("/threads/:id", s.apiThreadDelete, requireUser)
+	api.POST("/threads/:id/runs", s.apiRunStart, requireUser)
+	api.POST("/threads/:id/runs/:run_id/cancel", s.apiRunCancel, requireUser)
+	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, requireUser)
+	api.GET("/threads/:id/events", s.apiEvents, requireUser)
+	api.GET("/threads/:id/usage", s.apiUsage, requireUser)
+	api.GET("/threads/:id/stream", s.stream, requireUser)
+	api.GET("/tokens", s.apiTokens, requireUser)
+	api.POST("/tokens", s.apiTokenCreate, requireUser)
+	api.DELETE("/tokens/:id", s.apiTokenDelete, requireUser)
+	api.GET("/admin/users", s.apiAdminUsers, requireAdmin)
+	api.POST("/admin/users", s.apiAdminUserCreate, requireAdmin)
+	api.PATCH("/admin/users/:id", s.apiAdminUserUpdate, requireAdmin)
+	api.DELETE("/admin/users/:id", s.apiAdminUserDelete, requireAdmin)
+	api.Any("/*", func(echo.Context) error { return errNotFound("route") })
+}
+
+func bodyLimitString(n int64) string {
+	if n%(1<<20) == 0 {
+		return itoa(n>>20) + "M"
+	}
+	return itoa(n>>10) + "K"
+}
+
+func itoa(n int64) string {
+	return strings.TrimSpace(strings.Replace(time.Duration(n).String(), "ns", "", 1))
+}
+
+// securityHeaders sets the CSP and friends on every response: no inline
+// script or style anywhere, no framing, no sniffing.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		return next(c)
+	}
+}
+
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("handler panicked", "path", c.Request().URL.Path, "panic", p)
+				err = &apiError{http.StatusInternalServerError, "internal", "something went wrong on our side"}
+			}
+		}()
+		return next(c)
+	}
+}
+
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		req := c.Request()
+		status := c.Response().Status
+		level := slog.LevelDebug
+		if status >= 500 {
+			level = slog.LevelError
+		} else if status >= 400 {
+			level = slog.LevelInfo
+		}
+		attrs := []any{"method", req.Method, "path", req.URL.Path, "status", status, "dur", time.Since(start).Round(time.Microsecond), "request_id", c.Response().Header().Get(echo.HeaderXRequestID)}
+		if id := c.Param("id"); id != "" && strings.HasPrefix(req.URL.Path, "/api/threads/") || strings.HasPrefix(req.URL.Path, "/threads/") {
+			attrs = append(attrs, "thread", c.Param("id"))
+		}
+		s.log.Log(req.Context(), level, "http", attrs...)
+		return nil
+	}
+}
+
+// render writes a templ component.
+func (s *Server) render(c echo.Context, status int, comp templ.Component) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().WriteHeader(status)
+	return comp.Render(c.Request().Context(), c.Response())
+}
+
+// page is what every page needs.
+func (s *Server) page(c echo.Context, title string) views.Page {
+	p := views.Page{Title: title, Assets: s.assets, CSRF: s.pageCSRF(c)}
+	if u := currentUser(c); u != nil {
+		p.User = &views.User{ID: u.ID, Email: u.Email, Admin: u.IsAdmin()}
+	}
+	return p
+}
+
+// hashAssets maps each static file to a URL carrying its content hash.
+func hashAssets(static fs.FS) (map[string]string, error) {
+	out := map[string]string{}
+	if static == nil {
+		return out, nil
+	}
+	err := fs.WalkDir(static, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(static, path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		out[path] = "/static/" + path + "?v=" + hex.EncodeToString(sum[:6])
+		return nil
+	})
+	return out, err
+}
+
+func (s *Server) serveStatic(c echo.Context) error {
+	name := c.Param("*")
+	if s.static == nil || name == "" || strings.Contains(name, "..") {
+		return errNotFound("file")
+	}
+	if _, err := fs.Stat(s.static, name); err != nil {
+		return errNotFound("file")
+	}
+	if v := c.QueryParam("v"); v != "" && strings.HasSuffix(s.assets[name], "?v="+v) {
+		c.Response().Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		c.Response().Header().Set("Cache-Control", "no-cache")
+	}
+	http.ServeFileFS(c.Response(), c.Request(), s.static, name)
+	return nil
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.Error("readiness check failed", "err", err)
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "the database is not writable"}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+)
+
+// stream upgrades GET /api/threads/{id}/stream?after_seq=N (SPEC §6.3).
+// Ownership is checked before the upgrade, so a foreign thread is a plain
+// 404. Cookie-authenticated upgrades must come from this origin.
+func (s *Server) stream(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(c, "after_seq", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	bearer := c.Get(ctxBearer) != nil
+	up := websocket.Upgrader{
+		ReadBufferSize:  4096,
+		WriteBufferSize: 16384,
+		CheckOrigin: func(r *http.Request) bool {
+			return bearer || s.sameOrigin(r)
+		},
+	}
+	if !bearer && !s.sameOrigin(c.Request()) {
+		return &apiError{http.StatusForbidden, "bad_origin", "cross-origin WebSocket refused"}
+	}
+	conn, err := up.Upgrade(c.Response(), c.Request(), nil)
+	if err != nil {
+		return nil // the upgrader has answered
+	}
+	s.hub.Serve(c.Request().Context(), conn, t.ID, after, currentUser(c).IsAdmin())
+	return nil
+}
+
+// sameOrigin accepts a request whose Origin is this server: the configured
+// public URL, or else the request's own Host.
+func (s *Server) sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	if s.publicURL != "" {
+		return strings.EqualFold(u.Scheme+"://"+u.Host, s.publicURL)
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}

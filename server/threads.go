@@ -1,0 +1,354 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+	"herd/models"
+	"herd/views"
+)
+
+const maxTitle = 200
+
+type threadJSON struct {
+	ID        string    `json:"id"`
+	Title     string    `json:"title"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func newThreadJSON(t *models.Thread) threadJSON {
+	return threadJSON{ID: t.ID, Title: t.Title, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
+}
+
+type runJSON struct {
+	ID        string              `json:"id"`
+	Status    string              `json:"status"`
+	ModelName string              `json:"model_name"`
+	Error     string              `json:"error,omitempty"`
+	StartedAt time.Time           `json:"started_at"`
+	EndedAt   *time.Time          `json:"ended_at"`
+	Usage     *models.UsageReport `json:"usage,omitempty"`
+}
+
+// ownThread loads the :id thread if the current user owns it; any other id
+// is 404, whoever asks (SPEC §6.1).
+func (s *Server) ownThread(c echo.Context) (*models.Thread, error) {
+	id, err := pathID(c, "id", "thread")
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.Thread(c.Request().Context(), currentUser(c).ID, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, errNotFound("thread")
+	}
+	return t, err
+}
+
+func cleanTitle(raw string) (string, *apiError) {
+	t := strings.Join(strings.Fields(raw), " ")
+	if utf8.RuneCountInString(t) > maxTitle {
+		return "", errUnprocessable("the title may have at most %d characters", maxTitle)
+	}
+	return t, nil
+}
+
+// showTokens reports whether token figures may reach the current user.
+func (s *Server) showTokens(c echo.Context) bool {
+	u := currentUser(c)
+	return s.hub.TokenUsage() || (u != nil && u.IsAdmin())
+}
+
+// threadView gathers everything a thread's page and JSON show.
+type threadView struct {
+	thread   *models.Thread
+	messages []models.Message
+	active   *models.Run
+	lastSeq  int64
+}
+
+func (s *Server) loadThread(ctx context.Context, t *models.Thread) (*threadView, error) {
+	msgs, err := s.store.Messages(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	v := &threadView{thread: t, messages: msgs, lastSeq: t.LastSeq}
+	if r, err := s.store.ActiveRun(ctx, t.ID); err == nil {
+		v.active = r
+	} else if !errors.Is(err, models.ErrNotFound) {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Pages.
+
+func (s *Server) threadListPage(c echo.Context) error {
+	ts, err := s.store.Threads(c.Request().Context(), currentUser(c).ID)
+	if err != nil {
+		return err
+	}
+	items := make([]views.ThreadItem, len(ts))
+	for i, t := range ts {
+		items[i] = threadItem(&t)
+	}
+	p := s.page(c, "Threads")
+	p.Flash = flashText(c.QueryParam("flash"))
+	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items}))
+}
+
+func threadItem(t *models.Thread) views.ThreadItem {
+	title := t.Title
+	if title == "" {
+		title = "Untitled thread"
+	}
+	return views.ThreadItem{ID: t.ID, Title: title, UpdatedAt: t.UpdatedAt}
+}
+
+// flashText maps the fixed notices a redirect may ask for; arbitrary text
+// from the URL is never shown.
+func flashText(key string) string {
+	switch key {
+	case "deleted":
+		return "Thread deleted."
+	case "renamed":
+		return "Thread renamed."
+	}
+	return ""
+}
+
+func (s *Server) threadCreateSubmit(c echo.Context) error {
+	title, ae := cleanTitle(c.FormValue("title"))
+	if ae != nil {
+		return ae
+	}
+	t, err := s.store.CreateThread(c.Request().Context(), currentUser(c).ID, title)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
+}
+
+func (s *Server) threadRenameSubmit(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	title, ae := cleanTitle(c.FormValue("title"))
+	if ae != nil {
+		return ae
+	}
+	if _, err := s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/?flash=renamed")
+}
+
+func (s *Server) threadDeleteSubmit(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	if err := s.deleteThread(c.Request().Context(), t); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/?flash=deleted")
+}
+
+// deleteThread stops the thread's run, waits for it to write its end, then
+// deletes everything recorded in the thread.
+func (s *Server) deleteThread(ctx context.Context, t *models.Thread) error {
+	if runID, ok := s.rt.ActiveRun(t.ID); ok {
+		_ = s.rt.Cancel(t.ID, runID)
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := s.rt.Wait(wctx, t.ID); err != nil {
+			return &apiError{http.StatusConflict, "conflict", "the thread's run is still stopping; try again in a moment"}
+		}
+	}
+	return s.store.DeleteThread(ctx, t.UserID, t.ID)
+}
+
+func (s *Server) threadPage(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.loadThread(c.Request().Context(), t)
+	if err != nil {
+		return err
+	}
+	u := currentUser(c)
+	page := views.ThreadPage{
+		Page:         s.page(c, threadItem(t).Title),
+		Thread:       threadItem(t),
+		Messages:     s.messageViews(v.messages),
+		Models:       s.modelOptions(),
+		DefaultModel: s.rt.Models()[0].Name,
+		LastSeq:      v.lastSeq,
+	}
+	state := map[string]any{
+		"thread_id":           t.ID,
+		"last_seq":            v.lastSeq,
+		"active_run_id":       nil,
+		"token_usage_enabled": s.hub.TokenUsage(),
+		"is_admin":            u.IsAdmin(),
+	}
+	if v.active != nil {
+		page.ActiveRunID = v.active.ID
+		state["active_run_id"] = v.active.ID
+	}
+	b, err := json.Marshal(state)
+	if err != nil {
+		return err
+	}
+	page.StateJSON = string(b)
+	return s.render(c, http.StatusOK, views.Thread(page))
+}
+
+func (s *Server) messageViews(msgs []models.Message) []views.MessageView {
+	out := make([]views.MessageView, 0, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		mv := views.MessageView{ID: m.ID, Seq: m.Seq, Type: m.Type, ModelName: m.ModelName}
+		if m.Type != agent.TypeTool {
+			mv.HTML = s.md.Render(m.Content)
+		} else {
+			mv.HTML = s.md.Render("```\n" + strings.ReplaceAll(m.Content, "```", "ʼʼʼ") + "\n```")
+		}
+		var calls []agent.ToolCall
+		if len(m.ToolCalls) > 0 && json.Unmarshal(m.ToolCalls, &calls) == nil {
+			for _, tc := range calls {
+				mv.ToolCalls = append(mv.ToolCalls, views.ToolCallView{ID: tc.ID, Name: tc.Name, Args: string(tc.Args)})
+			}
+		}
+		var kw map[string]any
+		if len(m.AdditionalKwargs) > 0 && json.Unmarshal(m.AdditionalKwargs, &kw) == nil {
+			mv.Stopped, _ = kw["stopped"].(bool)
+		}
+		out = append(out, mv)
+	}
+	return out
+}
+
+func (s *Server) modelOptions() []views.ModelOption {
+	ms := s.rt.Models()
+	out := make([]views.ModelOption, len(ms))
+	for i, m := range ms {
+		out[i] = views.ModelOption{Name: m.Name, Label: m.Label(), Provider: m.Provider}
+	}
+	return out
+}
+
+// JSON API.
+
+func (s *Server) apiThreads(c echo.Context) error {
+	ts, err := s.store.Threads(c.Request().Context(), currentUser(c).ID)
+	if err != nil {
+		return err
+	}
+	out := make([]threadJSON, len(ts))
+	for i := range ts {
+		out[i] = newThreadJSON(&ts[i])
+	}
+	return c.JSON(http.StatusOK, map[string]any{"threads": out})
+}
+
+type threadRequest struct {
+	Title *string `json:"title"`
+}
+
+func (s *Server) apiThreadCreate(c echo.Context) error {
+	var req threadRequest
+	if c.Request().ContentLength != 0 {
+		if err := bindJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	title := ""
+	if req.Title != nil {
+		t, ae := cleanTitle(*req.Title)
+		if ae != nil {
+			return ae
+		}
+		title = t
+	}
+	t, err := s.store.CreateThread(c.Request().Context(), currentUser(c).ID, title)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, newThreadJSON(t))
+}
+
+func (s *Server) apiThread(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.loadThread(c.Request().Context(), t)
+	if err != nil {
+		return err
+	}
+	redact := !s.showTokens(c)
+	msgs := make([]messageJSON, len(v.messages))
+	for i := range v.messages {
+		msgs[i] = newMessageJSON(&v.messages[i], "", redact)
+	}
+	out := map[string]any{
+		"thread":     newThreadJSON(t),
+		"messages":   msgs,
+		"tasks":      []any{},
+		"active_run": nil,
+		"last_seq":   v.lastSeq,
+	}
+	if v.active != nil {
+		out["active_run"] = newRunJSON(v.active)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func newRunJSON(r *models.Run) runJSON {
+	return runJSON{ID: r.ID, Status: r.Status, ModelName: r.ModelName, Error: r.Error, StartedAt: r.StartedAt.UTC(), EndedAt: r.EndedAt}
+}
+
+func (s *Server) apiThreadRename(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	var req threadRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Title == nil {
+		return errUnprocessable("send the new title as {\"title\": \"…\"}")
+	}
+	title, ae := cleanTitle(*req.Title)
+	if ae != nil {
+		return ae
+	}
+	t, err = s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newThreadJSON(t))
+}
+
+func (s *Server) apiThreadDelete(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	if err := s.deleteThread(c.Request().Context(), t); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/models"
+	"herd/views"
+)
+
+// tokenPrefix marks herd tokens so a leaked one is recognisable.
+const tokenPrefix = "herd_"
+
+type tokenJSON struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+func newTokenJSON(t *models.APIToken) tokenJSON {
+	return tokenJSON{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt.UTC(), LastUsedAt: t.LastUsedAt}
+}
+
+// createToken stores a new token's hash and returns the token, once.
+func (s *Server) createToken(c echo.Context, name string) (*models.APIToken, string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > 100 {
+		return nil, "", errUnprocessable("give the token a name of 1 to 100 characters")
+	}
+	tok := tokenPrefix + randomToken()
+	t := &models.APIToken{UserID: currentUser(c).ID, Name: name, Hash: hashToken(tok), Prefix: tok[:len(tokenPrefix)+6]}
+	if err := s.store.CreateAPIToken(c.Request().Context(), t); err != nil {
+		return nil, "", err
+	}
+	return t, tok, nil
+}
+
+func (s *Server) apiTokens(c echo.Context) error {
+	ts, err := s.store.APITokens(c.Request().Context(), currentUser(c).ID)
+	if err != nil {
+		return err
+	}
+	out := make([]tokenJSON, len(ts))
+	for i := range ts {
+		out[i] = newTokenJSON(&ts[i])
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tokens": out})
+}
+
+func (s *Server) apiTokenCreate(c echo.Context) error {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	t, tok, err := s.createToken(c, req.Name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]string{"id": t.ID, "name": t.Name, "token": tok})
+}
+
+func (s *Server) apiTokenDelete(c echo.Context) error {
+	id, err := pathID(c, "id", "token")
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteAPIToken(c.Request().Context(), currentUser(c).ID, id); err != nil {
+		if errors.Is(err, models.ErrNotFound) {
+			return errNotFound("token")
+		}
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) settingsPage(c echo.Context) error {
+	return s.renderSettings(c, http.StatusOK, "", "", "")
+}
+
+func (s *Server) renderSettings(c echo.Context, status int, newToken, newName, errMsg string) error {
+	ts, err := s.store.APITokens(c.Request().Context(), currentUser(c).ID)
+	if err != nil {
+		return err
+	}
+	items := make([]views.TokenView, len(ts))
+	for i, t := range ts {
+		items[i] = views.TokenView{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, LastUsedAt: t.LastUsedAt}
+	}
+	p := s.page(c, "Settings")
+	p.Error = errMsg
+	return s.render(c, status, views.Settings(views.SettingsPage{Page: p, Tokens: items, NewToken: newToken, NewName: newName}))
+}
+
+func (s *Server) tokenCreateSubmit(c echo.Context) error {
+	t, tok, err := s.createToken(c, c.FormValue("name"))
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return s.renderSettings(c, ae.Status, "", "", ae.Message)
+	case err != nil:
+		return err
+	}
+	return s.renderSettings(c, http.StatusOK, tok, t.Name, "")
+}
+
+func (s *Server) tokenDeleteSubmit(c echo.Context) error {
+	id, err := pathID(c, "id", "token")
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteAPIToken(c.Request().Context(), currentUser(c).ID, id); err != nil && !errors.Is(err, models.ErrNotFound) {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/settings")
+}
