@@ -247,3 +247,11 @@ func (a *testApp) waitIdle(threadID string) {
 		a.t.Fatalf("run did not end: %v", err)
 	}
 }
+
+func mustURL(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}

@@ -29,14 +29,14 @@ type HubOptions struct {
 	ReadLimit    int64 // bytes of one client frame
 	ReplayPage   int
 	Logger       *slog.Logger
-	// OnDrop is told when a slow client is cut.
+	// OnDrop is told when a client that stopped reading is cut.
 	OnDrop func()
 }
 
 // Hub fans committed records and ephemeral frames out to the WebSocket
-// clients of each thread. Publishing never blocks: a client whose buffer
-// is full is disconnected and catches up from the database when it
-// reconnects.
+// clients of each thread. Publishing never blocks: a client whose queue
+// is full falls back to reading the database, and one that stops reading
+// is cut by the write deadline.
 type Hub struct {
 	opts   HubOptions
 	log    *slog.Logger
@@ -173,10 +173,6 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 	return nil, errors.New("record is neither a message nor an event")
 }
 
-// Close code for a client cut because it could not keep up; it should
-// reconnect with its last seq.
-const closeSlowClient = 4008
-
 // client is one WebSocket connection subscribed to one thread.
 type client struct {
 	h        *Hub
@@ -184,43 +180,29 @@ type client struct {
 	admin    bool
 	conn     *websocket.Conn
 	send     chan *frame
-
-	mu        sync.Mutex
-	replaying bool // frames that do not fit while replaying are re-read from the database
-	overflow  bool
-	kicked    chan struct{}
-	kickOnce  sync.Once
+	// wake is signalled when a frame did not fit in send: the client has
+	// fallen behind and reads what it missed from the database, where
+	// every persisted frame is committed before it is offered.
+	wake chan struct{}
 }
 
-// offer queues f without blocking.
+// offer queues f without ever blocking the publisher.
 func (c *client) offer(f *frame) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	select {
 	case c.send <- f:
 	default:
-		if c.replaying {
-			c.overflow = true
-			return
+		select {
+		case c.wake <- struct{}{}:
+		default:
 		}
-		c.kick()
 	}
-}
-
-func (c *client) kick() {
-	c.kickOnce.Do(func() {
-		close(c.kicked)
-		if c.h.opts.OnDrop != nil {
-			c.h.opts.OnDrop()
-		}
-	})
 }
 
 // Serve runs one WebSocket client of thread threadID until it disconnects,
 // is cut, or ctx ends: subscribe first, replay every record with
 // seq > afterSeq from the database, then stream live (SPEC §6.3).
 func (h *Hub) Serve(ctx context.Context, conn *websocket.Conn, threadID string, afterSeq int64, admin bool) {
-	c := &client{h: h, threadID: threadID, admin: admin, conn: conn, send: make(chan *frame, h.opts.SendBuffer), replaying: true, kicked: make(chan struct{})}
+	c := &client{h: h, threadID: threadID, admin: admin, conn: conn, send: make(chan *frame, h.opts.SendBuffer), wake: make(chan struct{}, 1)}
 	if !h.subscribe(c) {
 		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
 		_ = conn.Close()
@@ -321,25 +303,36 @@ func (c *client) readLoop() {
 	}
 }
 
-// writeLoop replays, then streams, then pings, until the client goes.
+// writeLoop replays what the client missed, then streams live frames.
+// Whenever it falls behind (a frame did not fit in its queue, or a seq is
+// missing) it catches up from the database again, so a client never loses
+// a persisted frame nor sees one twice. A client that stops reading is
+// disconnected by the write deadline; others never wait for it.
 func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
-	last, ok := c.replay(ctx, afterSeq)
-	if !ok {
-		return
-	}
+	last, catchUp := afterSeq, true
 	ping := time.NewTicker(c.h.opts.PingInterval)
 	defer ping.Stop()
 	for {
+		if catchUp {
+			var ok bool
+			if last, ok = c.replay(ctx, last); !ok {
+				return
+			}
+			catchUp = false
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.kicked:
-			_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeSlowClient, "too slow; reconnect with your last seq"), time.Now().Add(time.Second))
-			return
+		case <-c.wake:
+			catchUp = true
 		case f := <-c.send:
 			if f.seq > 0 {
 				if f.seq <= last {
-					continue // already replayed
+					continue // already sent
+				}
+				if f.seq != last+1 {
+					catchUp = true // a gap: the missing records are in the database
+					continue
 				}
 				last = f.seq
 			}
@@ -357,38 +350,29 @@ func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
 	}
 }
 
-// replay writes every persisted record after afterSeq, page by page, and
-// repeats while live frames overflowed meanwhile: those were committed
-// before they were offered, so the database has them.
+// replay writes every persisted record after seq after, page by page,
+// until the database has none left, and returns the last seq written.
 func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
 	for {
-		for {
-			recs, err := c.h.store.Since(ctx, c.threadID, after, c.h.opts.ReplayPage)
-			if err != nil {
+		recs, err := c.h.store.Since(ctx, c.threadID, after, c.h.opts.ReplayPage)
+		if err != nil {
+			if ctx.Err() == nil {
 				c.h.log.Warn("hub: replay", "thread", c.threadID, "err", err)
+			}
+			return after, false
+		}
+		for _, r := range recs {
+			f, err := c.h.recordFrame(r)
+			if err != nil {
+				c.h.log.Error("hub: encode replay frame", "thread", c.threadID, "seq", r.Seq(), "err", err)
+			} else if !c.write(f) {
 				return after, false
 			}
-			for _, r := range recs {
-				f, err := c.h.recordFrame(r)
-				if err != nil {
-					c.h.log.Error("hub: encode replay frame", "thread", c.threadID, "seq", r.Seq(), "err", err)
-				} else if !c.write(f) {
-					return after, false
-				}
-				after = r.Seq()
-			}
-			if len(recs) < c.h.opts.ReplayPage {
-				break
-			}
+			after = r.Seq()
 		}
-		c.mu.Lock()
-		if !c.overflow {
-			c.replaying = false
-			c.mu.Unlock()
+		if len(recs) < c.h.opts.ReplayPage {
 			return after, true
 		}
-		c.overflow = false
-		c.mu.Unlock()
 	}
 }
 
@@ -398,5 +382,14 @@ func (c *client) write(f *frame) bool {
 		b = f.redacted
 	}
 	_ = c.conn.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
-	return c.conn.WriteMessage(websocket.TextMessage, b) == nil
+	err := c.conn.WriteMessage(websocket.TextMessage, b)
+	if err != nil && isTimeoutErr(err) && c.h.opts.OnDrop != nil {
+		c.h.opts.OnDrop()
+	}
+	return err == nil
+}
+
+func isTimeoutErr(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
 }

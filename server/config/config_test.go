@@ -1,0 +1,768 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+
+	"herd/agent"
+)
+
+// readExample returns config.example.yaml, which main embeds as the
+// built-in defaults.
+func readExample(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// loadYAML loads the example defaults, then file as herd.yaml unless it is
+// empty, then env and o.
+func loadYAML(t testing.TB, file string, env []string, o Overrides) (*Config, error) {
+	t.Helper()
+	path := ""
+	if file != "" {
+		path = "herd.yaml"
+	}
+	return load(readExample(t), path, []byte(file), env, o)
+}
+
+// errorLines splits a joined error into its problems.
+func errorLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+func TestLoadDefaults(t *testing.T) {
+	got, err := loadYAML(t, "", nil, Overrides{})
+	if err != nil {
+		t.Fatalf("load defaults: %v", err)
+	}
+	want := &Config{
+		Server:     ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15},
+		Log:        LogConfig{Level: "info", Format: "text"},
+		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10},
+		TokenUsage: TokenUsageConfig{Enabled: true},
+		Models: []agent.ModelConfig{
+			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", LatencyMS: 300, ChunkMS: 30, Usage: new(true)},
+			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", LatencyMS: 700, ChunkMS: 45, Usage: new(true)},
+		},
+		Lead: agent.LeadConfig{MaxTurns: 25},
+		Subagents: agent.SubagentsConfig{
+			TimeoutSeconds:           1800,
+			MaxRunning:               32,
+			MaxConcurrentPerResponse: 4,
+			MaxTotalPerRun:           12,
+			QueueTimeoutSeconds:      600,
+			SafetyMarginSeconds:      60,
+			CancelGraceSeconds:       5,
+			LoopLimit:                3,
+			Agents: map[string]agent.AgentConfig{
+				"researcher": {
+					Description:    "A careful investigator for questions that need reading and comparing several sources in the workspace.",
+					SystemPrompt:   "You investigate one question thoroughly and write a short, sourced report.",
+					Tools:          &[]string{"ls", "read_file", "write_file"},
+					Model:          "demo-deep",
+					MaxTurns:       new(20),
+					TimeoutSeconds: new(900),
+					TokenBudget:    new(int64(0)),
+				},
+			},
+		},
+		Sandbox: agent.SandboxConfig{Mode: "host", AllowHostBash: true, BashTimeoutSeconds: 120, OutputLimitBytes: 30000},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults:\ngot  %s\nwant %s", got, want)
+	}
+}
+
+// schemaPaths lists every key path of t, with * for a list index or a map
+// key.
+func schemaPaths(t reflect.Type, prefix string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var paths []string
+		for i := range t.NumField() {
+			if name := yamlName(t.Field(i)); name != "" {
+				p := joinKey(prefix, name)
+				paths = append(paths, p)
+				paths = append(paths, schemaPaths(t.Field(i).Type, p)...)
+			}
+		}
+		return paths
+	case reflect.Slice, reflect.Map:
+		return schemaPaths(t.Elem(), prefix+".*")
+	}
+	return nil
+}
+
+// exampleKeys collects the key paths raw holds, in schemaPaths' form.
+func exampleKeys(raw any, t reflect.Type, prefix string, out map[string]bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, _ := raw.(yaml.MapSlice)
+		for _, item := range m {
+			name := fmt.Sprint(item.Key)
+			if f, ok := fieldByName(t, name); ok {
+				out[joinKey(prefix, name)] = true
+				exampleKeys(item.Value, f.Type, joinKey(prefix, name), out)
+			}
+		}
+	case reflect.Slice:
+		list, _ := raw.([]any)
+		for _, e := range list {
+			exampleKeys(e, t.Elem(), prefix+".*", out)
+		}
+	case reflect.Map:
+		m, _ := raw.(yaml.MapSlice)
+		for _, item := range m {
+			exampleKeys(item.Value, t.Elem(), prefix+".*", out)
+		}
+	}
+}
+
+// commentedKey matches a commented-out key line such as "  #   api_key: x",
+// capturing the indentation before the #, the key line after "# " and the
+// key.
+var commentedKey = regexp.MustCompile(`^(\s*)# ?(\s*(?:- )?([a-z_]+):(?:\s.*)?)$`)
+
+// TestExampleDocumentsEveryKey keeps config.example.yaml complete: every
+// key path of Config must appear in it as a key, commented out or not, and
+// every key it shows must decode.
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	// Prose can look like a key ("# host: bash runs on this machine"), so
+	// only the names the schema uses are taken for commented-out keys.
+	names := map[string]bool{}
+	for _, p := range schemaPaths(reflect.TypeFor[Config](), "") {
+		names[p[strings.LastIndexByte(p, '.')+1:]] = true
+	}
+	var lines []string
+	for line := range strings.Lines(string(readExample(t))) {
+		line = strings.TrimRight(line, "\n")
+		if m := commentedKey.FindStringSubmatch(line); m != nil && names[m[3]] {
+			lines = append(lines, m[1]+m[2])
+		} else if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			lines = append(lines, line)
+		}
+	}
+	uncommented := strings.Join(lines, "\n")
+	raw, err := parseYAML([]byte(uncommented))
+	if err != nil {
+		t.Fatalf("parse the example with its keys uncommented: %v\n%s", err, uncommented)
+	}
+
+	l := &loader{failed: map[string]bool{}, origin: map[string]source{}}
+	var c Config
+	l.decodeInto(reflect.ValueOf(&c).Elem(), raw, nil, source{name: "uncommented example"})
+	if err := l.err(); err != nil {
+		t.Errorf("a key shown in the example does not decode:\n%v", err)
+	}
+
+	documented := map[string]bool{}
+	exampleKeys(raw, reflect.TypeFor[Config](), "", documented)
+	// Keys the example does not show yet; each must leave this list the
+	// moment it is documented.
+	missing := map[string]bool{
+		"models.*.context_window":             true,
+		"subagents.max_turns":                 true,
+		"subagents.agents.*.disallowed_tools": true,
+	}
+	for _, p := range schemaPaths(reflect.TypeFor[Config](), "") {
+		switch {
+		case !documented[p] && !missing[p]:
+			t.Errorf("config.example.yaml does not show the key %s", p)
+		case documented[p] && missing[p]:
+			t.Errorf("config.example.yaml now shows %s: remove it from missing", p)
+		}
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	tests := []struct {
+		name     string
+		file     string
+		env      []string
+		o        Overrides
+		wantAddr string
+		wantDir  string
+	}{
+		{name: "defaults", wantAddr: "127.0.0.1:8080", wantDir: "./data"},
+		{
+			name:     "file over defaults, key by key",
+			file:     "server:\n  addr: 127.0.0.1:9000\n",
+			wantAddr: "127.0.0.1:9000", wantDir: "./data",
+		},
+		{
+			name:     "env over file",
+			file:     "server:\n  addr: 127.0.0.1:9000\n  data_dir: /srv/file\n",
+			env:      []string{"HERD_SERVER_ADDR=127.0.0.1:9001"},
+			wantAddr: "127.0.0.1:9001", wantDir: "/srv/file",
+		},
+		{
+			name:     "flags over env",
+			file:     "server:\n  addr: 127.0.0.1:9000\n  data_dir: /srv/file\n",
+			env:      []string{"HERD_SERVER_ADDR=127.0.0.1:9001", "HERD_SERVER_DATA_DIR=/srv/env"},
+			o:        Overrides{Addr: "127.0.0.1:9002", DataDir: "/srv/flag"},
+			wantAddr: "127.0.0.1:9002", wantDir: "/srv/flag",
+		},
+		{
+			name:     "empty flags override nothing",
+			env:      []string{"HERD_SERVER_DATA_DIR=/srv/env"},
+			o:        Overrides{Addr: "127.0.0.1:9002"},
+			wantAddr: "127.0.0.1:9002", wantDir: "/srv/env",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.file != "" {
+				path = filepath.Join(t.TempDir(), "herd.yaml")
+				if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := Load(readExample(t), path, tt.env, tt.o)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if c.Server.Addr != tt.wantAddr || c.Server.DataDir != tt.wantDir {
+				t.Errorf("got addr %q, data_dir %q; want %q, %q", c.Server.Addr, c.Server.DataDir, tt.wantAddr, tt.wantDir)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := Load(readExample(t), path, nil, Overrides{})
+	if err == nil || !strings.HasPrefix(err.Error(), "config: ") || !strings.Contains(err.Error(), path) {
+		t.Errorf("got %v, want a config error naming %s", err, path)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	tests := []struct {
+		name  string
+		file  string
+		env   []string
+		check func(*Config) string // "" when c is as expected
+	}{
+		{
+			name: "a file's models list replaces the default list",
+			file: "models:\n  - name: gpt\n    provider: openai\n",
+			check: func(c *Config) string {
+				if len(c.Models) != 1 || c.Models[0].Name != "gpt" {
+					return fmt.Sprintf("models = %+v, want only gpt", c.Models)
+				}
+				return ""
+			},
+		},
+		{
+			name: "a file's agents map replaces the default map",
+			file: "subagents:\n  agents:\n    mine:\n      description: d\n",
+			check: func(c *Config) string {
+				if got := slices.Sorted(maps.Keys(c.Subagents.Agents)); !slices.Equal(got, []string{"mine"}) {
+					return fmt.Sprintf("agents = %v, want [mine]", got)
+				}
+				return ""
+			},
+		},
+		{
+			name: "an empty agents map removes the defaults",
+			file: "subagents:\n  agents: {}\n",
+			check: func(c *Config) string {
+				if len(c.Subagents.Agents) != 0 {
+					return fmt.Sprintf("agents = %v, want none", c.Subagents.Agents)
+				}
+				return ""
+			},
+		},
+		{
+			name: "a section merges key by key",
+			file: "subagents:\n  max_running: 8\n",
+			check: func(c *Config) string {
+				s := c.Subagents
+				if s.MaxRunning != 8 || s.MaxConcurrentPerResponse != 4 || s.MaxTotalPerRun != 12 || s.Agents["researcher"].Model != "demo-deep" {
+					return fmt.Sprintf("subagents = %+v, want max_running 8 and the other defaults", s)
+				}
+				return ""
+			},
+		},
+		{
+			name: "a null section changes nothing",
+			file: "server:\n",
+			check: func(c *Config) string {
+				if c.Server.Addr != "127.0.0.1:8080" || c.Server.ShutdownTimeoutSeconds != 15 {
+					return fmt.Sprintf("server = %+v, want the defaults", c.Server)
+				}
+				return ""
+			},
+		},
+		{
+			name: "a null list of tools means all tools",
+			file: "subagents:\n  agents:\n    mine:\n      description: d\n      tools: null\n",
+			check: func(c *Config) string {
+				if c.Subagents.Agents["mine"].Tools != nil {
+					return "tools set, want nil"
+				}
+				return ""
+			},
+		},
+		{
+			name: "anchors and merge keys",
+			file: "models:\n  - &base {name: a, provider: demo, latency_ms: 7}\n  - <<: *base\n    name: b\n",
+			check: func(c *Config) string {
+				if len(c.Models) != 2 || c.Models[1].Name != "b" || c.Models[1].LatencyMS != 7 {
+					return fmt.Sprintf("models = %+v, want b to inherit latency 7 from a", c.Models)
+				}
+				return ""
+			},
+		},
+		{
+			name: "an integral float is an integer",
+			file: "sandbox:\n  output_limit_bytes: 4096.0\n",
+			check: func(c *Config) string {
+				if c.Sandbox.OutputLimitBytes != 4096 {
+					return fmt.Sprintf("output_limit_bytes = %d, want 4096", c.Sandbox.OutputLimitBytes)
+				}
+				return ""
+			},
+		},
+		{
+			name: "env whole list, then an entry of the new list",
+			env:  []string{"HERD_MODELS_0_LATENCY_MS=5", "HERD_MODELS=[{name: x, provider: demo}, {name: y, provider: demo}]"},
+			check: func(c *Config) string {
+				if len(c.Models) != 2 || c.Models[0].Name != "x" || c.Models[0].LatencyMS != 5 || c.Models[1].Name != "y" {
+					return fmt.Sprintf("models = %+v, want x (latency 5) and y", c.Models)
+				}
+				return ""
+			},
+		},
+		{
+			name: "env list index",
+			env:  []string{"HERD_MODELS_1_DISPLAY_NAME=Deep Thought"},
+			check: func(c *Config) string {
+				if c.Models[1].DisplayName != "Deep Thought" || c.Models[0].DisplayName != "Demo Fast" {
+					return fmt.Sprintf("models = %+v", c.Models)
+				}
+				return ""
+			},
+		},
+		{
+			name: "env map key",
+			env:  []string{"HERD_SUBAGENTS_AGENTS_RESEARCHER_MODEL=demo-fast"},
+			check: func(c *Config) string {
+				if r := c.Subagents.Agents["researcher"]; r.Model != "demo-fast" || *r.MaxTurns != 20 {
+					return fmt.Sprintf("researcher = %+v, want model demo-fast and the rest kept", r)
+				}
+				return ""
+			},
+		},
+		{
+			name: "env map key with a dash",
+			file: "subagents:\n  agents:\n    general-purpose: {max_turns: 50}\n",
+			env:  []string{"HERD_SUBAGENTS_AGENTS_GENERAL_PURPOSE_MODEL=demo-deep"},
+			check: func(c *Config) string {
+				if g := c.Subagents.Agents[agent.SubagentGeneral]; g.Model != "demo-deep" || *g.MaxTurns != 50 {
+					return fmt.Sprintf("general-purpose = %+v, want demo-deep with max_turns 50", g)
+				}
+				return ""
+			},
+		},
+		{
+			name: "env mapping merges into a struct entry",
+			env:  []string{"HERD_SUBAGENTS_AGENTS_RESEARCHER={model: demo-fast, max_turns: 3}"},
+			check: func(c *Config) string {
+				if r := c.Subagents.Agents["researcher"]; r.Model != "demo-fast" || *r.MaxTurns != 3 || r.Description == "" {
+					return fmt.Sprintf("researcher = %+v, want model and max_turns set, description kept", r)
+				}
+				return ""
+			},
+		},
+		{
+			name: "env whole tools list replaces it",
+			env:  []string{"HERD_SUBAGENTS_AGENTS_RESEARCHER_TOOLS=[ls]"},
+			check: func(c *Config) string {
+				if tools := c.Subagents.Agents["researcher"].Tools; tools == nil || !slices.Equal(*tools, []string{"ls"}) {
+					return fmt.Sprintf("tools = %v, want [ls]", tools)
+				}
+				return ""
+			},
+		},
+		{
+			name: "env bool, pointer and verbatim string",
+			env: []string{
+				"HERD_TOKEN_USAGE_ENABLED=false",
+				"HERD_SUBAGENTS_MAX_TURNS=7",
+				`HERD_LEAD_SYSTEM_PROMPT="Be brief": always.`,
+			},
+			check: func(c *Config) string {
+				if c.TokenUsage.Enabled || c.Subagents.MaxTurns == nil || *c.Subagents.MaxTurns != 7 || c.Lead.SystemPrompt != `"Be brief": always.` {
+					return fmt.Sprintf("token_usage %v, max_turns %v, system_prompt %q", c.TokenUsage.Enabled, c.Subagents.MaxTurns, c.Lead.SystemPrompt)
+				}
+				return ""
+			},
+		},
+		{
+			name: "model defaults",
+			file: "models:\n  - {name: gpt, provider: openai}\n  - {name: local, provider: openai, model: llama3, base_url: 'http://localhost:11434/v1', stream_usage: false, max_retries: 0, timeout_seconds: 60}\n  - {name: d, provider: demo, usage: false}\n",
+			check: func(c *Config) string {
+				gpt, local, d := c.Models[0], c.Models[1], c.Models[2]
+				switch {
+				case gpt.Model != "gpt" || gpt.BaseURL != "https://api.openai.com/v1" || !*gpt.StreamUsage || *gpt.MaxRetries != 2 || gpt.TimeoutSeconds != 300 || gpt.DisplayName != "":
+					return fmt.Sprintf("gpt = %+v, want the openai defaults", gpt)
+				case local.Model != "llama3" || local.BaseURL != "http://localhost:11434/v1" || *local.StreamUsage || *local.MaxRetries != 0 || local.TimeoutSeconds != 60:
+					return fmt.Sprintf("local = %+v, want its own values kept", local)
+				case *d.Usage || d.StreamUsage != nil || d.MaxRetries != nil:
+					return fmt.Sprintf("d = %+v, want usage false and no openai options", d)
+				}
+				return ""
+			},
+		},
+		{
+			name: "a default agent's model falls back to inherit once the models are replaced",
+			env:  []string{"HERD_MODELS=[{name: gpt, provider: openai}]"},
+			check: func(c *Config) string {
+				if m := c.Subagents.Agents["researcher"].Model; m != "inherit" {
+					return fmt.Sprintf("researcher model = %q, want inherit", m)
+				}
+				return ""
+			},
+		},
+		{
+			name: "api_key $NAME and ${NAME}",
+			file: "models:\n  - {name: a, provider: openai, api_key: $KEY_A}\n  - {name: b, provider: openai, api_key: '${HERD_KEY_B}'}\n  - {name: c, provider: openai, api_key: sk-$literal}\n",
+			env:  []string{"KEY_A=sk-a", "HERD_KEY_B=sk-b"},
+			check: func(c *Config) string {
+				if got := []string{c.Models[0].APIKey, c.Models[1].APIKey, c.Models[2].APIKey}; !slices.Equal(got, []string{"sk-a", "sk-b", "sk-$literal"}) {
+					return fmt.Sprintf("api keys = %q", got)
+				}
+				return ""
+			},
+		},
+		{
+			name:  "non-key HERD_ variables",
+			env:   []string{"HERD_ADMIN_EMAIL=a@example.com", "HERD_ADMIN_PASSWORD=pw", "HERD_EXTRA=1", "PATH=/bin"},
+			check: func(*Config) string { return "" },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadYAML(t, tt.file, tt.env, Overrides{NonKeyEnv: []string{"HERD_EXTRA"}})
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			if msg := tt.check(c); msg != "" {
+				t.Error(msg)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	const openai = "models:\n  - {name: gpt, provider: openai, "
+	const agents = "subagents:\n  agents:\n    "
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		o    Overrides
+		// want are the exact problems reported, in order.
+		want []string
+	}{
+		// Decoding the file.
+		{name: "unknown key", file: "subagents:\n  max_runing: 3\n", want: []string{`config: herd.yaml: unknown key "subagents.max_runing" (did you mean "subagents.max_running"?)`}},
+		{name: "unknown top-level key", file: "sever: {}\n", want: []string{`config: herd.yaml: unknown key "sever" (did you mean "server"?)`}},
+		{name: "unknown key far from any", file: "telemetry: on\n", want: []string{`config: herd.yaml: unknown key "telemetry"`}},
+		{name: "unknown key in a list entry", file: "models:\n  - {nme: x, name: x, provider: demo}\n", want: []string{`config: herd.yaml: unknown key "models.0.nme" (did you mean "models.0.name"?)`}},
+		{name: "unknown key in a map entry", file: agents + "x: {description: d, modle: inherit}\n", want: []string{`config: herd.yaml: unknown key "subagents.agents.x.modle" (did you mean "subagents.agents.x.model"?)`}},
+		{name: "not an integer", file: "subagents:\n  max_running: lots\n", want: []string{`config: herd.yaml: subagents.max_running: expected an integer, got "lots"`}},
+		{name: "not an integral number", file: "lead:\n  max_turns: 2.5\n", want: []string{`config: herd.yaml: lead.max_turns: expected an integer, got 2.5`}},
+		{name: "not a boolean", file: "token_usage:\n  enabled: yes\n", want: []string{`config: herd.yaml: token_usage.enabled: expected true or false, got "yes"`}},
+		{name: "not a string", file: "server:\n  addr: [a]\n", want: []string{`config: herd.yaml: server.addr: expected a string, got a list`}},
+		{name: "not a mapping", file: "server: 5\n", want: []string{`config: herd.yaml: server: expected a mapping, got 5`}},
+		{name: "not a list", file: "models: {a: 1}\n", want: []string{`config: herd.yaml: models: expected a list, got a mapping`}},
+		{name: "not a list of tools", file: agents + "x: {description: d, tools: ls}\n", want: []string{`config: herd.yaml: subagents.agents.x.tools: expected a list, got "ls"`}},
+		{name: "document not a mapping", file: "[1, 2]\n", want: []string{`config: herd.yaml: expected a mapping, got a list`}},
+		{name: "two documents", file: "lead: {max_turns: 1}\n---\nlead: {max_turns: 2}\n", want: []string{`config: herd.yaml: more than one YAML document`}},
+		{name: "syntax error", file: "server: {addr: x\n", want: []string{`config: herd.yaml: [1:9] could not find flow mapping end token '}'`}},
+		{name: "duplicate key", file: "log: {level: info}\nlog: {level: warn}\n", want: []string{`config: herd.yaml: [2:1] mapping key "log" already defined at [1:1]`}},
+		{
+			name: "a bad value is reported once, not again by validation",
+			file: "models:\n  - {name: [x], provider: demo}\n",
+			want: []string{`config: herd.yaml: models.0.name: expected a string, got a list`},
+		},
+		{
+			name: "every problem at once",
+			file: "subagents:\n  max_runing: 3\n  loop_limit: x\nlog:\n  level: loud\n",
+			env:  []string{"HERD_LEAD_MAX_TURNS=0"},
+			want: []string{
+				`config: herd.yaml: unknown key "subagents.max_runing" (did you mean "subagents.max_running"?)`,
+				`config: herd.yaml: subagents.loop_limit: expected an integer, got "x"`,
+				`config: herd.yaml: log.level: must be one of debug, info, warn, error, got "loud"`,
+				`config: HERD_LEAD_MAX_TURNS: must be at least 1, got 0`,
+			},
+		},
+
+		// The environment.
+		{name: "env not an integer", env: []string{"HERD_SUBAGENTS_MAX_RUNNING=x"}, want: []string{`config: HERD_SUBAGENTS_MAX_RUNNING: expected an integer, got "x"`}},
+		{name: "env not a boolean", env: []string{"HERD_AUTH_ALLOW_SIGNUP=maybe"}, want: []string{`config: HERD_AUTH_ALLOW_SIGNUP: expected true or false, got "maybe"`}},
+		{name: "env unknown, near a key", env: []string{"HERD_SUBAGENT_MAX_RUNNING=3"}, want: []string{`config: HERD_SUBAGENT_MAX_RUNNING: matches no config key (did you mean HERD_SUBAGENTS_MAX_RUNNING?)`}},
+		{name: "env unknown", env: []string{"HERD_TELEMETRY=on"}, want: []string{`config: HERD_TELEMETRY: matches no config key`}},
+		{name: "env list entry missing", env: []string{"HERD_MODELS_7_NAME=x"}, want: []string{`config: HERD_MODELS_7_NAME: matches no config key: models has no such entry (set it whole with HERD_MODELS)`}},
+		{name: "env map entry missing", env: []string{"HERD_SUBAGENTS_AGENTS_BASH_MODEL=demo-fast"}, want: []string{`config: HERD_SUBAGENTS_AGENTS_BASH_MODEL: matches no config key: subagents.agents has no such entry (set it whole with HERD_SUBAGENTS_AGENTS)`}},
+		{name: "env bad YAML", env: []string{"HERD_MODELS=[{name: x"}, want: []string{`config: HERD_MODELS: invalid YAML: [1:2] could not find flow mapping end token '}'`}},
+		{name: "env unknown key in a whole value", env: []string{"HERD_MODELS=[{nme: x, name: x, provider: demo}]"}, want: []string{`config: HERD_MODELS: unknown key "models.0.nme" (did you mean "models.0.name"?)`}},
+		{name: "env bad type in a whole value", env: []string{"HERD_SUBAGENTS={max_running: x}"}, want: []string{`config: HERD_SUBAGENTS: subagents.max_running: expected an integer, got "x"`}},
+		{
+			name: "env name of two keys",
+			file: agents + "a-b: {description: d}\n    a_b: {description: d}\n",
+			env:  []string{"HERD_SUBAGENTS_AGENTS_A_B_MODEL=inherit"},
+			want: []string{`config: HERD_SUBAGENTS_AGENTS_A_B_MODEL: names more than one key (subagents.agents.a-b.model, subagents.agents.a_b.model); set their parent whole instead`},
+		},
+		{name: "validation names the env variable", env: []string{"HERD_SUBAGENTS_MAX_RUNNING=0"}, want: []string{`config: HERD_SUBAGENTS_MAX_RUNNING: must be at least 1, got 0`}},
+		{name: "validation names the flag", o: Overrides{Addr: "nope"}, want: []string{`config: --addr: must be host:port, got "nope"`}},
+
+		// api_key references.
+		{name: "api_key variable unset", file: openai + "api_key: $OPENAI_API_KEY}\n", want: []string{`config: herd.yaml: models.0.api_key: environment variable OPENAI_API_KEY is not set`}},
+		{name: "api_key variable empty", file: openai + "api_key: '${OPENAI_API_KEY}'}\n", env: []string{"OPENAI_API_KEY="}, want: []string{`config: herd.yaml: models.0.api_key: environment variable OPENAI_API_KEY is not set`}},
+
+		// Validation: server, log, auth.
+		{name: "addr without port", file: "server: {addr: localhost}\n", want: []string{`config: herd.yaml: server.addr: must be host:port, got "localhost"`}},
+		{name: "addr named port", file: "server: {addr: 'localhost:http'}\n", want: []string{`config: herd.yaml: server.addr: port must be a number from 0 to 65535, got "http"`}},
+		{name: "addr port range", file: "server: {addr: '127.0.0.1:65536'}\n", want: []string{`config: herd.yaml: server.addr: port must be a number from 0 to 65535, got "65536"`}},
+		{name: "data_dir empty", file: "server: {data_dir: ''}\n", want: []string{`config: herd.yaml: server.data_dir: must not be empty`}},
+		{name: "public_url path", file: "server: {public_url: 'https://example.com/herd'}\n", want: []string{`config: herd.yaml: server.public_url: must be an http(s) origin such as https://herd.example.com, got "https://example.com/herd"`}},
+		{name: "public_url scheme", file: "server: {public_url: 'ftp://example.com'}\n", want: []string{`config: herd.yaml: server.public_url: must be an http(s) origin such as https://herd.example.com, got "ftp://example.com"`}},
+		{name: "public_url relative", file: "server: {public_url: example.com}\n", want: []string{`config: herd.yaml: server.public_url: must be an http(s) origin such as https://herd.example.com, got "example.com"`}},
+		{name: "public_url query", file: "server: {public_url: 'https://example.com/?a=1'}\n", want: []string{`config: herd.yaml: server.public_url: must be an http(s) origin such as https://herd.example.com, got "https://example.com/?a=1"`}},
+		{name: "shutdown timeout", file: "server: {shutdown_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: server.shutdown_timeout_seconds: must be at least 1, got 0`}},
+		{name: "log level", file: "log: {level: verbose}\n", want: []string{`config: herd.yaml: log.level: must be one of debug, info, warn, error, got "verbose"`}},
+		{name: "log format", file: "log: {format: xml}\n", want: []string{`config: herd.yaml: log.format: must be one of text, json, got "xml"`}},
+		{name: "session hours", file: "auth: {session_hours: 0}\n", want: []string{`config: herd.yaml: auth.session_hours: must be at least 1, got 0`}},
+		{name: "login attempts", file: "auth: {login_attempts_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.login_attempts_per_minute: must be at least 1, got 0`}},
+
+		// Validation: models.
+		{name: "no models", file: "models: []\n", want: []string{`config: herd.yaml: models: must list at least one model`}},
+		{name: "model name empty", file: "models: [{provider: demo}]\n", want: []string{`config: herd.yaml: models.0.name: must not be empty`}},
+		{name: "model name characters", file: "models: [{name: 'my model', provider: demo}]\n", want: []string{`config: herd.yaml: models.0.name: must match ^[A-Za-z0-9][A-Za-z0-9._:-]*$, got "my model"`}},
+		{name: "model name taken", file: "models: [{name: a, provider: demo}, {name: a, provider: demo}]\n", want: []string{`config: herd.yaml: models.1.name: "a" is already the name of models.0`}},
+		{name: "provider", file: "models: [{name: a, provider: anthropic}]\n", want: []string{`config: herd.yaml: models.0.provider: must be one of openai, demo, got "anthropic"`}},
+		{name: "base_url", file: openai + "base_url: 'localhost:11434/v1'}\n", want: []string{`config: herd.yaml: models.0.base_url: must be an absolute http(s) URL, got "localhost:11434/v1"`}},
+		{name: "context_window", file: openai + "context_window: -1}\n", want: []string{`config: herd.yaml: models.0.context_window: must be at least 0, got -1`}},
+		{name: "model timeout", file: openai + "timeout_seconds: -1}\n", want: []string{`config: herd.yaml: models.0.timeout_seconds: must be at least 0, got -1`}},
+		{name: "max_retries", file: openai + "max_retries: -1}\n", want: []string{`config: herd.yaml: models.0.max_retries: must be at least 0, got -1`}},
+		{name: "latency_ms", file: "models: [{name: a, provider: demo, latency_ms: -1}]\n", want: []string{`config: herd.yaml: models.0.latency_ms: must be at least 0, got -1`}},
+		{name: "chunk_ms", file: "models: [{name: a, provider: demo, chunk_ms: -1}]\n", want: []string{`config: herd.yaml: models.0.chunk_ms: must be at least 0, got -1`}},
+		{name: "fail_after", file: "models: [{name: a, provider: demo, fail_after: -1}]\n", want: []string{`config: herd.yaml: models.0.fail_after: must be at least 0, got -1`}},
+
+		// Validation: lead and subagent limits.
+		{name: "lead max_turns", file: "lead: {max_turns: 0}\n", want: []string{`config: herd.yaml: lead.max_turns: must be at least 1, got 0`}},
+		{name: "subagent timeout", file: "subagents: {timeout_seconds: 0}\n", want: []string{`config: herd.yaml: subagents.timeout_seconds: must be at least 1, got 0`}},
+		{name: "subagent max_turns", file: "subagents: {max_turns: 0}\n", want: []string{`config: herd.yaml: subagents.max_turns: must be at least 1, got 0`}},
+		{name: "max_running", file: "subagents: {max_running: 0}\n", want: []string{`config: herd.yaml: subagents.max_running: must be at least 1, got 0`}},
+		{name: "max_concurrent_per_response", file: "subagents: {max_concurrent_per_response: 0}\n", want: []string{`config: herd.yaml: subagents.max_concurrent_per_response: must be at least 1, got 0`}},
+		{name: "max_total_per_run", file: "subagents: {max_total_per_run: 0}\n", want: []string{`config: herd.yaml: subagents.max_total_per_run: must be at least 1, got 0`}},
+		{name: "queue_timeout_seconds", file: "subagents: {queue_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: subagents.queue_timeout_seconds: must be at least 1, got 0`}},
+		{name: "safety_margin_seconds", file: "subagents: {safety_margin_seconds: -1}\n", want: []string{`config: herd.yaml: subagents.safety_margin_seconds: must be at least 0, got -1`}},
+		{name: "cancel_grace_seconds", file: "subagents: {cancel_grace_seconds: -1}\n", want: []string{`config: herd.yaml: subagents.cancel_grace_seconds: must be at least 0, got -1`}},
+		{name: "loop_limit", file: "subagents: {loop_limit: 1}\n", want: []string{`config: herd.yaml: subagents.loop_limit: must be at least 2, got 1`}},
+
+		// Validation: agents.
+		{name: "agent name", file: agents + "Helper: {description: d}\n", want: []string{`config: herd.yaml: subagents.agents.Helper: agent name must match ^[a-z][a-z0-9_-]*$`}},
+		{
+			name: "built-in fields",
+			file: agents + "general-purpose: {description: d, system_prompt: p}\n    bash: {tools: [bash], disallowed_tools: []}\n",
+			want: []string{
+				`config: herd.yaml: subagents.agents.bash.tools: cannot be set for the built-in subagent bash (only model, max_turns, timeout_seconds and token_budget can)`,
+				`config: herd.yaml: subagents.agents.bash.disallowed_tools: cannot be set for the built-in subagent bash (only model, max_turns, timeout_seconds and token_budget can)`,
+				`config: herd.yaml: subagents.agents.general-purpose.description: cannot be set for the built-in subagent general-purpose (only model, max_turns, timeout_seconds and token_budget can)`,
+				`config: herd.yaml: subagents.agents.general-purpose.system_prompt: cannot be set for the built-in subagent general-purpose (only model, max_turns, timeout_seconds and token_budget can)`,
+			},
+		},
+		{name: "custom agent description", file: agents + "x: {model: inherit}\n", want: []string{`config: herd.yaml: subagents.agents.x.description: a custom subagent needs a description for the lead to choose it by`}},
+		{name: "agent model", file: agents + "x: {description: d, model: gpt-5}\n", want: []string{`config: herd.yaml: subagents.agents.x.model: unknown model "gpt-5" (must be inherit or one of: demo-fast, demo-deep)`}},
+		{
+			name: "an agent model the file names must exist",
+			file: "models: [{name: gpt, provider: openai}]\n" + agents + "x: {description: d, model: demo-deep}\n",
+			want: []string{`config: herd.yaml: subagents.agents.x.model: unknown model "demo-deep" (must be inherit or one of: gpt)`},
+		},
+		{name: "agent tools", file: agents + "x: {description: d, tools: [ls, grep]}\n", want: []string{`config: herd.yaml: subagents.agents.x.tools.1: unknown tool "grep" (known: task, bash, ls, read_file, write_file, str_replace)`}},
+		{name: "agent disallowed_tools", file: agents + "x: {description: d, disallowed_tools: [rm]}\n", want: []string{`config: herd.yaml: subagents.agents.x.disallowed_tools.0: unknown tool "rm" (known: task, bash, ls, read_file, write_file, str_replace)`}},
+		{name: "agent max_turns", file: agents + "bash: {max_turns: 0}\n", want: []string{`config: herd.yaml: subagents.agents.bash.max_turns: must be at least 1, got 0`}},
+		{name: "agent timeout", file: agents + "x: {description: d, timeout_seconds: 0}\n", want: []string{`config: herd.yaml: subagents.agents.x.timeout_seconds: must be at least 1, got 0`}},
+		{name: "agent token_budget", file: agents + "x: {description: d, token_budget: -1}\n", want: []string{`config: herd.yaml: subagents.agents.x.token_budget: must be at least 0, got -1`}},
+
+		// Validation: sandbox.
+		{name: "sandbox mode", file: "sandbox: {mode: docker}\n", want: []string{`config: herd.yaml: sandbox.mode: must be one of host, bwrap, got "docker"`}},
+		{name: "bash timeout", file: "sandbox: {bash_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: sandbox.bash_timeout_seconds: must be at least 1, got 0`}},
+		{name: "output limit", file: "sandbox: {output_limit_bytes: 1023}\n", want: []string{`config: herd.yaml: sandbox.output_limit_bytes: must be at least 1024, got 1023`}},
+		{name: "host bash on a public address", o: Overrides{Addr: "0.0.0.0:8080"}, want: []string{`config: built-in defaults: sandbox.allow_host_bash: host bash on the non-loopback address "0.0.0.0:8080" also needs sandbox.allow_host_bash_public: true`}},
+		{name: "host bash on every interface", env: []string{"HERD_SERVER_ADDR=:8080"}, want: []string{`config: built-in defaults: sandbox.allow_host_bash: host bash on the non-loopback address ":8080" also needs sandbox.allow_host_bash_public: true`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadYAML(t, tt.file, tt.env, tt.o)
+			if err == nil {
+				t.Fatalf("loaded %s\nwant errors %q", c, tt.want)
+			}
+			if c != nil {
+				t.Errorf("got a config with the error")
+			}
+			if got := errorLines(err); !slices.Equal(got, tt.want) {
+				t.Errorf("errors:\ngot  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValid(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		o    Overrides
+	}{
+		{name: "built-in with its four fields", file: "subagents:\n  agents:\n    bash: {model: demo-fast, max_turns: 5, timeout_seconds: 60, token_budget: 1000}\n"},
+		{name: "custom agent on inherit with tools", file: "subagents:\n  agents:\n    x: {description: d, model: inherit, tools: [ls, bash], disallowed_tools: [task]}\n"},
+		{name: "public url with slash", file: "server: {public_url: 'https://herd.example.com/'}\n"},
+		{name: "public host bash when allowed", o: Overrides{Addr: "0.0.0.0:8080"}, env: []string{"HERD_SANDBOX_ALLOW_HOST_BASH_PUBLIC=true"}},
+		{name: "public bwrap", o: Overrides{Addr: "0.0.0.0:8080"}, env: []string{"HERD_SANDBOX_MODE=bwrap"}},
+		{name: "public without host bash", o: Overrides{Addr: "[::]:8080"}, env: []string{"HERD_SANDBOX_ALLOW_HOST_BASH=false"}},
+		{name: "loopback names", env: []string{"HERD_SERVER_ADDR=localhost:0"}},
+		{name: "ipv6 loopback", o: Overrides{Addr: "[::1]:8080"}},
+		{name: "empty file", file: "# nothing yet\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := loadYAML(t, tt.file, tt.env, tt.o); err != nil {
+				t.Errorf("load: %v", err)
+			}
+		})
+	}
+}
+
+func TestSecretsStayHidden(t *testing.T) {
+	const secret = "sk-SECRET-4f2a9c81"
+	tests := []struct {
+		name string
+		file string
+		env  []string
+	}{
+		{name: "key in the file beside an error", file: "models: [{name: gpt, provider: openai, api_key: " + secret + "}]\nlead: {max_turns: 0}\n"},
+		{name: "key of the wrong type", file: "models: [{name: gpt, provider: openai, api_key: 48151623}]\n"},
+		{name: "key in a list", file: "models: [{name: gpt, provider: openai, api_key: [" + secret + "]}]\n"},
+		{name: "key from an env override beside an error", env: []string{"HERD_MODELS_0_API_KEY=" + secret, "HERD_LEAD_MAX_TURNS=0"}},
+		{name: "key in a whole env value", env: []string{"HERD_MODELS=[{name: gpt, provider: openai, api_key: " + secret + ", nme: x}]"}},
+		{name: "key in a broken env value", env: []string{"HERD_MODELS=[{name: gpt, provider: openai, api_key: " + secret + "}"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadYAML(t, tt.file, tt.env, Overrides{})
+			if err == nil {
+				t.Fatal("loaded, want an error")
+			}
+			for _, s := range []string{secret, "48151623"} {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error shows the key: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	const secret = "sk-SECRET-4f2a9c81"
+	for _, env := range [][]string{
+		{"HERD_MODELS_0_API_KEY=" + secret},
+		{"HERD_MODELS=[{name: gpt, provider: openai, api_key: $OPENAI_API_KEY}]", "OPENAI_API_KEY=" + secret},
+	} {
+		c, err := loadYAML(t, "", env, Overrides{})
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		if c.Models[0].APIKey != secret {
+			t.Fatalf("api key = %q, want the secret for the provider", c.Models[0].APIKey)
+		}
+		var logged bytes.Buffer
+		slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "config", c)
+		slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "config", *c)
+		for name, out := range map[string]string{
+			"String":  c.String(),
+			"%v":      fmt.Sprintf("%v %+v", c, *c),
+			"slog":    logged.String(),
+			"no leak": fmt.Sprint(c.Models[0].Label()),
+		} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s shows the key: %s", name, out)
+			}
+		}
+		for name, out := range map[string]string{"String": c.String(), "slog": logged.String()} {
+			if !strings.Contains(out, redactedKey) || !strings.Contains(out, "demo") && !strings.Contains(out, "gpt") {
+				t.Errorf("%s = %s, want the config with the key masked", name, out)
+			}
+		}
+		if c.Models[0].APIKey != secret {
+			t.Errorf("redacting changed the config's key")
+		}
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	const secret = "sk-fuzz-7f3a9c81"
+	f.Add(readExample(f))
+	f.Add([]byte("models:\n  - {name: gpt, provider: openai, api_key: $FUZZ_KEY}\n"))
+	f.Add([]byte("models:\n  - &m {name: a, provider: demo}\n  - <<: *m\n    name: b\nsubagents: {agents: {x: {description: d, model: a, tools: [ls]}}}\n"))
+	f.Add([]byte("subagents:\n  max_running: lots\n  agents: {bash: {description: x}}\n"))
+	f.Add([]byte("server: {addr: [}\n"))
+	f.Add([]byte("a: &a [*a]\nserver: *a\n"))
+	f.Add([]byte("---\n---\n"))
+	// Inputs that once made the YAML library panic (goccy/go-yaml#540, #274).
+	f.Add([]byte("true :\n"))
+	f.Add([]byte("10.:\n"))
+	f.Add([]byte("{? {? \n"))
+	f.Add([]byte("models:\n- name: c\n- \n"))
+	defaults := readExample(f)
+	env := []string{"FUZZ_KEY=" + secret, "HERD_MODELS_0_LATENCY_MS=1"}
+	f.Fuzz(func(t *testing.T, file []byte) {
+		c, err := load(defaults, "fuzz.yaml", file, env, Overrides{})
+		if err != nil {
+			for _, line := range errorLines(err) {
+				if !strings.HasPrefix(line, "config: ") {
+					t.Errorf("error line without the config prefix: %q", line)
+				}
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error shows the key: %v", err)
+			}
+			return
+		}
+		if len(c.Models) == 0 {
+			t.Error("loaded with no models")
+		}
+		if strings.Contains(c.String(), secret) {
+			t.Errorf("String shows the key: %s", c)
+		}
+	})
+}

@@ -1,0 +1,282 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"herd/agent"
+)
+
+// Providers a model may use. agent has no names for them yet.
+const (
+	providerOpenAI = "openai"
+	providerDemo   = "demo"
+)
+
+// Model defaults filled in by Load (SPEC §3.1).
+const (
+	defaultOpenAIBaseURL = "https://api.openai.com/v1"
+	defaultOpenAITimeout = 300
+	defaultOpenAIRetries = 2
+)
+
+// inheritModel runs a subagent on the model the lead uses for the run.
+const inheritModel = "inherit"
+
+var (
+	modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+	agentName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+)
+
+// fillModelDefaults gives each model the values SPEC §3.1 promises, so
+// providers need not know them. Options of the other provider stay unset.
+func fillModelDefaults(c *Config) {
+	for i := range c.Models {
+		m := &c.Models[i]
+		if m.Model == "" {
+			m.Model = m.Name
+		}
+		switch m.Provider {
+		case providerOpenAI:
+			if m.BaseURL == "" {
+				m.BaseURL = defaultOpenAIBaseURL
+			}
+			if m.StreamUsage == nil {
+				m.StreamUsage = new(true)
+			}
+			if m.MaxRetries == nil {
+				m.MaxRetries = new(defaultOpenAIRetries)
+			}
+			if m.TimeoutSeconds == 0 {
+				m.TimeoutSeconds = defaultOpenAITimeout
+			}
+		case providerDemo:
+			if m.Usage == nil {
+				m.Usage = new(true)
+			}
+		}
+	}
+}
+
+// inheritDanglingDefaultModels turns a subagent model that only the
+// built-in defaults name, and that the configured models no longer
+// include, into inherit: replacing the models must not leave the operator
+// an error about the demo researcher they never wrote.
+func (l *loader) inheritDanglingDefaultModels(c *Config) {
+	for _, name := range sortedNames(c.Subagents.Agents) {
+		a := c.Subagents.Agents[name]
+		key := "subagents.agents." + name + ".model"
+		if a.Model == "" || a.Model == inheritModel || l.originOf(key).name != defaultsSource || hasModel(c.Models, a.Model) {
+			continue
+		}
+		a.Model = inheritModel
+		c.Subagents.Agents[name] = a
+	}
+}
+
+func hasModel(models []agent.ModelConfig, name string) bool {
+	return slices.ContainsFunc(models, func(m agent.ModelConfig) bool { return m.Name == name })
+}
+
+// invalid reports a problem with the merged value at key, naming the layer
+// that set it, unless the value already failed to decode.
+func (l *loader) invalid(key, format string, args ...any) {
+	for k := key; ; {
+		if l.failed[k] {
+			return
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	l.add(l.originOf(key), key, format, args...)
+}
+
+func (l *loader) atLeast(key string, got, least int) {
+	if got < least {
+		l.invalid(key, "must be at least %d, got %d", least, got)
+	}
+}
+
+func (l *loader) oneOf(key, got string, allowed ...string) {
+	if !slices.Contains(allowed, got) {
+		l.invalid(key, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+	}
+}
+
+func (l *loader) validate(c *Config) {
+	l.validateServer(c.Server)
+	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	l.oneOf("log.format", c.Log.Format, "text", "json")
+	l.atLeast("auth.session_hours", c.Auth.SessionHours, 1)
+	l.atLeast("auth.login_attempts_per_minute", c.Auth.LoginAttemptsPerMinute, 1)
+	l.validateModels(c.Models)
+	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
+	l.validateSubagents(c.Subagents, c.Models)
+	l.validateSandbox(c.Sandbox, c.Server.Addr)
+}
+
+func (l *loader) validateServer(s ServerConfig) {
+	if _, port, err := net.SplitHostPort(s.Addr); err != nil {
+		l.invalid("server.addr", "must be host:port, got %q", s.Addr)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		l.invalid("server.addr", "port must be a number from 0 to 65535, got %q", port)
+	}
+	if strings.TrimSpace(s.DataDir) == "" {
+		l.invalid("server.data_dir", "must not be empty")
+	}
+	if s.PublicURL != "" {
+		u, err := url.Parse(s.PublicURL)
+		if err != nil || !isHTTPURL(u) || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			l.invalid("server.public_url", "must be an http(s) origin such as https://herd.example.com, got %q", s.PublicURL)
+		}
+	}
+	l.atLeast("server.shutdown_timeout_seconds", s.ShutdownTimeoutSeconds, 1)
+}
+
+func isHTTPURL(u *url.URL) bool {
+	return (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Opaque == ""
+}
+
+func (l *loader) validateModels(models []agent.ModelConfig) {
+	if len(models) == 0 {
+		l.invalid("models", "must list at least one model")
+	}
+	first := map[string]int{}
+	for i, m := range models {
+		key := "models." + strconv.Itoa(i)
+		switch prev, dup := first[m.Name]; {
+		case m.Name == "":
+			l.invalid(key+".name", "must not be empty")
+		case !modelName.MatchString(m.Name):
+			l.invalid(key+".name", "must match %s, got %q", modelName, m.Name)
+		case dup:
+			l.invalid(key+".name", "%q is already the name of models.%d", m.Name, prev)
+		default:
+			first[m.Name] = i
+		}
+		l.oneOf(key+".provider", m.Provider, providerOpenAI, providerDemo)
+		if m.Provider == providerOpenAI {
+			if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
+				l.invalid(key+".base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
+			}
+		}
+		l.atLeast(key+".context_window", m.ContextWindow, 0)
+		l.atLeast(key+".timeout_seconds", m.TimeoutSeconds, 0)
+		if m.MaxRetries != nil {
+			l.atLeast(key+".max_retries", *m.MaxRetries, 0)
+		}
+		l.atLeast(key+".latency_ms", m.LatencyMS, 0)
+		l.atLeast(key+".chunk_ms", m.ChunkMS, 0)
+		l.atLeast(key+".fail_after", m.FailAfter, 0)
+	}
+}
+
+func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.ModelConfig) {
+	l.atLeast("subagents.timeout_seconds", s.TimeoutSeconds, 1)
+	if s.MaxTurns != nil {
+		l.atLeast("subagents.max_turns", *s.MaxTurns, 1)
+	}
+	l.atLeast("subagents.max_running", s.MaxRunning, 1)
+	l.atLeast("subagents.max_concurrent_per_response", s.MaxConcurrentPerResponse, 1)
+	l.atLeast("subagents.max_total_per_run", s.MaxTotalPerRun, 1)
+	l.atLeast("subagents.queue_timeout_seconds", s.QueueTimeoutSeconds, 1)
+	l.atLeast("subagents.safety_margin_seconds", s.SafetyMarginSeconds, 0)
+	l.atLeast("subagents.cancel_grace_seconds", s.CancelGraceSeconds, 0)
+	// A limit of 1 would cap a subagent at its first tool call.
+	l.atLeast("subagents.loop_limit", s.LoopLimit, 2)
+	for _, name := range sortedNames(s.Agents) {
+		l.validateAgent("subagents.agents."+name, name, s.Agents[name], models)
+	}
+}
+
+func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []agent.ModelConfig) {
+	if !agentName.MatchString(name) {
+		l.invalid(key, "agent name must match %s", agentName)
+	}
+	if name == agent.SubagentGeneral || name == agent.SubagentBash {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"description", a.Description != ""},
+			{"system_prompt", a.SystemPrompt != ""},
+			{"tools", a.Tools != nil},
+			{"disallowed_tools", a.DisallowedTools != nil},
+		} {
+			if f.set {
+				l.invalid(key+"."+f.name, "cannot be set for the built-in subagent %s (only model, max_turns, timeout_seconds and token_budget can)", name)
+			}
+		}
+	} else if strings.TrimSpace(a.Description) == "" {
+		l.invalid(key+".description", "a custom subagent needs a description for the lead to choose it by")
+	}
+	if a.Model != "" && a.Model != inheritModel && !hasModel(models, a.Model) {
+		names := make([]string, len(models))
+		for i, m := range models {
+			names[i] = m.Name
+		}
+		l.invalid(key+".model", "unknown model %q (must be inherit or one of: %s)", a.Model, strings.Join(names, ", "))
+	}
+	l.validateTools(key+".tools", a.Tools)
+	l.validateTools(key+".disallowed_tools", a.DisallowedTools)
+	if a.MaxTurns != nil {
+		l.atLeast(key+".max_turns", *a.MaxTurns, 1)
+	}
+	if a.TimeoutSeconds != nil {
+		l.atLeast(key+".timeout_seconds", *a.TimeoutSeconds, 1)
+	}
+	if a.TokenBudget != nil && *a.TokenBudget < 0 {
+		l.invalid(key+".token_budget", "must be at least 0, got %d", *a.TokenBudget)
+	}
+}
+
+func (l *loader) validateTools(key string, tools *[]string) {
+	if tools == nil {
+		return
+	}
+	known := agent.ToolNames()
+	for i, t := range *tools {
+		if !slices.Contains(known, t) {
+			l.invalid(fmt.Sprintf("%s.%d", key, i), "unknown tool %q (known: %s)", t, strings.Join(known, ", "))
+		}
+	}
+}
+
+func (l *loader) validateSandbox(s agent.SandboxConfig, addr string) {
+	l.oneOf("sandbox.mode", s.Mode, agent.SandboxHost, agent.SandboxBwrap)
+	l.atLeast("sandbox.bash_timeout_seconds", s.BashTimeoutSeconds, 1)
+	l.atLeast("sandbox.output_limit_bytes", s.OutputLimitBytes, 1024)
+	// Host bash is not a security boundary (SPEC §4.2): serving it beyond
+	// this machine takes a second, explicit yes. bwrap confines commands.
+	if s.Mode == agent.SandboxHost && s.AllowHostBash && !s.AllowHostBashPublic && !isLoopback(addr) {
+		l.invalid("sandbox.allow_host_bash", "host bash on the non-loopback address %q also needs sandbox.allow_host_bash_public: true", addr)
+	}
+}
+
+// isLoopback tells whether addr listens on this machine only. An empty
+// host means every interface, and any name but localhost may resolve
+// anywhere.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true // reported as a bad server.addr instead
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func sortedNames(agents map[string]agent.AgentConfig) []string {
+	return slices.Sorted(maps.Keys(agents))
+}

@@ -1,0 +1,344 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"herd/models"
+)
+
+type wsFrame struct {
+	Seq      *int64          `json:"seq"`
+	Type     string          `json:"type"`
+	ThreadID string          `json:"thread_id"`
+	RunID    string          `json:"run_id"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// dial opens the thread's stream as u.
+func (u *user) dial(threadID string, after int64) (*websocket.Conn, error) {
+	hdr := http.Header{}
+	hdr.Set("Origin", u.a.http.URL)
+	for _, ck := range u.c.Jar.Cookies(mustURL(u.a.http.URL)) {
+		hdr.Add("Cookie", ck.Name+"="+ck.Value)
+	}
+	url := "ws" + strings.TrimPrefix(u.a.http.URL, "http") + fmt.Sprintf("/api/threads/%s/stream?after_seq=%d", threadID, after)
+	conn, resp, err := websocket.DefaultDialer.Dial(url, hdr)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil && resp != nil {
+		return nil, fmt.Errorf("%w (HTTP %d)", err, resp.StatusCode)
+	}
+	return conn, err
+}
+
+func readFrame(conn *websocket.Conn, timeout time.Duration) (wsFrame, error) {
+	_ = conn.SetReadDeadline(time.Now().Add(timeout))
+	var f wsFrame
+	_, b, err := conn.ReadMessage()
+	if err != nil {
+		return f, err
+	}
+	return f, json.Unmarshal(b, &f)
+}
+
+// collect reads persisted frames until it has seen seq want, returning
+// every seq in arrival order.
+func collect(conn *websocket.Conn, want int64, timeout time.Duration) ([]int64, error) {
+	var seqs []int64
+	deadline := time.Now().Add(timeout)
+	for {
+		f, err := readFrame(conn, time.Until(deadline))
+		if err != nil {
+			return seqs, err
+		}
+		if f.Seq == nil {
+			continue
+		}
+		seqs = append(seqs, *f.Seq)
+		if *f.Seq >= want {
+			return seqs, nil
+		}
+	}
+}
+
+// TestReplayWhileWriting connects clients at random points of a thread
+// that is being written, each resuming from a random seq: every client
+// must receive exactly the records after its seq, in order, once.
+func TestReplayWhileWriting(t *testing.T) {
+	// A tiny queue makes clients fall behind constantly, exercising the
+	// catch-up from the database; the default one exercises live delivery.
+	for _, buf := range []int{4, 512} {
+		t.Run(fmt.Sprintf("queue %d", buf), func(t *testing.T) { testReplayWhileWriting(t, buf) })
+	}
+}
+
+func testReplayWhileWriting(t *testing.T, queue int) {
+	a := newApp(t, withHub(HubOptions{SendBuffer: queue}))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("busy")
+	const total = 1500
+	ctx := context.Background()
+
+	var produced sync.WaitGroup
+	produced.Go(func() {
+		for i := range total {
+			ev := &models.RunEvent{ThreadID: th, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}
+			var err error
+			if i%50 == 0 {
+				err = a.writer.Write(ctx, models.Record{Event: ev})
+			} else {
+				err = a.writer.Enqueue(ctx, models.Record{Event: ev})
+			}
+			if err != nil {
+				t.Errorf("write: %v", err)
+				return
+			}
+			if i%100 == 0 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	})
+
+	var clients sync.WaitGroup
+	for i := range 12 {
+		clients.Go(func() {
+			time.Sleep(time.Duration(i*3) * time.Millisecond)
+			last, _ := a.store.LastSeq(ctx, th)
+			after := int64(0)
+			if last > 0 {
+				after = rand.Int64N(last + 1)
+			}
+			conn, err := u.dial(th, after)
+			if err != nil {
+				t.Errorf("client %d: dial: %v", i, err)
+				return
+			}
+			defer conn.Close()
+			seqs, err := collect(conn, total, 20*time.Second)
+			if err != nil {
+				t.Errorf("client %d (after %d): %v after %d frames", i, after, err, len(seqs))
+				return
+			}
+			for j, s := range seqs {
+				if s != after+int64(j)+1 {
+					t.Errorf("client %d (after %d): frame %d has seq %d, want %d (gap or duplicate)", i, after, j, s, after+int64(j)+1)
+					return
+				}
+			}
+		})
+	}
+	produced.Wait()
+	clients.Wait()
+}
+
+// TestSlowClientIsCut checks that a client that never reads is
+// disconnected while the writer and a reading client go on unhindered.
+func TestSlowClientIsCut(t *testing.T) {
+	dropped := make(chan struct{}, 1)
+	a := newApp(t, withHub(HubOptions{SendBuffer: 16, WriteTimeout: 500 * time.Millisecond, OnDrop: func() { dropped <- struct{}{} }}))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("firehose")
+	ctx := context.Background()
+
+	slow, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fast, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	waitClients(t, a.hub, 2)
+
+	const total = 400
+	big := strings.Repeat("z", 16<<10) // enough to fill the slow client's socket buffers
+	got := make(chan error, 1)
+	go func() {
+		seqs, err := collect(fast, total, 20*time.Second)
+		if err == nil && len(seqs) != total {
+			err = fmt.Errorf("fast client got %d frames, want %d", len(seqs), total)
+		}
+		got <- err
+	}()
+	start := time.Now()
+	for range total {
+		m := &models.Message{ID: randomToken(), ThreadID: th, Type: "human", Content: big}
+		if err := a.writer.Enqueue(ctx, models.Record{Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.writer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("writing took %v: a slow client stalled the writer", d)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("fast client: %v", err)
+	}
+	select {
+	case <-dropped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client that stopped reading was never cut")
+	}
+	waitClients(t, a.hub, 1)
+	// Once it reads again, it finds its connection closed.
+	for {
+		if _, _, err := slow.ReadMessage(); err != nil {
+			break
+		}
+	}
+}
+
+func waitClients(t *testing.T, h *Hub, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Clients() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("hub has %d clients, want %d", h.Clients(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestClientFrames(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	cases := []struct {
+		name string
+		typ  int
+		msg  string
+		code int // 0: stays open
+	}{
+		{"ping", websocket.TextMessage, `{"type":"ping"}`, 0},
+		{"other type ignored", websocket.TextMessage, `{"type":"subscribe","thread":"x"}`, 0},
+		{"malformed", websocket.TextMessage, `not json`, websocket.CloseUnsupportedData},
+		{"binary", websocket.BinaryMessage, `{"type":"ping"}`, websocket.CloseUnsupportedData},
+		{"oversized", websocket.TextMessage, `{"type":"ping","pad":"` + strings.Repeat("p", 8000) + `"}`, websocket.CloseMessageTooBig},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := u.dial(th, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if err := conn.WriteMessage(c.typ, []byte(c.msg)); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = readFrameErr(conn, 300*time.Millisecond)
+			var ce *websocket.CloseError
+			switch {
+			case c.code == 0 && err != nil && !isTimeout(err):
+				t.Fatalf("connection ended: %v", err)
+			case c.code != 0 && (!errors.As(err, &ce) || ce.Code != c.code):
+				t.Fatalf("got %v, want close %d", err, c.code)
+			}
+		})
+	}
+	// The others on the thread are unharmed: a fresh client still works.
+	conn, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+}
+
+func readFrameErr(conn *websocket.Conn, d time.Duration) (int, []byte, error) {
+	_ = conn.SetReadDeadline(time.Now().Add(d))
+	return conn.ReadMessage()
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestStreamRefusals(t *testing.T) {
+	a := newApp(t)
+	owner := a.newUser("owner@example.com", false)
+	other := a.newUser("other@example.com", false)
+	th := owner.newThread("t")
+	if _, err := other.dial(th, 0); err == nil || !strings.Contains(err.Error(), "HTTP 404") {
+		t.Errorf("other user's dial: %v, want HTTP 404", err)
+	}
+	if _, err := owner.dial(th, -1); err == nil || !strings.Contains(err.Error(), "HTTP 400") {
+		t.Errorf("after_seq=-1: %v, want HTTP 400", err)
+	}
+	hdr := http.Header{"Origin": {"http://evil.example"}}
+	for _, ck := range owner.c.Jar.Cookies(mustURL(a.http.URL)) {
+		hdr.Add("Cookie", ck.Name+"="+ck.Value)
+	}
+	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(a.http.URL, "http")+"/api/threads/"+th+"/stream", hdr)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin dial: %v, want 403", err)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+}
+
+// TestLiveRunStreams watches a real run over the socket: run.start, the
+// human message, ai_delta frames, the AI message, run.end.
+func TestLiveRunStreams(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 20, 2)))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	conn, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitClients(t, a.hub, 1)
+	u.startRun(th, "Tell me about herd")
+	var types []string
+	var deltas strings.Builder
+	for {
+		f, err := readFrame(conn, 10*time.Second)
+		if err != nil {
+			t.Fatalf("after %v: %v", types, err)
+		}
+		if f.Type == FrameAIDelta {
+			var d struct{ Text string }
+			_ = json.Unmarshal(f.Data, &d)
+			deltas.WriteString(d.Text)
+			if len(types) == 0 || types[len(types)-1] != FrameAIDelta {
+				types = append(types, f.Type)
+			}
+			continue
+		}
+		types = append(types, f.Type)
+		if f.Type == FrameMessage {
+			var m messageJSON
+			_ = json.Unmarshal(f.Data, &m)
+			if m.Type == "ai" && m.Content != deltas.String() {
+				t.Errorf("streamed %q, persisted %q", deltas.String(), m.Content)
+			}
+			if m.Type == "ai" && !strings.Contains(m.HTML, "<p>") {
+				t.Errorf("ai message html = %q, want rendered Markdown", m.HTML)
+			}
+		}
+		if f.Type == "run.end" {
+			break
+		}
+	}
+	want := []string{"run.start", "message", "ai_delta", "message", "run.end"}
+	if strings.Join(types, ",") != strings.Join(want, ",") {
+		t.Errorf("frames = %v, want %v", types, want)
+	}
+}
