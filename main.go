@@ -119,6 +119,11 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err != nil {
 		return err
 	}
+	if n, err := rt.Recover(ctx, store); err != nil {
+		return fmt.Errorf("crash recovery: %w", err)
+	} else if n > 0 {
+		log.Warn("crash recovery closed interrupted runs", "runs", n)
+	}
 	srv, err := server.New(server.Options{
 		Store:             store,
 		Runtime:           rt,

@@ -301,8 +301,8 @@ func FrameData(eventType string, content map[string]any) map[string]any {
 			data["error"] = stringOr(content["error"])
 			copyIf(data, content, "error_truncated")
 		}
-		if content["status"] == StatusCancelled {
-			delete(data, "stop_reason")
+		if st := content["status"]; st != StatusCompleted && st != StatusFailed {
+			delete(data, "stop_reason") // only a capped run has one (SPEC §5.2)
 		}
 		return data
 	}

@@ -246,7 +246,8 @@ func (r *run) recordUsage(taskID string, resp Response) *models.UsageEntry {
 	r.mu.Unlock()
 	ctx, cancel := r.rt.persistCtx(r.ctx)
 	defer cancel()
-	if err := r.rt.journal.Enqueue(ctx, models.Record{Usage: e}); err != nil {
+	row := *e // the writer stamps its own copy; callers keep reading e
+	if err := r.rt.journal.Enqueue(ctx, models.Record{Usage: &row}); err != nil {
 		r.logger().Error("record usage", "call", e.CallID, "err", err)
 	}
 	return e

@@ -218,11 +218,11 @@ func (s *Server) messageViews(msgs []models.Message) []views.MessageView {
 	out := make([]views.MessageView, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		mv := views.MessageView{ID: m.ID, Seq: m.Seq, Type: m.Type, ModelName: m.ModelName}
-		if m.Type != agent.TypeTool {
-			mv.HTML = s.md.Render(m.Content)
+		mv := views.MessageView{ID: m.ID, Seq: m.Seq, Type: m.Type, ModelName: m.ModelName, ToolCallID: m.ToolCallID}
+		if m.Type == agent.TypeTool {
+			mv.Content = m.Content // tool output is shown as text, not Markdown
 		} else {
-			mv.HTML = s.md.Render("```\n" + strings.ReplaceAll(m.Content, "```", "ʼʼʼ") + "\n```")
+			mv.HTML = s.md.Render(m.Content)
 		}
 		var calls []agent.ToolCall
 		if len(m.ToolCalls) > 0 && json.Unmarshal(m.ToolCalls, &calls) == nil {

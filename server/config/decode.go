@@ -93,7 +93,7 @@ func (l *loader) decodeDocument(root reflect.Value, data []byte, src source) {
 		l.add(src, "", "%v", err)
 		return
 	}
-	l.decodeInto(root, raw, nil, src)
+	l.decodeInto(root, raw, nil, src, true)
 }
 
 // parseYAML reads one YAML document into MapSlice, []any and scalars,
@@ -133,8 +133,10 @@ func parseYAML(data []byte) (raw any, err error) {
 // decodeInto sets v from raw, the value at key path. A mapping merges into a
 // struct key by key; every other kind is built anew and replaces v. It
 // reports false when some value had the wrong type; a list or map is set
-// with what could be decoded, a scalar is left as it was.
-func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source) bool {
+// with what could be decoded, a scalar is left as it was. track records
+// the origin of each key set, which only keys outside lists and maps need:
+// a list or map has one origin for all it holds.
+func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source, track bool) bool {
 	if raw == nil {
 		if v.Kind() != reflect.Struct {
 			v.SetZero()
@@ -157,17 +159,17 @@ func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source)
 				continue
 			}
 			fv := v.FieldByIndex(f.Index)
-			if !l.decodeInto(fv, item.Value, append(slices.Clip(path), name), src) {
+			if !l.decodeInto(fv, item.Value, append(slices.Clip(path), name), src, track) {
 				ok = false
 			}
-			if fv.Kind() != reflect.Struct {
+			if track && fv.Kind() != reflect.Struct {
 				l.setOrigin(joinKey(key, name), src)
 			}
 		}
 		return ok
 	case reflect.Pointer:
 		nv := reflect.New(v.Type().Elem())
-		ok := l.decodeInto(nv.Elem(), raw, path, src)
+		ok := l.decodeInto(nv.Elem(), raw, path, src, false)
 		if ok || isContainer(nv.Elem().Kind()) {
 			v.Set(nv)
 		}
@@ -180,7 +182,7 @@ func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source)
 		nv := reflect.MakeSlice(v.Type(), len(list), len(list))
 		ok = true
 		for i, e := range list {
-			if !l.decodeInto(nv.Index(i), e, append(slices.Clip(path), strconv.Itoa(i)), src) {
+			if !l.decodeInto(nv.Index(i), e, append(slices.Clip(path), strconv.Itoa(i)), src, false) {
 				ok = false
 			}
 		}
@@ -196,7 +198,7 @@ func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source)
 		for _, item := range m {
 			name := fmt.Sprint(item.Key)
 			e := reflect.New(v.Type().Elem()).Elem()
-			if !l.decodeInto(e, item.Value, append(slices.Clip(path), name), src) {
+			if !l.decodeInto(e, item.Value, append(slices.Clip(path), name), src, false) {
 				ok = false
 			}
 			nv.SetMapIndex(reflect.ValueOf(name).Convert(v.Type().Key()), e)

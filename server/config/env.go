@@ -140,7 +140,7 @@ func (l *loader) applyEnvVar(root reflect.Value, name, value string, path []stri
 			l.add(src, key, "invalid YAML: %v", err)
 			return
 		}
-		l.decodeInto(v, raw, path, src)
+		l.decodeInto(v, raw, path, src, true)
 		if v.Kind() != reflect.Struct {
 			l.setOrigin(key, src)
 		}

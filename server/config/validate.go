@@ -121,7 +121,7 @@ func (l *loader) validate(c *Config) {
 	l.validateModels(c.Models)
 	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
 	l.validateSubagents(c.Subagents, c.Models)
-	l.validateSandbox(c.Sandbox, c.Server.Addr)
+	l.validateSandbox(c.Sandbox)
 }
 
 func (l *loader) validateServer(s ServerConfig) {
@@ -251,30 +251,10 @@ func (l *loader) validateTools(key string, tools *[]string) {
 	}
 }
 
-func (l *loader) validateSandbox(s agent.SandboxConfig, addr string) {
+func (l *loader) validateSandbox(s agent.SandboxConfig) {
 	l.oneOf("sandbox.mode", s.Mode, agent.SandboxHost, agent.SandboxBwrap)
 	l.atLeast("sandbox.bash_timeout_seconds", s.BashTimeoutSeconds, 1)
 	l.atLeast("sandbox.output_limit_bytes", s.OutputLimitBytes, 1024)
-	// Host bash is not a security boundary (SPEC §4.2): serving it beyond
-	// this machine takes a second, explicit yes. bwrap confines commands.
-	if s.Mode == agent.SandboxHost && s.AllowHostBash && !s.AllowHostBashPublic && !isLoopback(addr) {
-		l.invalid("sandbox.allow_host_bash", "host bash on the non-loopback address %q also needs sandbox.allow_host_bash_public: true", addr)
-	}
-}
-
-// isLoopback tells whether addr listens on this machine only. An empty
-// host means every interface, and any name but localhost may resolve
-// anywhere.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return true // reported as a bad server.addr instead
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func sortedNames(agents map[string]agent.AgentConfig) []string {

@@ -1,0 +1,433 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func loadContract(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile("../contracts/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+type statusContract struct {
+	Statuses    []string          `json:"valid_status_values"`
+	StopReasons []string          `json:"valid_stop_reason_values"`
+	Labels      map[string]string `json:"stop_reason_labels"`
+	Keys        []string          `json:"metadata_keys"`
+	MetaCap     int               `json:"metadata_text_cap"`
+	EventCap    int               `json:"event_text_cap"`
+}
+
+func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+func TestStatusContract(t *testing.T) {
+	var c statusContract
+	loadContract(t, "subagent_status_contract.json", &c)
+	if got, want := sorted(TerminalStatuses()), sorted(c.Statuses); !slices.Equal(got, want) {
+		t.Errorf("terminal statuses = %v, contract %v", got, want)
+	}
+	if got, want := sorted(StopReasons()), sorted(c.StopReasons); !slices.Equal(got, want) {
+		t.Errorf("stop reasons = %v, contract %v", got, want)
+	}
+	for _, r := range c.StopReasons {
+		if capLabel(r) != c.Labels[r] {
+			t.Errorf("label of %s = %q, contract %q", r, capLabel(r), c.Labels[r])
+		}
+	}
+	if c.MetaCap != MetadataTextCap || c.EventCap != EventTextCap {
+		t.Errorf("caps = %d/%d, contract %d/%d", MetadataTextCap, EventTextCap, c.MetaCap, c.EventCap)
+	}
+	// Every status the contract lists is accepted by the producer and the
+	// reader; anything else is refused by both.
+	for _, s := range c.Statuses {
+		o := Outcome{Status: s, Result: "r", Error: "e"}
+		if _, kw, err := o.ToolMessage(); err != nil {
+			t.Errorf("producer refuses %s: %v", s, err)
+		} else if md, ok := ReadMetadata(kw); !ok || md.Status != s {
+			t.Errorf("reader reads %s as %+v, %v", s, md, ok)
+		}
+	}
+	for _, s := range []string{"running", "queued", "done", "", "COMPLETED"} {
+		if _, _, err := (Outcome{Status: s}).ToolMessage(); err == nil {
+			t.Errorf("producer accepts status %q", s)
+		}
+	}
+	if _, _, err := (Outcome{Status: StatusCompleted, StopReason: "budget"}).ToolMessage(); err == nil {
+		t.Error("producer accepts an unknown stop reason")
+	}
+	// The keys the producer may write are the contract's keys.
+	seen := map[string]bool{}
+	for _, o := range []Outcome{
+		{Status: StatusCompleted, Result: "r", StopReason: StopTokenCapped, ModelName: "m", Usage: &TokenUsage{1, 2, 3}},
+		{Status: StatusFailed, Error: "e"},
+	} {
+		_, kw, _ := o.ToolMessage()
+		for k := range kw {
+			seen[k] = true
+		}
+	}
+	if got, want := sorted(slices.Collect(maps.Keys(seen))), sorted(c.Keys); !slices.Equal(got, want) {
+		t.Errorf("metadata keys = %v, contract %v", got, want)
+	}
+}
+
+// TestToolMessageTable covers every row of SPEC §5.3's content formats and
+// metadata table.
+func TestToolMessageTable(t *testing.T) {
+	long := strings.Repeat("a", 1500) + strings.Repeat("b", 1500)
+	sum := sha256.Sum256([]byte("  the result\n"))
+	cases := []struct {
+		name    string
+		o       Outcome
+		content string
+		kwargs  map[string]any
+	}{
+		{"completed", Outcome{Status: StatusCompleted, Result: "  the result\n", ModelName: " demo-fast ", Usage: &TokenUsage{10, 5, 15}},
+			"Task Succeeded. Result: the result",
+			map[string]any{"subagent_status": "completed", "subagent_result_brief": "the result", "subagent_result_sha256": hex.EncodeToString(sum[:]), "subagent_model_name": "demo-fast",
+				"subagent_token_usage": map[string]any{"input_tokens": int64(10), "output_tokens": int64(5), "total_tokens": int64(15)}}},
+		{"completed capped", Outcome{Status: StatusCompleted, StopReason: StopTokenCapped, Result: "R"},
+			"Task Succeeded (capped: token budget). Result: R",
+			map[string]any{"subagent_status": "completed", "subagent_stop_reason": "token_capped", "subagent_result_brief": "R", "subagent_result_sha256": sha("R")}},
+		{"completed blank result", Outcome{Status: StatusCompleted, Result: "  "},
+			"Task Succeeded. Result: ", map[string]any{"subagent_status": "completed"}},
+		{"failed", Outcome{Status: StatusFailed}, "Task failed.", map[string]any{"subagent_status": "failed"}},
+		{"failed with error", Outcome{Status: StatusFailed, Error: "E"}, "Task failed. Error: E", map[string]any{"subagent_status": "failed", "subagent_error": "E"}},
+		{"failed blank error", Outcome{Status: StatusFailed, Error: " \n"}, "Task failed.", map[string]any{"subagent_status": "failed"}},
+		{"failed capped", Outcome{Status: StatusFailed, StopReason: StopTurnCapped, Error: "E"}, "Task failed (capped: turn budget). Error: E",
+			map[string]any{"subagent_status": "failed", "subagent_stop_reason": "turn_capped", "subagent_error": "E"}},
+		{"failed loop", Outcome{Status: StatusFailed, StopReason: StopLoopCapped, Error: "E"}, "Task failed (capped: repeated tool-call loop). Error: E",
+			map[string]any{"subagent_status": "failed", "subagent_stop_reason": "loop_capped", "subagent_error": "E"}},
+		{"cancelled", Outcome{Status: StatusCancelled}, "Task cancelled by user.", map[string]any{"subagent_status": "cancelled"}},
+		{"cancelled with error", Outcome{Status: StatusCancelled, Error: "E"}, "Task cancelled by user. Error: E", map[string]any{"subagent_status": "cancelled", "subagent_error": "E"}},
+		{"timed out", Outcome{Status: StatusTimedOut}, "Task timed out.", map[string]any{"subagent_status": "timed_out"}},
+		{"timed out with error", Outcome{Status: StatusTimedOut, Error: "Execution timed out after 5 seconds"}, "Task timed out. Error: Execution timed out after 5 seconds",
+			map[string]any{"subagent_status": "timed_out", "subagent_error": "Execution timed out after 5 seconds"}},
+		{"polling timed out", Outcome{Status: StatusPollingTimedOut, Error: "Task polling timed out after 120 s"}, "Task polling timed out after 120 s",
+			map[string]any{"subagent_status": "polling_timed_out", "subagent_error": "Task polling timed out after 120 s"}},
+		{"error bounded, full in content", Outcome{Status: StatusFailed, Error: long}, "Task failed. Error: " + long,
+			map[string]any{"subagent_status": "failed", "subagent_error": Bound(long, 2000)}},
+		{"no usage reported", Outcome{Status: StatusFailed, Usage: nil, ModelName: "  "}, "Task failed.", map[string]any{"subagent_status": "failed"}},
+		{"zero usage is still usage", Outcome{Status: StatusFailed, Usage: &TokenUsage{}}, "Task failed.",
+			map[string]any{"subagent_status": "failed", "subagent_token_usage": map[string]any{"input_tokens": int64(0), "output_tokens": int64(0), "total_tokens": int64(0)}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			content, kw, err := c.o.ToolMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if content != c.content {
+				t.Errorf("content = %.80q, want %.80q", content, c.content)
+			}
+			got, _ := json.Marshal(kw)
+			want, _ := json.Marshal(c.kwargs)
+			if string(got) != string(want) {
+				t.Errorf("kwargs = %s\nwant     %s", got, want)
+			}
+		})
+	}
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestBound(t *testing.T) {
+	s := strings.Repeat("x", 30) + strings.Repeat("y", 30)
+	cases := []struct {
+		name  string
+		in    string
+		limit int
+		want  string
+	}{
+		{"cap 0", "abc", 0, ""},
+		{"cap 1", "abc", 1, "a"},
+		{"cap 15 keeps head and marker", s, 15, strings.Repeat("x", 10) + "\n...\n"},
+		{"fits", "abc", 3, "abc"},
+		{"trimmed first", "  abc  ", 3, "abc"},
+		{"no room for the marker", "abcdefghij", 6, "abcdef"},
+		{"cap 2000", strings.Repeat("h", 1500) + strings.Repeat("t", 1500), 2000, strings.Repeat("h", 1333) + "\n...\n" + strings.Repeat("t", 662)},
+		{"runes, not bytes", strings.Repeat("é", 30), 20, strings.Repeat("é", 13) + "\n...\n" + strings.Repeat("é", 2)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Bound(c.in, c.limit)
+			if got != c.want {
+				t.Errorf("Bound(%q, %d) = %q, want %q", c.in, c.limit, got, c.want)
+			}
+			if n := len([]rune(got)); n > c.limit {
+				t.Errorf("length %d > cap %d", n, c.limit)
+			}
+		})
+	}
+}
+
+func TestNormalizeUsage(t *testing.T) {
+	num := func(s string) json.Number { return json.Number(s) }
+	cases := []struct {
+		name string
+		in   any
+		want *TokenUsage
+	}{
+		{"ints", map[string]any{"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}, &TokenUsage{1, 2, 3}},
+		{"json numbers", map[string]any{"input_tokens": num("1"), "output_tokens": num("2"), "total_tokens": num("3")}, &TokenUsage{1, 2, 3}},
+		{"extra keys dropped", map[string]any{"input_tokens": 1, "output_tokens": 2, "total_tokens": 3, "cache_read_tokens": 9}, &TokenUsage{1, 2, 3}},
+		{"zeros", map[string]any{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}, &TokenUsage{}},
+		{"bool", map[string]any{"input_tokens": true, "output_tokens": 2, "total_tokens": 3}, nil},
+		{"float", map[string]any{"input_tokens": 1.0, "output_tokens": 2, "total_tokens": 3}, nil},
+		{"float literal", map[string]any{"input_tokens": num("1.0"), "output_tokens": num("2"), "total_tokens": num("3")}, nil},
+		{"exponent literal", map[string]any{"input_tokens": num("1e2"), "output_tokens": num("2"), "total_tokens": num("3")}, nil},
+		{"negative", map[string]any{"input_tokens": -1, "output_tokens": 2, "total_tokens": 3}, nil},
+		{"missing key", map[string]any{"input_tokens": 1, "output_tokens": 2}, nil},
+		{"null value", map[string]any{"input_tokens": nil, "output_tokens": 2, "total_tokens": 3}, nil},
+		{"string value", map[string]any{"input_tokens": "1", "output_tokens": 2, "total_tokens": 3}, nil},
+		{"not an object", []any{1, 2, 3}, nil},
+		{"string", "1,2,3", nil},
+		{"nil", nil, nil},
+		{"huge", map[string]any{"input_tokens": num("99999999999999999999"), "output_tokens": 2, "total_tokens": 3}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := NormalizeUsage(c.in)
+			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+				t.Errorf("NormalizeUsage(%v) = %+v, want %+v", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+func TestReadMetadata(t *testing.T) {
+	good := sha("x")
+	cases := []struct {
+		name string
+		kw   string
+		ok   bool
+		want Metadata
+	}{
+		{"completed", `{"subagent_status":"completed","subagent_result_brief":"r","subagent_result_sha256":"` + good + `","subagent_model_name":"m","subagent_token_usage":{"input_tokens":1,"output_tokens":2,"total_tokens":3}}`,
+			true, Metadata{Status: "completed", ResultBrief: "r", ResultSHA256: good, ModelName: "m", Usage: &TokenUsage{1, 2, 3}}},
+		{"legacy max_turns_reached with brief", `{"subagent_status":"max_turns_reached","subagent_result_brief":"partial"}`,
+			true, Metadata{Status: "completed", StopReason: "turn_capped", ResultBrief: "partial"}},
+		{"legacy max_turns_reached without brief", `{"subagent_status":"max_turns_reached","subagent_error":"out of turns"}`,
+			true, Metadata{Status: "failed", StopReason: "turn_capped", Error: "out of turns"}},
+		{"unknown status", `{"subagent_status":"exploded","subagent_error":"x"}`, false, Metadata{}},
+		{"missing status", `{"subagent_error":"x"}`, false, Metadata{}},
+		{"status not a string", `{"subagent_status":1}`, false, Metadata{}},
+		{"malformed usage", `{"subagent_status":"failed","subagent_token_usage":{"input_tokens":1.5,"output_tokens":2,"total_tokens":3}}`, true, Metadata{Status: "failed"}},
+		{"usage as string", `{"subagent_status":"failed","subagent_token_usage":"lots"}`, true, Metadata{Status: "failed"}},
+		{"bad sha (upper case)", `{"subagent_status":"completed","subagent_result_brief":"r","subagent_result_sha256":"` + strings.ToUpper(good) + `"}`, true, Metadata{Status: "completed", ResultBrief: "r"}},
+		{"bad sha (short)", `{"subagent_status":"completed","subagent_result_sha256":"abc"}`, true, Metadata{Status: "completed"}},
+		{"unknown stop reason dropped", `{"subagent_status":"failed","subagent_stop_reason":"bored"}`, true, Metadata{Status: "failed"}},
+		{"fields of the wrong type dropped", `{"subagent_status":"failed","subagent_error":{"x":1},"subagent_model_name":7}`, true, Metadata{Status: "failed"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			kw, err := DecodeContent([]byte(c.kw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := ReadMetadata(kw)
+			if ok != c.ok {
+				t.Fatalf("ok = %v, want %v", ok, c.ok)
+			}
+			gj, _ := json.Marshal(got)
+			wj, _ := json.Marshal(c.want)
+			if string(gj) != string(wj) {
+				t.Errorf("got %s\nwant %s", gj, wj)
+			}
+		})
+	}
+	for content, want := range map[string]string{
+		"Task Succeeded. Result: x": "completed", "Task Succeeded (capped: turn budget). Result: x": "completed",
+		"Task failed.": "failed", "Task cancelled by user.": "cancelled", "Task timed out. Error: e": "timed_out",
+	} {
+		if got, ok := StatusFromContent(content); !ok || got != want {
+			t.Errorf("StatusFromContent(%q) = %q, %v; want %q", content, got, ok, want)
+		}
+	}
+	if _, ok := StatusFromContent("[Subagent: bash] something"); ok {
+		t.Error("StatusFromContent reads a status from unrelated text")
+	}
+}
+
+type eventContract struct {
+	Envelope   []string `json:"envelope_fields"`
+	EventTypes map[string]struct {
+		Category    string            `json:"category"`
+		FrameType   string            `json:"frame_type"`
+		FrameByStat map[string]string `json:"frame_type_by_status"`
+		Required    map[string]string `json:"required"`
+		Optional    map[string]string `json:"optional"`
+	} `json:"event_types"`
+	TaskFrames map[string]struct {
+		Required []string `json:"required"`
+		Optional []string `json:"optional"`
+	} `json:"task_frames"`
+	StepFields struct {
+		Required []string `json:"required"`
+		Optional []string `json:"optional"`
+	} `json:"step_fields"`
+}
+
+func kinds(m map[string]fieldKind) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = string(v)
+	}
+	return out
+}
+
+// TestEventContract asserts the Go event shapes and frame mapping equal
+// contracts/run_event_stream_contract.json.
+func TestEventContract(t *testing.T) {
+	var c eventContract
+	loadContract(t, "run_event_stream_contract.json", &c)
+	if got, want := sorted(slices.Collect(maps.Keys(EventSpecs()))), sorted(slices.Collect(maps.Keys(c.EventTypes))); !slices.Equal(got, want) {
+		t.Fatalf("event types = %v, contract %v", got, want)
+	}
+	for typ, spec := range EventSpecs() {
+		ce := c.EventTypes[typ]
+		if spec.Category != ce.Category {
+			t.Errorf("%s category = %s, contract %s", typ, spec.Category, ce.Category)
+		}
+		if !maps.Equal(kinds(spec.Required), ce.Required) {
+			t.Errorf("%s required = %v, contract %v", typ, kinds(spec.Required), ce.Required)
+		}
+		if !maps.Equal(kinds(spec.Optional), ce.Optional) {
+			t.Errorf("%s optional = %v, contract %v", typ, kinds(spec.Optional), ce.Optional)
+		}
+	}
+	for typ, ce := range c.EventTypes {
+		if ce.FrameType != "" {
+			if got := FrameTypeOf(typ, map[string]any{}); got != ce.FrameType {
+				t.Errorf("frame of %s = %s, contract %s", typ, got, ce.FrameType)
+			}
+		}
+		for status, want := range ce.FrameByStat {
+			if got := FrameTypeOf(typ, map[string]any{"status": status}); got != want {
+				t.Errorf("frame of %s/%s = %s, contract %s", typ, status, got, want)
+			}
+		}
+	}
+	// Every frame a valid event becomes has exactly the contract's fields.
+	samples := sampleEvents()
+	for typ, ce := range c.EventTypes {
+		for _, content := range samples[typ] {
+			if err := ValidateEvent(typ, content); err != nil {
+				t.Fatalf("sample %s invalid: %v", typ, err)
+			}
+			ft := FrameTypeOf(typ, content)
+			tf, ok := c.TaskFrames[ft]
+			if !ok {
+				if ce.Category != CategoryRun {
+					t.Errorf("frame %s of %s not in the contract", ft, typ)
+				}
+				continue
+			}
+			data := FrameData(typ, content)
+			for _, k := range tf.Required {
+				if _, ok := data[k]; !ok {
+					t.Errorf("%s frame lacks required %s: %v", ft, k, data)
+				}
+			}
+			allowed := append(slices.Clone(tf.Required), tf.Optional...)
+			for k := range data {
+				if !slices.Contains(allowed, k) {
+					t.Errorf("%s frame has %s, not in the contract", ft, k)
+				}
+			}
+			if step, ok := data["step"].(map[string]any); ok {
+				for k := range step {
+					if !slices.Contains(append(slices.Clone(c.StepFields.Required), c.StepFields.Optional...), k) {
+						t.Errorf("step has %s, not in the contract", k)
+					}
+				}
+			}
+		}
+	}
+}
+
+// sampleEvents holds the fullest and the barest valid content of each type.
+func sampleEvents() map[string][]map[string]any {
+	base := func(extra map[string]any) map[string]any {
+		m := map[string]any{"task_id": "call_1", "execution_id": "e1", "run_id": "r1", "version": 1}
+		maps.Copy(m, extra)
+		return m
+	}
+	usage := map[string]any{"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
+	start := map[string]any{"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
+	out := map[string][]map[string]any{
+		EventRunStart: {{"run_id": "r1", "model_name": "m"}},
+		EventRunEnd:   {{"run_id": "r1", "status": "completed"}, {"run_id": "r1", "status": "failed", "error": "e", "usage": map[string]any{}}},
+		EventSubagentQueued: {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
+		EventSubagentStart:  {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
+		EventSubagentStep: {
+			base(map[string]any{"message_index": 1, "kind": "ai", "text": "t", "truncated": false}),
+			base(map[string]any{"message_index": 2, "kind": "ai", "text": "t", "truncated": true, "tool_calls": []any{map[string]any{"name": "ls", "args": "{}", "args_truncated": true}}, "usage": usage, "model_name": "m"}),
+			base(map[string]any{"message_index": 3, "kind": "tool", "text": "t", "truncated": false, "tool_name": "ls", "usage": usage}),
+		},
+	}
+	for _, st := range TerminalStatuses() {
+		out[EventSubagentEnd] = append(out[EventSubagentEnd],
+			base(map[string]any{"status": st}),
+			base(map[string]any{"status": st, "model_name": "m", "usage": usage, "result": "r", "result_truncated": false, "error": "e", "error_truncated": true, "stop_reason": "turn_capped"}))
+	}
+	return out
+}
+
+func TestValidateEventRejects(t *testing.T) {
+	base := func(extra map[string]any) map[string]any {
+		m := map[string]any{"task_id": "call_1", "execution_id": "e1", "run_id": "r1", "version": 1, "message_index": 1, "kind": "ai", "text": "t", "truncated": false}
+		for k, v := range extra {
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	cases := []struct {
+		name    string
+		typ     string
+		content map[string]any
+	}{
+		{"missing task_id", EventSubagentStep, base(map[string]any{"task_id": nil})},
+		{"blank task_id", EventSubagentStep, base(map[string]any{"task_id": "  "})},
+		{"negative message_index", EventSubagentStep, base(map[string]any{"message_index": -1})},
+		{"zero message_index", EventSubagentStep, base(map[string]any{"message_index": 0})},
+		{"boolean message_index", EventSubagentStep, base(map[string]any{"message_index": true})},
+		{"float message_index", EventSubagentStep, base(map[string]any{"message_index": 1.5})},
+		{"unknown kind", EventSubagentStep, base(map[string]any{"kind": "human"})},
+		{"truncated not bool", EventSubagentStep, base(map[string]any{"truncated": "no"})},
+		{"bad usage", EventSubagentStep, base(map[string]any{"usage": map[string]any{"input_tokens": 1}})},
+		{"tool_name on ai step", EventSubagentStep, base(map[string]any{"tool_name": "ls"})},
+		{"tool_calls on tool step", EventSubagentStep, base(map[string]any{"kind": "tool", "tool_calls": []any{}})},
+		{"unknown field", EventSubagentStep, base(map[string]any{"secret": "x"})},
+		{"bad call", EventSubagentStep, base(map[string]any{"tool_calls": []any{map[string]any{"args": "{}"}}})},
+		{"end with running status", EventSubagentEnd, map[string]any{"task_id": "t", "execution_id": "e", "run_id": "r", "version": 2, "status": "running"}},
+		{"end with bad stop reason", EventSubagentEnd, map[string]any{"task_id": "t", "execution_id": "e", "run_id": "r", "version": 2, "status": "failed", "stop_reason": "x"}},
+		{"run end bad status", EventRunEnd, map[string]any{"run_id": "r", "status": "running"}},
+		{"unknown type", "subagent.exploded", map[string]any{}},
+	}
+	for _, c := range cases {
+		if err := ValidateEvent(c.typ, c.content); err == nil {
+			t.Errorf("%s: accepted", c.name)
+		}
+	}
+}

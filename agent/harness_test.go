@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/goleak"
+
+	"herd/models"
+)
+
+// llmFunc is a scripted provider.
+type llmFunc func(ctx context.Context, req Request, onDelta func(string)) (Response, error)
+
+func (f llmFunc) Complete(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+	return f(ctx, req, onDelta)
+}
+
+func isLead(req Request) bool {
+	return slices.ContainsFunc(req.Tools, func(t ToolSpec) bool { return t.Name == ToolTask })
+}
+
+func lastHuman(req Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Type == TypeHuman {
+			return req.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// usedTurns counts the AI messages since the last human message: the
+// calls already made for the current request.
+func usedTurns(req Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		switch m.Type {
+		case TypeHuman:
+			n = 0
+		case TypeAI:
+			n++
+		}
+	}
+	return n
+}
+
+func reply(text string, u *Usage, calls ...ToolCall) Response {
+	return Response{CallID: uuid.NewString(), Text: text, ToolCalls: calls, Usage: u, Model: "provider-model"}
+}
+
+func taskCall(id, desc, typ string) ToolCall {
+	args, _ := json.Marshal(map[string]string{"description": desc, "prompt": "do " + desc, "subagent_type": typ})
+	return ToolCall{ID: id, Name: ToolTask, Args: args}
+}
+
+// harness is a Runtime on a real SQLite file, as main wires it.
+type harness struct {
+	t      *testing.T
+	store  *models.Store
+	writer *models.Writer
+	rt     *Runtime
+	thread string
+	mu     sync.Mutex
+	frames []models.Record // every committed record, in commit order
+}
+
+type harnessConfig struct {
+	models    []*Model
+	subagents SubagentsConfig
+	tools     []Tool
+	leadTurns int
+}
+
+func defaultSubagents() SubagentsConfig {
+	return SubagentsConfig{
+		TimeoutSeconds: 30, MaxRunning: 32, MaxConcurrentPerResponse: 4, MaxTotalPerRun: 12,
+		QueueTimeoutSeconds: 30, SafetyMarginSeconds: 60, CancelGraceSeconds: 2, LoopLimit: 3,
+	}
+}
+
+func newHarness(t *testing.T, hc harnessConfig) *harness {
+	t.Helper()
+	leaks := goleak.IgnoreCurrent()
+	dir := t.TempDir()
+	store, err := models.Open(filepath.Join(dir, "herd.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, store: store}
+	h.writer = store.NewWriter(models.WriterOptions{OnCommit: func(recs []models.Record) {
+		h.mu.Lock()
+		h.frames = append(h.frames, recs...)
+		h.mu.Unlock()
+	}})
+	if hc.tools == nil {
+		hc.tools = WorkspaceTools()
+	}
+	if hc.subagents.MaxRunning == 0 {
+		hc.subagents = defaultSubagents()
+	}
+	h.rt, err = New(Options{
+		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5)},
+		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := store.CreateThread(context.Background(), "u1", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.thread = th.ID
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.rt.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		h.writer.Close()
+		_ = store.Close()
+		if n := h.rt.exec.reg.Len(); n != 0 {
+			t.Errorf("registry holds %d executions after the test", n)
+		}
+		goleak.VerifyNone(t, leaks)
+	})
+	return h
+}
+
+func model(name string, p Provider) *Model {
+	return &Model{Config: ModelConfig{Name: name, DisplayName: name + " label", Provider: "test", Model: name}, Provider: p}
+}
+
+// run sends a message and waits for the run to end.
+func (h *harness) run(content string) Started {
+	h.t.Helper()
+	st := h.start(content)
+	h.wait()
+	return st
+}
+
+func (h *harness) start(content string) Started {
+	h.t.Helper()
+	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+func (h *harness) wait() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.rt.Wait(ctx, h.thread); err != nil {
+		h.t.Fatalf("run did not end: %v", err)
+	}
+}
+
+// toolMessages returns the task ToolMessages by task id, with their
+// decoded metadata.
+func (h *harness) toolMessages() map[string]models.Message {
+	h.t.Helper()
+	msgs, err := h.store.Messages(context.Background(), h.thread)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]models.Message{}
+	for _, m := range msgs {
+		if m.Type == TypeTool {
+			if _, dup := out[m.ToolCallID]; dup {
+				h.t.Errorf("two ToolMessages for %s", m.ToolCallID)
+			}
+			out[m.ToolCallID] = m
+		}
+	}
+	return out
+}
+
+func metadata(t *testing.T, m models.Message) Metadata {
+	t.Helper()
+	kw, err := DecodeContent(m.AdditionalKwargs)
+	if err != nil {
+		t.Fatalf("kwargs of %s: %v", m.ToolCallID, err)
+	}
+	md, ok := ReadMetadata(kw)
+	if !ok {
+		t.Fatalf("no metadata on %s: %s", m.ToolCallID, m.AdditionalKwargs)
+	}
+	return md
+}
+
+// events returns the thread's subagent events of one task.
+func (h *harness) events(taskID string) []models.RunEvent {
+	h.t.Helper()
+	es, _, err := h.store.Events(context.Background(), h.thread, models.EventFilter{TaskID: taskID})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return es
+}
+
+func (h *harness) endEvents(taskID string) []map[string]any {
+	var out []map[string]any
+	for _, e := range h.events(taskID) {
+		if e.EventType == EventSubagentEnd {
+			c, _ := DecodeContent(e.Content)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (h *harness) runRow(id string) *models.Run {
+	h.t.Helper()
+	r, err := h.store.Run(context.Background(), h.thread, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}

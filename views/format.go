@@ -1,0 +1,108 @@
+package views
+
+import (
+	"net/url"
+	"slices"
+	"time"
+)
+
+// taskTool is the lead's delegation tool. Its calls become subagent cards
+// rather than compact tool rows; views keeps its own copy of the name so
+// that it depends on nothing but its view models.
+const taskTool = "task"
+
+// threadPath is the URL of a thread, or of one of its actions when the
+// suffix is set ("/rename", "/delete").
+func threadPath(id, suffix string) string {
+	return "/threads/" + url.PathEscape(id) + suffix
+}
+
+func tokenDeletePath(id string) string {
+	return "/settings/tokens/" + url.PathEscape(id) + "/delete"
+}
+
+func userPath(id, suffix string) string {
+	return "/admin/users/" + url.PathEscape(id) + suffix
+}
+
+// modelLabel names a model in pickers; demo models say so, since nothing
+// may pretend to be a real LLM (SPEC §3.3).
+func modelLabel(m ModelOption) string {
+	label := m.Label
+	if label == "" {
+		label = m.Name
+	}
+	if m.Provider == "demo" {
+		label += " (demo)"
+	}
+	return label
+}
+
+func threadTitle(t ThreadItem) string {
+	if t.Title == "" {
+		return "Untitled thread"
+	}
+	return t.Title
+}
+
+func pageTitle(p Page) string {
+	if p.Title == "" {
+		return "herd"
+	}
+	return p.Title + " · herd"
+}
+
+// humanTime is a short, unambiguous date for lists; the full instant is in
+// the <time datetime> attribute.
+func humanTime(t time.Time) string {
+	return t.Format("2 Jan 2006, 15:04")
+}
+
+func machineTime(t time.Time) string {
+	return t.Format(time.RFC3339)
+}
+
+// threadMessages nests each tool message under the call that asked for it,
+// as app.js does with live messages. Provider tool-call ids may repeat
+// across runs, so a result belongs to the latest call with its id. Tool
+// messages with no compact call to sit under are dropped: task results
+// belong to their cards.
+func threadMessages(msgs []MessageView) []MessageView {
+	type at struct{ msg, call int }
+	out := make([]MessageView, 0, len(msgs))
+	latest := map[string]at{}
+	for _, m := range msgs {
+		if m.Type == "tool" {
+			if a, ok := latest[m.ToolCallID]; ok {
+				result := m
+				out[a.msg].ToolCalls[a.call].result = &result
+			}
+			continue
+		}
+		// A copy, so rendering never writes into the handler's slices.
+		m.ToolCalls = slices.Clone(m.ToolCalls)
+		for i, c := range m.ToolCalls {
+			if c.Name == taskTool {
+				delete(latest, c.ID)
+			} else {
+				latest[c.ID] = at{len(out), i}
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// errorHeading is the error's message, or a plain phrase for its status.
+func errorHeading(p ErrorPage) string {
+	switch {
+	case p.Message != "":
+		return p.Message
+	case p.Status == 404:
+		return "Not found"
+	case p.Status == 403:
+		return "You don't have access to this page"
+	default:
+		return "Something went wrong"
+	}
+}

@@ -1,0 +1,155 @@
+// Package views holds herd's templ components. Handlers fill the view
+// models below; components only lay them out.
+package views
+
+import "time"
+
+// User is the signed-in user as pages see them.
+type User struct {
+	ID    string
+	Email string
+	Admin bool
+}
+
+// Page is what every page needs.
+type Page struct {
+	Title string
+	User  *User  // nil when signed out
+	CSRF  string // the token forms post as _csrf and scripts send as X-CSRF-Token
+	// Assets maps a static file name (app.css, app.js) to its URL with a
+	// content hash, so browsers can cache it forever.
+	Assets map[string]string
+	Flash  string // a one-line notice (e.g. "Thread deleted")
+	Error  string // a one-line error shown above the form
+}
+
+// Asset returns the hashed URL of a static file.
+func (p Page) Asset(name string) string {
+	if u, ok := p.Assets[name]; ok {
+		return u
+	}
+	return "/static/" + name
+}
+
+// SetupPage creates the first admin.
+type SetupPage struct {
+	Page
+	Email string
+}
+
+// LoginPage signs a user in.
+type LoginPage struct {
+	Page
+	Email       string
+	AllowSignup bool
+	Next        string
+}
+
+// SignupPage creates an account when open sign-up is on.
+type SignupPage struct {
+	Page
+	Email string
+}
+
+// ThreadItem is one thread in a list.
+type ThreadItem struct {
+	ID        string
+	Title     string
+	UpdatedAt time.Time
+}
+
+// ThreadListPage is the home page.
+type ThreadListPage struct {
+	Page
+	Threads []ThreadItem
+}
+
+// ModelOption is one model in a picker or list.
+type ModelOption struct {
+	Name     string
+	Label    string // display name, else name
+	Provider string // openai or demo
+}
+
+// ToolCallView is one tool call of an AI message.
+type ToolCallView struct {
+	ID   string
+	Name string
+	Args string // the arguments as compact JSON, as app.js shows them live
+
+	// result is the tool's ToolMessage; Thread attaches it so the result
+	// shows under its call, as app.js does live. Handlers leave it nil.
+	result *MessageView
+}
+
+// MessageView is one chat message, its Markdown already rendered and
+// sanitized.
+type MessageView struct {
+	ID   string
+	Seq  int64
+	Type string // human, ai, tool
+	HTML string // sanitized HTML of the content
+	// Content is the raw text: tool results show it as-is, since tool
+	// output (a listing, a log) is not Markdown.
+	Content    string
+	ToolCallID string // tool messages: the call they answer
+	ModelName  string
+	ToolCalls  []ToolCallView
+	Stopped    bool // the user stopped this answer while it streamed
+}
+
+// ThreadPage is one conversation.
+type ThreadPage struct {
+	Page
+	Thread       ThreadItem
+	Messages     []MessageView
+	Models       []ModelOption
+	DefaultModel string
+	ActiveRunID  string
+	LastSeq      int64
+	// StateJSON is the page's initial state for static/app.js, embedded as
+	// a JSON data block (never executed).
+	StateJSON string
+}
+
+// TokenView is one personal API token (never the token itself).
+type TokenView struct {
+	ID         string
+	Name       string
+	Prefix     string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+}
+
+// SettingsPage lists the user's API tokens.
+type SettingsPage struct {
+	Page
+	Tokens   []TokenView
+	NewToken string // shown once, right after creation
+	NewName  string
+}
+
+// UserView is one user on the admin page.
+type UserView struct {
+	ID        string
+	Email     string
+	Role      string
+	Disabled  bool
+	CreatedAt time.Time
+	Self      bool
+}
+
+// AdminPage holds the instance settings, models and users.
+type AdminPage struct {
+	Page
+	TokenUsageEnabled bool
+	Models            []ModelOption
+	Users             []UserView
+}
+
+// ErrorPage is a full-page error (404, 403, 500).
+type ErrorPage struct {
+	Page
+	Status  int
+	Message string
+}
