@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserChat is the walking skeleton as a newcomer uses it: set up
+// the admin, sign in, start a thread, watch the answer stream in, reload
+// and find the same conversation; hostile Markdown stays inert; the page
+// fits a phone.
+func TestBrowserChat(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 200, 25), demoModel("demo-deep", 200, 25)))
+	b := newBrowser(t, a.http.URL)
+
+	// An empty instance sends everyone to set-up.
+	b.navigate("/")
+	b.do("set-up page", chromedp.WaitVisible(chromedp.CSS(`form[action="/setup"]`)))
+	b.shot("setup")
+	b.do("create the admin",
+		chromedp.SendKeys(chromedp.CSS(`input[name="email"]`), "admin@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "correct horse"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password_confirm"]`), "correct horse"),
+		chromedp.Submit(chromedp.CSS(`form[action="/setup"]`)),
+	)
+	b.waitFor("the thread list", `location.pathname === "/"`, 10*time.Second)
+
+	// Sign out and in again through the sign-in page.
+	b.do("sign out", chromedp.Submit(chromedp.CSS(`form[action="/logout"]`)))
+	b.waitFor("the sign-in page", `location.pathname === "/login"`, 10*time.Second)
+	b.do("sign in",
+		chromedp.WaitVisible(chromedp.CSS(`form[action="/login"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="email"]`), "admin@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "correct horse"),
+		chromedp.Submit(chromedp.CSS(`form[action="/login"]`)),
+	)
+	b.waitFor("the thread list", `location.pathname === "/"`, 10*time.Second)
+	b.shot("threads-empty")
+
+	b.do("new thread", chromedp.Submit(chromedp.CSS(`form[action="/threads"]`)))
+	b.waitFor("the thread page", `location.pathname.startsWith("/threads/") && !!document.querySelector("#herd-state")`, 10*time.Second)
+	b.shot("thread-empty")
+
+	b.sendMessage("What can you do?")
+	// The answer streams in: a streaming bubble first, then the message.
+	b.waitFor("streamed text", `(() => { const s = document.querySelector(".msg-streaming .stream-text"); return s && s.textContent.length > 10; })()`, 10*time.Second)
+	b.shot("streaming")
+	b.waitFor("the persisted answer", `!document.querySelector(".msg-streaming") && document.querySelectorAll("article.msg-ai .msg-body").length === 1`, 20*time.Second)
+	b.waitFor("Send enabled again", `!document.querySelector("#send-button").disabled && document.querySelector("#stop-button").hidden`, 10*time.Second)
+	before := evalAs[string](b, `document.querySelector("#messages").innerText`)
+	b.shot("answered")
+
+	// A reload rebuilds the same conversation from the database.
+	b.do("reload", chromedp.Reload())
+	b.waitFor("messages after reload", `document.querySelectorAll("article.msg").length === 2`, 10*time.Second)
+	after := evalAs[string](b, `document.querySelector("#messages").innerText`)
+	if after != before {
+		t.Errorf("after reload the conversation reads\n%q\nwant\n%q", after, before)
+	}
+
+	// Hostile input renders inert, in the user's message and in the
+	// answer that quotes it, live and after a reload.
+	b.allowErrors(`img|onerror|x\.png|404`)
+	hostile := "**bold** then <script>window.__pwned = 1</script> and <img src=x onerror=\"window.__pwned = 2\">\n\n<img src=x onerror=\"window.__pwned = 3\">"
+	b.sendMessage(hostile)
+	b.waitFor("the answer", `document.querySelectorAll("article.msg-ai .msg-body").length === 2 && !document.querySelector(".msg-streaming")`, 20*time.Second)
+	for _, when := range []string{"live", "after reload"} {
+		if when == "after reload" {
+			b.do("reload", chromedp.Reload())
+			b.waitFor("messages after reload", `document.querySelectorAll("article.msg").length === 4`, 10*time.Second)
+		}
+		if n := evalAs[int](b, `document.querySelectorAll("#messages script, #messages img[onerror], #messages [onerror]").length`); n != 0 {
+			t.Errorf("%s: %d live script/onerror elements in the messages", when, n)
+		}
+		if v := evalAs[bool](b, `window.__pwned === undefined`); !v {
+			t.Errorf("%s: the hostile message ran script", when)
+		}
+		if n := evalAs[int](b, `document.querySelectorAll("#messages article.msg-human strong").length`); n != 1 {
+			t.Errorf("%s: Markdown in the user's message not rendered (%d <strong>)", when, n)
+		}
+	}
+	b.shot("hostile-inert")
+
+	// A phone-width screen: no horizontal scroll, composer reachable.
+	b.do("phone viewport", chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile))
+	b.do("reload", chromedp.Reload())
+	b.waitFor("messages", `document.querySelectorAll("article.msg").length === 4`, 10*time.Second)
+	if w := evalAs[int](b, `document.documentElement.scrollWidth`); w > 375 {
+		t.Errorf("page is %d px wide on a 375 px screen", w)
+	}
+	b.shot("phone")
+
+	if n, _ := a.store.LastSeq(context.Background(), threadOf(t, a)); n == 0 {
+		t.Error("nothing persisted")
+	}
+}
+
+// threadOf returns the only thread of the app's only user.
+func threadOf(t *testing.T, a *testApp) string {
+	t.Helper()
+	us, err := a.store.Users(context.Background())
+	if err != nil || len(us) != 1 {
+		t.Fatalf("users: %v %v", us, err)
+	}
+	ts, err := a.store.Threads(context.Background(), us[0].ID)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("threads: %v %v", ts, err)
+	}
+	return ts[0].ID
+}
