@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestBadConfigNamesTheKeyAndExits(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "herd.yaml")
+	cases := []struct {
+		name string
+		file string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown key", "subagents:\n  max_runing: 3\n", nil, nil, "subagents.max_runing"},
+		{"bad value", "subagents:\n  max_running: 0\n", nil, nil, "subagents.max_running"},
+		{"bad env", "", []string{"HERD_SUBAGENTS_MAX_RUNNING=lots"}, nil, "HERD_SUBAGENTS_MAX_RUNNING"},
+		{"bad flag", "", nil, []string{"--addr", "nowhere"}, "--addr: must be host:port"},
+		{"unknown flag", "", nil, []string{"--adrr", "x"}, "adrr"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"--data-dir", dir}, c.args...)
+			if c.file != "" {
+				if err := os.WriteFile(cfg, []byte(c.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", cfg)
+			}
+			var out syncBuffer
+			code := run(context.Background(), args, c.env, &out)
+			if code == 0 {
+				t.Fatalf("exit code 0 with a bad config")
+			}
+			if !strings.Contains(out.String(), c.want) {
+				t.Errorf("output %q does not name %q", out.String(), c.want)
+			}
+		})
+	}
+}
+
+func TestRunStartsAndStops(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "herd is listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("herd did not start: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit code %d: %s", code, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("herd did not stop")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "herd.db")); err != nil {
+		t.Errorf("no database in the data dir: %v", err)
+	}
+	if !strings.Contains(out.String(), "admin created from the environment") {
+		t.Errorf("headless admin not created: %s", out.String())
+	}
+}

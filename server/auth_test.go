@@ -1,0 +1,222 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"herd/models"
+)
+
+func TestLoginRateLimit(t *testing.T) {
+	a := newApp(t)
+	a.srv.limiter = newLimiter(3, time.Now)
+	a.newUserNoLogin("ann@example.com")
+	anon := a.anonymous()
+	var statuses []int
+	for range 5 {
+		r := anon.do("POST", "/api/auth/login", map[string]string{"email": "ann@example.com", "password": "wrong-password"})
+		statuses = append(statuses, r.status)
+	}
+	want := []int{401, 401, 401, 429, 429}
+	for i := range want {
+		if statuses[i] != want[i] {
+			t.Fatalf("statuses = %v, want %v", statuses, want)
+		}
+	}
+	// The right password is refused too while limited: no oracle.
+	r := anon.do("POST", "/api/auth/login", map[string]string{"email": "ann@example.com", "password": "password123"})
+	if r.status != http.StatusTooManyRequests || r.header.Get("Set-Cookie") != "" {
+		t.Errorf("limited login: %d, cookie %q", r.status, r.header.Get("Set-Cookie"))
+	}
+}
+
+func (a *testApp) newUserNoLogin(email string) {
+	a.t.Helper()
+	hash, _ := a.srv.hashPassword("password123")
+	if _, err := a.store.CreateUser(context.Background(), email, hash, models.RoleUser, false); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+func TestSessionCookieAndRotation(t *testing.T) {
+	a := newApp(t)
+	a.newUserNoLogin("ann@example.com")
+	anon := a.anonymous()
+	login := func() (string, string) {
+		r := anon.do("POST", "/api/auth/login", map[string]string{"email": "ann@example.com", "password": "password123"})
+		if r.status != 200 {
+			t.Fatalf("login: %d %s", r.status, r.body)
+		}
+		ck := r.header.Get("Set-Cookie")
+		for _, attr := range []string{"HttpOnly", "SameSite=Lax", "Path=/"} {
+			if !strings.Contains(ck, attr) {
+				t.Errorf("session cookie %q lacks %s", ck, attr)
+			}
+		}
+		for _, c := range anon.c.Jar.Cookies(mustURL(a.http.URL)) {
+			if c.Name == sessionCookie {
+				return c.Value, ck
+			}
+		}
+		t.Fatal("no session cookie")
+		return "", ""
+	}
+	first, _ := login()
+	second, _ := login()
+	if first == second {
+		t.Error("signing in again kept the session id")
+	}
+	if _, _, err := a.store.SessionUser(context.Background(), hashToken(first)); err == nil {
+		t.Error("the previous session still works after a new sign-in")
+	}
+	// Sign-out ends the session.
+	r := anon.do("POST", "/api/auth/logout", nil, "X-CSRF-Token", csrfOf(t, anon))
+	if r.status != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", r.status, r.body)
+	}
+	if r := anon.do("GET", "/api/threads", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("after logout: %d, want 401", r.status)
+	}
+}
+
+func csrfOf(t *testing.T, u *user) string {
+	var me struct {
+		CSRF string `json:"csrf_token"`
+	}
+	u.mustJSON("GET", "/api/auth/me", nil, http.StatusOK, &me)
+	return me.CSRF
+}
+
+func TestSetupOnlyOnEmptyInstance(t *testing.T) {
+	a := newApp(t)
+	anon := a.anonymous()
+	page := anon.do("GET", "/setup", nil)
+	if page.status != 200 {
+		t.Fatalf("setup page: %d", page.status)
+	}
+	tok := ""
+	for _, c := range anon.c.Jar.Cookies(mustURL(a.http.URL)) {
+		if c.Name == preCSRFCookie {
+			tok = c.Value
+		}
+	}
+	form := url.Values{"email": {"admin@example.com"}, "password": {"long enough"}, "password_confirm": {"long enough"}, "_csrf": {tok}}
+	if r := anon.do("POST", "/setup", form); r.status != http.StatusSeeOther {
+		t.Fatalf("setup: %d %s", r.status, r.body)
+	}
+	u, err := a.store.UserByEmail(context.Background(), "admin@example.com")
+	if err != nil || u.Role != models.RoleAdmin {
+		t.Fatalf("admin = %+v, %v", u, err)
+	}
+	// A second set-up is refused: it redirects and creates nothing.
+	other := a.anonymous()
+	other.do("GET", "/login", nil)
+	if r := other.do("GET", "/setup", nil); r.status != http.StatusSeeOther {
+		t.Errorf("setup page on a set-up instance: %d, want 303", r.status)
+	}
+	if n, _ := a.store.CountUsers(context.Background()); n != 1 {
+		t.Errorf("%d users after a second set-up attempt", n)
+	}
+}
+
+func TestEnsureAdminFromEnv(t *testing.T) {
+	a := newApp(t)
+	ctx := context.Background()
+	if err := a.srv.EnsureAdmin(ctx, "ops@example.com", "short"); err == nil {
+		t.Error("a short password was accepted")
+	}
+	if err := a.srv.EnsureAdmin(ctx, "ops@example.com", "long enough pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.srv.EnsureAdmin(ctx, "other@example.com", "long enough pw"); err != nil {
+		t.Fatal(err)
+	}
+	us, _ := a.store.Users(ctx)
+	if len(us) != 1 || us[0].Email != "ops@example.com" || us[0].Role != models.RoleAdmin {
+		t.Errorf("users = %+v, want only the first admin", us)
+	}
+}
+
+func TestAdminManagesUsers(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("admin@example.com", true)
+	var created userJSON
+	admin.mustJSON("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": "password123"}, http.StatusCreated, &created)
+	if created.Role != models.RoleUser {
+		t.Errorf("new user role %q", created.Role)
+	}
+	if r := admin.do("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": "password123"}); r.status != http.StatusConflict {
+		t.Errorf("duplicate email: %d", r.status)
+	}
+	if r := admin.do("PATCH", "/api/admin/users/"+admin.id, map[string]string{"role": "user"}); r.status != http.StatusConflict || !strings.Contains(string(r.body), "last admin") {
+		t.Errorf("demoting the last admin: %d %s", r.status, r.body)
+	}
+	if r := admin.do("DELETE", "/api/admin/users/"+admin.id, nil); r.status != http.StatusConflict {
+		t.Errorf("deleting the last admin: %d", r.status)
+	}
+	if r := admin.do("PATCH", "/api/admin/users/"+created.ID, map[string]string{"role": "wizard"}); r.status != http.StatusUnprocessableEntity {
+		t.Errorf("bad role: %d", r.status)
+	}
+	bob := a.anonymous()
+	bob.mustJSON("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": "password123"}, http.StatusOK, nil)
+	admin.mustJSON("PATCH", "/api/admin/users/"+created.ID, map[string]bool{"disabled": true}, http.StatusOK, nil)
+	if r := bob.do("GET", "/api/threads", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("disabled user's session: %d, want 401", r.status)
+	}
+	if r := bob.do("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": "password123"}); r.status != http.StatusForbidden {
+		t.Errorf("disabled user's login: %d, want 403", r.status)
+	}
+	admin.mustJSON("DELETE", "/api/admin/users/"+created.ID, nil, http.StatusNoContent, nil)
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	a := newApp(t)
+	anon := a.anonymous()
+	if r := anon.do("GET", "/healthz", nil); r.status != 200 {
+		t.Errorf("healthz: %d", r.status)
+	}
+	if r := anon.do("GET", "/readyz", nil); r.status != 200 {
+		t.Errorf("readyz: %d %s", r.status, r.body)
+	}
+	_ = a.store.Close() // the database goes away: not ready
+	if r := anon.do("GET", "/readyz", nil); r.status != http.StatusServiceUnavailable {
+		t.Errorf("readyz without a database: %d, want 503", r.status)
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	a := newApp(t)
+	r := a.anonymous().do("GET", "/login", nil)
+	for h, want := range map[string]string{
+		"Content-Security-Policy": "script-src 'self'",
+		"X-Content-Type-Options":  "nosniff",
+		"X-Frame-Options":         "DENY",
+		"Referrer-Policy":         "same-origin",
+	} {
+		if !strings.Contains(r.header.Get(h), want) {
+			t.Errorf("%s = %q, want %q", h, r.header.Get(h), want)
+		}
+	}
+	if !strings.Contains(r.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Error("CSP lacks frame-ancestors 'none'")
+	}
+}
+
+func TestPing(t *testing.T) {
+	a := newApp(t, withHub(HubOptions{PingInterval: 50 * time.Millisecond}))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	conn, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f, err := readFrame(conn, 2*time.Second)
+	if err != nil || f.Type != FramePing || f.Seq != nil {
+		t.Fatalf("first frame %+v, %v; want a ping with seq null", f, err)
+	}
+}
