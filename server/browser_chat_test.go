@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"herd/agent"
 	"testing"
 	"time"
 
@@ -110,4 +112,42 @@ func threadOf(t *testing.T, a *testApp) string {
 		t.Fatalf("threads: %v %v", ts, err)
 	}
 	return ts[0].ID
+}
+
+// TestBrowserReconnect drops the socket under an open page: the page
+// reconnects with its last seq and shows what happened meanwhile exactly
+// once.
+func TestBrowserReconnect(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 100, 5)))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("reconnect")
+	b := newBrowser(t, a.http.URL)
+	b.signIn("ann@example.com", "password123")
+	b.navigate("/threads/" + th)
+	b.sendMessage("first")
+	b.waitFor("the first answer", `document.querySelectorAll("article.msg").length === 2 && !document.querySelector(".msg-streaming")`, 20*time.Second)
+
+	for round := range 3 {
+		a.hub.dropAll()
+		// Meanwhile, the conversation goes on without this page.
+		if _, err := a.rt.Start(context.Background(), agent.StartRequest{ThreadID: th, UserID: u.id, Content: fmt.Sprintf("while you were away %d", round)}); err != nil {
+			t.Fatal(err)
+		}
+		a.waitIdle(th)
+		want := 2 * (round + 2)
+		b.waitFor("the missed messages", fmt.Sprintf(`document.querySelectorAll("article.msg").length === %d`, want), 20*time.Second)
+	}
+	ids := evalAs[[]string](b, `[...document.querySelectorAll("article.msg")].map(a => a.id)`)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("message %s shown twice", id)
+		}
+		seen[id] = true
+	}
+	msgs, _ := a.store.Messages(context.Background(), th)
+	if len(ids) != len(msgs) {
+		t.Errorf("page shows %d messages, the database has %d", len(ids), len(msgs))
+	}
+	b.shot("after-reconnects")
 }

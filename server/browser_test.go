@@ -222,3 +222,16 @@ func (b *browser) sendMessage(text string) {
 func (b *browser) allowErrors(pattern string) {
 	b.allow = append(b.allow, regexp.MustCompile(pattern))
 }
+
+// signIn signs in through the sign-in page.
+func (b *browser) signIn(email, password string) {
+	b.t.Helper()
+	b.navigate("/login")
+	b.do("sign in",
+		chromedp.WaitVisible(chromedp.CSS(`form[action="/login"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="email"]`), email),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), password),
+		chromedp.Submit(chromedp.CSS(`form[action="/login"]`)),
+	)
+	b.waitFor("signed in", `location.pathname === "/"`, 10*time.Second)
+}

@@ -342,3 +342,14 @@ func TestLiveRunStreams(t *testing.T) {
 		t.Errorf("frames = %v, want %v", types, want)
 	}
 }
+
+// dropAll cuts every client's socket, as a network failure would.
+func (h *Hub) dropAll() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, cs := range h.subs {
+		for c := range cs {
+			_ = c.conn.NetConn().Close()
+		}
+	}
+}
