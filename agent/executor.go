@@ -51,8 +51,8 @@ type Executor struct {
 	reg    *Registry
 	wg     sync.WaitGroup // subagent goroutines
 	queued atomic.Int64
-	stop   chan struct{}
-	once   sync.Once
+	// janitorGrace is janitorGrace; tests shorten it.
+	janitorGrace time.Duration
 }
 
 func newExecutor(rt *Runtime, cfg SubagentsConfig) (*Executor, error) {
@@ -80,7 +80,8 @@ func newExecutor(rt *Runtime, cfg SubagentsConfig) (*Executor, error) {
 		specs: map[string]*subagentSpec{},
 		slots: semaphore.NewWeighted(int64(cfg.MaxRunning)),
 		reg:   NewRegistry(),
-		stop:  make(chan struct{}),
+
+		janitorGrace: janitorGrace,
 	}
 	if err := x.buildSpecs(); err != nil {
 		return nil, err
@@ -225,7 +226,7 @@ func (x *Executor) delegate(r *run, call ToolCall) (Outcome, func()) {
 	model := x.resolveModel(spec, r)
 	e := newExecution(x, r, call.ID, args, spec, model)
 	x.reg.add(e)
-	release := func() { x.reg.remove(e.ID) }
+	release := func() { x.reg.delivered(e) }
 
 	x.admit(e)
 	if e.isTerminal() {
@@ -300,7 +301,13 @@ func (x *Executor) cancelTask(runID, taskID string) bool {
 // wait blocks until every subagent goroutine has returned.
 func (x *Executor) wait() { x.wg.Wait() }
 
-func (x *Executor) close() { x.once.Do(func() { close(x.stop) }) }
+// close disarms the janitors of whatever the registry still holds; at
+// shutdown nothing is left to deliver to.
+func (x *Executor) close() {
+	for _, e := range x.reg.all() {
+		x.reg.delivered(e)
+	}
+}
 
 // Stats is a point-in-time view of the executor, for metrics.
 type Stats struct {
@@ -337,10 +344,34 @@ func (g *Registry) add(e *Execution) {
 	g.mu.Unlock()
 }
 
-func (g *Registry) remove(id string) {
+// delivered removes e once its terminal state reached the lead.
+func (g *Registry) delivered(e *Execution) {
+	e.mu.Lock()
+	if e.janitor != nil {
+		e.janitor.Stop()
+	}
+	e.mu.Unlock()
 	g.mu.Lock()
-	delete(g.byExec, id)
+	delete(g.byExec, e.ID)
 	g.mu.Unlock()
+}
+
+// janitorGrace is how long a terminal execution may wait for its delivery
+// before the janitor removes it (the lead's goroutine died, say).
+const janitorGrace = 2 * time.Minute
+
+// scheduleJanitor arms the removal of a terminal execution that is never
+// delivered; delivered disarms it.
+func (g *Registry) scheduleJanitor(e *Execution, grace time.Duration) {
+	e.janitor = time.AfterFunc(grace, func() {
+		g.mu.Lock()
+		_, still := g.byExec[e.ID]
+		delete(g.byExec, e.ID)
+		g.mu.Unlock()
+		if still {
+			e.log.Warn("janitor removed a terminal execution that was never delivered")
+		}
+	})
 }
 
 func (g *Registry) all() []*Execution {
@@ -400,6 +431,7 @@ type Execution struct {
 	steps   int
 	final   Outcome
 	done    chan struct{} // closed once the terminal state is set and persisted
+	janitor *time.Timer   // removes the entry if it is never delivered
 }
 
 func newExecution(x *Executor, r *run, taskID string, args taskArgs, spec *subagentSpec, model *Model) *Execution {
@@ -563,6 +595,7 @@ func (e *Execution) finish(o Outcome) bool {
 		c["error"], c["error_truncated"] = cut(msg, EventTextCap)
 	}
 	e.emitLocked(EventSubagentEnd, c, true)
+	e.x.reg.scheduleJanitor(e, e.x.janitorGrace)
 	e.mu.Unlock()
 	close(e.done)
 	e.log.Info("subagent ended", "status", o.Status, "stop_reason", o.StopReason)

@@ -341,19 +341,20 @@ func usageJSON(u *Usage) models.JSON {
 	return models.MustJSON(u)
 }
 
-// replayable converts stored messages into the lead's prompt history,
-// repairing what an interrupted run may have left: every AI tool call gets
-// a result (a missing one reads as interrupted), and results without a
-// call are dropped, so providers accept the history.
+// replayable converts stored messages into the lead's prompt history in
+// the shape providers require: each AI message is followed by the results
+// of its tool calls, in call order. A call without a result (a run cut off
+// by a crash) reads as interrupted; a result without a call is dropped.
+// Tool-call ids may repeat across runs, so results are matched within
+// their run.
 func replayable(stored []models.Message) []Message {
-	answered := map[string]bool{}
+	results := map[string]models.Message{}
 	for _, m := range stored {
 		if m.Type == TypeTool {
-			answered[m.ToolCallID] = true
+			results[m.RunID+"\x00"+m.ToolCallID] = m
 		}
 	}
 	var out []Message
-	called := map[string]bool{}
 	for _, m := range stored {
 		switch m.Type {
 		case TypeHuman:
@@ -365,14 +366,12 @@ func replayable(stored []models.Message) []Message {
 			}
 			out = append(out, Message{Type: TypeAI, Content: m.Content, ToolCalls: calls})
 			for _, c := range calls {
-				called[c.ID] = true
-				if !answered[c.ID] {
-					out = append(out, Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: "Error: no result (the run was interrupted)."})
+				res, ok := results[m.RunID+"\x00"+c.ID]
+				content := res.Content
+				if !ok {
+					content = "Error: no result (the run was interrupted)."
 				}
-			}
-		case TypeTool:
-			if called[m.ToolCallID] {
-				out = append(out, Message{Type: TypeTool, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name})
+				out = append(out, Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: content})
 			}
 		}
 	}

@@ -1,0 +1,430 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"herd/models"
+)
+
+// TestSeedScenario is the seed document's test through the demo model:
+// Run `sleep 2 && echo Done` → one task call that blocks about 2 s and
+// returns Done; no tool to poll status is ever offered.
+func TestSeedScenario(t *testing.T) {
+	bash, err := NewBash(SandboxConfig{Mode: SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 10, OutputLimitBytes: 30000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo := NewDemo(ModelConfig{Name: "demo-fast", Model: "demo-fast", LatencyMS: 5})
+	var mu sync.Mutex
+	var leadTools [][]string
+	spy := llmFunc(func(ctx context.Context, req Request, d func(string)) (Response, error) {
+		if isLead(req) {
+			var names []string
+			for _, s := range req.Tools {
+				names = append(names, s.Name)
+			}
+			mu.Lock()
+			leadTools = append(leadTools, names)
+			mu.Unlock()
+		}
+		return demo.Complete(ctx, req, d)
+	})
+	h := newHarness(t, harnessConfig{tools: append(WorkspaceTools(), bash), models: []*Model{model("demo-fast", spy)}})
+	h.run("Run `sleep 2 && echo Done`")
+
+	msgs, _ := h.store.Messages(context.Background(), h.thread)
+	var taskCalls []ToolCall
+	for _, m := range msgs {
+		if m.Type != TypeAI || len(m.ToolCalls) == 0 {
+			continue
+		}
+		var calls []ToolCall
+		_ = json.Unmarshal(m.ToolCalls, &calls)
+		taskCalls = append(taskCalls, calls...)
+	}
+	if len(taskCalls) != 1 || taskCalls[0].Name != ToolTask {
+		t.Fatalf("lead tool calls = %+v, want exactly one task call", taskCalls)
+	}
+	id := taskCalls[0].ID
+	tm := h.toolMessages()[id]
+	if !strings.Contains(tm.Content, "Done") || !strings.HasPrefix(tm.Content, "Task Succeeded") {
+		t.Errorf("ToolMessage = %q, want a success containing Done", tm.Content)
+	}
+	evs := h.events(id)
+	start, end := evs[0], evs[len(evs)-1]
+	if start.EventType != EventSubagentStart || end.EventType != EventSubagentEnd {
+		t.Fatalf("events %v", eventTypes(evs))
+	}
+	if d := end.CreatedAt.Sub(start.CreatedAt); d < 2*time.Second || d > 4*time.Second {
+		t.Errorf("the task ran %v, want about 2 s (it blocks on the command)", d)
+	}
+	if d := tm.CreatedAt.Sub(end.CreatedAt); d > 500*time.Millisecond {
+		t.Errorf("the ToolMessage came %v after the subagent ended; the wait must be signalled", d)
+	}
+	for _, names := range leadTools {
+		for _, n := range names {
+			if strings.Contains(n, "status") || strings.Contains(n, "poll") {
+				t.Errorf("the lead was offered %q", n)
+			}
+		}
+		if !slices.Contains(names, ToolTask) {
+			t.Errorf("lead tools %v lack task", names)
+		}
+	}
+}
+
+// TestSubagentSpecs covers the precedence of SPEC §4.4, recursion, the
+// bash type's availability and the effective model.
+func TestSubagentSpecs(t *testing.T) {
+	fast := model("fast", llmFunc(func(context.Context, Request, func(string)) (Response, error) { return reply("x", nil), nil }))
+	deep := model("deep", fast.Provider)
+	bash, _ := NewBash(SandboxConfig{Mode: SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 5, OutputLimitBytes: 2000})
+	cfg := defaultSubagents()
+	cfg.TimeoutSeconds = 1800
+	cfg.Agents = map[string]AgentConfig{
+		SubagentGeneral: {TimeoutSeconds: ptr(60), MaxTurns: ptr(7)},
+		"researcher":    {Description: "r", Model: "deep", Tools: &[]string{ToolLs, ToolTask, ToolReadFile}},
+		"writer":        {Description: "w", TimeoutSeconds: ptr(42), DisallowedTools: &[]string{ToolBash}},
+	}
+	h := newHarness(t, harnessConfig{subagents: cfg, tools: append(WorkspaceTools(), bash), models: []*Model{fast, deep}})
+	x := h.rt.exec
+	cases := []struct {
+		name    string
+		timeout time.Duration
+		turns   int
+		model   string
+		tools   []string
+	}{
+		{SubagentGeneral, 60 * time.Second, 7, "inherit", []string{ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace, ToolBash}},
+		{SubagentBash, 1800 * time.Second, 40, "inherit", []string{ToolBash, ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace}},
+		{"researcher", 900 * time.Second, 100, "deep", []string{ToolLs, ToolReadFile}},
+		{"writer", 42 * time.Second, 100, "inherit", []string{ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace}},
+	}
+	for _, c := range cases {
+		s := x.specs[c.name]
+		if s == nil {
+			t.Fatalf("no spec %s", c.name)
+		}
+		if s.timeout != c.timeout || s.maxTurns != c.turns || s.model != c.model {
+			t.Errorf("%s: timeout %v turns %d model %s; want %v %d %s", c.name, s.timeout, s.maxTurns, s.model, c.timeout, c.turns, c.model)
+		}
+		if got := sorted(s.tools.Names()); !slices.Equal(got, sorted(c.tools)) {
+			t.Errorf("%s tools = %v, want %v", c.name, got, c.tools)
+		}
+		if slices.Contains(s.tools.Names(), ToolTask) {
+			t.Errorf("%s can call task: recursion", c.name)
+		}
+	}
+	// Without bash allowed, the bash type does not exist.
+	h2 := newHarness(t, harnessConfig{models: []*Model{fast}})
+	if _, ok := h2.rt.exec.specs[SubagentBash]; ok {
+		t.Error("bash subagent offered without the bash tool")
+	}
+	// The effective model: inherit is the lead's model of the run.
+	r := &run{model: deep}
+	if got := x.resolveModel(x.specs[SubagentGeneral], r); got != deep {
+		t.Errorf("inherit resolved to %s, want the run's model", got.Config.Name)
+	}
+	if got := x.resolveModel(x.specs["researcher"], &run{model: fast}); got != deep {
+		t.Errorf("named model resolved to %s", got.Config.Name)
+	}
+}
+
+// TestEffectiveModelEverywhere: one resolution is used for every call and
+// every event of a subagent, and for its ToolMessage.
+func TestEffectiveModelEverywhere(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string][]string{}
+	prov := func(name string) Provider {
+		return llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+			if isLead(req) {
+				return leadThen(taskCall("r", "r", "researcher"), taskCall("g", "g", SubagentGeneral))(ctx, req)
+			}
+			mu.Lock()
+			calls[lastHuman(req)] = append(calls[lastHuman(req)], name+"/"+req.Model)
+			mu.Unlock()
+			if usedTurns(req) < 2 {
+				return reply("step", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}, ToolCall{ID: uuid.NewString(), Name: ToolLs, Args: []byte(`{"path":"."}`)}), nil
+			}
+			return reply("answer", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}), nil
+		})
+	}
+	cfg := defaultSubagents()
+	cfg.LoopLimit = 10
+	cfg.Agents = map[string]AgentConfig{"researcher": {Description: "r", Model: "deep"}}
+	h := newHarness(t, harnessConfig{subagents: cfg, models: []*Model{model("fast", prov("fast")), model("deep", prov("deep"))}})
+	h.run("go")
+	want := map[string]string{"r": "deep", "g": "fast"}
+	for id, m := range want {
+		for _, c := range calls["do "+id] {
+			if c != m+"/"+m {
+				t.Errorf("task %s called %s, want %s", id, c, m)
+			}
+		}
+		for _, e := range h.events(id) {
+			c, _ := DecodeContent(e.Content)
+			if mn, ok := c["model_name"]; ok && mn != m {
+				t.Errorf("task %s: %s has model_name %v, want %s", id, e.EventType, mn, m)
+			}
+		}
+		if md := metadata(t, h.toolMessages()[id]); md.ModelName != m {
+			t.Errorf("task %s ToolMessage model %q, want %s", id, md.ModelName, m)
+		}
+	}
+}
+
+func TestCollector(t *testing.T) {
+	resp := func(id string, u *Usage) Response { return Response{CallID: id, Usage: u, Model: "reported-model"} }
+	cases := []struct {
+		name  string
+		resps []Response
+		want  *TokenUsage
+		calls int
+		cache int64
+	}{
+		{"duplicate call id counted once", []Response{resp("a", &Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}), resp("a", &Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15})}, &TokenUsage{10, 5, 15}, 1, 0},
+		{"zero usage records nothing", []Response{resp("a", &Usage{})}, nil, 0, 0},
+		{"negative usage records nothing", []Response{resp("a", &Usage{InputTokens: -1, OutputTokens: -1, TotalTokens: -2})}, nil, 0, 0},
+		{"no usage records nothing", []Response{resp("a", nil)}, nil, 0, 0},
+		{"missing total is input + output", []Response{resp("a", &Usage{InputTokens: 10, OutputTokens: 5})}, &TokenUsage{10, 5, 15}, 1, 0},
+		{"cache read kept when positive", []Response{resp("a", &Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CacheReadTokens: 4}), resp("b", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2})}, &TokenUsage{11, 6, 17}, 2, 4},
+		{"cumulative, never deltas", []Response{resp("a", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}), resp("b", &Usage{InputTokens: 2, OutputTokens: 2, TotalTokens: 4}), resp("c", &Usage{InputTokens: 3, OutputTokens: 3, TotalTokens: 6})}, &TokenUsage{6, 6, 12}, 3, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			col := NewCollector()
+			for _, r := range c.resps {
+				if e, ok := ledgerEntry("th", "run", "task", r); ok {
+					col.Record(e)
+				}
+			}
+			got := col.Snapshot()
+			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+				t.Errorf("snapshot %+v, want %+v", got, c.want)
+			}
+			recs := col.Records()
+			if len(recs) != c.calls {
+				t.Errorf("%d records, want %d", len(recs), c.calls)
+			}
+			var cache int64
+			for _, r := range recs {
+				cache += r.CacheReadTokens
+				if r.ModelName != "reported-model" {
+					t.Errorf("record model %q, want the provider-reported name", r.ModelName)
+				}
+			}
+			if cache != c.cache {
+				t.Errorf("cache read %d, want %d", cache, c.cache)
+			}
+		})
+	}
+}
+
+// TestTotalsExactlyOnce: thread totals are the ledger's aggregates and
+// equal lead + every subagent once, however often events are replayed or
+// a call is reported.
+func TestTotalsExactlyOnce(t *testing.T) {
+	demo := NewDemo(ModelConfig{Name: "demo", Model: "demo"})
+	h := newHarness(t, harnessConfig{models: []*Model{model("demo", demo)}})
+	h.run("Compare:\n- alpha\n- beta\n- gamma")
+	ctx := context.Background()
+	rep, err := h.store.Usage(ctx, h.thread, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subagents int64
+	for _, m := range h.toolMessages() {
+		md := metadata(t, m)
+		if md.Usage == nil {
+			t.Fatalf("no usage on %s", m.ToolCallID)
+		}
+		subagents += md.Usage.TotalTokens
+	}
+	if rep.Subagents.TotalTokens != subagents || rep.Total.TotalTokens != rep.Lead.TotalTokens+subagents || rep.Lead.Calls != 2 {
+		t.Errorf("ledger %+v; subagent snapshots sum to %d", rep, subagents)
+	}
+	// Report every call again (the same call ids): nothing changes.
+	var again []models.Record
+	for _, r := range h.ledgerRows() {
+		again = append(again, models.Record{Usage: &r})
+	}
+	if len(again) != int(rep.Total.Calls) {
+		t.Fatalf("%d ledger writes for %d calls", len(again), rep.Total.Calls)
+	}
+	if err := h.writer.Write(ctx, again...); err != nil {
+		t.Fatal(err)
+	}
+	rep2, _ := h.store.Usage(ctx, h.thread, "")
+	if rep2.Total != rep.Total {
+		t.Errorf("reporting the same calls again changed the totals: %+v → %+v", rep.Total, rep2.Total)
+	}
+}
+
+func (h *harness) ledgerRows() []models.UsageEntry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []models.UsageEntry
+	for _, r := range h.frames {
+		if r.Usage != nil {
+			out = append(out, *r.Usage)
+		}
+	}
+	return out
+}
+
+// TestCrashRecovery closes a database a crash left with a running run, a
+// running subagent, a queued one and a tool call without a result.
+func TestCrashRecovery(t *testing.T) {
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
+		return reply("x", nil), nil
+	}))}})
+	ctx := context.Background()
+	runID := uuid.NewString()
+	calls, _ := json.Marshal([]ToolCall{
+		taskCall("t-run", "running one", SubagentGeneral),
+		taskCall("t-queue", "queued one", SubagentGeneral),
+		taskCall("t-done", "finished one", SubagentGeneral),
+		{ID: "c-ls", Name: ToolLs, Args: []byte(`{}`)},
+	})
+	ev := func(task, typ string, content map[string]any) models.Record {
+		rec, err := eventRecord(h.thread, runID, task, typ, content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	base := func(task string, v int, extra map[string]any) map[string]any {
+		m := map[string]any{"task_id": task, "execution_id": "e-" + task, "run_id": runID, "version": v}
+		for k, x := range extra {
+			m[k] = x
+		}
+		return m
+	}
+	start := map[string]any{"description": "d", "prompt": "p", "subagent_type": SubagentGeneral, "model_name": "m"}
+	usage := map[string]any{"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}
+	doneOutcome, doneKw, _ := Outcome{Status: StatusCompleted, Result: "ok"}.ToolMessage()
+	err := h.writer.Write(ctx,
+		models.Record{Run: &models.Run{ID: runID, ThreadID: h.thread, UserID: "u1", Status: models.RunRunning, ModelName: "m", StartedAt: time.Now()}},
+		models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: h.thread, RunID: runID, Type: TypeHuman, Content: "go"}},
+		models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: h.thread, RunID: runID, Type: TypeAI, ToolCalls: models.JSON(calls)}},
+		ev("t-run", EventSubagentStart, base("t-run", 1, start)),
+		ev("t-run", EventSubagentStep, base("t-run", 2, map[string]any{"message_index": 1, "kind": "ai", "text": "working", "truncated": false, "usage": usage})),
+		ev("t-queue", EventSubagentQueued, base("t-queue", 1, start)),
+		ev("t-done", EventSubagentStart, base("t-done", 1, start)),
+		ev("t-done", EventSubagentEnd, base("t-done", 2, map[string]any{"status": StatusCompleted, "result": "ok"})),
+		models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: h.thread, RunID: runID, Type: TypeTool, ToolCallID: "t-done", Name: ToolTask, Content: doneOutcome, AdditionalKwargs: models.MustJSON(doneKw)}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := h.rt.Recover(ctx, h.store)
+	if err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v; want 1 run closed", n, err)
+	}
+	if r := h.runRow(runID); r.Status != models.RunFailed || r.Error != Interrupted || r.EndedAt == nil {
+		t.Errorf("run = %+v, want failed: %s", r, Interrupted)
+	}
+	tms := h.toolMessages()
+	for _, id := range []string{"t-run", "t-queue"} {
+		md := metadata(t, tms[id])
+		if md.Status != StatusFailed || md.Error != Interrupted || md.ModelName != "m" {
+			t.Errorf("%s ToolMessage metadata %+v", id, md)
+		}
+		ends := h.endEvents(id)
+		if len(ends) != 1 || ends[0]["status"] != StatusFailed || ends[0]["error"] != Interrupted {
+			t.Errorf("%s end events %v", id, ends)
+		}
+	}
+	if md := metadata(t, tms["t-run"]); md.Usage == nil || md.Usage.TotalTokens != 7 {
+		t.Errorf("the running task's usage so far was lost: %+v", md.Usage)
+	}
+	if ends := h.endEvents("t-done"); len(ends) != 1 {
+		t.Errorf("a finished task got a second end: %v", ends)
+	}
+	if m := tms["c-ls"]; !strings.Contains(m.Content, Interrupted) {
+		t.Errorf("the ls call's result = %q", m.Content)
+	}
+	// Idempotent: a second start finds nothing to close.
+	if n, err := h.rt.Recover(ctx, h.store); err != nil || n != 0 {
+		t.Errorf("second Recover = %d, %v", n, err)
+	}
+	// The next run's history is valid: every call has its result.
+	hist := replayable(mustMessages(t, h))
+	for i, m := range hist {
+		if m.Type == TypeAI {
+			for j, c := range m.ToolCalls {
+				if hist[i+1+j].ToolCallID != c.ID {
+					t.Errorf("call %s is not followed by its result", c.ID)
+				}
+			}
+		}
+	}
+}
+
+func mustMessages(t *testing.T, h *harness) []models.Message {
+	ms, err := h.store.Messages(context.Background(), h.thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+// TestShutdownClosesEverything: a graceful shutdown cancels running work
+// and every subagent still writes its terminal state.
+func TestShutdownClosesEverything(t *testing.T) {
+	started := make(chan struct{}, 2)
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", split(
+		leadThen(taskCall("s1", "one", SubagentGeneral), taskCall("s2", "two", SubagentGeneral)),
+		blockAfterFirst(started),
+	))}})
+	st := h.start("go")
+	<-started
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", Content: "more"}); err != ErrShuttingDown {
+		t.Errorf("start after shutdown: %v, want ErrShuttingDown", err)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		md := metadata(t, h.toolMessages()[id])
+		if md.Status != StatusCancelled || !strings.Contains(md.Error, "shutting down") {
+			t.Errorf("%s: %+v", id, md)
+		}
+	}
+	if r := h.runRow(st.RunID); r.Status != models.RunCancelled {
+		t.Errorf("run %s, want cancelled", r.Status)
+	}
+}
+
+// TestJanitor removes a terminal execution nobody delivered.
+func TestJanitor(t *testing.T) {
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
+		return reply("x", nil), nil
+	}))}})
+	h.rt.exec.janitorGrace = 50 * time.Millisecond
+	r := &run{rt: h.rt, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}}
+	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+	defer r.cancel(nil)
+	e := newExecution(h.rt.exec, r, "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.exec.specs[SubagentGeneral], h.rt.defModel)
+	h.rt.exec.reg.add(e)
+	e.finish(Outcome{Status: StatusCompleted, Result: "never delivered"})
+	deadline := time.Now().Add(2 * time.Second)
+	for h.rt.exec.reg.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the janitor did not remove the undelivered execution")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
