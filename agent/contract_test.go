@@ -372,8 +372,8 @@ func sampleEvents() map[string][]map[string]any {
 	usage := map[string]any{"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
 	start := map[string]any{"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
 	out := map[string][]map[string]any{
-		EventRunStart: {{"run_id": "r1", "model_name": "m"}},
-		EventRunEnd:   {{"run_id": "r1", "status": "completed"}, {"run_id": "r1", "status": "failed", "error": "e", "usage": map[string]any{}}},
+		EventRunStart:       {{"run_id": "r1", "model_name": "m"}},
+		EventRunEnd:         {{"run_id": "r1", "status": "completed"}, {"run_id": "r1", "status": "failed", "error": "e", "usage": map[string]any{}}},
 		EventSubagentQueued: {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
 		EventSubagentStart:  {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
 		EventSubagentStep: {
