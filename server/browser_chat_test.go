@@ -126,6 +126,7 @@ func TestBrowserReconnect(t *testing.T) {
 	b.navigate("/threads/" + th)
 	b.sendMessage("first")
 	b.waitFor("the first answer", `document.querySelectorAll("article.msg").length === 2 && !document.querySelector(".msg-streaming")`, 20*time.Second)
+	a.waitIdle(th) // the answer shows before the run writes its end
 
 	for round := range 3 {
 		a.hub.dropAll()
