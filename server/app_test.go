@@ -47,8 +47,6 @@ func withModels(ms ...agent.ModelConfig) appOption {
 
 func withHub(o HubOptions) appOption { return func(c *appConfig) { c.hub = o } }
 
-func withTokenUsage(on bool) appOption { return func(c *appConfig) { c.tokens = on } }
-
 func demoModel(name string, latencyMS, chunkMS int) agent.ModelConfig {
 	return agent.ModelConfig{Name: name, DisplayName: strings.ToUpper(name[:1]) + name[1:], Provider: "demo", Model: name, LatencyMS: latencyMS, ChunkMS: chunkMS}
 }
