@@ -283,7 +283,9 @@ func (x *Executor) admit(e *Execution) {
 	x.wg.Go(func() {
 		defer x.slots.Release(1)
 		defer cancel()
-		e.finish(e.execute(execCtx))
+		o := e.execute(execCtx)
+		e.decidedAt = time.Now()
+		e.finish(o)
 	})
 }
 
@@ -424,6 +426,11 @@ type Execution struct {
 	collector  *Collector
 	admittedAt time.Time
 	log        *slog.Logger
+	// decidedAt is when execute returned the outcome, just before finish
+	// persists it. Only BenchmarkTaskHandoff reads it, to time the hand-off
+	// from outcome to delegate's return (docs/PERFORMANCE.md); it is
+	// written once, before done is closed.
+	decidedAt time.Time
 
 	mu      sync.Mutex
 	state   string

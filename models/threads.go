@@ -1,9 +1,11 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -170,4 +172,34 @@ func (s *Store) LastSeq(ctx context.Context, threadID string) (int64, error) {
 		return 0, notFound(err, "thread")
 	}
 	return t.LastSeq, nil
+}
+
+// CardEvents returns what the thread's cards are rebuilt from besides its
+// messages, in two queries whatever the number of cards: every
+// queued/start/end row of the thread, and the latest step of each task of
+// activeRunID (none when it is ""). Steps themselves stay in the database
+// until a card is expanded.
+func (s *Store) CardEvents(ctx context.Context, threadID, activeRunID string) ([]RunEvent, error) {
+	var es []RunEvent
+	err := s.r.WithContext(ctx).
+		Where("thread_id = ? AND event_type IN ?", threadID, []string{"subagent.queued", "subagent.start", "subagent.end"}).
+		Order("seq").Find(&es).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: card events: %w", err)
+	}
+	if activeRunID == "" {
+		return es, nil
+	}
+	var steps []RunEvent
+	err = s.r.WithContext(ctx).
+		Where("id IN (?)", s.r.Model(&RunEvent{}).Select("MAX(id)").
+			Where("thread_id = ? AND run_id = ? AND event_type = ?", threadID, activeRunID, "subagent.step").
+			Group("task_id")).
+		Order("seq").Find(&steps).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: card steps: %w", err)
+	}
+	es = append(es, steps...)
+	slices.SortFunc(es, func(a, b RunEvent) int { return cmp.Compare(a.Seq, b.Seq) })
+	return es, nil
 }

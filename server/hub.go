@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"herd/agent"
 	"herd/models"
 )
 
@@ -147,8 +148,14 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 	case r.Message != nil:
 		m := r.Message
 		html := ""
-		if m.Type != "tool" {
+		switch {
+		case m.Type != agent.TypeTool:
 			html = h.md.Render(m.Content)
+		case m.Name == agent.ToolTask:
+			// The card shows a task's result as Markdown, like the page.
+			if r := agent.TaskResultText(m.Content); r != "" {
+				html = h.md.Render(r)
+			}
 		}
 		full := encodeEnvelope(m.Seq, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false))
 		f := &frame{seq: m.Seq, full: full, redacted: full}

@@ -73,6 +73,7 @@ type threadView struct {
 	messages []models.Message
 	active   *models.Run
 	lastSeq  int64
+	cards    []agent.Card
 }
 
 func (s *Server) loadThread(ctx context.Context, t *models.Thread) (*threadView, error) {
@@ -84,6 +85,9 @@ func (s *Server) loadThread(ctx context.Context, t *models.Thread) (*threadView,
 	if r, err := s.store.ActiveRun(ctx, t.ID); err == nil {
 		v.active = r
 	} else if !errors.Is(err, models.ErrNotFound) {
+		return nil, err
+	}
+	if err := s.loadCards(ctx, v); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -187,10 +191,11 @@ func (s *Server) threadPage(c echo.Context) error {
 		return err
 	}
 	u := currentUser(c)
+	show := s.showTokens(c)
 	page := views.ThreadPage{
 		Page:         s.page(c, threadItem(t).Title),
 		Thread:       threadItem(t),
-		Messages:     s.messageViews(v.messages),
+		Messages:     s.messageViews(v.messages, v.cards, show),
 		Models:       s.modelOptions(),
 		DefaultModel: s.rt.Models()[0].Name,
 		LastSeq:      v.lastSeq,
@@ -206,6 +211,13 @@ func (s *Server) threadPage(c echo.Context) error {
 		page.ActiveRunID = v.active.ID
 		state["active_run_id"] = v.active.ID
 	}
+	if show {
+		rep, err := s.store.Usage(c.Request().Context(), t.ID, "")
+		if err != nil {
+			return err
+		}
+		page.Usage = s.usageView(rep)
+	}
 	b, err := json.Marshal(state)
 	if err != nil {
 		return err
@@ -214,11 +226,15 @@ func (s *Server) threadPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.Thread(page))
 }
 
-func (s *Server) messageViews(msgs []models.Message) []views.MessageView {
+func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTokens bool) []views.MessageView {
+	byCall := make(map[string]*agent.Card, len(cards))
+	for i := range cards {
+		byCall[cards[i].RunID+"\x00"+cards[i].TaskID] = &cards[i]
+	}
 	out := make([]views.MessageView, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		mv := views.MessageView{ID: m.ID, Seq: m.Seq, Type: m.Type, ModelName: m.ModelName, ToolCallID: m.ToolCallID}
+		mv := views.MessageView{ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, ModelName: m.ModelName, ToolCallID: m.ToolCallID}
 		if m.Type == agent.TypeTool {
 			mv.Content = m.Content // tool output is shown as text, not Markdown
 		} else {
@@ -227,7 +243,11 @@ func (s *Server) messageViews(msgs []models.Message) []views.MessageView {
 		var calls []agent.ToolCall
 		if len(m.ToolCalls) > 0 && json.Unmarshal(m.ToolCalls, &calls) == nil {
 			for _, tc := range calls {
-				mv.ToolCalls = append(mv.ToolCalls, views.ToolCallView{ID: tc.ID, Name: tc.Name, Args: string(tc.Args)})
+				tv := views.ToolCallView{ID: tc.ID, Name: tc.Name, Args: string(tc.Args)}
+				if card := byCall[m.RunID+"\x00"+tc.ID]; card != nil && tc.Name == agent.ToolTask {
+					tv.Card = s.cardView(*card, showTokens)
+				}
+				mv.ToolCalls = append(mv.ToolCalls, tv)
 			}
 		}
 		var kw map[string]any
@@ -302,10 +322,14 @@ func (s *Server) apiThread(c echo.Context) error {
 	for i := range v.messages {
 		msgs[i] = newMessageJSON(&v.messages[i], "", redact)
 	}
+	tasks := make([]cardJSON, len(v.cards))
+	for i, card := range v.cards {
+		tasks[i] = s.cardJSON(card, !redact)
+	}
 	out := map[string]any{
 		"thread":     newThreadJSON(t),
 		"messages":   msgs,
-		"tasks":      []any{},
+		"tasks":      tasks,
 		"active_run": nil,
 		"last_seq":   v.lastSeq,
 	}

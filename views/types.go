@@ -76,6 +76,8 @@ type ToolCallView struct {
 	ID   string
 	Name string
 	Args string // the arguments as compact JSON, as app.js shows them live
+	// Card is the subagent card of a task call (nil for other tools).
+	Card *CardView
 
 	// result is the tool's ToolMessage; Thread attaches it so the result
 	// shows under its call, as app.js does live. Handlers leave it nil.
@@ -85,9 +87,10 @@ type ToolCallView struct {
 // MessageView is one chat message, its Markdown already rendered and
 // sanitized.
 type MessageView struct {
-	ID   string
-	Seq  int64
-	Type string // human, ai, tool
+	ID    string
+	Seq   int64
+	RunID string
+	Type  string // human, ai, tool
 	HTML string // sanitized HTML of the content
 	// Content is the raw text: tool results show it as-is, since tool
 	// output (a listing, a log) is not Markdown.
@@ -107,6 +110,9 @@ type ThreadPage struct {
 	DefaultModel string
 	ActiveRunID  string
 	LastSeq      int64
+	// Usage is the thread's usage panel; nil when token figures are hidden
+	// from this user.
+	Usage *UsageView
 	// StateJSON is the page's initial state for static/app.js, embedded as
 	// a JSON data block (never executed).
 	StateJSON string
@@ -152,4 +158,51 @@ type ErrorPage struct {
 	Page
 	Status  int
 	Message string
+}
+
+// CardView is one subagent card (SPEC §6.5). static/app.js renders live
+// updates into the same markup, from a <template> holding an empty card.
+type CardView struct {
+	TaskID       string
+	RunID        string
+	ExecutionID  string
+	Description  string
+	Prompt       string
+	SubagentType string
+	Status       string // queued, running, or a terminal status
+	Activity     string // the latest step's tool name while running
+	ModelName    string // the effective model's name
+	ModelLabel   string // its display name
+	// ShowTokens is false under the token gate: no figure is rendered.
+	ShowTokens  bool
+	TotalTokens *int64 // nil: no usage reported
+	StopReason  string
+	ResultHTML  string // sanitized
+	Error       string
+	Version     int64
+	LastSeq     int64
+	Steps       int64
+}
+
+// UsageTotals is one line of the usage panel.
+type UsageTotals struct {
+	Input, Output, Total, Calls int64
+}
+
+// ModelUsage is the usage of one model.
+type ModelUsage struct {
+	Model string
+	Label string
+	UsageTotals
+}
+
+// UsageView is the thread usage panel: ledger totals, each call once.
+type UsageView struct {
+	// Blank renders the panel without figures: the <template> app.js
+	// clones when token usage is turned on while a page is open.
+	Blank     bool
+	Total     UsageTotals
+	Lead      UsageTotals
+	Subagents UsageTotals
+	ByModel   []ModelUsage
 }

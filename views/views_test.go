@@ -395,17 +395,17 @@ func TestMessage(t *testing.T) {
 		{
 			name: "human",
 			m:    MessageView{ID: "a", Seq: 7, Type: "human", HTML: "<p>hi <em>there</em></p>"},
-			want: `<article class="msg msg-human" id="msg-a" data-seq="7"><div class="msg-body"><p>hi <em>there</em></p></div></article>`,
+			want: `<article class="msg msg-human" id="msg-a" data-seq="7" data-run-id=""><div class="msg-body"><p>hi <em>there</em></p></div></article>`,
 		},
 		{
 			name: "ai with model",
 			m:    MessageView{ID: "b", Seq: 8, Type: "ai", HTML: "<p>ok</p>", ModelName: "demo-fast"},
-			want: `<article class="msg msg-ai" id="msg-b" data-seq="8"><div class="msg-body"><p>ok</p></div><p class="msg-meta">demo-fast</p></article>`,
+			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-meta">demo-fast</p></article>`,
 		},
 		{
 			name: "ai with only a tool call",
 			m:    MessageView{ID: "c", Seq: 9, Type: "ai", ModelName: "m", ToolCalls: []ToolCallView{{ID: "k", Name: "ls", Args: `{}`}}},
-			want: `<article class="msg msg-ai" id="msg-c" data-seq="9"><div class="msg-tools"><details class="tool-call" data-tool-call-id="k"><summary><span class="tool-name">ls</span><code class="tool-brief">{}</code></summary><pre class="tool-args">{}</pre></details></div></article>`,
+			want: `<article class="msg msg-ai" id="msg-c" data-seq="9" data-run-id=""><div class="msg-tools"><details class="tool-call" data-tool-call-id="k"><summary><span class="tool-name">ls</span><code class="tool-brief">{}</code></summary><pre class="tool-args">{}</pre></details></div></article>`,
 		},
 		{
 			name: "tool",

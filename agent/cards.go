@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"encoding/json"
+	"strings"
+
+	"herd/models"
+)
+
+// Card is the state of one subagent card (SPEC §6.2 "task"): a projection
+// of the thread's messages and persisted events. It never writes anything.
+type Card struct {
+	TaskID       string      `json:"task_id"`
+	ExecutionID  string      `json:"execution_id"`
+	RunID        string      `json:"run_id"`
+	Description  string      `json:"description"`
+	Prompt       string      `json:"prompt"`
+	SubagentType string      `json:"subagent_type"`
+	Status       string      `json:"status"`
+	ModelName    string      `json:"model_name"`
+	Usage        *TokenUsage `json:"usage"`
+	StopReason   string      `json:"stop_reason"`
+	Result       string      `json:"result"`
+	Error        string      `json:"error"`
+	Version      int64       `json:"version"`
+	LastSeq      int64       `json:"last_seq"`
+	// Activity is the latest step's tool name while running.
+	Activity string `json:"activity"`
+	// Steps is how many steps the card has had.
+	Steps int64 `json:"steps"`
+}
+
+// Terminal reports whether the card has reached a terminal status.
+func (c *Card) Terminal() bool { return IsTerminal(c.Status) }
+
+// CardSource is what ProjectCards reads: every message of the thread, the
+// queued/start/end events of the thread, the latest step of each task of
+// the active run, and the active run's id ("" when none).
+type CardSource struct {
+	Messages    []models.Message
+	Events      []models.RunEvent
+	ActiveRunID string
+}
+
+// NoResult is the error of a card whose run ended without a ToolMessage.
+const NoResult = "the run ended before this subagent reported a result"
+
+// ProjectCards rebuilds every card of a thread, in the order of the task
+// calls (SPEC §5.5). The ToolMessage's metadata is the source of truth for
+// a finished card; events fill in live state (model, usage, activity) for
+// the active run; a card whose run ended without a ToolMessage is failed,
+// never left running.
+func ProjectCards(src CardSource) []Card {
+	key := func(runID, taskID string) string { return runID + "\x00" + taskID }
+	results := map[string]*models.Message{}
+	for i := range src.Messages {
+		m := &src.Messages[i]
+		if m.Type == TypeTool && m.Name == ToolTask {
+			results[key(m.RunID, m.ToolCallID)] = m
+		}
+	}
+	byTask := map[string][]*models.RunEvent{}
+	for i := range src.Events {
+		e := &src.Events[i]
+		k := key(e.RunID, e.TaskID)
+		byTask[k] = append(byTask[k], e)
+	}
+
+	var cards []Card
+	for _, m := range src.Messages {
+		if m.Type != TypeAI || len(m.ToolCalls) == 0 {
+			continue
+		}
+		var calls []ToolCall
+		if json.Unmarshal(m.ToolCalls, &calls) != nil {
+			continue
+		}
+		for _, call := range calls {
+			if call.Name != ToolTask {
+				continue
+			}
+			c := Card{TaskID: call.ID, RunID: m.RunID, Status: StatusQueued}
+			var args taskArgs
+			if json.Unmarshal(call.Args, &args) == nil {
+				c.Description = strings.TrimSpace(args.Description)
+				c.Prompt = args.fullPrompt()
+				c.SubagentType = strings.TrimSpace(args.SubagentType)
+			}
+			k := key(m.RunID, call.ID)
+			for _, e := range byTask[k] {
+				c.apply(e)
+			}
+			if tm := results[k]; tm != nil {
+				c.applyResult(tm)
+			} else if !c.Terminal() && m.RunID != src.ActiveRunID {
+				c.Status, c.Error = StatusFailed, NoResult
+			}
+			cards = append(cards, c)
+		}
+	}
+	return cards
+}
+
+// apply folds one persisted event into the card, as a live frame would.
+func (c *Card) apply(e *models.RunEvent) {
+	content, err := DecodeContent(e.Content)
+	if err != nil {
+		return
+	}
+	if v, ok := wholeNumber(content["version"]); ok && v > c.Version {
+		c.Version = v
+	}
+	if e.Seq > c.LastSeq {
+		c.LastSeq = e.Seq
+	}
+	if id, ok := content["execution_id"].(string); ok && id != "" {
+		c.ExecutionID = id
+	}
+	if mn, ok := content["model_name"].(string); ok && strings.TrimSpace(mn) != "" {
+		c.ModelName = strings.TrimSpace(mn)
+	}
+	if u := NormalizeUsage(content["usage"]); u != nil && (c.Usage == nil || u.TotalTokens >= c.Usage.TotalTokens) {
+		c.Usage = u
+	}
+	if c.Terminal() {
+		return
+	}
+	switch e.EventType {
+	case EventSubagentQueued:
+		c.Status = StatusQueued
+	case EventSubagentStart:
+		c.Status = StatusRunning
+	case EventSubagentStep:
+		c.Status = StatusRunning
+		if n, ok := wholeNumber(content["message_index"]); ok && n > c.Steps {
+			c.Steps = n
+		}
+		c.Activity = stepActivity(content)
+	case EventSubagentEnd:
+		status, _ := content["status"].(string)
+		if !IsTerminal(status) {
+			return
+		}
+		c.Status = status
+		c.Activity = ""
+		c.Result, _ = content["result"].(string)
+		c.Error, _ = content["error"].(string)
+		if r, ok := content["stop_reason"].(string); ok && validStopReason(r) {
+			c.StopReason = r
+		}
+	}
+}
+
+// stepActivity names what a step did: the tool it called or ran.
+func stepActivity(content map[string]any) string {
+	if name, ok := content["tool_name"].(string); ok && name != "" {
+		return name
+	}
+	if calls, ok := content["tool_calls"].([]any); ok && len(calls) > 0 {
+		if first, ok := calls[len(calls)-1].(map[string]any); ok {
+			name, _ := first["name"].(string)
+			return name
+		}
+	}
+	return ""
+}
+
+// applyResult makes the ToolMessage the card's final word. Legacy and
+// malformed metadata read tolerantly; text without metadata falls back to
+// the content's prefix.
+func (c *Card) applyResult(m *models.Message) {
+	c.Activity = ""
+	var kw map[string]any
+	if len(m.AdditionalKwargs) > 0 {
+		kw, _ = DecodeContent(m.AdditionalKwargs)
+	}
+	md, ok := ReadMetadata(kw)
+	if !ok {
+		status, known := StatusFromContent(m.Content)
+		if !known {
+			// A legacy result with no recognisable shape: it did return.
+			c.Status, c.Result = StatusCompleted, m.Content
+			return
+		}
+		md = Metadata{Status: status}
+	}
+	c.Status = md.Status
+	c.StopReason = md.StopReason
+	if md.ModelName != "" {
+		c.ModelName = md.ModelName
+	}
+	if md.Usage != nil {
+		c.Usage = md.Usage
+	}
+	switch {
+	case md.Status == StatusCompleted:
+		c.Result, c.Error = TaskResultText(m.Content), ""
+		if c.Result == "" {
+			c.Result = md.ResultBrief
+		}
+	case md.Status == StatusPollingTimedOut:
+		c.Error = strings.TrimSpace(m.Content)
+	default:
+		c.Result = ""
+		c.Error = errorText(m.Content)
+		if c.Error == "" {
+			c.Error = md.Error
+		}
+	}
+}
+
+// TaskResultText is the full result in a task ToolMessage's content
+// ("Task Succeeded… Result: R"), or "" for any other outcome.
+func TaskResultText(content string) string {
+	if _, r, ok := strings.Cut(content, ". Result: "); ok && strings.HasPrefix(content, "Task Succeeded") {
+		return r
+	}
+	return ""
+}
+
+// errorText is the error in a "Task failed… Error: E" content.
+func errorText(content string) string {
+	if _, e, ok := strings.Cut(content, ". Error: "); ok && strings.HasPrefix(content, "Task ") {
+		return e
+	}
+	return ""
+}

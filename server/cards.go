@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+	"sort"
+
+	"herd/agent"
+	"herd/models"
+	"herd/views"
+)
+
+// cardJSON is a card on the wire (SPEC §6.2 "task"). Under the token gate
+// usage is left out, not zeroed.
+type cardJSON struct {
+	agent.Card
+	DisplayModel string            `json:"display_model"`
+	Usage        *agent.TokenUsage `json:"usage,omitempty"`
+}
+
+// modelLabels maps model names to display names; an unknown model shows
+// its raw name.
+func (s *Server) modelLabel(name string) string {
+	for _, m := range s.rt.Models() {
+		if m.Name == name {
+			return m.Label()
+		}
+	}
+	return name
+}
+
+// loadCards rebuilds the thread's cards in a constant number of queries.
+func (s *Server) loadCards(ctx context.Context, v *threadView) error {
+	active := ""
+	if v.active != nil {
+		active = v.active.ID
+	}
+	events, err := s.store.CardEvents(ctx, v.thread.ID, active)
+	if err != nil {
+		return err
+	}
+	v.cards = agent.ProjectCards(agent.CardSource{Messages: v.messages, Events: events, ActiveRunID: active})
+	return nil
+}
+
+func (s *Server) cardJSON(c agent.Card, showTokens bool) cardJSON {
+	out := cardJSON{Card: c, DisplayModel: s.modelLabel(c.ModelName)}
+	if showTokens {
+		out.Usage = c.Usage
+	}
+	return out
+}
+
+func (s *Server) cardView(c agent.Card, showTokens bool) *views.CardView {
+	v := &views.CardView{
+		TaskID: c.TaskID, RunID: c.RunID, ExecutionID: c.ExecutionID,
+		Description: c.Description, Prompt: c.Prompt, SubagentType: c.SubagentType,
+		Status: c.Status, Activity: c.Activity,
+		ModelName: c.ModelName, ModelLabel: s.modelLabel(c.ModelName),
+		ShowTokens: showTokens, StopReason: c.StopReason, Error: c.Error,
+		Version: c.Version, LastSeq: c.LastSeq, Steps: c.Steps,
+	}
+	if showTokens && c.Usage != nil {
+		total := c.Usage.TotalTokens
+		v.TotalTokens = &total
+	}
+	if c.Result != "" {
+		v.ResultHTML = s.md.Render(c.Result)
+	}
+	return v
+}
+
+// usageView is the thread's usage panel from the ledger.
+func (s *Server) usageView(rep models.UsageReport) *views.UsageView {
+	conv := func(t models.UsageTotals) views.UsageTotals {
+		return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls}
+	}
+	v := &views.UsageView{Total: conv(rep.Total), Lead: conv(rep.Lead), Subagents: conv(rep.Subagents)}
+	for name, t := range rep.ByModel {
+		v.ByModel = append(v.ByModel, views.ModelUsage{Model: name, Label: s.modelLabel(name), UsageTotals: conv(t)})
+	}
+	sort.Slice(v.ByModel, func(i, j int) bool { return v.ByModel[i].Model < v.ByModel[j].Model })
+	return v
+}

@@ -1,0 +1,123 @@
+package views
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Card formatting. static/app.js formats live updates with the same rules;
+// contracts/card_format_contract.json holds the examples both are tested
+// against.
+
+// TokenLabel formats a token count: "1,234 tokens" below ten thousand,
+// "12.3K tokens" below a million, "1.2M tokens" above. Without usage it
+// says "collecting…" while the card is live and "usage unavailable" once it
+// is terminal — never 0.
+func TokenLabel(total *int64, terminal bool) string {
+	switch {
+	case total == nil && terminal:
+		return "usage unavailable"
+	case total == nil:
+		return "collecting…"
+	}
+	n := *total
+	switch {
+	case n < 10_000:
+		return groupThousands(n) + " tokens"
+	case n < 1_000_000:
+		return strconv.FormatFloat(float64(n)/1e3, 'f', 1, 64) + "K tokens"
+	default:
+		return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M tokens"
+	}
+}
+
+func groupThousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if len(s) <= 3 {
+		return s
+	}
+	var b strings.Builder
+	pre := len(s) % 3
+	if pre > 0 {
+		b.WriteString(s[:pre])
+	}
+	for i := pre; i < len(s); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}
+
+// StatusText is the card's one-line status.
+func StatusText(status, activity string) string {
+	switch status {
+	case "queued":
+		return "Queued"
+	case "running":
+		if activity != "" {
+			return activity
+		}
+		return "Running"
+	case "completed":
+		return "Completed"
+	case "failed":
+		return "Failed"
+	case "cancelled":
+		return "Cancelled"
+	case "timed_out", "polling_timed_out":
+		return "Timed out"
+	}
+	return "Running"
+}
+
+// StopLabel is the badge of a stop reason.
+func StopLabel(reason string) string {
+	switch reason {
+	case "token_capped":
+		return "capped: token budget"
+	case "turn_capped":
+		return "capped: turn budget"
+	case "loop_capped":
+		return "capped: repeated tool-call loop"
+	}
+	return ""
+}
+
+// IsTerminalStatus reports whether a card status is final.
+func IsTerminalStatus(s string) bool {
+	switch s {
+	case "completed", "failed", "cancelled", "timed_out", "polling_timed_out":
+		return true
+	}
+	return false
+}
+
+func cardDOMID(c CardView) string { return "card-" + c.RunID + "-" + c.TaskID }
+
+func cardTitle(c CardView) string {
+	if strings.TrimSpace(c.Description) == "" {
+		return "Subagent task"
+	}
+	return c.Description
+}
+
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func totalAttr(t *int64) string {
+	if t == nil {
+		return ""
+	}
+	return strconv.FormatInt(*t, 10)
+}
+
+// TokenCount is an exact count with thousands separators.
+func TokenCount(n int64) string { return groupThousands(n) }
+
+func usageCount(u UsageView, n int64) string {
+	if u.Blank {
+		return ""
+	}
+	return groupThousands(n)
+}

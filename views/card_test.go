@@ -1,0 +1,101 @@
+package views
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+type formatContract struct {
+	TokenLabels []struct {
+		Total    *int64 `json:"total"`
+		Terminal bool   `json:"terminal"`
+		Label    string `json:"label"`
+	} `json:"token_labels"`
+	StatusTexts []struct{ Status, Activity, Text string } `json:"status_texts"`
+	StopBadges  []struct {
+		StopReason string `json:"stop_reason"`
+		Badge      string `json:"badge"`
+	} `json:"stop_badges"`
+}
+
+func TestCardFormatContract(t *testing.T) {
+	b, err := os.ReadFile("../contracts/card_format_contract.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c formatContract
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range c.TokenLabels {
+		if got := TokenLabel(tl.Total, tl.Terminal); got != tl.Label {
+			t.Errorf("TokenLabel(%v, %v) = %q, want %q", deref(tl.Total), tl.Terminal, got, tl.Label)
+		}
+	}
+	for _, st := range c.StatusTexts {
+		if got := StatusText(st.Status, st.Activity); got != st.Text {
+			t.Errorf("StatusText(%q, %q) = %q, want %q", st.Status, st.Activity, got, st.Text)
+		}
+	}
+	for _, sb := range c.StopBadges {
+		if got := StopLabel(sb.StopReason); got != sb.Badge {
+			t.Errorf("StopLabel(%q) = %q, want %q", sb.StopReason, got, sb.Badge)
+		}
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+
+func TestCardMarkup(t *testing.T) {
+	total := int64(12345)
+	cases := []struct {
+		name     string
+		card     CardView
+		contains []string
+		absent   []string
+	}{
+		{"running with usage", CardView{TaskID: "call_1", RunID: "r1", Description: "Check docs", Status: "running", Activity: "ls", ModelName: "demo-deep", ModelLabel: "Demo Deep", ShowTokens: true, TotalTokens: &total},
+			[]string{`id="card-r1-call_1"`, `data-status="running"`, `<span class="card-status">ls</span>`, `title="demo-deep">Demo Deep</span>`, `<span class="card-tokens">12.3K tokens</span>`, `aria-expanded="false"`, `data-total-tokens="12345"`},
+			[]string{`class="card-cancel" hidden`}},
+		{"gated", CardView{TaskID: "t", RunID: "r", Status: "completed", ModelName: "m", ModelLabel: "M", ShowTokens: false, TotalTokens: nil},
+			[]string{`class="card-cancel" hidden`},
+			[]string{"card-tokens", "tokens<", "usage unavailable"}},
+		{"no usage, terminal", CardView{TaskID: "t", RunID: "r", Status: "failed", ShowTokens: true, Error: "boom"},
+			[]string{"usage unavailable", `<pre class="card-error">boom</pre>`, `class="card-model" title="" hidden`},
+			[]string{">0 tokens"}},
+		{"capped", CardView{TaskID: "t", RunID: "r", Status: "completed", StopReason: "turn_capped", ShowTokens: true},
+			[]string{`<span class="card-badge">capped: turn budget</span>`}, nil},
+		{"hostile text is escaped", CardView{TaskID: "t", RunID: "r", Status: "failed", Description: "<img src=x onerror=alert(1)>", Error: "<script>x</script>", Prompt: "<b>p</b>"},
+			[]string{"&lt;img src=x onerror=alert(1)&gt;", "&lt;script&gt;x&lt;/script&gt;", "&lt;b&gt;p&lt;/b&gt;"},
+			[]string{"<img", "<script", "<b>"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Card(c.card).Render(context.Background(), &buf); err != nil {
+				t.Fatal(err)
+			}
+			html := buf.String()
+			for _, s := range c.contains {
+				if !strings.Contains(html, s) {
+					t.Errorf("missing %q in\n%s", s, html)
+				}
+			}
+			for _, s := range c.absent {
+				if strings.Contains(html, s) {
+					t.Errorf("must not contain %q:\n%s", s, html)
+				}
+			}
+		})
+	}
+}
