@@ -93,7 +93,7 @@ func ProjectCards(src CardSource) []Card {
 			if tm := results[k]; tm != nil {
 				c.applyResult(tm)
 			} else if !c.Terminal() && m.RunID != src.ActiveRunID {
-				c.Status, c.Error = StatusFailed, NoResult
+				c.Status, c.Error, c.Activity = StatusFailed, NoResult, ""
 			}
 			cards = append(cards, c)
 		}

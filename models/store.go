@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/driver/sqlite"
@@ -23,6 +24,23 @@ type Store struct {
 	w   *gorm.DB
 	r   *gorm.DB
 	now func() time.Time
+	// reads counts the read statements run, so a test can assert that a
+	// page costs a constant number of queries whatever its size.
+	reads atomic.Int64
+}
+
+// Reads returns how many read statements the store has run.
+func (s *Store) Reads() int64 { return s.reads.Load() }
+
+func (s *Store) countReads(db *gorm.DB) error {
+	count := func(*gorm.DB) { s.reads.Add(1) }
+	if err := db.Callback().Query().After("gorm:query").Register("herd:count", count); err != nil {
+		return err
+	}
+	if err := db.Callback().Row().After("gorm:row").Register("herd:count", count); err != nil {
+		return err
+	}
+	return db.Callback().Raw().After("gorm:raw").Register("herd:count", count)
 }
 
 // Options tunes Open.
@@ -84,6 +102,12 @@ func Open(path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
 	s.r = r
+	for _, db := range []*gorm.DB{r, w} {
+		if err := s.countReads(db); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("store: register query counter: %w", err)
+		}
+	}
 	return s, nil
 }
 

@@ -166,7 +166,7 @@ func Thread(p ThreadPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Card(CardView{Status: "queued", ShowTokens: true}).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Card(CardView{Status: "queued", ShowTokens: p.Usage != nil}).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

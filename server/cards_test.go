@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"herd/agent"
+	"herd/models"
+)
+
+// seedCards writes a finished run with n task calls, each with a start,
+// steps, an end and its ToolMessage, straight through the writer.
+func (a *testApp) seedCards(threadID, userID string, n, stepsPer int) {
+	a.t.Helper()
+	ctx := context.Background()
+	runID := uuid.NewString()
+	var calls []agent.ToolCall
+	for i := range n {
+		args, _ := json.Marshal(map[string]string{"description": fmt.Sprintf("Task %d", i), "prompt": "p", "subagent_type": "general-purpose"})
+		calls = append(calls, agent.ToolCall{ID: fmt.Sprintf("call_%d", i), Name: agent.ToolTask, Args: args})
+	}
+	now := time.Now()
+	recs := []models.Record{
+		{Run: &models.Run{ID: runID, ThreadID: threadID, UserID: userID, Status: models.RunCompleted, ModelName: "demo-fast", StartedAt: now, EndedAt: &now}},
+		{Message: &models.Message{ID: uuid.NewString(), ThreadID: threadID, RunID: runID, Type: "human", Content: "go"}},
+		{Message: &models.Message{ID: uuid.NewString(), ThreadID: threadID, RunID: runID, Type: "ai", ToolCalls: models.MustJSON(calls)}},
+	}
+	ev := func(task, typ string, c map[string]any) models.Record {
+		c["task_id"], c["execution_id"], c["run_id"] = task, "e-"+task, runID
+		b, _ := json.Marshal(c)
+		return models.Record{Event: &models.RunEvent{ThreadID: threadID, RunID: runID, TaskID: task, EventType: typ, Category: "subagent", Content: models.JSON(b)}}
+	}
+	for i, c := range calls {
+		usage := map[string]any{"input_tokens": 10 * (i + 1), "output_tokens": 5, "total_tokens": 10*(i+1) + 5}
+		v := 1
+		recs = append(recs, ev(c.ID, "subagent.start", map[string]any{"version": v, "description": "d", "prompt": "p", "subagent_type": "general-purpose", "model_name": "demo-fast"}))
+		for s := range stepsPer {
+			v++
+			recs = append(recs, ev(c.ID, "subagent.step", map[string]any{"version": v, "message_index": s + 1, "kind": "ai", "text": "thinking", "truncated": false, "usage": usage, "model_name": "demo-fast"}))
+		}
+		v++
+		recs = append(recs, ev(c.ID, "subagent.end", map[string]any{"version": v, "status": "completed", "result": "done", "usage": usage, "model_name": "demo-fast"}))
+		content, kw, _ := agent.Outcome{Status: agent.StatusCompleted, Result: "done", ModelName: "demo-fast", Usage: &agent.TokenUsage{InputTokens: int64(10 * (i + 1)), OutputTokens: 5, TotalTokens: int64(10*(i+1) + 5)}}.ToolMessage()
+		recs = append(recs, models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: threadID, RunID: runID, Type: "tool", Name: agent.ToolTask, ToolCallID: c.ID, Content: content, AdditionalKwargs: models.MustJSON(kw)}})
+	}
+	if err := a.writer.Write(ctx, recs...); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// TestThreadPageQueryCount: a reload costs the same number of queries with
+// 1 card and with 200 (SPEC §5.5: no request per card, no N+1).
+func TestThreadPageQueryCount(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	counts := map[int]int64{}
+	for _, n := range []int{1, 200} {
+		th := u.newThread(fmt.Sprint(n))
+		a.seedCards(th, u.id, n, 3)
+		for _, path := range []string{"/threads/" + th, "/api/threads/" + th} {
+			before := a.store.Reads()
+			r := u.do("GET", path, nil)
+			if r.status != 200 {
+				t.Fatalf("GET %s: %d", path, r.status)
+			}
+			counts[n] += a.store.Reads() - before
+			if path[1] == 't' && strings.Count(string(r.body), `class="card card-completed"`) != n {
+				t.Errorf("page with %d cards renders %d", n, strings.Count(string(r.body), `class="card card-completed"`))
+			}
+		}
+	}
+	if counts[1] != counts[200] || counts[1] == 0 {
+		t.Errorf("queries: %d for 1 card, %d for 200", counts[1], counts[200])
+	}
+	t.Logf("queries for a page + its JSON: %d (1 card), %d (200 cards)", counts[1], counts[200])
+}
+
+func TestEventsCursor(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	a.seedCards(th, u.id, 3, 7)
+	for _, limit := range []int{1, 3, 4, 1000} {
+		var seqs []int64
+		after := int64(0)
+		pages := 0
+		for {
+			var page struct {
+				Events []eventJSON `json:"events"`
+				Next   int64       `json:"next_after_seq"`
+				More   bool        `json:"has_more"`
+			}
+			u.mustJSON("GET", fmt.Sprintf("/api/threads/%s/events?task_id=call_1&after_seq=%d&limit=%d", th, after, limit), nil, 200, &page)
+			pages++
+			if len(page.Events) > limit {
+				t.Fatalf("page of %d events with limit %d", len(page.Events), limit)
+			}
+			for _, e := range page.Events {
+				if e.TaskID != "call_1" {
+					t.Fatalf("event of task %s in call_1's pages", e.TaskID)
+				}
+				seqs = append(seqs, e.Seq)
+			}
+			if len(page.Events) > 0 && page.Next != page.Events[len(page.Events)-1].Seq {
+				t.Fatalf("next_after_seq %d, last seq %d", page.Next, page.Events[len(page.Events)-1].Seq)
+			}
+			if !page.More {
+				break
+			}
+			after = page.Next
+		}
+		if len(seqs) != 9 { // start, 7 steps, end
+			t.Errorf("limit %d: %d events, want 9", limit, len(seqs))
+		}
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] <= seqs[i-1] {
+				t.Errorf("limit %d: seq %d after %d (duplicate or out of order)", limit, seqs[i], seqs[i-1])
+			}
+		}
+		if want := (9 + limit - 1) / limit; limit < 9 && pages != want && pages != want+1 {
+			t.Errorf("limit %d: %d pages", limit, pages)
+		}
+	}
+	// Steps only, as the card's timeline asks.
+	var steps struct {
+		Events []eventJSON `json:"events"`
+	}
+	u.mustJSON("GET", "/api/threads/"+th+"/events?task_id=call_2&event_types=subagent.step", nil, 200, &steps)
+	if len(steps.Events) != 7 {
+		t.Errorf("%d steps, want 7", len(steps.Events))
+	}
+}
+
+var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-total-tokens="\d|\d[\d,.]*[KM]? tokens|class="card-tokens">[^<]|data-usage="[a-z-]+">\d`)
+
+// TestTokenGate: with token usage off, no token figure reaches a non-admin
+// — not in the page, the JSON or the frames — while model labels still
+// show; admins keep seeing them; turning it on shows them to everyone.
+func TestTokenGate(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("admin@example.com", true)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	u.startRun(th, "Compare:\n- alpha\n- beta")
+	a.waitIdle(th)
+	adminTh := admin.newThread("mine")
+	admin.startRun(adminTh, "Compare:\n- gamma")
+	a.waitIdle(adminTh)
+
+	surfaces := func(who *user, thread string) map[string]string {
+		out := map[string]string{}
+		for _, p := range []string{"/threads/" + thread, "/api/threads/" + thread, "/api/threads/" + thread + "/events?limit=1000", "/api/threads/" + thread + "/usage"} {
+			r := who.do("GET", p, nil)
+			if r.status != 200 {
+				t.Fatalf("GET %s: %d", p, r.status)
+			}
+			out[p] = string(r.body)
+		}
+		conn, err := who.dial(thread, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, _ := a.store.LastSeq(context.Background(), thread)
+		var frames strings.Builder
+		for {
+			f, err := readFrame(conn, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(f)
+			frames.Write(b)
+			if f.Seq != nil && *f.Seq >= last {
+				break
+			}
+		}
+		conn.Close()
+		out["frames"] = frames.String()
+		return out
+	}
+	check := func(name string, got map[string]string, wantFigures bool) {
+		t.Helper()
+		for where, body := range got {
+			has := figure.MatchString(body)
+			if has != wantFigures {
+				t.Errorf("%s: %s has token figures = %v, want %v (%s)", name, where, has, wantFigures, figure.FindString(body))
+			}
+			if where != "/api/threads/"+th+"/usage" && !strings.Contains(body, "demo-fast") {
+				t.Errorf("%s: %s lost the model name", name, where)
+			}
+		}
+	}
+	check("on, user", surfaces(u, th), true)
+	admin.mustJSON("PUT", "/api/admin/settings", map[string]bool{"token_usage_enabled": false}, http.StatusOK, nil)
+	check("off, user", surfaces(u, th), false)
+	check("off, admin", surfaces(admin, adminTh), true)
+	var s struct {
+		On bool `json:"token_usage_enabled"`
+	}
+	u.mustJSON("GET", "/api/settings", nil, 200, &s)
+	if s.On {
+		t.Error("settings still say on")
+	}
+	admin.mustJSON("PUT", "/api/admin/settings", map[string]bool{"token_usage_enabled": true}, http.StatusOK, nil)
+	check("on again, user", surfaces(u, th), true)
+}
