@@ -23,6 +23,7 @@ import (
 // loopback listener, with fast demo models.
 type testApp struct {
 	t      testing.TB
+	closed bool // close is idempotent: benchmarks close apps themselves
 	store  *models.Store
 	writer *models.Writer
 	hub    *Hub
@@ -39,6 +40,7 @@ type appConfig struct {
 	hub       HubOptions
 	tools     []agent.Tool
 	tokens    bool
+	provider  agent.Provider // replaces every configured model's provider
 }
 
 func withModels(ms ...agent.ModelConfig) appOption {
@@ -72,6 +74,11 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.provider != nil {
+		for _, m := range llms {
+			m.Provider = cfg.provider
+		}
+	}
 	tools := cfg.tools
 	if tools == nil {
 		tools = agent.WorkspaceTools()
@@ -93,6 +100,10 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 }
 
 func (a *testApp) close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := a.rt.Shutdown(ctx); err != nil {

@@ -204,7 +204,7 @@ func TestSlowClientIsCut(t *testing.T) {
 	}
 }
 
-func waitClients(t *testing.T, h *Hub, n int64) {
+func waitClients(t testing.TB, h *Hub, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for h.Clients() != n {

@@ -1,0 +1,199 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"herd/agent"
+)
+
+// markProvider answers like a subagent that takes turns, stamping each
+// response with the moment it completed so a client can measure how long
+// the step took to reach it.
+func markProvider(turns int, latency time.Duration) agent.Provider {
+	return benchLLM(func(ctx context.Context, req agent.Request, _ func(string)) (agent.Response, error) {
+		lead := slices.ContainsFunc(req.Tools, func(t agent.ToolSpec) bool { return t.Name == agent.ToolTask })
+		used := 0
+		for _, m := range req.Messages {
+			switch m.Type {
+			case agent.TypeHuman:
+				used = 0
+			case agent.TypeAI:
+				used++
+			}
+		}
+		if lead {
+			if used > 0 {
+				return agent.Response{CallID: uuid.NewString(), Text: "done"}, nil
+			}
+			var calls []agent.ToolCall
+			for i := range 100 {
+				args, _ := json.Marshal(map[string]string{"description": fmt.Sprint("task ", i), "prompt": "p", "subagent_type": "general-purpose"})
+				calls = append(calls, agent.ToolCall{ID: fmt.Sprint("call_", i), Name: agent.ToolTask, Args: args})
+			}
+			return agent.Response{CallID: uuid.NewString(), ToolCalls: calls}, nil
+		}
+		select {
+		case <-time.After(latency):
+		case <-ctx.Done():
+			return agent.Response{}, ctx.Err()
+		}
+		u := &agent.Usage{InputTokens: 100, OutputTokens: 10, TotalTokens: 110}
+		mark := "mark:" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		if used+1 >= turns {
+			return agent.Response{CallID: uuid.NewString(), Text: mark, Usage: u}, nil
+		}
+		return agent.Response{CallID: uuid.NewString(), Text: mark, Usage: u,
+			ToolCalls: []agent.ToolCall{{ID: uuid.NewString(), Name: "noop", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, used))}}}, nil
+	})
+}
+
+type benchLLM func(ctx context.Context, req agent.Request, d func(string)) (agent.Response, error)
+
+func (f benchLLM) Complete(ctx context.Context, req agent.Request, d func(string)) (agent.Response, error) {
+	return f(ctx, req, d)
+}
+
+type noopTool struct{}
+
+func (noopTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "noop", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+func (noopTool) Run(context.Context, agent.ToolEnv, json.RawMessage) (string, error) {
+	return "ok", nil
+}
+
+// BenchmarkLiveLatency measures subagent LLM response complete → its
+// task_running frame received by a WebSocket client, with 100 concurrent
+// subagents and 50 connected clients (issue 4 bar: p99 ≤ 50 ms).
+//
+// Each subagent takes 10 turns of 100 ms (a fast LLM answers in seconds):
+// 100 subagents then make about 2,000 events a second, each delivered to
+// 50 clients.
+func BenchmarkLiveLatency(b *testing.B) {
+	const clients, turns, turnLatency = 50, 10, 100 * time.Millisecond
+	var all []time.Duration
+	for range b.N {
+		a := newBenchApp(b, markProvider(turns, turnLatency))
+		u := a.newUser(fmt.Sprintf("bench%d@example.com", len(all)), false)
+		th := u.newThread("live")
+		var (
+			mu   sync.Mutex
+			lats []time.Duration
+			wg   sync.WaitGroup
+		)
+		ready := make(chan struct{}, clients)
+		for range clients {
+			conn, err := u.dial(th, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				ready <- struct{}{}
+				for {
+					_, raw, err := conn.ReadMessage()
+					if err != nil {
+						return
+					}
+					now := time.Now()
+					// The clients share the two cores with the server, so
+					// they look for the stamp instead of decoding frames.
+					if bytes.Contains(raw, []byte(`"type":"run.end"`)) {
+						return
+					}
+					i := bytes.Index(raw, []byte(`"text":"mark:`))
+					if i < 0 || !bytes.Contains(raw, []byte(`"type":"task_running"`)) {
+						continue
+					}
+					digits := raw[i+len(`"text":"mark:`):]
+					t0, _ := strconv.ParseInt(string(digits[:bytes.IndexByte(digits, '"')]), 10, 64)
+					mu.Lock()
+					lats = append(lats, now.Sub(time.Unix(0, t0)))
+					mu.Unlock()
+				}
+			})
+		}
+		for range clients {
+			<-ready
+		}
+		waitClients(b, a.hub, clients)
+		b.StartTimer()
+		u.startRun(th, "go")
+		wg.Wait()
+		b.StopTimer()
+		a.close()
+		if want := clients * 100 * turns; len(lats) != want {
+			b.Fatalf("%d latencies, want %d", len(lats), want)
+		}
+		all = append(all, lats...)
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(len(all)/b.N), "frames/op")
+}
+
+// newBenchApp is newApp with one benchmark model and a subagent config
+// that admits 100 at once.
+func newBenchApp(b *testing.B, p agent.Provider) *testApp {
+	b.StopTimer()
+	a := newApp(b, func(c *appConfig) {
+		c.subagents = agent.SubagentsConfig{
+			TimeoutSeconds: 120, MaxRunning: 200, MaxConcurrentPerResponse: 100, MaxTotalPerRun: 100,
+			QueueTimeoutSeconds: 60, SafetyMarginSeconds: 60, CancelGraceSeconds: 5, LoopLimit: 100,
+		}
+		c.tools = []agent.Tool{noopTool{}}
+		c.provider = p
+	})
+	return a
+}
+
+// BenchmarkReload renders a thread of 200 finished cards and 20,000 step
+// rows server-side (issue 4 bar: p50 ≤ 30 ms, page < 1 MB).
+func BenchmarkReload(b *testing.B) {
+	b.StopTimer()
+	a := newApp(b)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("big")
+	a.seedCards(th, u.id, 200, 100)
+	req := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/threads/"+th, nil)
+		for _, ck := range u.c.Jar.Cookies(mustURL(a.http.URL)) {
+			r.AddCookie(ck)
+		}
+		w := httptest.NewRecorder()
+		a.srv.ServeHTTP(w, r)
+		return w
+	}
+	first := req()
+	if first.Code != http.StatusOK || strings.Count(first.Body.String(), `class="card card-completed"`) != 200 {
+		b.Fatalf("page: %d with %d cards", first.Code, strings.Count(first.Body.String(), `class="card card-completed"`))
+	}
+	durs := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	b.StartTimer()
+	for range b.N {
+		t0 := time.Now()
+		if w := req(); w.Code != http.StatusOK {
+			b.Fatal(w.Code)
+		}
+		durs = append(durs, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(first.Body.Len())/1024, "page-KB")
+}
