@@ -89,13 +89,17 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	}
 	defer store.Close()
 
-	hub := server.NewHub(store, server.NewMarkdown(), server.HubOptions{Logger: log})
-	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, Logger: log})
+	metrics := server.NewMetrics()
+	hub := server.NewHub(store, server.NewMarkdown(), server.HubOptions{Logger: log, OnDrop: metrics.OnDrop})
+	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, OnBatch: metrics.OnBatch, Logger: log})
 	defer writer.Close()
 
 	llms, err := agent.BuildModels(cfg.Models)
 	if err != nil {
 		return err
+	}
+	for _, m := range llms {
+		m.Provider = metrics.Instrument(m.Config.Name, m.Provider)
 	}
 	tools := agent.WorkspaceTools()
 	if cfg.Sandbox.AllowHostBash || cfg.Sandbox.Mode == agent.SandboxBwrap {
@@ -119,6 +123,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err != nil {
 		return err
 	}
+	metrics.Watch(server.Sources{Runtime: rt, Hub: hub, Writer: writer})
 	if n, err := rt.Recover(ctx, store); err != nil {
 		return fmt.Errorf("crash recovery: %w", err)
 	} else if n > 0 {
@@ -128,12 +133,14 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		Store:             store,
 		Runtime:           rt,
 		Hub:               hub,
+		Metrics:           metrics,
 		Static:            static.FS,
 		Logger:            log,
 		PublicURL:         cfg.Server.PublicURL,
 		AllowSignup:       cfg.Auth.AllowSignup,
 		SessionTTL:        time.Duration(cfg.Auth.SessionHours) * time.Hour,
 		LoginPerMinute:    cfg.Auth.LoginAttemptsPerMinute,
+		RunsPerMinute:     cfg.Auth.RunsPerMinute,
 		TokenUsageDefault: cfg.TokenUsage.Enabled,
 	})
 	if err != nil {

@@ -340,3 +340,10 @@ func (rt *Runtime) workspace(threadID string) (string, error) {
 func (rt *Runtime) persistCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), rt.persistTO)
 }
+
+// ActiveRuns is the number of runs in progress.
+func (rt *Runtime) ActiveRuns() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return len(rt.active)
+}

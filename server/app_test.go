@@ -22,14 +22,15 @@ import (
 // testApp is herd wired as main wires it, on a real SQLite file and a real
 // loopback listener, with fast demo models.
 type testApp struct {
-	t      testing.TB
-	closed bool // close is idempotent: benchmarks close apps themselves
-	store  *models.Store
-	writer *models.Writer
-	hub    *Hub
-	rt     *agent.Runtime
-	srv    *Server
-	http   *httptest.Server
+	t       testing.TB
+	closed  bool // close is idempotent: benchmarks close apps themselves
+	store   *models.Store
+	writer  *models.Writer
+	hub     *Hub
+	metrics *Metrics
+	rt      *agent.Runtime
+	srv     *Server
+	http    *httptest.Server
 }
 
 type appOption func(*appConfig)
@@ -67,17 +68,21 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &testApp{t: t, store: store}
+	a := &testApp{t: t, store: store, metrics: NewMetrics()}
+	if cfg.hub.OnDrop == nil {
+		cfg.hub.OnDrop = a.metrics.OnDrop
+	}
 	a.hub = NewHub(store, NewMarkdown(), cfg.hub)
-	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit})
+	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms, err := agent.BuildModels(cfg.models)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.provider != nil {
-		for _, m := range llms {
+	for _, m := range llms {
+		if cfg.provider != nil {
 			m.Provider = cfg.provider
 		}
+		m.Provider = a.metrics.Instrument(m.Config.Name, m.Provider)
 	}
 	tools := cfg.tools
 	if tools == nil {
@@ -90,7 +95,8 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Static: static.FS, BcryptCost: 4, TokenUsageDefault: cfg.tokens, LoginPerMinute: 1000})
+	a.metrics.Watch(Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
+	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Metrics: a.metrics, Static: static.FS, BcryptCost: 4, TokenUsageDefault: cfg.tokens, LoginPerMinute: 1000, RunsPerMinute: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

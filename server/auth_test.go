@@ -220,3 +220,25 @@ func TestPing(t *testing.T) {
 		t.Fatalf("first frame %+v, %v; want a ping with seq null", f, err)
 	}
 }
+
+func TestRunRateLimitPerUser(t *testing.T) {
+	a := newApp(t)
+	a.srv.runLimiter = newLimiter(2, time.Now)
+	u := a.newUser("ann@example.com", false)
+	other := a.newUser("bob@example.com", false)
+	var got []int
+	for range 3 {
+		th := u.newThread("t")
+		got = append(got, u.do("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "hi"}).status)
+		a.waitIdle(th)
+	}
+	if got[0] != 202 || got[1] != 202 || got[2] != http.StatusTooManyRequests {
+		t.Errorf("statuses %v, want 202 202 429", got)
+	}
+	// Another user is not limited by ann's messages.
+	th := other.newThread("t")
+	if r := other.do("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "hi"}); r.status != 202 {
+		t.Errorf("other user: %d", r.status)
+	}
+	a.waitIdle(th)
+}

@@ -38,6 +38,9 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if !utf8.ValidString(*req.Content) {
 		return errUnprocessable("content must be valid UTF-8")
 	}
+	if !s.runLimiter.allow("user:" + currentUser(c).ID) {
+		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
+	}
 	started, err := s.rt.Start(c.Request().Context(), agent.StartRequest{
 		ThreadID: t.ID, UserID: currentUser(c).ID, Content: *req.Content, Model: req.Model,
 	})

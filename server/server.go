@@ -29,7 +29,8 @@ type Options struct {
 	Store   *models.Store
 	Runtime *agent.Runtime
 	Hub     *Hub
-	Static  fs.FS // app.css, app.js, …
+	Metrics *Metrics // nil: no /metrics
+	Static  fs.FS    // app.css, app.js, …
 	Logger  *slog.Logger
 	Now     func() time.Time
 
@@ -38,6 +39,7 @@ type Options struct {
 	AllowSignup        bool
 	SessionTTL         time.Duration
 	LoginPerMinute     int
+	RunsPerMinute      int
 	TokenUsageDefault  bool // token_usage.enabled from the config file
 	BcryptCost         int  // 0 = DefaultBcryptCost; tests lower it
 	MaxContentBytes    int  // a message's content; 0 = 100 KB
@@ -51,6 +53,7 @@ type Server struct {
 	store         *models.Store
 	rt            *agent.Runtime
 	hub           *Hub
+	metrics       *Metrics
 	log           *slog.Logger
 	now           func() time.Time
 	md            *Markdown
@@ -61,6 +64,7 @@ type Server struct {
 	allowSignup   bool
 	sessionTTL    time.Duration
 	limiter       *limiter
+	runLimiter    *limiter
 	bcryptCost    int
 	dummyHash     func() []byte
 	maxContent    int
@@ -83,6 +87,9 @@ func New(o Options) (*Server, error) {
 	if o.LoginPerMinute <= 0 {
 		o.LoginPerMinute = 10
 	}
+	if o.RunsPerMinute <= 0 {
+		o.RunsPerMinute = 30
+	}
 	if o.BcryptCost == 0 {
 		o.BcryptCost = DefaultBcryptCost
 	}
@@ -96,6 +103,7 @@ func New(o Options) (*Server, error) {
 		store:         o.Store,
 		rt:            o.Runtime,
 		hub:           o.Hub,
+		metrics:       o.Metrics,
 		log:           o.Logger,
 		now:           o.Now,
 		md:            NewMarkdown(),
@@ -105,6 +113,7 @@ func New(o Options) (*Server, error) {
 		allowSignup:   o.AllowSignup,
 		sessionTTL:    o.SessionTTL,
 		limiter:       newLimiter(o.LoginPerMinute, o.Now),
+		runLimiter:    newLimiter(o.RunsPerMinute, o.Now),
 		bcryptCost:    o.BcryptCost,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
@@ -146,6 +155,9 @@ func (s *Server) routes() {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if s.metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.metrics.Handler()))
+	}
 	e.GET("/static/*", s.serveStatic)
 
 	app := e.Group("", s.authenticate, s.csrf)

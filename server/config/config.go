@@ -49,6 +49,7 @@ type AuthConfig struct {
 	AllowSignup            bool `yaml:"allow_signup"`
 	SessionHours           int  `yaml:"session_hours"`
 	LoginAttemptsPerMinute int  `yaml:"login_attempts_per_minute"`
+	RunsPerMinute          int  `yaml:"runs_per_minute"`
 }
 
 // TokenUsageConfig is the initial token-usage display setting; the admin's

@@ -56,7 +56,7 @@ func TestLoadDefaults(t *testing.T) {
 	want := &Config{
 		Server:     ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15},
 		Log:        LogConfig{Level: "info", Format: "text"},
-		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10},
+		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Models: []agent.ModelConfig{
 			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", LatencyMS: 300, ChunkMS: 30, Usage: new(true)},
@@ -552,6 +552,7 @@ func TestErrors(t *testing.T) {
 		{name: "log format", file: "log: {format: xml}\n", want: []string{`config: herd.yaml: log.format: must be one of text, json, got "xml"`}},
 		{name: "session hours", file: "auth: {session_hours: 0}\n", want: []string{`config: herd.yaml: auth.session_hours: must be at least 1, got 0`}},
 		{name: "login attempts", file: "auth: {login_attempts_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.login_attempts_per_minute: must be at least 1, got 0`}},
+		{name: "runs per minute", file: "auth: {runs_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.runs_per_minute: must be at least 1, got 0`}},
 
 		// Validation: models.
 		{name: "no models", file: "models: []\n", want: []string{`config: herd.yaml: models: must list at least one model`}},

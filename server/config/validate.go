@@ -118,6 +118,7 @@ func (l *loader) validate(c *Config) {
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 	l.atLeast("auth.session_hours", c.Auth.SessionHours, 1)
 	l.atLeast("auth.login_attempts_per_minute", c.Auth.LoginAttemptsPerMinute, 1)
+	l.atLeast("auth.runs_per_minute", c.Auth.RunsPerMinute, 1)
 	l.validateModels(c.Models)
 	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
 	l.validateSubagents(c.Subagents, c.Models)

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"herd/agent"
+	"herd/models"
+)
+
+// Metrics is herd's Prometheus registry (served at /metrics). Counters and
+// histograms are fed by hooks (the writer's OnBatch, the hub's OnDrop, the
+// instrumented providers); gauges are read at scrape time from their
+// owners, so nothing is sampled in the background.
+type Metrics struct {
+	reg           *prometheus.Registry
+	wsDropped     prometheus.Counter
+	batchRecords  prometheus.Histogram
+	writeLatency  prometheus.Histogram
+	writeFailures prometheus.Counter
+	writeRetries  prometheus.Counter
+	llmLatency    *prometheus.HistogramVec
+	llmErrors     *prometheus.CounterVec
+	llmTokens     *prometheus.CounterVec
+}
+
+// NewMetrics returns a registry with the process and Go collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.wsDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "herd_ws_dropped_clients_total", Help: "WebSocket clients cut because they stopped reading."})
+	m.batchRecords = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "herd_writer_batch_records", Help: "Records committed per group commit.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)})
+	m.writeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "herd_writer_batch_seconds", Help: "Time to commit one batch, retries included.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)})
+	m.writeFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "herd_writer_failures_total", Help: "Batches that failed after every retry."})
+	m.writeRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "herd_writer_retries_total", Help: "Batch attempts that failed and were retried."})
+	m.llmLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "herd_llm_call_seconds", Help: "LLM call latency by model.", Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10)}, []string{"model"})
+	m.llmErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_llm_errors_total", Help: "Failed LLM calls by model (cancellations excluded)."}, []string{"model"})
+	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_llm_tokens_total", Help: "Tokens reported by providers, by model and kind."}, []string{"model", "kind"})
+	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// OnDrop counts a WebSocket client cut for not reading (HubOptions.OnDrop).
+func (m *Metrics) OnDrop() { m.wsDropped.Inc() }
+
+// OnBatch records one writer batch (models.WriterOptions.OnBatch).
+func (m *Metrics) OnBatch(st models.BatchStats) {
+	m.batchRecords.Observe(float64(st.Records))
+	m.writeLatency.Observe(st.Duration.Seconds())
+	if st.Attempts > 1 {
+		m.writeRetries.Add(float64(st.Attempts - 1))
+	}
+	if st.Err != nil {
+		m.writeFailures.Inc()
+	}
+}
+
+// Sources are the owners of the live gauges, read at scrape time.
+type Sources struct {
+	Runtime *agent.Runtime
+	Hub     *Hub
+	Writer  *models.Writer
+}
+
+// Watch registers the gauges read from src.
+func (m *Metrics) Watch(src Sources) {
+	gauge := func(name, help string, v func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v))
+	}
+	gauge("herd_active_runs", "Runs in progress.", func() float64 { return float64(src.Runtime.ActiveRuns()) })
+	gauge("herd_ws_clients", "Connected WebSocket clients.", func() float64 { return float64(src.Hub.Clients()) })
+	gauge("herd_writer_queue_depth", "Submissions waiting for the writer.", func() float64 { return float64(src.Writer.QueueLen()) })
+	m.reg.MustRegister(&executorCollector{rt: src.Runtime})
+}
+
+// executorCollector reads the executor's registry at scrape time.
+type executorCollector struct{ rt *agent.Runtime }
+
+var (
+	descSubagents = prometheus.NewDesc("herd_subagents", "Live subagent executions by status.", []string{"status"}, nil)
+	descRegistry  = prometheus.NewDesc("herd_registry_size", "Executions held in the registry.", nil, nil)
+	descQueued    = prometheus.NewDesc("herd_subagents_queued", "Subagents waiting for a running slot.", nil, nil)
+)
+
+func (c *executorCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descSubagents
+	ch <- descRegistry
+	ch <- descQueued
+}
+
+func (c *executorCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.rt.Stats()
+	for _, s := range append([]string{agent.StatusQueued, agent.StatusRunning}, agent.TerminalStatuses()...) {
+		ch <- prometheus.MustNewConstMetric(descSubagents, prometheus.GaugeValue, float64(st.ByStatus[s]), s)
+	}
+	ch <- prometheus.MustNewConstMetric(descRegistry, prometheus.GaugeValue, float64(st.Registry))
+	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(st.Queued))
+}
+
+// Instrument wraps a model's provider to record call latency, errors and
+// tokens under the model's name.
+func (m *Metrics) Instrument(model string, p agent.Provider) agent.Provider {
+	return &instrumented{m: m, model: model, p: p}
+}
+
+type instrumented struct {
+	m     *Metrics
+	model string
+	p     agent.Provider
+}
+
+func (i *instrumented) Complete(ctx context.Context, req agent.Request, onDelta func(string)) (agent.Response, error) {
+	start := time.Now()
+	resp, err := i.p.Complete(ctx, req, onDelta)
+	i.m.llmLatency.WithLabelValues(i.model).Observe(time.Since(start).Seconds())
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		i.m.llmErrors.WithLabelValues(i.model).Inc()
+	case err == nil && resp.Usage != nil:
+		i.m.llmTokens.WithLabelValues(i.model, "input").Add(float64(max(resp.Usage.InputTokens, 0)))
+		i.m.llmTokens.WithLabelValues(i.model, "output").Add(float64(max(resp.Usage.OutputTokens, 0)))
+		i.m.llmTokens.WithLabelValues(i.model, "cache_read").Add(float64(max(resp.Usage.CacheReadTokens, 0)))
+	}
+	return resp, err
+}
