@@ -7,6 +7,12 @@ export CGO_ENABLED = 1
 
 .PHONY: run build test bench generate lint fmt fuzz clean
 
+# Fuzz targets: package:target. `make fuzz` runs each for FUZZTIME; their
+# seed corpora already run with `make test`.
+FUZZTIME ?= 60s
+FUZZ = ./agent:FuzzNormalizeUsage ./agent:FuzzReadMetadata ./agent:FuzzValidateEvent \
+	./server:FuzzClientFrame ./server/config:FuzzLoad
+
 run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
 	$(GO) run . --data-dir $(DATA_DIR)
 
@@ -18,6 +24,13 @@ test: ## every test with -race: unit, HTTP, WebSocket, browser
 
 bench: ## benchmarks reported in docs/PERFORMANCE.md
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./...
+
+fuzz: ## run every fuzz target for FUZZTIME (default 60s each)
+	@for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 generate: ## regenerate the templ components (commit the *_templ.go files)
 	$(GO) tool templ generate

@@ -302,12 +302,24 @@ func (c *client) readLoop() {
 			return
 		}
 		deadline()
-		var f clientFrame
-		if mt != websocket.TextMessage || json.Unmarshal(data, &f) != nil || f.Type == "" {
-			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "frames must be JSON objects with a type"), time.Now().Add(time.Second))
+		if err := decodeClientFrame(mt, data); err != nil {
+			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, err.Error()), time.Now().Add(time.Second))
 			return
 		}
 	}
+}
+
+// decodeClientFrame accepts a text frame holding a JSON object with a
+// non-empty string type; anything else is unsupported data.
+func decodeClientFrame(messageType int, data []byte) error {
+	if messageType != websocket.TextMessage {
+		return errors.New("frames must be text")
+	}
+	var f clientFrame
+	if err := json.Unmarshal(data, &f); err != nil || f.Type == "" {
+		return errors.New("frames must be JSON objects with a type")
+	}
+	return nil
 }
 
 // writeLoop replays what the client missed, then streams live frames.

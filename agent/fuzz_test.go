@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// FuzzNormalizeUsage: any JSON value normalizes to absent or to three
+// non-negative integers, and normalizing the result changes nothing.
+func FuzzNormalizeUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"input_tokens":1,"output_tokens":2,"total_tokens":3}`,
+		`{"input_tokens":1.0,"output_tokens":2,"total_tokens":3}`,
+		`{"input_tokens":true,"output_tokens":2,"total_tokens":3}`,
+		`{"input_tokens":-1,"output_tokens":2,"total_tokens":3}`,
+		`{"input_tokens":1,"output_tokens":2}`,
+		`{"input_tokens":1e3,"output_tokens":2,"total_tokens":3,"x":[1]}`,
+		`[1,2,3]`, `null`, `"usage"`, `{"input_tokens":99999999999999999999,"output_tokens":0,"total_tokens":0}`,
+	} {
+		f.Add([]byte(`{"u":` + s + `}`))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeContent(b)
+		if err != nil {
+			return
+		}
+		u := NormalizeUsage(m["u"])
+		if u == nil {
+			return
+		}
+		if u.InputTokens < 0 || u.OutputTokens < 0 || u.TotalTokens < 0 {
+			t.Fatalf("negative usage %+v from %s", u, b)
+		}
+		again := NormalizeUsage(u.asMap())
+		if again == nil || *again != *u {
+			t.Fatalf("not idempotent: %+v → %+v", u, again)
+		}
+	})
+}
+
+// FuzzReadMetadata: whatever a row holds, the reader returns only values
+// of the contract, never panics.
+func FuzzReadMetadata(f *testing.F) {
+	for _, s := range []string{
+		`{"subagent_status":"completed","subagent_result_brief":"r","subagent_result_sha256":"` + sha("x") + `"}`,
+		`{"subagent_status":"max_turns_reached","subagent_result_brief":"partial"}`,
+		`{"subagent_status":"max_turns_reached"}`,
+		`{"subagent_status":"exploded"}`,
+		`{"subagent_status":"failed","subagent_stop_reason":"loop_capped","subagent_error":"e","subagent_token_usage":{"input_tokens":1,"output_tokens":1,"total_tokens":2}}`,
+		`{"subagent_status":"cancelled","subagent_token_usage":"x","subagent_model_name":7}`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		kw, err := DecodeContent(b)
+		if err != nil {
+			return
+		}
+		md, ok := ReadMetadata(kw)
+		if !ok {
+			if md != (Metadata{}) {
+				t.Fatalf("no metadata but %+v", md)
+			}
+			return
+		}
+		if !IsTerminal(md.Status) {
+			t.Fatalf("status %q outside the contract", md.Status)
+		}
+		if md.StopReason != "" && !slices.Contains(StopReasons(), md.StopReason) {
+			t.Fatalf("stop reason %q outside the contract", md.StopReason)
+		}
+		if md.ResultSHA256 != "" && !isSHA256Hex(md.ResultSHA256) {
+			t.Fatalf("bad sha kept: %q", md.ResultSHA256)
+		}
+		if md.Usage != nil && (md.Usage.InputTokens < 0 || md.Usage.TotalTokens < 0) {
+			t.Fatalf("negative usage kept")
+		}
+	})
+}
+
+// FuzzValidateEvent: an event the validator accepts survives a JSON round
+// trip, is accepted again, and becomes a frame without panicking.
+func FuzzValidateEvent(f *testing.F) {
+	types := []string{EventRunStart, EventRunEnd, EventSubagentQueued, EventSubagentStart, EventSubagentStep, EventSubagentEnd}
+	for typ, samples := range sampleEvents() {
+		for _, s := range samples {
+			b, _ := json.Marshal(s)
+			f.Add(uint8(slices.Index(types, typ)), b)
+		}
+	}
+	f.Add(uint8(4), []byte(`{"task_id":"t","execution_id":"e","run_id":"r","version":1,"message_index":true,"kind":"ai","text":"","truncated":false}`))
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		typ := types[int(which)%len(types)]
+		content, err := DecodeContent(b)
+		if err != nil {
+			return
+		}
+		if ValidateEvent(typ, content) != nil {
+			return
+		}
+		again, err := json.Marshal(content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded, err := DecodeContent(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateEvent(typ, decoded); err != nil {
+			t.Fatalf("accepted %s, refused after a round trip: %v", b, err)
+		}
+		if FrameTypeOf(typ, decoded) == "" || FrameData(typ, decoded) == nil {
+			t.Fatal("no frame for a valid event")
+		}
+	})
+}
