@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,13 +62,15 @@ func taskCall(id, desc, typ string) ToolCall {
 
 // harness is a Runtime on a real SQLite file, as main wires it.
 type harness struct {
-	t      *testing.T
-	store  *models.Store
-	writer *models.Writer
-	rt     *Runtime
-	thread string
-	mu     sync.Mutex
-	frames []models.Record // every committed record, in commit order
+	t       *testing.T
+	dbPath  string
+	store   *models.Store
+	writer  *models.Writer
+	rt      *Runtime
+	thread  string
+	mu      sync.Mutex
+	frames  []models.Record // every committed record, in commit order
+	retries atomic.Int64    // failed write attempts the writer retried
 }
 
 type harnessConfig struct {
@@ -75,6 +78,7 @@ type harnessConfig struct {
 	subagents SubagentsConfig
 	tools     []Tool
 	leadTurns int
+	backoff   []time.Duration // the writer's retry waits; nil: its default
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -92,8 +96,8 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: store}
-	h.writer = store.NewWriter(models.WriterOptions{OnCommit: func(recs []models.Record) {
+	h := &harness{t: t, store: store, dbPath: filepath.Join(dir, "herd.db")}
+	h.writer = store.NewWriter(models.WriterOptions{Backoff: hc.backoff, OnBatch: func(st models.BatchStats) { h.retries.Add(int64(st.Attempts - 1)) }, OnCommit: func(recs []models.Record) {
 		h.mu.Lock()
 		h.frames = append(h.frames, recs...)
 		h.mu.Unlock()

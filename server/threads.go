@@ -82,10 +82,16 @@ func (s *Server) loadThread(ctx context.Context, t *models.Thread) (*threadView,
 		return nil, err
 	}
 	v := &threadView{thread: t, messages: msgs, lastSeq: t.LastSeq}
-	if r, err := s.store.ActiveRun(ctx, t.ID); err == nil {
-		v.active = r
-	} else if !errors.Is(err, models.ErrNotFound) {
-		return nil, err
+	// The runtime knows which run is live; a row left "running" by a
+	// failed write (closed at the next start) must not show as active.
+	if runID, ok := s.rt.ActiveRun(t.ID); ok {
+		r, err := s.store.Run(ctx, t.ID, runID)
+		switch {
+		case err == nil:
+			v.active = r
+		case !errors.Is(err, models.ErrNotFound):
+			return nil, err
+		}
 	}
 	if err := s.loadCards(ctx, v); err != nil {
 		return nil, err

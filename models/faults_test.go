@@ -1,0 +1,148 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// injectFault makes every insert into run_events fail while the fault
+// table holds a row: a real SQLite error inside the writer's transaction.
+func injectFault(t *testing.T, s *Store) (on, off func()) {
+	t.Helper()
+	for _, q := range []string{
+		"CREATE TABLE herd_fault (x)",
+		"CREATE TRIGGER herd_fault_events BEFORE INSERT ON run_events WHEN EXISTS (SELECT 1 FROM herd_fault) BEGIN SELECT RAISE(ABORT, 'injected write fault'); END",
+	} {
+		if err := s.w.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() { s.w.Exec("INSERT INTO herd_fault VALUES (1)") }, func() { s.w.Exec("DELETE FROM herd_fault") }
+}
+
+func TestWriterRetriesThroughAFault(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, _ := s.CreateThread(ctx, "u", "t")
+	on, off := injectFault(t, s)
+	var (
+		mu        sync.Mutex
+		delivered []int64
+		failed    int
+	)
+	w := s.NewWriter(WriterOptions{
+		Backoff: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond},
+		OnCommit: func(recs []Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range recs {
+				delivered = append(delivered, r.Seq())
+			}
+		},
+		OnBatch: func(st BatchStats) { mu.Lock(); defer mu.Unlock(); failed += st.Attempts - 1 },
+	})
+	defer w.Close()
+	on()
+	time.AfterFunc(150*time.Millisecond, off)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			err := w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: "run", Content: JSON(fmt.Sprintf(`{"i":%d}`, i))}})
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if failed == 0 {
+		t.Error("no attempt failed: the fault was not injected")
+	}
+	if len(delivered) != 20 {
+		t.Fatalf("%d records delivered, want 20", len(delivered))
+	}
+	for i, seq := range delivered {
+		if seq != int64(i+1) {
+			t.Fatalf("delivered seqs %v: a failed attempt consumed sequence numbers", delivered)
+		}
+	}
+	if last, _ := s.LastSeq(ctx, th.ID); last != 20 {
+		t.Errorf("last_seq %d, want 20", last)
+	}
+}
+
+func TestWriterGivesUpCleanly(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, _ := s.CreateThread(ctx, "u", "t")
+	on, _ := injectFault(t, s)
+	w := s.NewWriter(WriterOptions{Queue: 4, Backoff: []time.Duration{5 * time.Millisecond, 10 * time.Millisecond}})
+	defer w.Close()
+	on()
+	start := time.Now()
+	// A message and an event in one submission: all or nothing.
+	err := w.Write(ctx,
+		Record{Message: &Message{ID: "m1", ThreadID: th.ID, Type: "human", Content: "hi"}},
+		Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: "run"}},
+	)
+	if err == nil || !containsAll(err.Error(), "injected write fault") {
+		t.Fatalf("write under a permanent fault: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("gave up after %v: retries must be bounded", d)
+	}
+	msgs, _ := s.Messages(ctx, th.ID)
+	if last, _ := s.LastSeq(ctx, th.ID); last != 0 || len(msgs) != 0 {
+		t.Errorf("half-written: last_seq %d, %d messages", last, len(msgs))
+	}
+}
+
+// TestWriterBoundsItsQueue: while the writer waits to retry a failing
+// batch, submissions beyond its queue wait (back-pressure) and give up
+// with their context instead of piling up in memory.
+func TestWriterBoundsItsQueue(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, _ := s.CreateThread(ctx, "u", "t")
+	on, off := injectFault(t, s)
+	w := s.NewWriter(WriterOptions{Queue: 4, Backoff: []time.Duration{time.Second}})
+	defer w.Close()
+	defer off()
+	on()
+	ev := func() Record {
+		return Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: "run"}}
+	}
+	if err := w.Enqueue(ctx, ev()); err != nil { // the writer takes it and fails, then waits a second
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for w.QueueLen() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	for range 4 {
+		if err := w.Enqueue(ctx, ev()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := w.Enqueue(short, ev()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a fifth submission into a full queue: %v, want it held back until its deadline", err)
+	}
+	if n := w.QueueLen(); n != 4 {
+		t.Errorf("queue holds %d, capacity 4", n)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
