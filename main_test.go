@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,4 +101,12 @@ func TestRunStartsAndStops(t *testing.T) {
 	if !strings.Contains(out.String(), "admin created from the environment") {
 		t.Errorf("headless admin not created: %s", out.String())
 	}
+}
+
+func mustParse(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
 }

@@ -48,6 +48,9 @@ type Hub struct {
 	closed bool
 	wg     sync.WaitGroup
 	count  atomic.Int64
+	// closing is closed by Close: each client delivers what it has, then
+	// says going-away.
+	closing chan struct{}
 	// tokens is the token gate: whether token figures may reach
 	// non-admin clients. Frames are chosen at write time, so a toggle
 	// applies to the next frame of every client.
@@ -83,7 +86,7 @@ func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}}
+	return &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
 }
 
 // Clients is the number of connected clients.
@@ -260,7 +263,10 @@ func (h *Hub) unsubscribe(c *client) {
 // ctx ends) for their goroutines.
 func (h *Hub) Close(ctx context.Context) error {
 	h.mu.Lock()
-	h.closed = true
+	if !h.closed {
+		h.closed = true
+		close(h.closing)
+	}
 	var all []*client
 	for _, cs := range h.subs {
 		for c := range cs {
@@ -268,16 +274,17 @@ func (h *Hub) Close(ctx context.Context) error {
 		}
 	}
 	h.mu.Unlock()
-	for _, c := range all {
-		_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
-		_ = c.conn.Close()
-	}
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		// Clients that could not take their last frames in time are cut.
+		for _, c := range all {
+			_ = c.conn.Close()
+		}
+		<-done
 		return fmt.Errorf("hub: close: %w", ctx.Err())
 	}
 }
@@ -342,6 +349,9 @@ func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-c.h.closing:
+			c.farewell(ctx, last)
+			return
 		case <-c.wake:
 			catchUp = true
 		case f := <-c.send:
@@ -367,6 +377,15 @@ func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
 			}
 		}
 	}
+}
+
+// farewell delivers what the client has not seen yet — the terminal
+// frames a shutdown produced — then closes with going-away.
+func (c *client) farewell(ctx context.Context, last int64) {
+	if _, ok := c.replay(ctx, last); !ok {
+		return
+	}
+	_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
 }
 
 // replay writes every persisted record after seq after, page by page,
