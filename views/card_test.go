@@ -55,7 +55,6 @@ func deref(p *int64) any {
 	return *p
 }
 
-
 func TestCardMarkup(t *testing.T) {
 	total := int64(12345)
 	cases := []struct {

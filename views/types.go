@@ -91,7 +91,7 @@ type MessageView struct {
 	Seq   int64
 	RunID string
 	Type  string // human, ai, tool
-	HTML string // sanitized HTML of the content
+	HTML  string // sanitized HTML of the content
 	// Content is the raw text: tool results show it as-is, since tool
 	// output (a listing, a log) is not Markdown.
 	Content    string
