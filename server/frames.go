@@ -23,6 +23,9 @@ type envelope struct {
 	ThreadID string `json:"thread_id"`
 	RunID    string `json:"run_id"`
 	Data     any    `json:"data"`
+	// CreatedAt is when a persisted record was committed (omitted on
+	// ephemeral frames): clients can date steps and measure delivery.
+	CreatedAt *time.Time `json:"created_at,omitempty"`
 }
 
 // messageJSON is a message on the wire (SPEC §6.2), plus html: the content
@@ -113,10 +116,12 @@ type frame struct {
 	redacted []byte
 }
 
-func encodeEnvelope(seq int64, typ, threadID, runID string, data any) []byte {
+func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string, data any) []byte {
 	env := envelope{Type: typ, ThreadID: threadID, RunID: runID, Data: data}
 	if seq > 0 {
 		env.Seq = &seq
+		at := createdAt.UTC()
+		env.CreatedAt = &at
 	}
 	b, err := json.Marshal(env)
 	if err != nil {
@@ -129,6 +134,6 @@ func encodeEnvelope(seq int64, typ, threadID, runID string, data any) []byte {
 
 // ephemeral builds a frame that is not persisted (seq null).
 func ephemeral(typ, threadID, runID string, data any) *frame {
-	b := encodeEnvelope(0, typ, threadID, runID, data)
+	b := encodeEnvelope(0, time.Time{}, typ, threadID, runID, data)
 	return &frame{full: b, redacted: b}
 }

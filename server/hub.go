@@ -160,10 +160,10 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 				html = h.md.Render(r)
 			}
 		}
-		full := encodeEnvelope(m.Seq, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false))
+		full := encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false))
 		f := &frame{seq: m.Seq, full: full, redacted: full}
 		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
-			f.redacted = encodeEnvelope(m.Seq, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, true))
+			f.redacted = encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, true))
 		}
 		return f, nil
 	case r.Event != nil:
@@ -172,11 +172,11 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
 		}
-		full := encodeEnvelope(e.Seq, typ, e.ThreadID, e.RunID, data)
+		full := encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		f := &frame{seq: e.Seq, full: full, redacted: full}
 		if _, ok := data["usage"]; ok {
 			delete(data, "usage")
-			f.redacted = encodeEnvelope(e.Seq, typ, e.ThreadID, e.RunID, data)
+			f.redacted = encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		}
 		return f, nil
 	}

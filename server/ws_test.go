@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -350,6 +352,57 @@ func (h *Hub) dropAll() {
 	for _, cs := range h.subs {
 		for c := range cs {
 			_ = c.conn.NetConn().Close()
+		}
+	}
+}
+
+// TestEnvelopeContract: every frame carries exactly the envelope fields of
+// contracts/run_event_stream_contract.json.
+func TestEnvelopeContract(t *testing.T) {
+	var c struct {
+		Fields   []string `json:"envelope_fields"`
+		Optional []string `json:"envelope_optional_fields"`
+	}
+	b, err := os.ReadFile("../contracts/run_event_stream_contract.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(t, withHub(HubOptions{PingInterval: 100 * time.Millisecond}))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	u.startRun(th, "Compare:\n- a\n- b")
+	a.waitIdle(th)
+	conn, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sawPing := false
+	for !sawPing {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, raw, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &f); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range c.Fields {
+			if _, ok := f[k]; !ok {
+				t.Fatalf("frame %s lacks %s", raw, k)
+			}
+		}
+		for k := range f {
+			if !slices.Contains(c.Fields, k) && !slices.Contains(c.Optional, k) {
+				t.Fatalf("frame has %s, not in the contract", k)
+			}
+		}
+		if string(f["type"]) == `"ping"` {
+			sawPing = true
 		}
 	}
 }
