@@ -5,7 +5,7 @@ DATA_DIR ?= ./data
 # cgo is needed by the SQLite driver.
 export CGO_ENABLED = 1
 
-.PHONY: run build test bench generate lint fmt fuzz clean
+.PHONY: run build test bench load generate lint fmt fuzz clean
 
 # Fuzz targets: package:target. `make fuzz` runs each for FUZZTIME; their
 # seed corpora already run with `make test`.
@@ -22,8 +22,19 @@ build: ## build the single binary ./herd
 test: ## every test with -race: unit, HTTP, WebSocket, browser
 	$(GO) test -race -count=1 -timeout 9m ./...
 
-bench: ## benchmarks reported in docs/PERFORMANCE.md
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./...
+# BENCH picks benchmarks (a -bench regexp); each runs BENCH_COUNT times and
+# benchstat prints the medians (with a 95% interval from 6 runs up). The
+# raw output stays in BENCH_OUT to compare runs: benchstat old.txt new.txt.
+BENCH       ?= .
+BENCH_COUNT ?= 6
+BENCH_OUT   ?= test-output/bench.txt
+BENCHSTAT   ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+
+bench: ## benchmarks reported in docs/PERFORMANCE.md, then their medians
+	@mkdir -p $(dir $(BENCH_OUT))
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) -timeout 30m ./... 2>&1 | tee $(BENCH_OUT)
+	@! grep -Eq '^(FAIL|--- FAIL|panic:)' $(BENCH_OUT) || { echo "bench: a benchmark failed, see $(BENCH_OUT)"; exit 1; }
+	$(BENCHSTAT) $(BENCH_OUT)
 
 fuzz: ## run every fuzz target for FUZZTIME (default 60s each)
 	@for t in $(FUZZ); do \
@@ -31,6 +42,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s each)
 		echo "== $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+load: build ## drive a real herd on loopback: 50 threads, 200 clients, 500 subagents
+	$(GO) run ./server/loadtest -bin ./herd $(LOAD_FLAGS)
 
 generate: ## regenerate the templ components (commit the *_templ.go files)
 	$(GO) tool templ generate

@@ -1,0 +1,597 @@
+// Command loadtest drives a real herd under load on loopback and checks
+// that nothing is lost (issue 5): it starts the herd binary on a fresh
+// data directory, opens many threads, starts runs that fan out to
+// subagents on the demo models, attaches several WebSocket clients per
+// thread — some of them reconnecting at random with their last seq — and
+// checks that every client received exactly the records the database
+// holds for its thread. It reports throughput, frame latency (commit to
+// client), peak RSS and goroutines before and after, and exits non-zero
+// when a bar is missed.
+//
+//	make load            # builds ./herd and runs this with the defaults
+//	go run ./server/loadtest -bin ./herd -threads 50 -clients 4 -items 10
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+type options struct {
+	bin       string
+	threads   int
+	clients   int
+	items     int
+	reconnect float64
+	latencyMS int
+	timeout   time.Duration
+	p99Bar    time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "./herd", "the herd binary to drive")
+	flag.IntVar(&o.threads, "threads", 50, "threads, each with one run")
+	flag.IntVar(&o.clients, "clients", 4, "WebSocket clients per thread")
+	flag.IntVar(&o.items, "items", 10, "list items per message: subagents per run (≤ 50)")
+	flag.Float64Var(&o.reconnect, "reconnect", 0.25, "share of clients that drop and reconnect with their last seq mid-run")
+	flag.IntVar(&o.latencyMS, "latency", 400, "demo model latency per LLM call, ms")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up after this long")
+	flag.DurationVar(&o.p99Bar, "p99", 100*time.Millisecond, "bar for the p99 frame latency")
+	flag.Parse()
+	if o.threads < 1 || o.threads > 500 || o.clients < 1 || o.clients > 20 || o.items < 1 || o.items > 50 {
+		fmt.Fprintln(os.Stderr, "loadtest: threads 1..500, clients 1..20, items 1..50")
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	if err := drive(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest: FAIL:", err)
+		os.Exit(1)
+	}
+	fmt.Println("loadtest: PASS")
+}
+
+// herd is the server under test.
+type herd struct {
+	cmd  *exec.Cmd
+	url  string
+	tok  string
+	http *http.Client
+	done chan error
+}
+
+var listening = regexp.MustCompile(`msg="herd is listening" url=(\S+)`)
+
+func start(ctx context.Context, o options, dataDir string) (*herd, error) {
+	cmd := exec.Command(o.bin, "--data-dir", dataDir, "--addr", "127.0.0.1:0")
+	n := o.threads * o.items
+	cmd.Env = append(os.Environ(),
+		"HERD_ADMIN_EMAIL=load@example.com", "HERD_ADMIN_PASSWORD=load test password",
+		"HERD_LOG_LEVEL=info",
+		"HERD_AUTH_RUNS_PER_MINUTE=100000",
+		fmt.Sprintf("HERD_SUBAGENTS_MAX_RUNNING=%d", n),
+		fmt.Sprintf("HERD_SUBAGENTS_MAX_CONCURRENT_PER_RESPONSE=%d", o.items),
+		fmt.Sprintf("HERD_SUBAGENTS_MAX_TOTAL_PER_RUN=%d", o.items),
+		fmt.Sprintf("HERD_MODELS_0_LATENCY_MS=%d", o.latencyMS),
+		fmt.Sprintf("HERD_MODELS_1_LATENCY_MS=%d", o.latencyMS),
+		"HERD_MODELS_0_CHUNK_MS=5", "HERD_MODELS_1_CHUNK_MS=5",
+	)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", o.bin, err)
+	}
+	h := &herd{cmd: cmd, http: &http.Client{Timeout: 30 * time.Second}, done: make(chan error, 1)}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				urls <- m[1]
+			} else if strings.Contains(line, "level=ERROR") {
+				fmt.Fprintln(os.Stderr, "herd:", line)
+			}
+		}
+		h.done <- cmd.Wait()
+	}()
+	select {
+	case h.url = <-urls:
+	case err := <-h.done:
+		return nil, fmt.Errorf("herd exited at start: %v", err)
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		return nil, errors.New("herd did not start")
+	}
+	if !strings.HasPrefix(h.url, "http://127.0.0.1:") {
+		h.stop()
+		return nil, fmt.Errorf("refusing to load %s: loopback only", h.url)
+	}
+	return h, nil
+}
+
+func (h *herd) stop() {
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.done:
+	case <-time.After(30 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.done
+	}
+}
+
+func (h *herd) call(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, h.url+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if h.tok != "" {
+		req.Header.Set("Authorization", "Bearer "+h.tok)
+	}
+	resp, err := h.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// signIn gets a bearer token through a cookie session.
+func (h *herd) signIn() error {
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	login := func(path string, body any, hdr map[string]string, out any) error {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", h.url+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		rb, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			return fmt.Errorf("%s: %d %s", path, resp.StatusCode, rb)
+		}
+		return json.Unmarshal(rb, out)
+	}
+	var in struct {
+		CSRF string `json:"csrf_token"`
+	}
+	if err := login("/api/auth/login", map[string]string{"email": "load@example.com", "password": "load test password"}, nil, &in); err != nil {
+		return err
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := login("/api/tokens", map[string]string{"name": "load"}, map[string]string{"X-CSRF-Token": in.CSRF}, &tok); err != nil {
+		return err
+	}
+	h.tok = tok.Token
+	return nil
+}
+
+// metric reads one series from /metrics.
+func (h *herd) metric(series string) (float64, error) {
+	resp, err := h.http.Get(h.url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no series %s", series)
+}
+
+// peakRSS is the server's high-water resident set, from /proc.
+func (h *herd) peakRSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmHWM")
+}
+
+// client is one WebSocket client of a thread.
+type client struct {
+	thread     string
+	reconnect  bool
+	mu         sync.Mutex
+	seqs       []int64
+	last       int64
+	dups       int
+	lats       []time.Duration
+	ended      chan struct{} // closed when it has seen run.end
+	endOnce    sync.Once
+	reconnects int
+}
+
+func (c *client) dial(h *herd) (*websocket.Conn, error) {
+	c.mu.Lock()
+	after := c.last
+	c.mu.Unlock()
+	hdr := http.Header{"Authorization": {"Bearer " + h.tok}}
+	url := "ws" + strings.TrimPrefix(h.url, "http") + fmt.Sprintf("/api/threads/%s/stream?after_seq=%d", c.thread, after)
+	conn, resp, err := websocket.DefaultDialer.Dial(url, hdr)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	return conn, err
+}
+
+// run reads frames until stop, reconnecting once mid-run when asked to.
+func (c *client) run(h *herd, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		conn, err := c.dial(h)
+		if err != nil {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+		}
+		cut := make(chan struct{})
+		if c.reconnect && c.reconnects == 0 {
+			time.AfterFunc(time.Duration(200+rand.IntN(1500))*time.Millisecond, func() { close(cut) })
+		}
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			c.read(conn)
+		}()
+		select {
+		case <-stop:
+			conn.Close()
+			<-read
+			return
+		case <-cut:
+			c.reconnects++
+			conn.Close()
+			<-read
+		case <-read:
+			conn.Close()
+		}
+	}
+}
+
+var (
+	keySeq     = []byte(`"seq":`)
+	keyCreated = []byte(`"created_at":"`)
+	keyRunEnd  = []byte(`"type":"run.end"`)
+)
+
+// read records frames. The driver shares the cores with the server, so it
+// scans for the fields it needs instead of decoding every frame.
+func (c *client) read(conn *websocket.Conn) {
+	for {
+		_, raw, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		i := bytes.Index(raw, keySeq)
+		if i < 0 || bytes.HasPrefix(raw[i+len(keySeq):], []byte("null")) {
+			continue
+		}
+		rest := raw[i+len(keySeq):]
+		j := bytes.IndexAny(rest, ",}")
+		seq, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+		if err != nil {
+			continue
+		}
+		var lat time.Duration = -1
+		if k := bytes.LastIndex(raw, keyCreated); k >= 0 {
+			ts := raw[k+len(keyCreated):]
+			if at, err := time.Parse(time.RFC3339Nano, string(ts[:bytes.IndexByte(ts, '"')])); err == nil {
+				lat = now.Sub(at)
+			}
+		}
+		c.mu.Lock()
+		if seq <= c.last {
+			c.dups++
+		} else {
+			c.seqs = append(c.seqs, seq)
+			c.last = seq
+			if lat >= 0 {
+				c.lats = append(c.lats, lat)
+			}
+		}
+		c.mu.Unlock()
+		if bytes.Contains(raw, keyRunEnd) {
+			c.endOnce.Do(func() { close(c.ended) })
+		}
+	}
+}
+
+func drive(ctx context.Context, o options) error {
+	dataDir, err := os.MkdirTemp("", "herd-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dataDir)
+	bin, err := filepath.Abs(o.bin)
+	if err != nil {
+		return err
+	}
+	o.bin = bin
+	h, err := start(ctx, o, dataDir)
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	if err := h.signIn(); err != nil {
+		return fmt.Errorf("sign in: %w", err)
+	}
+	goroutinesBefore, err := h.metric("go_goroutines")
+	if err != nil {
+		return err
+	}
+
+	threads := make([]string, o.threads)
+	for i := range threads {
+		var th struct{ ID string }
+		if err := h.call("POST", "/api/threads", map[string]string{"title": fmt.Sprint("load ", i)}, &th); err != nil {
+			return err
+		}
+		threads[i] = th.ID
+	}
+	var (
+		clients []*client
+		wg      sync.WaitGroup
+		stop    = make(chan struct{})
+	)
+	for _, th := range threads {
+		for range o.clients {
+			c := &client{thread: th, reconnect: rand.Float64() < o.reconnect, ended: make(chan struct{})}
+			clients = append(clients, c)
+			wg.Add(1)
+			go c.run(h, stop, &wg)
+		}
+	}
+	if err := waitFor(ctx, func() bool { v, _ := h.metric("herd_ws_clients"); return int(v) == len(clients) }); err != nil {
+		return fmt.Errorf("clients did not connect: %w", err)
+	}
+
+	var b strings.Builder
+	b.WriteString("Compare these, one subagent each:\n")
+	for i := range o.items {
+		if i%3 == 2 {
+			fmt.Fprintf(&b, "- researcher: topic %d\n", i)
+		} else {
+			fmt.Fprintf(&b, "- topic %d\n", i)
+		}
+	}
+	started := time.Now()
+	var startErrs atomic.Int32
+	var sw sync.WaitGroup
+	for _, th := range threads {
+		sw.Go(func() {
+			if err := h.call("POST", "/api/threads/"+th+"/runs", map[string]string{"content": b.String()}, nil); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				startErrs.Add(1)
+			}
+		})
+	}
+	sw.Wait()
+	if n := startErrs.Load(); n > 0 {
+		return fmt.Errorf("%d runs failed to start", n)
+	}
+	peakRunning := 0.0
+	for {
+		v, _ := h.metric(`herd_subagents{status="running"}`)
+		peakRunning = max(peakRunning, v)
+		active, _ := h.metric("herd_active_runs")
+		if active == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("runs did not finish in time")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(started)
+	// Every client sees run.end; then it has everything up to it.
+	for _, c := range clients {
+		select {
+		case <-c.ended:
+		case <-ctx.Done():
+			return fmt.Errorf("a client of %s never saw run.end", c.thread)
+		}
+	}
+	if err := settle(ctx, h, clients); err != nil {
+		return err
+	}
+	close(stop)
+	wg.Wait()
+
+	// Compare each client with the database.
+	want := map[string][]int64{}
+	for _, th := range threads {
+		seqs, err := persisted(h, th)
+		if err != nil {
+			return err
+		}
+		want[th] = seqs
+	}
+	var (
+		lost, dups, frames, reconnects int
+		lats                           []time.Duration
+	)
+	for _, c := range clients {
+		w := want[c.thread]
+		if !slices.Equal(c.seqs, w) {
+			lost += max(len(w)-len(c.seqs), 1)
+			fmt.Fprintf(os.Stderr, "client of %s: received %d records, the database holds %d\n", c.thread, len(c.seqs), len(w))
+		}
+		dups += c.dups
+		frames += len(c.seqs)
+		reconnects += c.reconnects
+		lats = append(lats, c.lats...)
+	}
+	slices.Sort(lats)
+	if err := waitFor(ctx, func() bool { v, _ := h.metric("herd_ws_clients"); return v == 0 }); err != nil {
+		return errors.New("clients still connected after the load")
+	}
+	time.Sleep(500 * time.Millisecond) // let finished runs' goroutines return
+	goroutinesAfter, _ := h.metric("go_goroutines")
+	rss, _ := h.peakRSS()
+	var records int
+	for _, w := range want {
+		records += len(w)
+	}
+	p := func(q float64) time.Duration { return lats[min(len(lats)-1, int(float64(len(lats))*q))] }
+	fmt.Printf("threads %d, clients %d (%d reconnected mid-run), subagents %d, peak running %d\n",
+		o.threads, len(clients), reconnects, o.threads*o.items, int(peakRunning))
+	fmt.Printf("records persisted %d in %.2fs (%.0f/s); frames delivered %d (%.0f/s)\n",
+		records, elapsed.Seconds(), float64(records)/elapsed.Seconds(), frames, float64(frames)/elapsed.Seconds())
+	fmt.Printf("frame latency (commit → client): p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d frames\n",
+		ms(p(0.5)), ms(p(0.99)), ms(lats[len(lats)-1]), len(lats))
+	fmt.Printf("lost %d, duplicated %d; peak RSS %.0f MB; goroutines before %d, after %d\n",
+		lost, dups, float64(rss)/(1<<20), int(goroutinesBefore), int(goroutinesAfter))
+
+	var errs []error
+	if lost > 0 || dups > 0 {
+		errs = append(errs, fmt.Errorf("%d lost, %d duplicated frames", lost, dups))
+	}
+	if p(0.99) > o.p99Bar {
+		errs = append(errs, fmt.Errorf("p99 frame latency %.1f ms > %v", ms(p(0.99)), o.p99Bar))
+	}
+	if goroutinesAfter > goroutinesBefore+5 {
+		errs = append(errs, fmt.Errorf("goroutines %d after, %d before", int(goroutinesAfter), int(goroutinesBefore)))
+	}
+	if int(peakRunning) < o.threads*o.items*9/10 {
+		errs = append(errs, fmt.Errorf("only %d subagents ran at once, want about %d", int(peakRunning), o.threads*o.items))
+	}
+	return errors.Join(errs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// settle waits until every client has the last seq of its thread.
+func settle(ctx context.Context, h *herd, clients []*client) error {
+	last := map[string]int64{}
+	for _, c := range clients {
+		if _, ok := last[c.thread]; !ok {
+			var th struct {
+				LastSeq int64 `json:"last_seq"`
+			}
+			if err := h.call("GET", "/api/threads/"+c.thread, nil, &th); err != nil {
+				return err
+			}
+			last[c.thread] = th.LastSeq
+		}
+	}
+	return waitFor(ctx, func() bool {
+		for _, c := range clients {
+			c.mu.Lock()
+			got := c.last
+			c.mu.Unlock()
+			if got < last[c.thread] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// persisted lists every seq the database holds for a thread: its
+// messages and its events.
+func persisted(h *herd, thread string) ([]int64, error) {
+	var th struct {
+		Messages []struct {
+			Seq int64 `json:"seq"`
+		} `json:"messages"`
+	}
+	if err := h.call("GET", "/api/threads/"+thread, nil, &th); err != nil {
+		return nil, err
+	}
+	var seqs []int64
+	for _, m := range th.Messages {
+		seqs = append(seqs, m.Seq)
+	}
+	after := int64(0)
+	for {
+		var page struct {
+			Events []struct {
+				Seq int64 `json:"seq"`
+			} `json:"events"`
+			Next int64 `json:"next_after_seq"`
+			More bool  `json:"has_more"`
+		}
+		if err := h.call("GET", fmt.Sprintf("/api/threads/%s/events?after_seq=%d&limit=1000", thread, after), nil, &page); err != nil {
+			return nil, err
+		}
+		for _, e := range page.Events {
+			seqs = append(seqs, e.Seq)
+		}
+		if !page.More {
+			break
+		}
+		after = page.Next
+	}
+	slices.Sort(seqs)
+	return seqs, nil
+}
+
+func waitFor(ctx context.Context, ok func() bool) error {
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
