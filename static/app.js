@@ -1,8 +1,10 @@
-// herd's one script: a plain ES module, no dependencies, no build step.
-// Every page works without it; it adds copy buttons, and on the thread page
-// (the one with #herd-state) it streams the conversation over WebSocket and
-// sends messages. The DOM it builds mirrors views/thread.templ (Message);
-// keep the two in step.
+// herd's script: plain ES modules, no dependencies, no build step. Every
+// page works without it; it adds copy buttons, and on the thread page (the
+// one with #herd-state) it streams the conversation over WebSocket and
+// sends messages; cards.js runs the subagent cards. The DOM it builds
+// mirrors views/thread.templ (Message); keep the two in step.
+
+import { TASK_FRAME_TYPES, createCards } from "./cards.js";
 
 const RECONNECT_MIN_MS = 500;
 const RECONNECT_MAX_MS = 5000;
@@ -51,6 +53,7 @@ function messageElement(m) {
 	const node = el("article", m.type === "human" ? "msg msg-human" : "msg msg-ai");
 	node.id = `msg-${m.id}`;
 	node.dataset.seq = String(m.seq);
+	node.dataset.runId = m.run_id ?? "";
 	if (m.html) {
 		const body = el("div", "msg-body");
 		// The one innerHTML: the server rendered and sanitized this field.
@@ -82,6 +85,16 @@ function threadPage(stateNode) {
 	const stop = document.getElementById("stop-button");
 	const errorLine = document.getElementById("composer-error");
 	const connStatus = document.getElementById("conn-status");
+
+	const cards = createCards({
+		threadID,
+		isAdmin: state.is_admin === true,
+		tokenUsage: state.token_usage_enabled === true,
+		post,
+		errorMessage,
+		showError,
+	});
+	const cardsLoaded = cards.load(list);
 
 	let lastSeq = state.last_seq ?? 0;
 	let activeRun = state.active_run_id || null;
@@ -134,9 +147,13 @@ function threadPage(stateNode) {
 
 	function addMessage(m) {
 		if (document.getElementById(`msg-${m.id}`)) return;
+		if (m.type === "tool" && m.name === "task") {
+			cards.toolMessage(m);
+			return;
+		}
 		if (m.type === "tool") {
 			// A result goes under the latest call with its id (provider ids
-			// may repeat across runs); task results will be shown by cards.
+			// may repeat across runs).
 			const id = CSS.escape(m.tool_call_id ?? "");
 			const calls = list.querySelectorAll(`.tool-call[data-tool-call-id="${id}"], .task-slot[data-task-id="${id}"]`);
 			const call = calls[calls.length - 1];
@@ -145,7 +162,11 @@ function threadPage(stateNode) {
 		}
 		const node = messageElement(m);
 		const streaming = document.getElementById(`stream-${m.id}`);
-		changeList(() => (streaming ? streaming.replaceWith(node) : list.append(node)));
+		changeList(() => {
+			if (streaming) streaming.replaceWith(node);
+			else list.append(node);
+			cards.mount(node, m);
+		});
 	}
 
 	function appendDelta(d) {
@@ -178,6 +199,7 @@ function threadPage(stateNode) {
 		// or a failure) would otherwise blink forever.
 		for (const bubble of list.querySelectorAll(".msg-streaming")) bubble.remove();
 		if (d.status === "failed") showError(d.error ? `The run failed: ${d.error}` : "The run failed.");
+		cards.runEnded(runID);
 		updateComposer();
 	}
 
@@ -188,10 +210,8 @@ function threadPage(stateNode) {
 		["run.start", (d, f) => startRun(d.run_id ?? f.run_id)],
 		["run.end", (d, f) => endRun(d, d.run_id ?? f.run_id)],
 		["ai_delta", (d) => appendDelta(d)],
-		// Kept in state for the token figures that subagent cards will show.
-		["settings", (d) => {
-			state.token_usage_enabled = d.token_usage_enabled === true;
-		}],
+		["settings", (d) => cards.setTokenUsage(d.token_usage_enabled === true)],
+		...TASK_FRAME_TYPES.map((type) => [type, (d, f) => cards.taskFrame(type, d, f)]),
 	]);
 
 	function onFrame(raw) {
@@ -201,6 +221,11 @@ function threadPage(stateNode) {
 		} catch {
 			return;
 		}
+		handleFrame(frame);
+	}
+
+	function handleFrame(frame) {
+		if (!frame || typeof frame !== "object") return;
 		if (typeof frame.seq === "number") {
 			if (frame.seq <= lastSeq) return; // a replay we already have
 			lastSeq = frame.seq;
@@ -216,6 +241,10 @@ function threadPage(stateNode) {
 		socket.addEventListener("open", () => {
 			retryDelay = RECONNECT_MIN_MS;
 			showConn("");
+			// Tests wait for this before they act on the page.
+			cardsLoaded.then(() => {
+				document.documentElement.dataset.herdReady = "1";
+			});
 		});
 		socket.addEventListener("message", (ev) => onFrame(ev.data));
 		// "error" is always followed by "close", so close alone decides.
@@ -288,6 +317,9 @@ function threadPage(stateNode) {
 		}
 	}
 
+	// The test hook: a herd:frame event is handled exactly like a frame
+	// from the socket (seq checks included), so tests can replay frames.
+	document.addEventListener("herd:frame", (ev) => handleFrame(ev.detail));
 	form.addEventListener("submit", submit);
 	stop.addEventListener("click", cancel);
 	input.addEventListener("keydown", (ev) => {

@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// Card formatting. static/app.js formats live updates with the same rules;
+// Card formatting. static/cards.js formats live updates with the same rules;
 // contracts/card_format_contract.json holds the examples both are tested
-// against.
+// against, and TestBrowserCardContract also compares cards.js with
+// TokenLabel itself.
 
 // TokenLabel formats a token count: "1,234 tokens" below ten thousand,
 // "12.3K tokens" below a million, "1.2M tokens" above. Without usage it

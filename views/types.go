@@ -160,7 +160,7 @@ type ErrorPage struct {
 	Message string
 }
 
-// CardView is one subagent card (SPEC §6.5). static/app.js renders live
+// CardView is one subagent card (SPEC §6.5). static/cards.js renders live
 // updates into the same markup, from a <template> holding an empty card.
 type CardView struct {
 	TaskID       string
