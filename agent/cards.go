@@ -26,7 +26,9 @@ type Card struct {
 	LastSeq      int64       `json:"last_seq"`
 	// Activity is the latest step's tool name while running.
 	Activity string `json:"activity"`
-	// Steps is how many steps the card has had.
+	// Steps is how many steps a live card has had (0 once terminal: a
+	// finished card's count would need its step rows, which stay in the
+	// database until the card is expanded).
 	Steps int64 `json:"steps"`
 }
 
@@ -94,6 +96,9 @@ func ProjectCards(src CardSource) []Card {
 				c.applyResult(tm)
 			} else if !c.Terminal() && m.RunID != src.ActiveRunID {
 				c.Status, c.Error, c.Activity = StatusFailed, NoResult, ""
+			}
+			if c.Terminal() {
+				c.Steps = 0
 			}
 			cards = append(cards, c)
 		}

@@ -74,6 +74,9 @@ func newExecutor(rt *Runtime, cfg SubagentsConfig) (*Executor, error) {
 	if cfg.LoopLimit < 2 {
 		cfg.LoopLimit = 3
 	}
+	if cfg.CancelGraceSeconds <= 0 {
+		cfg.CancelGraceSeconds = 5
+	}
 	x := &Executor{
 		rt:    rt,
 		cfg:   cfg,

@@ -37,20 +37,19 @@ export function groupThousands(n) {
 	return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
-// oneDecimal formats n/unit with one decimal as Go's strconv.FormatFloat
-// does. Both round the exact binary value, but on an exact tie Go rounds
-// half to even where toFixed rounds up; n/unit is an exact tie only at
-// .25 and .75, and of those only .25 rounds differently (down, to .2).
-function oneDecimal(n, unit) {
-	if (n % unit === unit / 4) return (Math.trunc(n / unit) + 0.2).toFixed(1);
-	return (n / unit).toFixed(1);
+// tenths writes a count of tenths as "12.3".
+function tenths(t) {
+	return `${Math.floor(t / 10)}.${t % 10}`;
 }
 
+// tokenLabel follows views.TokenLabel: tenths rounded half up in integers,
+// the unit chosen after rounding.
 export function tokenLabel(total, terminal) {
 	if (total === null || total === undefined) return terminal ? "usage unavailable" : "collecting…";
 	if (total < 10_000) return `${groupThousands(total)} tokens`;
-	if (total < 1_000_000) return `${oneDecimal(total, 1_000)}K tokens`;
-	return `${oneDecimal(total, 1_000_000)}M tokens`;
+	const k = Math.floor((total + 50) / 100);
+	if (k < 10_000) return `${tenths(k)}K tokens`;
+	return `${tenths(Math.floor((total + 50_000) / 100_000))}M tokens`;
 }
 
 export function statusText(status, activity) {
@@ -208,6 +207,7 @@ export function applyTaskFrame(card, type, d, seq) {
 		default:
 			card.status = type === "task_timed_out" && d.status === "polling_timed_out" ? d.status : TERMINAL_FRAMES[type];
 			card.activity = "";
+			card.steps = 0; // counted only while live, as the server does
 			card.result = str(d.result);
 			card.resultHTML = null;
 			card.error = str(d.error);
@@ -222,6 +222,7 @@ export function applyTaskFrame(card, type, d, seq) {
 export function applyToolMessage(card, m) {
 	const content = str(m.content);
 	card.activity = "";
+	card.steps = 0;
 	let md = readMetadata(m.additional_kwargs);
 	if (!md) {
 		const status = statusFromContent(content);
@@ -702,6 +703,7 @@ export function createCards({ threadID, isAdmin, tokenUsage, post, errorMessage,
 				update(c, () => {
 					c.status = "failed";
 					c.activity = "";
+					c.steps = 0;
 					c.error = NO_RESULT;
 				});
 			}

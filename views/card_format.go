@@ -11,9 +11,11 @@ import (
 // TokenLabel itself.
 
 // TokenLabel formats a token count: "1,234 tokens" below ten thousand,
-// "12.3K tokens" below a million, "1.2M tokens" above. Without usage it
-// says "collecting…" while the card is live and "usage unavailable" once it
-// is terminal — never 0.
+// "12.3K tokens" below a million, "1.2M tokens" above. Tenths are rounded
+// half up in integers, and the unit is chosen after rounding (999,950 is
+// "1.0M", not "1000.0K"), so Go and app.js agree to the digit. Without
+// usage it says "collecting…" while the card is live and "usage
+// unavailable" once it is terminal — never 0.
 func TokenLabel(total *int64, terminal bool) string {
 	switch {
 	case total == nil && terminal:
@@ -22,14 +24,18 @@ func TokenLabel(total *int64, terminal bool) string {
 		return "collecting…"
 	}
 	n := *total
-	switch {
-	case n < 10_000:
+	if n < 10_000 {
 		return groupThousands(n) + " tokens"
-	case n < 1_000_000:
-		return strconv.FormatFloat(float64(n)/1e3, 'f', 1, 64) + "K tokens"
-	default:
-		return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M tokens"
 	}
+	if k := (n + 50) / 100; k < 10_000 {
+		return tenths(k) + "K tokens"
+	}
+	return tenths((n+50_000)/100_000) + "M tokens"
+}
+
+// tenths writes a count of tenths as "12.3".
+func tenths(t int64) string {
+	return strconv.FormatInt(t/10, 10) + "." + strconv.FormatInt(t%10, 10)
 }
 
 func groupThousands(n int64) string {

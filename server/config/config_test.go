@@ -577,7 +577,7 @@ func TestErrors(t *testing.T) {
 		{name: "max_total_per_run", file: "subagents: {max_total_per_run: 0}\n", want: []string{`config: herd.yaml: subagents.max_total_per_run: must be at least 1, got 0`}},
 		{name: "queue_timeout_seconds", file: "subagents: {queue_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: subagents.queue_timeout_seconds: must be at least 1, got 0`}},
 		{name: "safety_margin_seconds", file: "subagents: {safety_margin_seconds: -1}\n", want: []string{`config: herd.yaml: subagents.safety_margin_seconds: must be at least 0, got -1`}},
-		{name: "cancel_grace_seconds", file: "subagents: {cancel_grace_seconds: -1}\n", want: []string{`config: herd.yaml: subagents.cancel_grace_seconds: must be at least 0, got -1`}},
+		{name: "cancel_grace_seconds", file: "subagents: {cancel_grace_seconds: 0}\n", want: []string{`config: herd.yaml: subagents.cancel_grace_seconds: must be at least 1, got 0`}},
 		{name: "loop_limit", file: "subagents: {loop_limit: 1}\n", want: []string{`config: herd.yaml: subagents.loop_limit: must be at least 2, got 1`}},
 
 		// Validation: agents.

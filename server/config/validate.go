@@ -191,7 +191,7 @@ func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.Model
 	l.atLeast("subagents.max_total_per_run", s.MaxTotalPerRun, 1)
 	l.atLeast("subagents.queue_timeout_seconds", s.QueueTimeoutSeconds, 1)
 	l.atLeast("subagents.safety_margin_seconds", s.SafetyMarginSeconds, 0)
-	l.atLeast("subagents.cancel_grace_seconds", s.CancelGraceSeconds, 0)
+	l.atLeast("subagents.cancel_grace_seconds", s.CancelGraceSeconds, 1)
 	// A limit of 1 would cap a subagent at its first tool call.
 	l.atLeast("subagents.loop_limit", s.LoopLimit, 2)
 	for _, name := range sortedNames(s.Agents) {
