@@ -42,6 +42,10 @@ func main() {
 // run starts herd and blocks until ctx ends (a signal), then shuts down
 // gracefully. It returns the process exit code.
 func run(ctx context.Context, args, environ []string, stderr io.Writer) int {
+	backup := len(args) > 0 && args[0] == "backup"
+	if backup {
+		args = args[1:]
+	}
 	fs := flag.NewFlagSet("herd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML config file (default ./herd.yaml when present)")
@@ -62,10 +66,34 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg.Log, stderr)
+	if backup {
+		return runBackup(ctx, cfg, fs.Args(), stderr)
+	}
 	if err := serve(ctx, cfg, environ, log); err != nil {
 		log.Error("herd stopped", "err", err)
 		return 1
 	}
+	return 0
+}
+
+// runBackup is `herd backup FILE`: a consistent copy of the database,
+// safe to take while herd serves.
+func runBackup(ctx context.Context, cfg *config.Config, args []string, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: herd backup [--config FILE] [--data-dir DIR] BACKUP_FILE")
+		return 2
+	}
+	store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "herd: backup: %v\n", err)
+		return 1
+	}
+	defer store.Close()
+	if err := store.Backup(ctx, args[0]); err != nil {
+		fmt.Fprintf(stderr, "herd: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "herd: backup written to %s\n", args[0])
 	return 0
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"herd/models"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -109,4 +110,51 @@ func mustParse(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+func TestBackupCommand(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out)
+	}()
+	for !strings.Contains(out.String(), "herd is listening") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// While herd serves.
+	file := filepath.Join(t.TempDir(), "copy.db")
+	var bout syncBuffer
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir, file}, nil, &bout); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, bout.String())
+	}
+	cancel()
+	<-done
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir}, nil, &bout); code != 2 {
+		t.Errorf("backup without a file: exit %d, want 2", code)
+	}
+	// The copy is a working database with the admin in it.
+	st, err := models.Open(file, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.CountUsers(context.Background()); err != nil || n != 1 {
+		t.Errorf("users in the backup: %d, %v", n, err)
+	}
+	_ = st.Close()
+	var sout syncBuffer
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	copyDir := t.TempDir()
+	if err := os.Rename(file, filepath.Join(copyDir, "herd.db")); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- run(ctx2, []string{"--data-dir", copyDir, "--addr", "127.0.0.1:0"}, nil, &sout) }()
+	for !strings.Contains(sout.String(), "herd is listening") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel2()
+	if code := <-done; code != 0 {
+		t.Fatalf("herd on the backup: exit %d: %s", code, sout.String())
+	}
 }

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -21,9 +22,10 @@ import (
 // assigned in the writing transaction could not be contended at all.
 // Reads use a separate pool (r) that WAL lets run beside the writer.
 type Store struct {
-	w   *gorm.DB
-	r   *gorm.DB
-	now func() time.Time
+	path string
+	w    *gorm.DB
+	r    *gorm.DB
+	now  func() time.Time
 	// reads counts the read statements run, so a test can assert that a
 	// page costs a constant number of queries whatever its size.
 	reads atomic.Int64
@@ -84,7 +86,7 @@ func Open(path string, opts Options) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 
-	s := &Store{w: w, now: now}
+	s := &Store{path: path, w: w, now: now}
 	if err := s.migrate(); err != nil {
 		_ = wdb.Close()
 		return nil, err
@@ -175,4 +177,24 @@ func (s *Store) Pragma(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("store: pragma %s: %w", name, err)
 	}
 	return v, nil
+}
+
+// Backup writes a consistent copy of the database to path while herd runs
+// (VACUUM INTO reads one snapshot; WAL lets writers go on meanwhile). The
+// file must not exist yet.
+func (s *Store) Backup(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("store: backup: %s already exists", path)
+	}
+	// Its own connection: the readers are query-only, and the writer's
+	// single connection must not be held for the whole copy.
+	db, err := sql.Open("sqlite3", dsn(s.path, false))
+	if err != nil {
+		return fmt.Errorf("store: backup: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
+		return fmt.Errorf("store: backup to %s: %w", path, err)
+	}
+	return nil
 }

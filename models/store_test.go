@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -186,5 +187,45 @@ func TestLastAdminProtected(t *testing.T) {
 	}
 	if u, err := s.UserByEmail(ctx, " admin@EXAMPLE.com"); err != nil || u.ID != admin.ID {
 		t.Errorf("lookup by email is not case-insensitive: %v", err)
+	}
+}
+
+func TestBackupWhileWriting(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, _ := s.CreateThread(ctx, "u1", "a")
+	w := s.NewWriter(WriterOptions{})
+	defer w.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: CategoryRun}})
+		}
+	})
+	time.Sleep(50 * time.Millisecond)
+	path := filepath.Join(t.TempDir(), "backup.db")
+	if err := s.Backup(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if err := s.Backup(ctx, path); err == nil {
+		t.Error("a backup overwrote an existing file")
+	}
+	b, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	last, err := b.LastSeq(ctx, th.ID)
+	recs, _ := b.Since(ctx, th.ID, 0, 1<<20)
+	if err != nil || last == 0 || int64(len(recs)) != last {
+		t.Errorf("backup: last_seq %d, %d records, %v: not a consistent snapshot", last, len(recs), err)
 	}
 }
