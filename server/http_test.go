@@ -301,3 +301,33 @@ func TestBadInputWritesNothing(t *testing.T) {
 		t.Errorf("title = %q after a refused rename", thread.Title)
 	}
 }
+
+// TestForeignTokensAndUsers: a user cannot see or delete another user's
+// API tokens, and the admin user routes answer 404 for unknown ids.
+func TestForeignTokensAndUsers(t *testing.T) {
+	a := newApp(t)
+	ann := a.newUser("ann@example.com", false)
+	bob := a.newUser("bob@example.com", false)
+	admin := a.newUser("admin@example.com", true)
+	var tok struct{ ID, Token string }
+	ann.mustJSON("POST", "/api/tokens", map[string]string{"name": "cli"}, http.StatusCreated, &tok)
+	if r := bob.do("DELETE", "/api/tokens/"+tok.ID, nil); r.status != http.StatusNotFound {
+		t.Errorf("bob deleting ann's token: %d, want 404", r.status)
+	}
+	if r := bob.do("GET", "/api/tokens", nil); strings.Contains(string(r.body), tok.ID) {
+		t.Error("bob sees ann's token")
+	}
+	if r := a.anonymous().do("GET", "/api/threads", nil, "Authorization", "Bearer "+tok.Token); r.status != http.StatusOK {
+		t.Errorf("ann's token no longer works: %d", r.status)
+	}
+	const missing = "00000000-0000-4000-8000-000000000009"
+	for _, rt := range []struct{ method, path string }{
+		{"PATCH", "/api/admin/users/" + missing},
+		{"DELETE", "/api/admin/users/" + missing},
+		{"DELETE", "/api/admin/users/not-a-uuid"},
+	} {
+		if r := admin.do(rt.method, rt.path, map[string]string{"role": "user"}); r.status != http.StatusNotFound {
+			t.Errorf("%s %s: %d, want 404", rt.method, rt.path, r.status)
+		}
+	}
+}
