@@ -331,3 +331,20 @@ func TestForeignTokensAndUsers(t *testing.T) {
 		}
 	}
 }
+
+func TestInvalidSettingsChangeNothing(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("admin@example.com", true)
+	for _, body := range []string{`{"token_usage_enabled":"yes"}`, `{"token_usage_enabled":1}`, `{}`, `{"token_usage_enabled":false,"x":1}`, `[false]`, `not json`} {
+		r := admin.do("PUT", "/api/admin/settings", body)
+		if r.status < 400 || r.status >= 500 {
+			t.Errorf("PUT %s: %d, want 4xx", body, r.status)
+		}
+		if !a.hub.TokenUsage() {
+			t.Fatalf("PUT %s turned token usage off", body)
+		}
+	}
+	if _, err := a.store.Setting(context.Background(), settingTokenUsage); err == nil {
+		t.Error("a refused change was stored")
+	}
+}
