@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -213,15 +214,12 @@ func (s *Server) routes() {
 	api.Any("/*", func(echo.Context) error { return errNotFound("route") })
 }
 
+// bodyLimitString writes a byte count in the form echo's BodyLimit reads.
 func bodyLimitString(n int64) string {
 	if n%(1<<20) == 0 {
-		return itoa(n>>20) + "M"
+		return strconv.FormatInt(n>>20, 10) + "M"
 	}
-	return itoa(n>>10) + "K"
-}
-
-func itoa(n int64) string {
-	return strings.TrimSpace(strings.Replace(time.Duration(n).String(), "ns", "", 1))
+	return strconv.FormatInt(n>>10, 10) + "K"
 }
 
 // securityHeaders sets the CSP and friends on every response: no inline
@@ -269,8 +267,8 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			level = slog.LevelInfo
 		}
 		attrs := []any{"method", req.Method, "path", req.URL.Path, "status", status, "dur", time.Since(start).Round(time.Microsecond), "request_id", c.Response().Header().Get(echo.HeaderXRequestID)}
-		if id := c.Param("id"); id != "" && strings.HasPrefix(req.URL.Path, "/api/threads/") || strings.HasPrefix(req.URL.Path, "/threads/") {
-			attrs = append(attrs, "thread", c.Param("id"))
+		if id := c.Param("id"); id != "" && (strings.HasPrefix(req.URL.Path, "/api/threads/") || strings.HasPrefix(req.URL.Path, "/threads/")) {
+			attrs = append(attrs, "thread", id)
 		}
 		s.log.Log(req.Context(), level, "http", attrs...)
 		return nil
