@@ -483,8 +483,11 @@ func demoSubagentPlan(topic string, tools map[string]bool, n int) []demoReply {
 			plan = append(plan, demoReply{text: text, calls: []demoCall{newDemoCall(tool, args)}})
 		}
 	}
-	name := demoSlug(topic)
-	notes := "notes/" + name + ".md"
+	// Each subagent keeps to its own folder: parallel subagents share the
+	// thread's workspace, and listing one shared folder would cost each of
+	// them a pass over every other's files.
+	dir := "notes/" + demoSlug(topic)
+	notes := dir + "/plan.md"
 	canWrite := tools[ToolWriteFile]
 	add(fmt.Sprintf("Writing my plan to `%s` first.", notes), ToolWriteFile, map[string]string{
 		"path": notes,
@@ -495,13 +498,13 @@ func demoSubagentPlan(topic string, tools map[string]bool, n int) []demoReply {
 			"4. Answer in a few sentences.\n\nStatus: draft\n",
 	})
 	if canWrite {
-		add("Checking what is in `notes/`.", ToolLs, map[string]string{"path": "notes"})
+		add(fmt.Sprintf("Checking what is in `%s/`.", dir), ToolLs, map[string]string{"path": dir})
 		add("Re-reading my notes.", ToolReadFile, map[string]string{"path": notes})
 	} else {
 		add("Checking what the workspace holds.", ToolLs, map[string]string{"path": "."})
 	}
 	for k := 1; canWrite && len(plan) < n; k++ {
-		part := fmt.Sprintf("notes/%s-part-%d.md", name, k)
+		part := fmt.Sprintf("%s/part-%d.md", dir, k)
 		add(fmt.Sprintf("Drafting part %d in `%s`.", k, part), ToolWriteFile, map[string]string{
 			"path":    part,
 			"content": fmt.Sprintf("# Part %d\n\nFindings on: %s\n\nStatus: draft\n", k, topic),

@@ -346,7 +346,7 @@ func TestDemoSubagentTurns(t *testing.T) {
 			prompt:    "Compare SQLite WAL mode and readers\n\nKeep your notes under notes/.",
 			tools:     all,
 			wantCalls: []string{ToolWriteFile, ToolLs, ToolReadFile},
-			answerHas: []string{"Finished: Compare SQLite WAL mode and readers", "`notes/compare-sqlite-wal-mode-and-readers.md`", "offline demo model"},
+			answerHas: []string{"Finished: Compare SQLite WAL mode and readers", "`notes/compare-sqlite-wal-mode-and-readers/plan.md`", "offline demo model"},
 		},
 		{
 			name:   "general path honours a long turn count with distinct calls",
@@ -355,7 +355,7 @@ func TestDemoSubagentTurns(t *testing.T) {
 			turns:  9,
 			wantCalls: []string{ToolWriteFile, ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace, ToolReadFile,
 				ToolWriteFile, ToolStrReplace},
-			answerHas: []string{"Tool calls: 8", "`notes/summarise-the-logs-part-2.md`"},
+			answerHas: []string{"Tool calls: 8", "`notes/summarise-the-logs/part-2.md`"},
 		},
 		{
 			name:      "researcher uses only its tools, even with a command in the prompt",
@@ -363,7 +363,7 @@ func TestDemoSubagentTurns(t *testing.T) {
 			tools:     researcher,
 			turns:     7,
 			wantCalls: []string{ToolWriteFile, ToolLs, ToolReadFile, ToolWriteFile, ToolReadFile, ToolWriteFile},
-			answerHas: []string{"`notes/check-go-mod-for-the-module-part-1.md`"},
+			answerHas: []string{"`notes/check-go-mod-for-the-module/part-1.md`"},
 		},
 		{
 			name:      "one turn answers at once",

@@ -123,6 +123,10 @@ func TestWriterBoundsItsQueue(t *testing.T) {
 	for w.QueueLen() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	// Taken is not yet failed: the writer gathers what is queued right
+	// after taking a job. Give its first attempt time to fail, well within
+	// the second it then waits.
+	time.Sleep(200 * time.Millisecond)
 	for range 4 {
 		if err := w.Enqueue(ctx, ev()); err != nil {
 			t.Fatal(err)

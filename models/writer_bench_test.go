@@ -26,7 +26,7 @@ const (
 // runs. Each side gets a fresh database file.
 //
 // Metrics: writer-rows/s, raw-rows/s, writer/raw (the ratio) and
-// rows/tx (the Writer's mean transaction size, which the raw side copies).
+// rows/tx (the Writer's mean transaction size; the raw side uses its largest).
 func BenchmarkWriterThroughput(b *testing.B) {
 	ctx := context.Background()
 	var writerDur, rawDur time.Duration

@@ -1,0 +1,40 @@
+package models
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestWriterCheckpointsBesideIt: while a Writer is open, WAL checkpoints
+// run on a reader connection after commits, and every read still sees
+// every committed write; Close gives the connection SQLite's automatic
+// checkpoint back.
+func TestWriterCheckpointsBesideIt(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, err := s.CreateThread(ctx, "u1", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWriter(WriterOptions{})
+	if got, _ := s.Pragma(ctx, "wal_autocheckpoint"); got != "10000" {
+		t.Errorf("wal_autocheckpoint with a Writer open = %s, want the 10000-page backstop", got)
+	}
+	// Long enough for several background checkpoints (one per 100 ms at
+	// most), each of which must leave the reader connection it used free
+	// of any snapshot: a stale one shows as a smaller last_seq.
+	deadline := time.Now().Add(350 * time.Millisecond)
+	for i := int64(1); i <= 300 || time.Now().Before(deadline); i++ {
+		if err := w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: CategoryRun}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.LastSeq(ctx, th.ID); err != nil || got != i {
+			t.Fatalf("after %d committed writes a read sees last_seq %d (%v): a checkpoint left a stale snapshot", i, got, err)
+		}
+	}
+	w.Close()
+	if got, _ := s.Pragma(ctx, "wal_autocheckpoint"); got != "1000" {
+		t.Errorf("wal_autocheckpoint after Close = %s, want SQLite's default 1000", got)
+	}
+}
