@@ -155,7 +155,11 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 	w.stmts = &stmtCache{}
 	w.stmts.db, w.stmts.err = s.w.DB()
 	w.setAutoCheckpoint(backstopCheckpointPages)
-	go w.loop()
+	// Both goroutines start before NewWriter returns, so a caller that
+	// snapshots its goroutines afterwards sees them both.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go w.checkpoints(stop, stopped)
+	go w.loop(stop, stopped)
 	return w
 }
 
@@ -213,10 +217,10 @@ func (w *Writer) Close() {
 	<-w.done
 }
 
-func (w *Writer) loop() {
+// loop commits batches until the queue is closed, then stops the
+// checkpoint goroutine.
+func (w *Writer) loop(stop, stopped chan struct{}) {
 	defer close(w.done)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go w.checkpoints(stop, stopped)
 	defer func() {
 		close(stop)
 		<-stopped
