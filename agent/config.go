@@ -13,10 +13,14 @@ type ModelConfig struct {
 	TimeoutSeconds int    `yaml:"timeout_seconds" json:"-"`
 	MaxRetries     *int   `yaml:"max_retries" json:"-"`
 	// Demo provider options.
-	LatencyMS int   `yaml:"latency_ms" json:"-"`
-	ChunkMS   int   `yaml:"chunk_ms" json:"-"`
-	Usage     *bool `yaml:"usage" json:"-"`
-	FailAfter int   `yaml:"fail_after" json:"-"`
+	LatencyMS int `yaml:"latency_ms" json:"-"`
+	// LatencyJitter spreads each response's latency over
+	// latency_ms × (1 ± jitter), deterministically per request, as a real
+	// provider's answers vary (0 = always latency_ms).
+	LatencyJitter float64 `yaml:"latency_jitter" json:"-"`
+	ChunkMS       int     `yaml:"chunk_ms" json:"-"`
+	Usage         *bool   `yaml:"usage" json:"-"`
+	FailAfter     int     `yaml:"fail_after" json:"-"`
 }
 
 // Label is what the UI shows for the model: its display name, else its name.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"slices"
 	"strings"
@@ -83,7 +84,7 @@ func NewDemo(cfg ModelConfig, opts ...DemoOption) *Demo {
 // the text word by word through onDelta.
 func (d *Demo) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
 	n := d.calls.Add(1)
-	if err := d.wait(ctx, d.cfg.LatencyMS); err != nil {
+	if err := d.wait(ctx, d.latency(req)); err != nil {
 		return Response{}, err
 	}
 	if d.cfg.FailAfter > 0 && n == int64(d.cfg.FailAfter) {
@@ -128,6 +129,31 @@ func (d *Demo) model() string {
 
 // wait pauses for ms milliseconds, or only checks ctx when ms is zero, so
 // a cancelled request stops at the next wait whatever the configuration.
+// latency is LatencyMS spread by LatencyJitter: a pseudo-random factor in
+// [1-j, 1+j) drawn from the request itself, so the same request always
+// waits the same and parallel subagents do not answer in lockstep.
+func (d *Demo) latency(req Request) int {
+	j := min(max(d.cfg.LatencyJitter, 0), 1)
+	if j == 0 || d.cfg.LatencyMS <= 0 {
+		return d.cfg.LatencyMS
+	}
+	h := fnv.New64a()
+	for _, m := range req.Messages {
+		_, _ = h.Write([]byte(m.Type))
+		_, _ = h.Write([]byte(m.Content))
+	}
+	// FNV's high bits barely move when only the last bytes differ
+	// ("topic 1", "topic 2"): a splitmix64 finish spreads them.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	u := float64(x>>11) / (1 << 53) // uniform in [0, 1)
+	return int(float64(d.cfg.LatencyMS) * (1 - j + 2*j*u))
+}
+
 func (d *Demo) wait(ctx context.Context, ms int) error {
 	err := ctx.Err()
 	if err == nil && ms > 0 {

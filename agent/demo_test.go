@@ -732,3 +732,25 @@ func TestDemoResponseIdentity(t *testing.T) {
 		})
 	}
 }
+
+func TestDemoLatencyJitter(t *testing.T) {
+	d := NewDemo(ModelConfig{Name: "m", LatencyMS: 1000, LatencyJitter: 0.5})
+	seen := map[int]bool{}
+	for i := range 200 {
+		req := Request{Messages: []Message{{Type: TypeHuman, Content: fmt.Sprint("topic ", i)}}}
+		ms := d.latency(req)
+		if ms < 500 || ms >= 1500 {
+			t.Fatalf("latency %d ms outside 1000 ± 50%%", ms)
+		}
+		if d.latency(req) != ms {
+			t.Fatal("the same request waited differently")
+		}
+		seen[ms/100] = true
+	}
+	if len(seen) < 8 {
+		t.Errorf("latencies cover %d of 10 buckets: not spread", len(seen))
+	}
+	if got := NewDemo(ModelConfig{LatencyMS: 300}).latency(Request{}); got != 300 {
+		t.Errorf("no jitter: %d ms, want 300", got)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 
 	"herd/agent"
@@ -111,9 +112,23 @@ func eventData(e *models.RunEvent, redact bool) (string, map[string]any, error) 
 // frame is one encoded frame in both token-gate variants. redacted is the
 // same slice as full when the frame carries no token figure.
 type frame struct {
-	seq      int64 // 0 for ephemeral frames
-	full     []byte
+	seq  int64 // 0 for ephemeral frames
+	full []byte
+	// redact builds the token-gated variant, only when a client needs it
+	// (a non-admin while the gate is off); nil when the frame has no
+	// token figure to hide.
+	redact   func() []byte
+	once     sync.Once
 	redacted []byte
+}
+
+// bytes returns the frame as a client with these rights may see it.
+func (f *frame) bytes(figures bool) []byte {
+	if figures || f.redact == nil {
+		return f.full
+	}
+	f.once.Do(func() { f.redacted = f.redact() })
+	return f.redacted
 }
 
 func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string, data any) []byte {
@@ -134,6 +149,5 @@ func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string,
 
 // ephemeral builds a frame that is not persisted (seq null).
 func ephemeral(typ, threadID, runID string, data any) *frame {
-	b := encodeEnvelope(0, time.Time{}, typ, threadID, runID, data)
-	return &frame{full: b, redacted: b}
+	return &frame{full: encodeEnvelope(0, time.Time{}, typ, threadID, runID, data)}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,8 +51,10 @@ type Hub struct {
 	wg     sync.WaitGroup
 	count  atomic.Int64
 	// closing is closed by Close: each client delivers what it has, then
-	// says going-away.
-	closing chan struct{}
+	// says going-away, and the shards stop.
+	closing    chan struct{}
+	shards     []chan []item
+	shardsDone sync.WaitGroup
 	// tokens is the token gate: whether token figures may reach
 	// non-admin clients. Frames are chosen at write time, so a toggle
 	// applies to the next frame of every client.
@@ -86,14 +90,24 @@ func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
+	h := &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
+	h.shards = make([]chan []item, max(runtime.GOMAXPROCS(0), 1))
+	for k := range h.shards {
+		h.shards[k] = make(chan []item, 1024)
+		h.shardsDone.Add(1)
+		go h.runShard(h.shards[k])
+	}
+	return h
 }
 
 // Clients is the number of connected clients.
 func (h *Hub) Clients() int64 { return h.count.Load() }
 
-// OnCommit broadcasts committed records; it is the Writer's OnCommit.
+// OnCommit broadcasts committed records; it is the Writer's OnCommit. It
+// only hands them to the thread's shard: encoding and fan-out happen off
+// the writer's goroutine, so the next commit does not wait for them.
 func (h *Hub) OnCommit(recs []models.Record) {
+	var per map[int][]item
 	for _, r := range recs {
 		if r.Message == nil && r.Event == nil {
 			continue
@@ -102,21 +116,70 @@ func (h *Hub) OnCommit(recs []models.Record) {
 		if !h.watched(id) {
 			continue
 		}
-		f, err := h.recordFrame(r)
-		if err != nil {
-			h.log.Error("hub: encode frame", "thread", id, "seq", r.Seq(), "err", err)
-			continue
+		if per == nil {
+			per = map[int][]item{}
 		}
-		h.publish(id, f)
+		k := h.shardOf(id)
+		per[k] = append(per[k], item{threadID: id, rec: r})
+	}
+	for k, items := range per {
+		h.toShard(k, items)
 	}
 }
 
-// Delta streams text of an AI message being written (agent.Publisher).
+// Delta streams text of an AI message being written (agent.Publisher). It
+// goes through the thread's shard, behind the records committed before it.
 func (h *Hub) Delta(threadID, runID, messageID, text string) {
 	if !h.watched(threadID) {
 		return
 	}
-	h.publish(threadID, ephemeral(FrameAIDelta, threadID, runID, map[string]string{"message_id": messageID, "text": text}))
+	f := ephemeral(FrameAIDelta, threadID, runID, map[string]string{"message_id": messageID, "text": text})
+	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+}
+
+// item is one frame to publish: a committed record to encode, or a ready
+// ephemeral frame.
+type item struct {
+	threadID string
+	rec      models.Record
+	frame    *frame
+}
+
+// Shards encode and publish frames. A thread always maps to the same
+// shard, so its frames stay in order; several shards use every core.
+func (h *Hub) shardOf(threadID string) int {
+	x := fnv.New32a()
+	_, _ = x.Write([]byte(threadID))
+	return int(x.Sum32() % uint32(len(h.shards)))
+}
+
+func (h *Hub) toShard(k int, items []item) {
+	select {
+	case h.shards[k] <- items:
+	case <-h.closing:
+	}
+}
+
+func (h *Hub) runShard(in <-chan []item) {
+	defer h.shardsDone.Done()
+	for {
+		select {
+		case <-h.closing:
+			return
+		case items := <-in:
+			for _, it := range items {
+				f := it.frame
+				if f == nil {
+					var err error
+					if f, err = h.recordFrame(it.rec); err != nil {
+						h.log.Error("hub: encode frame", "thread", it.threadID, "seq", it.rec.Seq(), "err", err)
+						continue
+					}
+				}
+				h.publish(it.threadID, f)
+			}
+		}
+	}
 }
 
 // Broadcast sends an ephemeral frame to every client of every thread.
@@ -160,10 +223,11 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 				html = h.md.Render(r)
 			}
 		}
-		full := encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false))
-		f := &frame{seq: m.Seq, full: full, redacted: full}
+		f := &frame{seq: m.Seq, full: encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false))}
 		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
-			f.redacted = encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, true))
+			f.redact = func() []byte {
+				return encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, true))
+			}
 		}
 		return f, nil
 	case r.Event != nil:
@@ -172,11 +236,12 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
 		}
-		full := encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
-		f := &frame{seq: e.Seq, full: full, redacted: full}
+		f := &frame{seq: e.Seq, full: encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)}
 		if _, ok := data["usage"]; ok {
-			delete(data, "usage")
-			f.redacted = encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
+			f.redact = func() []byte {
+				delete(data, "usage") // data is this frame's own, built above
+				return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
+			}
 		}
 		return f, nil
 	}
@@ -275,7 +340,7 @@ func (h *Hub) Close(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
+	go func() { h.wg.Wait(); h.shardsDone.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -415,10 +480,7 @@ func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
 }
 
 func (c *client) write(f *frame) bool {
-	b := f.full
-	if !c.admin && !c.h.tokens.Load() {
-		b = f.redacted
-	}
+	b := f.bytes(c.admin || c.h.tokens.Load())
 	_ = c.conn.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
 	err := c.conn.WriteMessage(websocket.TextMessage, b)
 	if err != nil && isTimeoutErr(err) && c.h.opts.OnDrop != nil {

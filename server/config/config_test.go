@@ -59,8 +59,8 @@ func TestLoadDefaults(t *testing.T) {
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Models: []agent.ModelConfig{
-			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", LatencyMS: 300, ChunkMS: 30, Usage: new(true)},
-			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", LatencyMS: 700, ChunkMS: 45, Usage: new(true)},
+			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
+			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
 		},
 		Lead: agent.LeadConfig{MaxTurns: 25},
 		Subagents: agent.SubagentsConfig{
@@ -405,10 +405,11 @@ func TestMerge(t *testing.T) {
 			env: []string{
 				"HERD_TOKEN_USAGE_ENABLED=false",
 				"HERD_SUBAGENTS_MAX_TURNS=7",
+				"HERD_MODELS_1_LATENCY_JITTER=0.25",
 				`HERD_LEAD_SYSTEM_PROMPT="Be brief": always.`,
 			},
 			check: func(c *Config) string {
-				if c.TokenUsage.Enabled || c.Subagents.MaxTurns == nil || *c.Subagents.MaxTurns != 7 || c.Lead.SystemPrompt != `"Be brief": always.` {
+				if c.TokenUsage.Enabled || c.Subagents.MaxTurns == nil || *c.Subagents.MaxTurns != 7 || c.Lead.SystemPrompt != `"Be brief": always.` || c.Models[1].LatencyJitter != 0.25 {
 					return fmt.Sprintf("token_usage %v, max_turns %v, system_prompt %q", c.TokenUsage.Enabled, c.Subagents.MaxTurns, c.Lead.SystemPrompt)
 				}
 				return ""
@@ -565,6 +566,7 @@ func TestErrors(t *testing.T) {
 		{name: "model timeout", file: openai + "timeout_seconds: -1}\n", want: []string{`config: herd.yaml: models.0.timeout_seconds: must be at least 0, got -1`}},
 		{name: "max_retries", file: openai + "max_retries: -1}\n", want: []string{`config: herd.yaml: models.0.max_retries: must be at least 0, got -1`}},
 		{name: "latency_ms", file: "models: [{name: a, provider: demo, latency_ms: -1}]\n", want: []string{`config: herd.yaml: models.0.latency_ms: must be at least 0, got -1`}},
+		{name: "latency_jitter", file: "models: [{name: a, provider: demo, latency_jitter: 1.5}]\n", want: []string{`config: herd.yaml: models.0.latency_jitter: must be from 0 to 1, got 1.5`}},
 		{name: "chunk_ms", file: "models: [{name: a, provider: demo, chunk_ms: -1}]\n", want: []string{`config: herd.yaml: models.0.chunk_ms: must be at least 0, got -1`}},
 		{name: "fail_after", file: "models: [{name: a, provider: demo, fail_after: -1}]\n", want: []string{`config: herd.yaml: models.0.fail_after: must be at least 0, got -1`}},
 

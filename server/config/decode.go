@@ -226,6 +226,13 @@ func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source,
 		}
 		v.SetInt(n)
 		return true
+	case reflect.Float32, reflect.Float64:
+		f, ok := toFloat(raw)
+		if !ok {
+			return l.typeError(src, path, "a number", raw)
+		}
+		v.SetFloat(f)
+		return true
 	default:
 		// Only a field type added to the schema without support here
 		// gets here.
@@ -283,6 +290,21 @@ func toInt(raw any) (int64, bool) {
 			return 0, false
 		}
 		return int64(n), true
+	}
+	return 0, false
+}
+
+// toFloat accepts YAML numbers.
+func toFloat(raw any) (float64, bool) {
+	switch n := raw.(type) {
+	case float64:
+		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
+	case int64:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case int:
+		return float64(n), true
 	}
 	return 0, false
 }

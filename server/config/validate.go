@@ -176,6 +176,9 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 			l.atLeast(key+".max_retries", *m.MaxRetries, 0)
 		}
 		l.atLeast(key+".latency_ms", m.LatencyMS, 0)
+		if m.LatencyJitter < 0 || m.LatencyJitter > 1 {
+			l.invalid(key+".latency_jitter", "must be from 0 to 1, got %v", m.LatencyJitter)
+		}
 		l.atLeast(key+".chunk_ms", m.ChunkMS, 0)
 		l.atLeast(key+".fail_after", m.FailAfter, 0)
 	}
