@@ -89,10 +89,12 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 	for turn := 1; turn <= r.rt.lead.MaxTurns; turn++ {
 		msgID := r.rt.newID()
 		var streamed strings.Builder
+		deltas := newDeltaStream(func(text string) { r.rt.pub.Delta(r.threadID, r.id, msgID, text) })
 		resp, err := r.model.Provider.Complete(r.ctx, Request{Model: r.model.Config.Model, Messages: msgs, Tools: tools}, func(d string) {
 			streamed.WriteString(d)
-			r.rt.pub.Delta(r.threadID, r.id, msgID, d)
+			deltas.write(d)
 		})
+		deltas.close()
 		if err != nil {
 			if r.ctx.Err() != nil {
 				r.keepPartial(msgID, streamed.String())

@@ -48,6 +48,7 @@ type options struct {
 	latencyMS int
 	timeout   time.Duration
 	p99Bar    time.Duration
+	shmWS     bool
 }
 
 func main() {
@@ -59,7 +60,8 @@ func main() {
 	flag.Float64Var(&o.reconnect, "reconnect", 0.25, "share of clients that drop and reconnect with their last seq mid-run")
 	flag.IntVar(&o.latencyMS, "latency", 400, "demo model latency per LLM call, ms")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up after this long")
-	flag.DurationVar(&o.p99Bar, "p99", 100*time.Millisecond, "bar for the p99 frame latency")
+	flag.DurationVar(&o.p99Bar, "p99", 100*time.Millisecond, "bar for the p99 frame latency (0: report only)")
+	flag.BoolVar(&o.shmWS, "shm-workspaces", false, "keep the thread workspaces on /dev/shm (the database stays on disk)")
 	flag.Parse()
 	if o.threads < 1 || o.threads > 500 || o.clients < 1 || o.clients > 20 || o.items < 1 || o.items > 50 {
 		fmt.Fprintln(os.Stderr, "loadtest: threads 1..500, clients 1..20, items 1..50")
@@ -211,6 +213,9 @@ func (h *herd) signIn() error {
 
 // metric reads one series from /metrics.
 func (h *herd) metric(series string) (float64, error) {
+	// Only the connection of this request is open while the server counts
+	// its goroutines, so counts taken at different times compare.
+	h.http.CloseIdleConnections()
 	resp, err := h.http.Get(h.url + "/metrics")
 	if err != nil {
 		return 0, err
@@ -370,6 +375,19 @@ func drive(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(dataDir)
+	if o.shmWS {
+		// The demo subagents create thousands of small files at once; on a
+		// slow virtual disk their writeback stalls every writer, the
+		// database included. On tmpfs the figures are herd's own.
+		shm, err := os.MkdirTemp("/dev/shm", "herd-load-ws-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(shm)
+		if err := os.Symlink(shm, filepath.Join(dataDir, "workspaces")); err != nil {
+			return err
+		}
+	}
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
 		return err
@@ -503,8 +521,12 @@ func drive(ctx context.Context, o options) error {
 		records += len(w)
 	}
 	p := func(q float64) time.Duration { return lats[min(len(lats)-1, int(float64(len(lats))*q))] }
-	fmt.Printf("threads %d, clients %d (%d reconnected mid-run), subagents %d, peak running %d\n",
-		o.threads, len(clients), reconnects, o.threads*o.items, int(peakRunning))
+	where := "disk"
+	if o.shmWS {
+		where = "/dev/shm"
+	}
+	fmt.Printf("threads %d, clients %d (%d reconnected mid-run), subagents %d, peak running %d; workspaces on %s\n",
+		o.threads, len(clients), reconnects, o.threads*o.items, int(peakRunning), where)
 	fmt.Printf("records persisted %d in %.2fs (%.0f/s); frames delivered %d (%.0f/s)\n",
 		records, elapsed.Seconds(), float64(records)/elapsed.Seconds(), frames, float64(frames)/elapsed.Seconds())
 	fmt.Printf("live frame latency (commit → client): p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d frames; %d more caught up after reconnects\n",
@@ -516,7 +538,7 @@ func drive(ctx context.Context, o options) error {
 	if lost > 0 || dups > 0 {
 		errs = append(errs, fmt.Errorf("%d lost, %d duplicated frames", lost, dups))
 	}
-	if p(0.99) > o.p99Bar {
+	if o.p99Bar > 0 && p(0.99) > o.p99Bar {
 		errs = append(errs, fmt.Errorf("p99 frame latency %.1f ms > %v", ms(p(0.99)), o.p99Bar))
 	}
 	if goroutinesAfter > goroutinesBefore+5 {
