@@ -513,8 +513,17 @@ func drive(ctx context.Context, o options) error {
 	if err := waitFor(ctx, func() bool { v, _ := h.metric("herd_ws_clients"); return v == 0 }); err != nil {
 		return errors.New("clients still connected after the load")
 	}
-	time.Sleep(500 * time.Millisecond) // let finished runs' goroutines return
-	goroutinesAfter, _ := h.metric("go_goroutines")
+	// Finished runs' goroutines return within moments; wait for that, then
+	// count.
+	var goroutinesAfter float64
+	settleBy := time.Now().Add(5 * time.Second)
+	for {
+		goroutinesAfter, _ = h.metric("go_goroutines")
+		if goroutinesAfter <= goroutinesBefore || time.Now().After(settleBy) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	rss, _ := h.peakRSS()
 	var records int
 	for _, w := range want {
