@@ -236,6 +236,9 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
 		}
+		if r, ok := data["result"].(string); ok && typ == agent.FrameTaskCompleted && r != "" {
+			data["result_html"] = h.md.Render(r)
+		}
 		f := &frame{seq: e.Seq, full: encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)}
 		if _, ok := data["usage"]; ok {
 			f.redact = func() []byte {

@@ -209,7 +209,9 @@ export function applyTaskFrame(card, type, d, seq) {
 			card.activity = "";
 			card.steps = 0; // counted only while live, as the server does
 			card.result = str(d.result);
-			card.resultHTML = null;
+			// The server renders the result as it renders the page, so the
+			// card reads the same before its ToolMessage arrives.
+			card.resultHTML = str(d.result_html) !== "" ? d.result_html : null;
 			card.error = str(d.error);
 			if (stopLabel(d.stop_reason) !== "") card.stopReason = d.stop_reason;
 	}
