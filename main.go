@@ -177,6 +177,9 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err := srv.EnsureAdmin(ctx, lookup(environ, config.EnvAdminEmail), lookup(environ, config.EnvAdminPassword)); err != nil {
 		return err
 	}
+	if err := store.DeleteExpiredSessions(ctx); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Addr)
 	if err != nil {

@@ -206,7 +206,12 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	rt.mu.Unlock()
 
 	msgID := rt.newID()
-	if err := r.begin(ctx, msgID, req.Content); err != nil {
+	// The start is written whole or not at all, even if the request that
+	// asked for it goes away meanwhile.
+	bctx, cancel := rt.persistCtx(ctx)
+	err := r.begin(bctx, msgID, req.Content)
+	cancel()
+	if err != nil {
 		rt.release(r)
 		r.cancel(nil)
 		return Started{}, err
