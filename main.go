@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -221,18 +222,9 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 
 func lookup(environ []string, key string) string {
 	for i := len(environ) - 1; i >= 0; i-- {
-		if k, v, ok := cutEnv(environ[i]); ok && k == key {
+		if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
 			return v
 		}
 	}
 	return ""
-}
-
-func cutEnv(kv string) (string, string, bool) {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return "", "", false
 }

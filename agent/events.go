@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -335,11 +334,4 @@ func usageOrNull(v any) any {
 		return u.asMap()
 	}
 	return nil
-}
-
-// FrameTypes lists every task frame type.
-func FrameTypes() []string {
-	t := []string{FrameTaskQueued, FrameTaskStarted, FrameTaskRunning, FrameTaskCompleted, FrameTaskFailed, FrameTaskCancelled, FrameTaskTimedOut}
-	sort.Strings(t)
-	return t
 }

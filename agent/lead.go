@@ -289,10 +289,7 @@ func (r *run) end(status, errText string) {
 	if errText != "" {
 		content["error"] = errText
 	}
-	var totals map[string]any
-	b, _ := json.Marshal(r.totals())
-	_ = json.Unmarshal(b, &totals)
-	content["usage"] = totals
+	content["usage"] = r.totals()
 	ev, err := eventRecord(r.threadID, r.id, "", EventRunEnd, content)
 	if err != nil {
 		r.logger().Error("run.end outside the contract", "err", err)

@@ -18,7 +18,7 @@ func TestWriterCheckpointsBesideIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := s.NewWriter(WriterOptions{})
-	if got, _ := s.Pragma(ctx, "wal_autocheckpoint"); got != "10000" {
+	if got, _ := s.pragma(ctx, "wal_autocheckpoint"); got != "10000" {
 		t.Errorf("wal_autocheckpoint with a Writer open = %s, want the 10000-page backstop", got)
 	}
 	// Long enough for several background checkpoints (one per 100 ms at
@@ -34,7 +34,7 @@ func TestWriterCheckpointsBesideIt(t *testing.T) {
 		}
 	}
 	w.Close()
-	if got, _ := s.Pragma(ctx, "wal_autocheckpoint"); got != "1000" {
+	if got, _ := s.pragma(ctx, "wal_autocheckpoint"); got != "1000" {
 		t.Errorf("wal_autocheckpoint after Close = %s, want SQLite's default 1000", got)
 	}
 }

@@ -169,9 +169,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Pragma returns the value of a PRAGMA on the writer connection, for tests
+// pragma returns the value of a PRAGMA on the writer connection, for tests
 // and diagnostics.
-func (s *Store) Pragma(ctx context.Context, name string) (string, error) {
+func (s *Store) pragma(ctx context.Context, name string) (string, error) {
 	var v string
 	if err := s.w.WithContext(ctx).Raw("PRAGMA " + name).Scan(&v).Error; err != nil {
 		return "", fmt.Errorf("store: pragma %s: %w", name, err)

@@ -34,7 +34,7 @@ func TestOpenPragmas(t *testing.T) {
 		{"foreign_keys", "1"},
 		{"synchronous", "1"}, // NORMAL
 	} {
-		got, err := s.Pragma(ctx, tc.pragma)
+		got, err := s.pragma(ctx, tc.pragma)
 		if err != nil {
 			t.Fatal(err)
 		}

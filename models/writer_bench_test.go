@@ -48,7 +48,7 @@ func BenchmarkWriterThroughput(b *testing.B) {
 			mu.Unlock()
 		}})
 		// The raw side gets the checkpoint setting the Writer runs with.
-		autoCheckpoint, err := ws.Pragma(ctx, "wal_autocheckpoint")
+		autoCheckpoint, err := ws.pragma(ctx, "wal_autocheckpoint")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func BenchmarkWriterThroughput(b *testing.B) {
 		// The raw side inserts the rows exactly as committed (same seq,
 		// same content), in transactions of the Writer's largest batch.
 		rs, _ := benchStore(b, fmt.Sprintf("raw-%d", i))
-		if _, err := rs.Pragma(ctx, "wal_autocheckpoint = "+autoCheckpoint); err != nil {
+		if _, err := rs.pragma(ctx, "wal_autocheckpoint = "+autoCheckpoint); err != nil {
 			b.Fatal(err)
 		}
 		db, err := rs.w.DB()

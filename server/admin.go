@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -126,15 +125,16 @@ func (s *Server) updateUser(ctx context.Context, id string, role *string, disabl
 }
 
 func (s *Server) deleteUser(ctx context.Context, id string) error {
-	for _, t := range s.userThreads(ctx, id) {
-		if runID, ok := s.rt.ActiveRun(t); ok {
-			_ = s.rt.Cancel(t, runID)
-			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			_ = s.rt.Wait(wctx, t)
-			cancel()
+	ts, err := s.store.Threads(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if err := s.stopRun(ctx, t.ID); err != nil {
+			return err
 		}
 	}
-	err := s.store.DeleteUser(ctx, id)
+	err = s.store.DeleteUser(ctx, id)
 	switch {
 	case errors.Is(err, models.ErrLastAdmin):
 		return errConflict("the last admin cannot be removed, disabled or demoted")
@@ -142,18 +142,6 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 		return errNotFound("user")
 	}
 	return err
-}
-
-func (s *Server) userThreads(ctx context.Context, userID string) []string {
-	ts, err := s.store.Threads(ctx, userID)
-	if err != nil {
-		return nil
-	}
-	ids := make([]string, len(ts))
-	for i, t := range ts {
-		ids[i] = t.ID
-	}
-	return ids
 }
 
 func (s *Server) apiAdminUsers(c echo.Context) error {

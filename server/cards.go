@@ -17,13 +17,11 @@ type cardJSON struct {
 	Usage        *agent.TokenUsage `json:"usage,omitempty"`
 }
 
-// modelLabels maps model names to display names; an unknown model shows
+// modelLabel maps a model name to its display name; an unknown model shows
 // its raw name.
 func (s *Server) modelLabel(name string) string {
-	for _, m := range s.rt.Models() {
-		if m.Name == name {
-			return m.Label()
-		}
+	if l, ok := s.labels[name]; ok {
+		return l
 	}
 	return name
 }

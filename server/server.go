@@ -68,6 +68,7 @@ type Server struct {
 	runLimiter    *limiter
 	bcryptCost    int
 	dummyHash     func() []byte
+	labels        map[string]string // model name → display name
 	maxContent    int
 	maxBody       int64
 
@@ -118,6 +119,10 @@ func New(o Options) (*Server, error) {
 		bcryptCost:    o.BcryptCost,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
+	}
+	s.labels = map[string]string{}
+	for _, m := range o.Runtime.Models() {
+		s.labels[m.Name] = m.Label()
 	}
 	s.dummyHash = sync.OnceValue(func() []byte {
 		h, _ := bcrypt.GenerateFromPassword([]byte("herd-dummy-password"), s.bcryptCost)

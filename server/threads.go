@@ -176,15 +176,26 @@ func (s *Server) threadDeleteSubmit(c echo.Context) error {
 // deleteThread stops the thread's run, waits for it to write its end, then
 // deletes everything recorded in the thread.
 func (s *Server) deleteThread(ctx context.Context, t *models.Thread) error {
-	if runID, ok := s.rt.ActiveRun(t.ID); ok {
-		_ = s.rt.Cancel(t.ID, runID)
-		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := s.rt.Wait(wctx, t.ID); err != nil {
-			return &apiError{http.StatusConflict, "conflict", "the thread's run is still stopping; try again in a moment"}
-		}
+	if err := s.stopRun(ctx, t.ID); err != nil {
+		return err
 	}
 	return s.store.DeleteThread(ctx, t.UserID, t.ID)
+}
+
+// stopRun stops the thread's active run, if any, and waits (bounded) for
+// it to write its end, so what is deleted next is not written again.
+func (s *Server) stopRun(ctx context.Context, threadID string) error {
+	runID, ok := s.rt.ActiveRun(threadID)
+	if !ok {
+		return nil
+	}
+	_ = s.rt.Cancel(threadID, runID)
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := s.rt.Wait(wctx, threadID); err != nil {
+		return &apiError{http.StatusConflict, "conflict", "the thread's run is still stopping; try again in a moment"}
+	}
+	return nil
 }
 
 func (s *Server) threadPage(c echo.Context) error {

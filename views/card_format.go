@@ -126,5 +126,5 @@ func usageCount(u UsageView, n int64) string {
 	if u.Blank {
 		return ""
 	}
-	return groupThousands(n)
+	return TokenCount(n)
 }
