@@ -125,6 +125,13 @@ func (s *Server) updateUser(ctx context.Context, id string, role *string, disabl
 }
 
 func (s *Server) deleteUser(ctx context.Context, id string) error {
+	// Refuse the last admin before stopping their runs; the store checks
+	// again inside its transaction.
+	if last, err := s.isLastAdmin(ctx, id); err != nil {
+		return err
+	} else if last {
+		return errConflict("the last admin cannot be removed, disabled or demoted")
+	}
 	ts, err := s.store.Threads(ctx, id)
 	if err != nil {
 		return err
@@ -142,6 +149,22 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 		return errNotFound("user")
 	}
 	return err
+}
+
+// isLastAdmin reports whether user id is the only enabled admin.
+func (s *Server) isLastAdmin(ctx context.Context, id string) (bool, error) {
+	us, err := s.store.Users(ctx)
+	if err != nil {
+		return false, err
+	}
+	admins, self := 0, false
+	for _, u := range us {
+		if u.IsAdmin() && !u.Disabled {
+			admins++
+			self = self || u.ID == id
+		}
+	}
+	return self && admins == 1, nil
 }
 
 func (s *Server) apiAdminUsers(c echo.Context) error {

@@ -242,3 +242,22 @@ func TestRunRateLimitPerUser(t *testing.T) {
 	}
 	a.waitIdle(th)
 }
+
+// TestLastAdminKeepsRunning: refusing to delete the last admin must not
+// stop their run on the way.
+func TestLastAdminKeepsRunning(t *testing.T) {
+	a := newApp(t, withModels(demoModel("slow", 1500, 5)))
+	admin := a.newUser("admin@example.com", true)
+	th := admin.newThread("busy")
+	runID := admin.startRun(th, "hello")
+	if r := admin.do("DELETE", "/api/admin/users/"+admin.id, nil); r.status != http.StatusConflict {
+		t.Fatalf("deleting the last admin: %d", r.status)
+	}
+	if got, ok := a.rt.ActiveRun(th); !ok || got != runID {
+		t.Error("the refused deletion stopped the admin's run")
+	}
+	a.waitIdle(th)
+	if r, _ := a.store.Run(context.Background(), th, runID); r.Status != "completed" {
+		t.Errorf("run %s, want completed", r.Status)
+	}
+}
