@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"herd/agent"
+	"herd/agent/tools"
 	"herd/models"
 	"herd/server"
 	"herd/server/config"
@@ -109,7 +110,7 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 }
 
 func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.Logger) error {
-	if err := agent.CheckBashAllowed(cfg.Sandbox, cfg.Server.Addr); err != nil {
+	if err := tools.CheckBashAllowed(cfg.Sandbox, cfg.Server.Addr); err != nil {
 		return err
 	}
 	store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
@@ -130,20 +131,20 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	for _, m := range llms {
 		m.Provider = metrics.Instrument(m.Config.Name, m.Provider)
 	}
-	tools := agent.WorkspaceTools()
-	if cfg.Sandbox.AllowHostBash || cfg.Sandbox.Mode == agent.SandboxBwrap {
-		bash, err := agent.NewBash(cfg.Sandbox)
+	toolset := tools.Workspace()
+	if cfg.Sandbox.AllowHostBash || cfg.Sandbox.Mode == tools.SandboxBwrap {
+		bash, err := tools.NewBash(cfg.Sandbox)
 		if err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}
-		tools = append(tools, bash)
+		toolset = append(toolset, bash)
 	}
 	rt, err := agent.New(agent.Options{
 		Models:        llms,
 		Lead:          cfg.Lead,
 		Subagents:     cfg.Subagents,
 		WorkspaceRoot: filepath.Join(cfg.Server.DataDir, "workspaces"),
-		Tools:         tools,
+		Tools:         toolset,
 		Journal:       writer,
 		History:       store,
 		Publisher:     hub,

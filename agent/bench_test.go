@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -33,7 +34,7 @@ type benchEnv struct {
 // newBenchEnv builds a benchEnv; onCommit (may be nil) sees every
 // committed record. close tears it down and must be called before the
 // next one is built.
-func newBenchEnv(b *testing.B, m *Model, sub SubagentsConfig, tools []Tool, onCommit func([]models.Record)) *benchEnv {
+func newBenchEnv(b *testing.B, m *Model, sub SubagentsConfig, tools []tools.Tool, onCommit func([]models.Record)) *benchEnv {
 	b.Helper()
 	dir := b.TempDir()
 	store, err := models.Open(filepath.Join(dir, "herd.db"), models.Options{})
@@ -109,7 +110,7 @@ func benchHandoff(b *testing.B, width int) {
 	lat := make([]time.Duration, 0, b.N*benchTasks)
 	for range b.N {
 		b.StopTimer()
-		env := newBenchEnv(b, model("instant", instant), sub, WorkspaceTools(), nil)
+		env := newBenchEnv(b, model("instant", instant), sub, tools.Workspace(), nil)
 		r := benchRun(b, env)
 		b.StartTimer()
 
@@ -119,7 +120,7 @@ func benchHandoff(b *testing.B, width int) {
 			for k := lo; k < min(lo+width, benchTasks); k++ {
 				wg.Go(func() {
 					call := taskCall(fmt.Sprintf("call_%d", k), "Hand Off Bench", SubagentGeneral)
-					o, release := env.rt.exec.delegate(r, call)
+					o, release := env.rt.exec.delegate(r.scope(), call)
 					returned := time.Now()
 					e := benchExecution(env, r, call.ID)
 					if o.Status != StatusCompleted || e == nil || e.decidedAt.IsZero() {
@@ -159,7 +160,7 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 	b.Helper()
 	rt := env.rt
 	r := &run{
-		rt: rt, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.defModel,
+		env: &rt.runEnv, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.defModel,
 		done: make(chan struct{}), usage: map[string]models.UsageEntry{},
 	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
@@ -218,24 +219,24 @@ const (
 // ns/op covers the whole run (start to run.end, including the lead's
 // summary call after the last result), not only the wall-s window.
 func BenchmarkThousandSubagents(b *testing.B) {
-	b.Run("workspace-tools", func(b *testing.B) { benchThousand(b, WorkspaceTools()) })
+	b.Run("workspace-tools", func(b *testing.B) { benchThousand(b, tools.Workspace()) })
 	b.Run("stub-tools", func(b *testing.B) {
-		var tools []Tool
-		for _, t := range WorkspaceTools() {
-			tools = append(tools, stubTool{t})
+		var stubs []tools.Tool
+		for _, t := range tools.Workspace() {
+			stubs = append(stubs, stubTool{t})
 		}
-		benchThousand(b, tools)
+		benchThousand(b, stubs)
 	})
 }
 
 // stubTool offers a tool's spec but answers every call at once.
-type stubTool struct{ Tool }
+type stubTool struct{ tools.Tool }
 
-func (t stubTool) Run(context.Context, ToolEnv, json.RawMessage) (string, error) {
+func (t stubTool) Run(context.Context, tools.Env, json.RawMessage) (string, error) {
 	return "ok: " + t.Spec().Name + " (stub)", nil
 }
 
-func benchThousand(b *testing.B, tools []Tool) {
+func benchThousand(b *testing.B, tools []tools.Tool) {
 	var (
 		wall    time.Duration
 		rows    int64

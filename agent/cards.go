@@ -53,18 +53,17 @@ const NoResult = "the run ended before this subagent reported a result"
 // the active run; a card whose run ended without a ToolMessage is failed,
 // never left running.
 func ProjectCards(src CardSource) []Card {
-	key := func(runID, taskID string) string { return runID + "\x00" + taskID }
 	results := map[string]*models.Message{}
 	for i := range src.Messages {
 		m := &src.Messages[i]
 		if m.Type == TypeTool && m.Name == ToolTask {
-			results[key(m.RunID, m.ToolCallID)] = m
+			results[callKey(m.RunID, m.ToolCallID)] = m
 		}
 	}
 	byTask := map[string][]*models.RunEvent{}
 	for i := range src.Events {
 		e := &src.Events[i]
-		k := key(e.RunID, e.TaskID)
+		k := callKey(e.RunID, e.TaskID)
 		byTask[k] = append(byTask[k], e)
 	}
 
@@ -88,7 +87,7 @@ func ProjectCards(src CardSource) []Card {
 				c.Prompt = args.fullPrompt()
 				c.SubagentType = strings.TrimSpace(args.SubagentType)
 			}
-			k := key(m.RunID, call.ID)
+			k := callKey(m.RunID, call.ID)
 			for _, e := range byTask[k] {
 				c.apply(e)
 			}
@@ -108,66 +107,42 @@ func ProjectCards(src CardSource) []Card {
 
 // apply folds one persisted event into the card, as a live frame would.
 func (c *Card) apply(e *models.RunEvent) {
-	content, err := DecodeContent(e.Content)
+	ev, err := PayloadOf(e)
 	if err != nil {
 		return
 	}
-	if v, ok := wholeNumber(content["version"]); ok && v > c.Version {
-		c.Version = v
+	te, ok := ev.(taskEvent)
+	if !ok {
+		return
 	}
-	if e.Seq > c.LastSeq {
-		c.LastSeq = e.Seq
+	ref := te.task()
+	c.Version = max(c.Version, ref.Version)
+	c.LastSeq = max(c.LastSeq, e.Seq)
+	if ref.ExecutionID != "" {
+		c.ExecutionID = ref.ExecutionID
 	}
-	if id, ok := content["execution_id"].(string); ok && id != "" {
-		c.ExecutionID = id
+	if mn := strings.TrimSpace(te.model()); mn != "" {
+		c.ModelName = mn
 	}
-	if mn, ok := content["model_name"].(string); ok && strings.TrimSpace(mn) != "" {
-		c.ModelName = strings.TrimSpace(mn)
-	}
-	if u := NormalizeUsage(content["usage"]); u != nil && (c.Usage == nil || u.TotalTokens >= c.Usage.TotalTokens) {
+	if u := te.usage(); u != nil && (c.Usage == nil || u.TotalTokens >= c.Usage.TotalTokens) {
 		c.Usage = u
 	}
 	if c.Terminal() {
 		return
 	}
-	switch e.EventType {
-	case EventSubagentQueued:
+	switch p := ev.(type) {
+	case TaskQueued:
 		c.Status = StatusQueued
-	case EventSubagentStart:
+	case TaskStarted:
 		c.Status = StatusRunning
-	case EventSubagentStep:
+	case TaskStep:
 		c.Status = StatusRunning
-		if n, ok := wholeNumber(content["message_index"]); ok && n > c.Steps {
-			c.Steps = n
-		}
-		c.Activity = stepActivity(content)
-	case EventSubagentEnd:
-		status, _ := content["status"].(string)
-		if !IsTerminal(status) {
-			return
-		}
-		c.Status = status
-		c.Activity = ""
-		c.Result, _ = content["result"].(string)
-		c.Error, _ = content["error"].(string)
-		if r, ok := content["stop_reason"].(string); ok && validStopReason(r) {
-			c.StopReason = r
-		}
+		c.Steps = max(c.Steps, p.MessageIndex)
+		c.Activity = p.activity()
+	case TaskEnd:
+		c.Status, c.Activity = p.Status, ""
+		c.Result, c.Error, c.StopReason = p.Result, p.Error, p.StopReason
 	}
-}
-
-// stepActivity names what a step did: the tool it called or ran.
-func stepActivity(content map[string]any) string {
-	if name, ok := content["tool_name"].(string); ok && name != "" {
-		return name
-	}
-	if calls, ok := content["tool_calls"].([]any); ok && len(calls) > 0 {
-		if first, ok := calls[len(calls)-1].(map[string]any); ok {
-			name, _ := first["name"].(string)
-			return name
-		}
-	}
-	return ""
 }
 
 // applyResult makes the ToolMessage the card's final word. Legacy and

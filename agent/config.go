@@ -64,18 +64,3 @@ type SubagentsConfig struct {
 	LoopLimit                int                    `yaml:"loop_limit"`
 	Agents                   map[string]AgentConfig `yaml:"agents"`
 }
-
-// Sandbox modes.
-const (
-	SandboxHost  = "host"
-	SandboxBwrap = "bwrap"
-)
-
-// SandboxConfig governs the bash tool (SPEC §4.2).
-type SandboxConfig struct {
-	Mode                string `yaml:"mode"`
-	AllowHostBash       bool   `yaml:"allow_host_bash"`
-	AllowHostBashPublic bool   `yaml:"allow_host_bash_public"`
-	BashTimeoutSeconds  int    `yaml:"bash_timeout_seconds"`
-	OutputLimitBytes    int    `yaml:"output_limit_bytes"`
-}

@@ -158,6 +158,21 @@ func wholeNumber(v any) (int64, bool) {
 	return 0, false
 }
 
+// UnmarshalJSON reads a snapshot as strictly as NormalizeUsage: all three
+// counts present, integers, ≥ 0.
+func (u *TokenUsage) UnmarshalJSON(b []byte) error {
+	m, err := DecodeContent(b)
+	if err != nil {
+		return errors.New("usage: want an object")
+	}
+	n := NormalizeUsage(m)
+	if n == nil {
+		return errors.New("usage: want input_tokens, output_tokens and total_tokens, integers ≥ 0")
+	}
+	*u = *n
+	return nil
+}
+
 func (u *TokenUsage) asMap() map[string]any {
 	if u == nil {
 		return nil

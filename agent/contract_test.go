@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -284,54 +285,83 @@ type eventContract struct {
 	} `json:"step_fields"`
 }
 
-func kinds(m map[string]fieldKind) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		out[k] = string(v)
+// validateMap validates content as a stored row: encoded, then decoded
+// strictly into its payload type.
+func validateMap(typ string, content map[string]any) (Event, error) {
+	b, err := json.Marshal(content)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	return DecodeEvent(typ, b)
 }
 
-// TestEventContract asserts the Go event shapes and frame mapping equal
+// frameFields encodes a payload's frame and reads back its top-level and
+// step fields.
+func frameFields(t *testing.T, ev Event, o FrameOptions) (string, map[string]any) {
+	t.Helper()
+	typ, data := ev.Frame(o)
+	b, err := json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return typ, m
+}
+
+// TestEventContract asserts the payload types' struct tags (field names,
+// required = no omitempty, kinds) and the frames they build equal
 // contracts/run_event_stream_contract.json.
 func TestEventContract(t *testing.T) {
 	var c eventContract
 	loadContract(t, "run_event_stream_contract.json", &c)
-	if got, want := sorted(slices.Collect(maps.Keys(EventSpecs()))), sorted(slices.Collect(maps.Keys(c.EventTypes))); !slices.Equal(got, want) {
+	if got, want := sorted(EventTypes()), sorted(slices.Collect(maps.Keys(c.EventTypes))); !slices.Equal(got, want) {
 		t.Fatalf("event types = %v, contract %v", got, want)
 	}
-	for typ, spec := range EventSpecs() {
+	for _, typ := range EventTypes() {
 		ce := c.EventTypes[typ]
-		if spec.Category != ce.Category {
-			t.Errorf("%s category = %s, contract %s", typ, spec.Category, ce.Category)
+		if got := categoryOf(typ); got != ce.Category {
+			t.Errorf("%s category = %s, contract %s", typ, got, ce.Category)
 		}
-		if !maps.Equal(kinds(spec.Required), ce.Required) {
-			t.Errorf("%s required = %v, contract %v", typ, kinds(spec.Required), ce.Required)
+		req, opt := EventFields(typ)
+		if !maps.Equal(req, ce.Required) {
+			t.Errorf("%s required = %v, contract %v", typ, req, ce.Required)
 		}
-		if !maps.Equal(kinds(spec.Optional), ce.Optional) {
-			t.Errorf("%s optional = %v, contract %v", typ, kinds(spec.Optional), ce.Optional)
+		if !maps.Equal(opt, ce.Optional) {
+			t.Errorf("%s optional = %v, contract %v", typ, opt, ce.Optional)
 		}
 	}
 	for typ, ce := range c.EventTypes {
 		if ce.FrameType != "" {
-			if got := FrameTypeOf(typ, map[string]any{}); got != ce.FrameType {
+			if got := FrameTypeOf(typ, ""); got != ce.FrameType {
 				t.Errorf("frame of %s = %s, contract %s", typ, got, ce.FrameType)
 			}
 		}
 		for status, want := range ce.FrameByStat {
-			if got := FrameTypeOf(typ, map[string]any{"status": status}); got != want {
+			if got := FrameTypeOf(typ, status); got != want {
 				t.Errorf("frame of %s/%s = %s, contract %s", typ, status, got, want)
 			}
 		}
 	}
-	// Every frame a valid event becomes has exactly the contract's fields.
+	// Every frame a valid event becomes has exactly the contract's fields,
+	// and its redacted variant no token figure.
 	samples := sampleEvents()
+	html := func(s string) string { return "<p>" + s + "</p>" }
 	for typ, ce := range c.EventTypes {
 		for _, content := range samples[typ] {
-			if err := ValidateEvent(typ, content); err != nil {
+			ev, err := validateMap(typ, content)
+			if err != nil {
 				t.Fatalf("sample %s invalid: %v", typ, err)
 			}
-			ft := FrameTypeOf(typ, content)
+			ft, data := frameFields(t, ev, FrameOptions{HTML: html})
+			if want := FrameTypeOf(typ, stringOr(content["status"])); ft != want {
+				t.Errorf("%s frame type = %s, want %s", typ, ft, want)
+			}
+			if _, red := frameFields(t, ev, FrameOptions{Redact: true}); red["usage"] != nil || strings.Contains(fmt.Sprint(red), "total_tokens") {
+				t.Errorf("%s redacted frame carries usage: %v", ft, red)
+			}
 			tf, ok := c.TaskFrames[ft]
 			if !ok {
 				if ce.Category != CategoryRun {
@@ -339,7 +369,6 @@ func TestEventContract(t *testing.T) {
 				}
 				continue
 			}
-			data := FrameData(typ, content)
 			for _, k := range tf.Required {
 				if _, ok := data[k]; !ok {
 					t.Errorf("%s frame lacks required %s: %v", ft, k, data)
@@ -360,6 +389,11 @@ func TestEventContract(t *testing.T) {
 			}
 		}
 	}
+}
+
+func stringOr(v any) string {
+	s, _ := v.(string)
+	return s
 }
 
 // sampleEvents holds the fullest and the barest valid content of each type.
@@ -426,7 +460,7 @@ func TestValidateEventRejects(t *testing.T) {
 		{"unknown type", "subagent.exploded", map[string]any{}},
 	}
 	for _, c := range cases {
-		if err := ValidateEvent(c.typ, c.content); err == nil {
+		if _, err := validateMap(c.typ, c.content); err == nil {
 			t.Errorf("%s: accepted", c.name)
 		}
 	}

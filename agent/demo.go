@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"herd/agent/tools"
 )
 
 // defaultDemoSubagentTurns is how many LLM calls a demo subagent makes on
@@ -204,18 +206,18 @@ func newDemoCall(name string, args map[string]string) demoCall {
 	return demoCall{name: name, args: bytes.TrimRight(buf.Bytes(), "\n")}
 }
 
-func demoFindTool(tools []ToolSpec, name string) (ToolSpec, bool) {
-	for _, t := range tools {
+func demoFindTool(specs []tools.Spec, name string) (tools.Spec, bool) {
+	for _, t := range specs {
 		if t.Name == name {
 			return t, true
 		}
 	}
-	return ToolSpec{}, false
+	return tools.Spec{}, false
 }
 
-func demoToolNames(tools []ToolSpec) map[string]bool {
-	names := make(map[string]bool, len(tools))
-	for _, t := range tools {
+func demoToolNames(specs []tools.Spec) map[string]bool {
+	names := make(map[string]bool, len(specs))
+	for _, t := range specs {
 		names[t.Name] = true
 	}
 	return names
@@ -223,7 +225,7 @@ func demoToolNames(tools []ToolSpec) map[string]bool {
 
 // demoSubagentTypes reads the subagent_type enum of the task tool's schema:
 // the lead may only delegate to the types it lists.
-func demoSubagentTypes(task ToolSpec) []string {
+func demoSubagentTypes(task tools.Spec) []string {
 	var schema struct {
 		Properties struct {
 			SubagentType struct {
@@ -474,14 +476,14 @@ func demoToolsAnswer(results []Message) demoReply {
 
 // --- The subagent ---
 
-func demoSubagent(msgs []Message, tools map[string]bool, turns int) demoReply {
+func demoSubagent(msgs []Message, offered map[string]bool, turns int) demoReply {
 	prompt := demoFirstOf(msgs, TypeHuman)
 	turn := demoCount(msgs, TypeAI) + 1
-	if cmd, ok := demoCommand(prompt); ok && tools[ToolBash] {
+	if cmd, ok := demoCommand(prompt); ok && offered[tools.Bash] {
 		if turn == 1 {
 			return demoReply{
 				text:  fmt.Sprintf("Running `%s`.", cmd),
-				calls: []demoCall{newDemoCall(ToolBash, map[string]string{"command": cmd})},
+				calls: []demoCall{newDemoCall(tools.Bash, map[string]string{"command": cmd})},
 			}
 		}
 		out := demoLastOf(msgs, TypeTool)
@@ -492,7 +494,7 @@ func demoSubagent(msgs []Message, tools map[string]bool, turns int) demoReply {
 	}
 
 	topic := demoFirstLine(prompt)
-	if plan := demoSubagentPlan(topic, tools, turns-1); turn <= len(plan) {
+	if plan := demoSubagentPlan(topic, offered, turns-1); turn <= len(plan) {
 		return plan[turn-1]
 	}
 	return demoSubagentAnswer(topic, msgs)
@@ -502,10 +504,10 @@ func demoSubagent(msgs []Message, tools map[string]bool, turns int) demoReply {
 // only offered tools. Every call's arguments differ, so a long plan never
 // looks like a loop (SPEC §4.5 loop_capped); it runs short only when
 // write_file is missing, because without it nothing new can be looked at.
-func demoSubagentPlan(topic string, tools map[string]bool, n int) []demoReply {
+func demoSubagentPlan(topic string, offered map[string]bool, n int) []demoReply {
 	var plan []demoReply
 	add := func(text, tool string, args map[string]string) {
-		if len(plan) < n && tools[tool] {
+		if len(plan) < n && offered[tool] {
 			plan = append(plan, demoReply{text: text, calls: []demoCall{newDemoCall(tool, args)}})
 		}
 	}
@@ -514,8 +516,8 @@ func demoSubagentPlan(topic string, tools map[string]bool, n int) []demoReply {
 	// them a pass over every other's files.
 	dir := "notes/" + demoSlug(topic)
 	notes := dir + "/plan.md"
-	canWrite := tools[ToolWriteFile]
-	add(fmt.Sprintf("Writing my plan to `%s` first.", notes), ToolWriteFile, map[string]string{
+	canWrite := offered[tools.WriteFile]
+	add(fmt.Sprintf("Writing my plan to `%s` first.", notes), tools.WriteFile, map[string]string{
 		"path": notes,
 		"content": "# Plan\n\nTask: " + topic + "\n\n" +
 			"1. Write down what is being asked.\n" +
@@ -524,21 +526,21 @@ func demoSubagentPlan(topic string, tools map[string]bool, n int) []demoReply {
 			"4. Answer in a few sentences.\n\nStatus: draft\n",
 	})
 	if canWrite {
-		add(fmt.Sprintf("Checking what is in `%s/`.", dir), ToolLs, map[string]string{"path": dir})
-		add("Re-reading my notes.", ToolReadFile, map[string]string{"path": notes})
+		add(fmt.Sprintf("Checking what is in `%s/`.", dir), tools.Ls, map[string]string{"path": dir})
+		add("Re-reading my notes.", tools.ReadFile, map[string]string{"path": notes})
 	} else {
-		add("Checking what the workspace holds.", ToolLs, map[string]string{"path": "."})
+		add("Checking what the workspace holds.", tools.Ls, map[string]string{"path": "."})
 	}
 	for k := 1; canWrite && len(plan) < n; k++ {
 		part := fmt.Sprintf("%s/part-%d.md", dir, k)
-		add(fmt.Sprintf("Drafting part %d in `%s`.", k, part), ToolWriteFile, map[string]string{
+		add(fmt.Sprintf("Drafting part %d in `%s`.", k, part), tools.WriteFile, map[string]string{
 			"path":    part,
 			"content": fmt.Sprintf("# Part %d\n\nFindings on: %s\n\nStatus: draft\n", k, topic),
 		})
-		add(fmt.Sprintf("Marking part %d as reviewed.", k), ToolStrReplace, map[string]string{
+		add(fmt.Sprintf("Marking part %d as reviewed.", k), tools.StrReplace, map[string]string{
 			"path": part, "old_str": "Status: draft", "new_str": "Status: reviewed",
 		})
-		add(fmt.Sprintf("Reading part %d back.", k), ToolReadFile, map[string]string{"path": part})
+		add(fmt.Sprintf("Reading part %d back.", k), tools.ReadFile, map[string]string{"path": part})
 	}
 	return plan
 }
@@ -560,7 +562,7 @@ func demoSubagentAnswer(topic string, msgs []Message) demoReply {
 			var args struct {
 				Path string `json:"path"`
 			}
-			if c.Name == ToolWriteFile && json.Unmarshal(c.Args, &args) == nil && args.Path != "" {
+			if c.Name == tools.WriteFile && json.Unmarshal(c.Args, &args) == nil && args.Path != "" {
 				written = append(written, "`"+args.Path+"`")
 			}
 		}

@@ -12,11 +12,13 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
+
+	"herd/agent/tools"
 )
 
 // demoTaskSpec is the task tool's schema as the lead sees it, reduced to
 // what the demo reads.
-func demoTaskSpec(t *testing.T, types ...string) ToolSpec {
+func demoTaskSpec(t *testing.T, types ...string) tools.Spec {
 	t.Helper()
 	params, err := json.Marshal(map[string]any{
 		"type": "object",
@@ -31,13 +33,13 @@ func demoTaskSpec(t *testing.T, types ...string) ToolSpec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ToolSpec{Name: ToolTask, Description: "Delegate.", Parameters: params}
+	return tools.Spec{Name: ToolTask, Description: "Delegate.", Parameters: params}
 }
 
 func demoLeadRequest(t *testing.T, types []string, msgs ...Message) Request {
 	t.Helper()
-	tools := []ToolSpec{demoTaskSpec(t, types...), {Name: ToolLs, Parameters: json.RawMessage(`{"type":"object"}`)}}
-	return Request{Model: "demo-fast", Messages: msgs, Tools: tools}
+	specs := []tools.Spec{demoTaskSpec(t, types...), {Name: tools.Ls, Parameters: json.RawMessage(`{"type":"object"}`)}}
+	return Request{Model: "demo-fast", Messages: msgs, Tools: specs}
 }
 
 func demoHuman(s string) Message { return Message{Type: TypeHuman, Content: s} }
@@ -260,8 +262,8 @@ func TestDemoLeadAfterToolResults(t *testing.T) {
 		},
 		{
 			name:    "other tools' results are quoted",
-			calls:   []ToolCall{{ID: "call_x", Name: ToolLs, Args: json.RawMessage(`{"path":"."}`)}},
-			results: []Message{toolMsg("call_x", ToolLs, "notes/\nREADME.md 12")},
+			calls:   []ToolCall{{ID: "call_x", Name: tools.Ls, Args: json.RawMessage(`{"path":"."}`)}},
+			results: []Message{toolMsg("call_x", tools.Ls, "notes/\nREADME.md 12")},
 			textHas: []string{"**ls**", "```\nnotes/\nREADME.md 12\n```"},
 		},
 	}
@@ -284,20 +286,20 @@ func TestDemoLeadAfterToolResults(t *testing.T) {
 // demoRunSubagent plays the executor: it calls d until a response has no tool
 // calls, running each call with the real tools in a fresh workspace, and
 // returns every response.
-func demoRunSubagent(t *testing.T, d *Demo, prompt string, tools *Toolset) []Response {
+func demoRunSubagent(t *testing.T, d *Demo, prompt string, set *tools.Set) []Response {
 	t.Helper()
-	env := ToolEnv{Workspace: t.TempDir()}
+	env := tools.Env{Workspace: t.TempDir()}
 	msgs := []Message{{Type: TypeSystem, Content: "You are a subagent."}, demoHuman(prompt)}
 	var resps []Response
 	for range 50 {
-		resp, _ := demoComplete(t, d, Request{Model: "demo-fast", Messages: msgs, Tools: tools.Specs()})
+		resp, _ := demoComplete(t, d, Request{Model: "demo-fast", Messages: msgs, Tools: set.Specs()})
 		resps = append(resps, resp)
 		msgs = append(msgs, Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls})
 		if len(resp.ToolCalls) == 0 {
 			return resps
 		}
 		for _, c := range resp.ToolCalls {
-			tool, ok := tools.Get(c.Name)
+			tool, ok := set.Get(c.Name)
 			if !ok {
 				t.Fatalf("turn %d called %q, which was not offered", len(resps), c.Name)
 			}
@@ -316,19 +318,19 @@ func demoRunSubagent(t *testing.T, d *Demo, prompt string, tools *Toolset) []Res
 func TestDemoSubagentTurns(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	bash, err := NewBash(SandboxConfig{Mode: SandboxHost})
+	bash, err := tools.NewBash(tools.SandboxConfig{Mode: tools.SandboxHost})
 	if err != nil {
 		t.Fatalf("NewBash: %v", err)
 	}
-	all := NewToolset(append(WorkspaceTools(), bash)...)
-	researcher := all.Filter(&[]string{ToolLs, ToolReadFile, ToolWriteFile}, nil)
-	onlyLs := all.Filter(&[]string{ToolLs}, nil)
+	all := tools.NewSet(append(tools.Workspace(), bash)...)
+	researcher := all.Filter(&[]string{tools.Ls, tools.ReadFile, tools.WriteFile}, nil)
+	onlyLs := all.Filter(&[]string{tools.Ls}, nil)
 	none := all.Filter(&[]string{}, nil)
 
 	tests := []struct {
 		name      string
 		prompt    string
-		tools     *Toolset
+		tools     *tools.Set
 		turns     int // 0: the default
 		wantCalls []string
 		answerHas []string
@@ -338,14 +340,14 @@ func TestDemoSubagentTurns(t *testing.T) {
 			prompt:    "Run `echo demo-output && echo second` in the workspace with the bash tool and report its output.",
 			tools:     all,
 			turns:     9, // the bash path ignores it
-			wantCalls: []string{ToolBash},
+			wantCalls: []string{tools.Bash},
 			answerHas: []string{"`echo demo-output && echo second`", "```\n", "demo-output\nsecond"},
 		},
 		{
 			name:      "general path takes the default four turns",
 			prompt:    "Compare SQLite WAL mode and readers\n\nKeep your notes under notes/.",
 			tools:     all,
-			wantCalls: []string{ToolWriteFile, ToolLs, ToolReadFile},
+			wantCalls: []string{tools.WriteFile, tools.Ls, tools.ReadFile},
 			answerHas: []string{"Finished: Compare SQLite WAL mode and readers", "`notes/compare-sqlite-wal-mode-and-readers/plan.md`", "offline demo model"},
 		},
 		{
@@ -353,8 +355,8 @@ func TestDemoSubagentTurns(t *testing.T) {
 			prompt: "Summarise the logs",
 			tools:  all,
 			turns:  9,
-			wantCalls: []string{ToolWriteFile, ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace, ToolReadFile,
-				ToolWriteFile, ToolStrReplace},
+			wantCalls: []string{tools.WriteFile, tools.Ls, tools.ReadFile, tools.WriteFile, tools.StrReplace, tools.ReadFile,
+				tools.WriteFile, tools.StrReplace},
 			answerHas: []string{"Tool calls: 8", "`notes/summarise-the-logs/part-2.md`"},
 		},
 		{
@@ -362,7 +364,7 @@ func TestDemoSubagentTurns(t *testing.T) {
 			prompt:    "Check `go.mod` for the module name",
 			tools:     researcher,
 			turns:     7,
-			wantCalls: []string{ToolWriteFile, ToolLs, ToolReadFile, ToolWriteFile, ToolReadFile, ToolWriteFile},
+			wantCalls: []string{tools.WriteFile, tools.Ls, tools.ReadFile, tools.WriteFile, tools.ReadFile, tools.WriteFile},
 			answerHas: []string{"`notes/check-go-mod-for-the-module/part-1.md`"},
 		},
 		{
@@ -377,7 +379,7 @@ func TestDemoSubagentTurns(t *testing.T) {
 			prompt:    "Look around",
 			tools:     onlyLs,
 			turns:     6,
-			wantCalls: []string{ToolLs},
+			wantCalls: []string{tools.Ls},
 			answerHas: []string{"I wrote no files."},
 		},
 		{
@@ -460,8 +462,8 @@ func TestDemoUsage(t *testing.T) {
 	msgs := []Message{
 		{Type: TypeSystem, Content: "a b"}, // 2
 		demoHuman("hello, world!"),         // 4
-		{Type: TypeAI, Content: "ok", ToolCalls: []ToolCall{{ID: "call_1", Name: ToolLs, Args: json.RawMessage(`{"a":"b"}`)}}}, // 1 + 9
-		{Type: TypeTool, ToolCallID: "call_1", Name: ToolLs, Content: "x1 y2"},                                                 // 2
+		{Type: TypeAI, Content: "ok", ToolCalls: []ToolCall{{ID: "call_1", Name: tools.Ls, Args: json.RawMessage(`{"a":"b"}`)}}}, // 1 + 9
+		{Type: TypeTool, ToolCallID: "call_1", Name: tools.Ls, Content: "x1 y2"},                                                 // 2
 	}
 	const wantInput = 2 + 4 + 1 + 9 + 2
 	tests := []struct {
@@ -476,7 +478,7 @@ func TestDemoUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := NewDemo(ModelConfig{Name: "demo-fast", Usage: tt.usage})
-			resp, _ := demoComplete(t, d, Request{Messages: msgs, Tools: []ToolSpec{{Name: ToolLs}, {Name: ToolWriteFile}}})
+			resp, _ := demoComplete(t, d, Request{Messages: msgs, Tools: []tools.Spec{{Name: tools.Ls}, {Name: tools.WriteFile}}})
 			if !tt.wantUsage {
 				if resp.Usage != nil {
 					t.Errorf("usage = %+v, want nil", *resp.Usage)
@@ -677,7 +679,7 @@ func TestDemoDeterminism(t *testing.T) {
 	}{
 		{"lead list", demoLeadRequest(t, demoAllTypes, demoHuman("Do these:\n- one thing\n- researcher: another thing"))},
 		{"lead answer", demoLeadRequest(t, demoAllTypes, demoHuman("Tell me a story"))},
-		{"subagent", Request{Messages: []Message{demoHuman("Write notes")}, Tools: NewToolset(WorkspaceTools()...).Specs()}},
+		{"subagent", Request{Messages: []Message{demoHuman("Write notes")}, Tools: tools.NewSet(tools.Workspace()...).Specs()}},
 	}
 	for _, tt := range requests {
 		t.Run(tt.name, func(t *testing.T) {

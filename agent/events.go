@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
+
+	"herd/models"
 )
 
-// Persisted event types (SPEC §5.4) and their category.
+// Persisted event types (docs/DESIGN.md §Events) and their category.
 const (
 	EventRunStart       = "run.start"
 	EventRunEnd         = "run.end"
@@ -20,7 +24,7 @@ const (
 	CategorySubagent = "subagent"
 )
 
-// Live task frame types (SPEC §5.2).
+// Live task frame types.
 const (
 	FrameTaskQueued    = "task_queued"
 	FrameTaskStarted   = "task_started"
@@ -37,202 +41,195 @@ const (
 	StepTool = "tool"
 )
 
-// fieldKind is the type a field of an event's content must have.
-type fieldKind string
-
-const (
-	kString   fieldKind = "string"   // any string
-	kID       fieldKind = "id"       // a non-blank string
-	kIndex    fieldKind = "index"    // an integer ≥ 1
-	kBool     fieldKind = "bool"     // true or false
-	kUsage    fieldKind = "usage"    // a usage snapshot (or null)
-	kTotals   fieldKind = "totals"   // a usage report object
-	kCalls    fieldKind = "calls"    // a list of {name, args, args_truncated?}
-	kStatus   fieldKind = "status"   // a terminal subagent status
-	kStop     fieldKind = "stop"     // a stop reason
-	kStepKind fieldKind = "stepkind" // ai or tool
-	kRunState fieldKind = "runstate" // a run status
-)
-
-// EventSpec is the shape of one persisted event type's content.
-type EventSpec struct {
-	Category string
-	Required map[string]fieldKind
-	Optional map[string]fieldKind
+// Event is one persisted event's payload: one Go type per event type. The
+// producer validates and encodes it once; the live path builds its frame
+// from the value itself, never from the stored bytes.
+//
+// A field's `kind` tag is the rule Validate applies to it and the kind
+// contracts/run_event_stream_contract.json gives it; a field without
+// omitempty is required. TestEventContract ties the two.
+type Event interface {
+	EventType() string
+	Validate() error
+	// Frame returns the live frame's type and data.
+	Frame(FrameOptions) (frameType string, data any)
 }
 
-func taskFields(extra map[string]fieldKind) map[string]fieldKind {
-	m := map[string]fieldKind{"task_id": kID, "execution_id": kID, "run_id": kID, "version": kIndex}
-	for k, v := range extra {
-		m[k] = v
+// FrameOptions choose the variant of a frame.
+type FrameOptions struct {
+	// Redact leaves every token figure out (the token gate).
+	Redact bool
+	// HTML renders a completed task's result as sanitized HTML, so a card
+	// reads the same live as after a reload; nil leaves result_html out.
+	HTML func(markdown string) string
+}
+
+// TaskRef names the task an event belongs to and orders its events.
+type TaskRef struct {
+	TaskID      string `json:"task_id" kind:"id"`
+	ExecutionID string `json:"execution_id" kind:"id"`
+	RunID       string `json:"run_id" kind:"id"`
+	Version     int64  `json:"version" kind:"index"`
+}
+
+// TaskIntro is what a card shows before any step: the task as dispatched.
+type TaskIntro struct {
+	TaskRef
+	Description  string `json:"description" kind:"string"`
+	Prompt       string `json:"prompt" kind:"string"`
+	SubagentType string `json:"subagent_type" kind:"id"`
+	ModelName    string `json:"model_name,omitempty" kind:"string"`
+}
+
+// TaskQueued is subagent.queued: admission made the task wait.
+type TaskQueued struct{ TaskIntro }
+
+// TaskStarted is subagent.start: the task is running.
+type TaskStarted struct{ TaskIntro }
+
+// StepCall is one tool call of an AI step, its arguments bounded.
+type StepCall struct {
+	Name          string `json:"name"`
+	Args          string `json:"args"`
+	ArgsTruncated bool   `json:"args_truncated,omitempty"`
+}
+
+// TaskStep is subagent.step: one bounded step with the cumulative usage.
+type TaskStep struct {
+	TaskRef
+	MessageIndex int64       `json:"message_index" kind:"index"`
+	Kind         string      `json:"kind" kind:"stepkind"`
+	Text         string      `json:"text" kind:"string"`
+	Truncated    bool        `json:"truncated" kind:"bool"`
+	ToolCalls    []StepCall  `json:"tool_calls,omitempty" kind:"calls"`
+	ToolName     string      `json:"tool_name,omitempty" kind:"string"`
+	Usage        *TokenUsage `json:"usage,omitempty" kind:"usage"`
+	ModelName    string      `json:"model_name,omitempty" kind:"string"`
+}
+
+// TaskEnd is subagent.end: the one terminal event of a task.
+type TaskEnd struct {
+	TaskRef
+	Status          string      `json:"status" kind:"status"`
+	ModelName       string      `json:"model_name,omitempty" kind:"string"`
+	Usage           *TokenUsage `json:"usage,omitempty" kind:"usage"`
+	Result          string      `json:"result,omitempty" kind:"string"`
+	ResultTruncated bool        `json:"result_truncated,omitempty" kind:"bool"`
+	Error           string      `json:"error,omitempty" kind:"string"`
+	ErrorTruncated  bool        `json:"error_truncated,omitempty" kind:"bool"`
+	StopReason      string      `json:"stop_reason,omitempty" kind:"stop"`
+}
+
+// RunStart is run.start.
+type RunStart struct {
+	RunID     string `json:"run_id" kind:"id"`
+	ModelName string `json:"model_name" kind:"id"`
+}
+
+// RunEnd is run.end, with the run's ledger totals.
+type RunEnd struct {
+	RunID  string              `json:"run_id" kind:"id"`
+	Status string              `json:"status" kind:"runstate"`
+	Error  string              `json:"error,omitempty" kind:"string"`
+	Usage  *models.UsageReport `json:"usage,omitempty" kind:"totals"`
+}
+
+// EventType names each payload's persisted type.
+func (TaskQueued) EventType() string  { return EventSubagentQueued }
+func (TaskStarted) EventType() string { return EventSubagentStart }
+func (TaskStep) EventType() string    { return EventSubagentStep }
+func (TaskEnd) EventType() string     { return EventSubagentEnd }
+func (RunStart) EventType() string    { return EventRunStart }
+func (RunEnd) EventType() string      { return EventRunEnd }
+
+// Validate checks each payload against its fields' kinds.
+func (e TaskQueued) Validate() error  { return checkKinds(e) }
+func (e TaskStarted) Validate() error { return checkKinds(e) }
+func (e TaskEnd) Validate() error     { return checkKinds(e) }
+func (e RunStart) Validate() error    { return checkKinds(e) }
+func (e RunEnd) Validate() error      { return checkKinds(e) }
+
+// Validate also checks that a step names tools only where its kind has
+// them: calls on an AI step, a tool name on a tool step.
+func (e TaskStep) Validate() error {
+	if err := checkKinds(e); err != nil {
+		return err
 	}
-	return m
+	for i, c := range e.ToolCalls {
+		if c.Name == "" {
+			return fmt.Errorf("event %s: tool_calls: call %d: want a name", EventSubagentStep, i)
+		}
+	}
+	switch {
+	case e.Kind == StepAI && e.ToolName != "":
+		return fmt.Errorf("event %s: tool_name on an ai step", EventSubagentStep)
+	case e.Kind == StepTool && e.ToolCalls != nil:
+		return fmt.Errorf("event %s: tool_calls on a tool step", EventSubagentStep)
+	}
+	return nil
 }
 
-// eventSpecs is the Go side of contracts/run_event_stream_contract.json;
-// TestEventContract asserts they agree.
-var eventSpecs = map[string]EventSpec{
-	EventRunStart: {
-		Category: CategoryRun,
-		Required: map[string]fieldKind{"run_id": kID, "model_name": kID},
-	},
-	EventRunEnd: {
-		Category: CategoryRun,
-		Required: map[string]fieldKind{"run_id": kID, "status": kRunState},
-		Optional: map[string]fieldKind{"error": kString, "usage": kTotals},
-	},
-	EventSubagentQueued: {
-		Category: CategorySubagent,
-		Required: taskFields(map[string]fieldKind{"description": kString, "prompt": kString, "subagent_type": kID}),
-		Optional: map[string]fieldKind{"model_name": kString},
-	},
-	EventSubagentStart: {
-		Category: CategorySubagent,
-		Required: taskFields(map[string]fieldKind{"description": kString, "prompt": kString, "subagent_type": kID}),
-		Optional: map[string]fieldKind{"model_name": kString},
-	},
-	EventSubagentStep: {
-		Category: CategorySubagent,
-		Required: taskFields(map[string]fieldKind{"message_index": kIndex, "kind": kStepKind, "text": kString, "truncated": kBool}),
-		Optional: map[string]fieldKind{"tool_calls": kCalls, "tool_name": kString, "usage": kUsage, "model_name": kString},
-	},
-	EventSubagentEnd: {
-		Category: CategorySubagent,
-		Required: taskFields(map[string]fieldKind{"status": kStatus}),
-		Optional: map[string]fieldKind{
-			"model_name": kString, "usage": kUsage, "result": kString, "result_truncated": kBool,
-			"error": kString, "error_truncated": kBool, "stop_reason": kStop,
-		},
-	},
+// categoryOf is the category of an event type.
+func categoryOf(eventType string) string {
+	if eventType == EventRunStart || eventType == EventRunEnd {
+		return CategoryRun
+	}
+	return CategorySubagent
 }
 
-// EventSpecs returns the content shape of every persisted event type.
-func EventSpecs() map[string]EventSpec { return eventSpecs }
+// payloadTypes maps each persisted type to a new zero payload of it.
+var payloadTypes = map[string]func() Event{
+	EventRunStart:       func() Event { return new(RunStart) },
+	EventRunEnd:         func() Event { return new(RunEnd) },
+	EventSubagentQueued: func() Event { return new(TaskQueued) },
+	EventSubagentStart:  func() Event { return new(TaskStarted) },
+	EventSubagentStep:   func() Event { return new(TaskStep) },
+	EventSubagentEnd:    func() Event { return new(TaskEnd) },
+}
 
-// ValidateEvent checks an event's content against its type's shape: every
-// required field present with the right type, optional fields typed, no
-// unknown fields. Content must be decoded with UseNumber (or built in Go).
-func ValidateEvent(eventType string, content map[string]any) error {
-	spec, ok := eventSpecs[eventType]
+// EventTypes lists every persisted event type.
+func EventTypes() []string {
+	out := make([]string, 0, len(payloadTypes))
+	for t := range payloadTypes {
+		out = append(out, t)
+	}
+	return out
+}
+
+// DecodeEvent reads a stored event strictly: every required field present,
+// no unknown field, every value of its field's kind. A row that fails
+// was not written by herd's producer (or was damaged) and reads as an
+// error, never half.
+func DecodeEvent(eventType string, content []byte) (Event, error) {
+	mk, ok := payloadTypes[eventType]
 	if !ok {
-		return fmt.Errorf("event: unknown type %q", eventType)
+		return nil, fmt.Errorf("event: unknown type %q", eventType)
 	}
-	for name, kind := range spec.Required {
-		v, present := content[name]
-		if !present {
-			return fmt.Errorf("event %s: missing %s", eventType, name)
-		}
-		if err := checkField(kind, v); err != nil {
-			return fmt.Errorf("event %s: %s: %w", eventType, name, err)
-		}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(content, &present); err != nil || present == nil {
+		return nil, fmt.Errorf("event %s: content is not an object", eventType)
 	}
-	for name, v := range content {
-		if _, req := spec.Required[name]; req {
-			continue
-		}
-		kind, opt := spec.Optional[name]
-		if !opt {
-			return fmt.Errorf("event %s: unknown field %s", eventType, name)
-		}
-		if v == nil && (kind == kUsage || kind == kTotals) {
-			continue
-		}
-		if err := checkField(kind, v); err != nil {
-			return fmt.Errorf("event %s: %s: %w", eventType, name, err)
+	ev := mk()
+	for _, f := range fieldsOf(reflect.TypeOf(ev).Elem()) {
+		if _, ok := present[f.name]; !ok && f.required {
+			return nil, fmt.Errorf("event %s: missing %s", eventType, f.name)
 		}
 	}
-	if eventType == EventSubagentStep {
-		_, hasCalls := content["tool_calls"]
-		_, hasTool := content["tool_name"]
-		switch content["kind"] {
-		case StepAI:
-			if hasTool {
-				return fmt.Errorf("event %s: tool_name on an ai step", eventType)
-			}
-		case StepTool:
-			if hasCalls {
-				return fmt.Errorf("event %s: tool_calls on a tool step", eventType)
-			}
-		}
+	dec := json.NewDecoder(bytes.NewReader(content))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(ev); err != nil {
+		return nil, fmt.Errorf("event %s: %w", eventType, err)
 	}
-	return nil
+	// A payload is a value once decoded, as the producer builds it.
+	v := reflect.ValueOf(ev).Elem().Interface().(Event)
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
-func checkField(kind fieldKind, v any) error {
-	switch kind {
-	case kString:
-		if _, ok := v.(string); !ok {
-			return fmt.Errorf("want a string, got %T", v)
-		}
-	case kID:
-		s, ok := v.(string)
-		if !ok || strings.TrimSpace(s) == "" {
-			return fmt.Errorf("want a non-blank string")
-		}
-	case kIndex:
-		n, ok := wholeNumber(v)
-		if !ok || n < 1 {
-			return fmt.Errorf("want an integer ≥ 1, got %v", v)
-		}
-	case kBool:
-		if _, ok := v.(bool); !ok {
-			return fmt.Errorf("want a boolean, got %T", v)
-		}
-	case kUsage:
-		if NormalizeUsage(v) == nil {
-			return fmt.Errorf("want a usage snapshot")
-		}
-	case kTotals:
-		if _, ok := v.(map[string]any); !ok {
-			return fmt.Errorf("want an object, got %T", v)
-		}
-	case kCalls:
-		calls, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("want a list, got %T", v)
-		}
-		for i, c := range calls {
-			m, ok := c.(map[string]any)
-			if !ok {
-				return fmt.Errorf("call %d: want an object", i)
-			}
-			if name, ok := m["name"].(string); !ok || name == "" {
-				return fmt.Errorf("call %d: want a name", i)
-			}
-			if _, ok := m["args"].(string); !ok {
-				return fmt.Errorf("call %d: want args as a string", i)
-			}
-			if t, present := m["args_truncated"]; present {
-				if _, ok := t.(bool); !ok {
-					return fmt.Errorf("call %d: args_truncated must be a boolean", i)
-				}
-			}
-		}
-	case kStatus:
-		s, _ := v.(string)
-		if !IsTerminal(s) {
-			return fmt.Errorf("want a terminal status, got %v", v)
-		}
-	case kStop:
-		s, _ := v.(string)
-		if !validStopReason(s) {
-			return fmt.Errorf("want a stop reason, got %v", v)
-		}
-	case kStepKind:
-		if v != StepAI && v != StepTool {
-			return fmt.Errorf("want ai or tool, got %v", v)
-		}
-	case kRunState:
-		switch v {
-		case "completed", "failed", "cancelled":
-		default:
-			return fmt.Errorf("want completed, failed or cancelled, got %v", v)
-		}
-	}
-	return nil
-}
-
-// DecodeContent decodes an event's stored content keeping integers exact.
+// DecodeContent decodes an event's stored content as a generic object,
+// keeping integers exact, for the events API that returns it as stored.
 func DecodeContent(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -246,92 +243,163 @@ func DecodeContent(b []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// FrameTypeOf returns the live frame type of a persisted event: the task_*
-// type for subagent rows, the event type itself for run rows.
-func FrameTypeOf(eventType string, content map[string]any) string {
-	switch eventType {
-	case EventSubagentQueued:
-		return FrameTaskQueued
-	case EventSubagentStart:
-		return FrameTaskStarted
-	case EventSubagentStep:
-		return FrameTaskRunning
-	case EventSubagentEnd:
-		switch content["status"] {
-		case StatusCompleted:
-			return FrameTaskCompleted
-		case StatusCancelled:
-			return FrameTaskCancelled
-		case StatusTimedOut, StatusPollingTimedOut:
-			return FrameTaskTimedOut
-		}
-		return FrameTaskFailed
+// eventRecord validates an event at the producer and wraps it for the
+// journal, encoded once; a malformed event is an error and never written.
+// The record keeps the value, so the live path builds the frame from it.
+func eventRecord(threadID, taskID string, ev Event) (models.Record, error) {
+	if err := ev.Validate(); err != nil {
+		return models.Record{}, fmt.Errorf("agent: %w", err)
 	}
-	return eventType
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return models.Record{}, fmt.Errorf("agent: encode %s: %w", ev.EventType(), err)
+	}
+	return models.Record{Event: &models.RunEvent{
+		ThreadID: threadID, RunID: runIDOf(ev), TaskID: taskID, EventType: ev.EventType(),
+		Category: categoryOf(ev.EventType()), Content: models.JSON(b), Payload: ev,
+	}}, nil
 }
 
-// FrameData turns a persisted event's content into its frame's data (SPEC
-// §5.2). Live frames and replays both go through it, so they are identical.
-func FrameData(eventType string, content map[string]any) map[string]any {
-	switch eventType {
-	case EventSubagentStep:
-		step := map[string]any{"kind": content["kind"], "text": content["text"], "truncated": content["truncated"]}
-		for _, k := range []string{"tool_calls", "tool_name"} {
-			if v, ok := content[k]; ok {
-				step[k] = v
-			}
-		}
-		data := pick(content, "task_id", "execution_id", "run_id", "version", "message_index", "model_name")
-		data["step"] = step
-		data["usage"] = usageOrNull(content["usage"])
-		return data
-	case EventSubagentEnd:
-		data := pick(content, "task_id", "execution_id", "run_id", "version", "model_name", "stop_reason")
-		data["usage"] = usageOrNull(content["usage"])
-		switch content["status"] {
-		case StatusCompleted:
-			data["result"] = stringOr(content["result"])
-			copyIf(data, content, "result_truncated")
-		case StatusTimedOut, StatusPollingTimedOut:
-			data["status"] = content["status"]
-			data["error"] = stringOr(content["error"])
-			copyIf(data, content, "error_truncated")
-		default:
-			data["error"] = stringOr(content["error"])
-			copyIf(data, content, "error_truncated")
-		}
-		if st := content["status"]; st != StatusCompleted && st != StatusFailed {
-			delete(data, "stop_reason") // only a capped run has one (SPEC §5.2)
-		}
-		return data
+func runIDOf(ev Event) string {
+	switch e := ev.(type) {
+	case taskEvent:
+		return e.task().RunID
+	case RunStart:
+		return e.RunID
+	case RunEnd:
+		return e.RunID
 	}
-	return content
+	return ""
 }
 
-func pick(m map[string]any, keys ...string) map[string]any {
-	out := make(map[string]any, len(keys)+3)
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			out[k] = v
-		}
+// PayloadOf returns a persisted event's payload: the value the producer
+// built when the row was just committed, else the row decoded.
+func PayloadOf(e *models.RunEvent) (Event, error) {
+	if ev, ok := e.Payload.(Event); ok {
+		return ev, nil
 	}
+	return DecodeEvent(e.EventType, e.Content)
+}
+
+// ---- kinds: the rules behind Validate and the contract ----
+
+// fieldRule is one JSON field of a payload with its kind.
+type fieldRule struct {
+	name     string
+	kind     string
+	required bool
+	index    []int
+}
+
+var fieldCache sync.Map // reflect.Type → []fieldRule
+
+// fieldsOf lists a payload type's JSON fields, embedded structs flattened.
+func fieldsOf(t reflect.Type) []fieldRule {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]fieldRule)
+	}
+	var out []fieldRule
+	for _, sf := range reflect.VisibleFields(t) {
+		tag, ok := sf.Tag.Lookup("json")
+		if !ok || sf.Anonymous {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		out = append(out, fieldRule{name: name, kind: sf.Tag.Get("kind"), required: !strings.Contains(opts, "omitempty"), index: sf.Index})
+	}
+	fieldCache.Store(t, out)
 	return out
 }
 
-func copyIf(dst, src map[string]any, k string) {
-	if v, ok := src[k]; ok {
-		dst[k] = v
+// EventFields returns the kind of every field of an event type's content,
+// required and optional, for the contract test.
+func EventFields(eventType string) (required, optional map[string]string) {
+	required, optional = map[string]string{}, map[string]string{}
+	mk, ok := payloadTypes[eventType]
+	if !ok {
+		return nil, nil
 	}
+	for _, f := range fieldsOf(reflect.TypeOf(mk()).Elem()) {
+		if f.required {
+			required[f.name] = f.kind
+		} else {
+			optional[f.name] = f.kind
+		}
+	}
+	return required, optional
 }
 
-func stringOr(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-func usageOrNull(v any) any {
-	if u := NormalizeUsage(v); u != nil {
-		return u.asMap()
+// checkKinds applies each field's kind to its value.
+func checkKinds(ev Event) error {
+	v := reflect.ValueOf(ev)
+	for _, f := range fieldsOf(v.Type()) {
+		if err := checkKind(f.kind, v.FieldByIndex(f.index).Interface()); err != nil {
+			return fmt.Errorf("event %s: %s: %w", ev.EventType(), f.name, err)
+		}
 	}
 	return nil
+}
+
+func checkKind(kind string, v any) error {
+	switch kind {
+	case "id":
+		if strings.TrimSpace(v.(string)) == "" {
+			return fmt.Errorf("want a non-blank string")
+		}
+	case "index":
+		if n := v.(int64); n < 1 {
+			return fmt.Errorf("want an integer ≥ 1, got %d", n)
+		}
+	case "usage":
+		if u := v.(*TokenUsage); u != nil && NormalizeUsage(u) == nil {
+			return fmt.Errorf("want a usage snapshot")
+		}
+	case "status":
+		if s := v.(string); !IsTerminal(s) {
+			return fmt.Errorf("want a terminal status, got %q", s)
+		}
+	case "stop":
+		if s := v.(string); s != "" && !validStopReason(s) {
+			return fmt.Errorf("want a stop reason, got %q", s)
+		}
+	case "stepkind":
+		if s := v.(string); s != StepAI && s != StepTool {
+			return fmt.Errorf("want ai or tool, got %q", s)
+		}
+	case "runstate":
+		switch s := v.(string); s {
+		case models.RunCompleted, models.RunFailed, models.RunCancelled:
+		default:
+			return fmt.Errorf("want completed, failed or cancelled, got %q", s)
+		}
+	}
+	return nil
+}
+
+// taskEvent is a payload of a task: what a card reads from any of them.
+type taskEvent interface {
+	Event
+	task() TaskRef
+	model() string
+	usage() *TokenUsage
+}
+
+func (r TaskRef) task() TaskRef { return r }
+
+func (e TaskIntro) model() string     { return e.ModelName }
+func (e TaskStep) model() string      { return e.ModelName }
+func (e TaskEnd) model() string       { return e.ModelName }
+func (TaskIntro) usage() *TokenUsage  { return nil }
+func (e TaskStep) usage() *TokenUsage { return e.Usage }
+func (e TaskEnd) usage() *TokenUsage  { return e.Usage }
+
+// activity names what a step did: the tool it ran, or the last it called.
+func (e TaskStep) activity() string {
+	if e.ToolName != "" {
+		return e.ToolName
+	}
+	if n := len(e.ToolCalls); n > 0 {
+		return e.ToolCalls[n-1].Name
+	}
+	return ""
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"herd/agent/tools"
 )
 
 // Defaults of SPEC §4.4 and §4.5.
@@ -33,7 +35,7 @@ type subagentSpec struct {
 	name         string
 	description  string
 	systemPrompt string
-	tools        *Toolset
+	tools        *tools.Set
 	model        string // "inherit" or a model name
 	maxTurns     int
 	timeout      time.Duration
@@ -41,21 +43,36 @@ type subagentSpec struct {
 }
 
 // Executor runs subagents: admission, the two timeout layers, cancellation
-// and the registry of executions (SPEC §4.5).
+// and the registry of executions (docs/DESIGN.md §Executor). It holds its
+// configuration, the models a subagent type may name and a clock; what a
+// task needs of its run comes with each dispatch (taskScope).
 type Executor struct {
-	rt     *Runtime
 	cfg    SubagentsConfig
+	models map[string]*Model
 	specs  map[string]*subagentSpec
 	order  []string
 	slots  *semaphore.Weighted // FIFO: waiters are admitted in arrival order
 	reg    *Registry
 	wg     sync.WaitGroup // subagent goroutines
 	queued atomic.Int64
+	now    func() time.Time
+	newID  func() string
 	// janitorGrace is janitorGrace; tests shorten it.
 	janitorGrace time.Duration
 }
 
-func newExecutor(rt *Runtime, cfg SubagentsConfig) (*Executor, error) {
+// taskScope is what a dispatch needs of the run that makes it.
+type taskScope struct {
+	ctx       context.Context // the run's: Stop cancels every task
+	runID     string
+	threadID  string
+	model     *Model // the lead's model of the run: what inherit means
+	workspace string
+	log       *slog.Logger
+	sink      taskSink
+}
+
+func newExecutor(cfg SubagentsConfig, all *tools.Set, models map[string]*Model, now func() time.Time, newID func() string) (*Executor, error) {
 	if cfg.MaxRunning <= 0 {
 		cfg.MaxRunning = 32
 	}
@@ -78,15 +95,17 @@ func newExecutor(rt *Runtime, cfg SubagentsConfig) (*Executor, error) {
 		cfg.CancelGraceSeconds = 5
 	}
 	x := &Executor{
-		rt:    rt,
-		cfg:   cfg,
-		specs: map[string]*subagentSpec{},
-		slots: semaphore.NewWeighted(int64(cfg.MaxRunning)),
-		reg:   NewRegistry(),
+		cfg:    cfg,
+		models: models,
+		specs:  map[string]*subagentSpec{},
+		slots:  semaphore.NewWeighted(int64(cfg.MaxRunning)),
+		reg:    newRegistry(),
+		now:    now,
+		newID:  newID,
 
 		janitorGrace: janitorGrace,
 	}
-	if err := x.buildSpecs(); err != nil {
+	if err := x.buildSpecs(all); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -95,8 +114,7 @@ func newExecutor(rt *Runtime, cfg SubagentsConfig) (*Executor, error) {
 // buildSpecs resolves every subagent type with the precedence of SPEC §4.4:
 // subagents.agents.<name>.<field> > global subagents.timeout_seconds
 // (built-ins only) > the agent's own default.
-func (x *Executor) buildSpecs() error {
-	all := x.rt.tools
+func (x *Executor) buildSpecs(all *tools.Set) error {
 	globalTurns := func(def int) int {
 		if x.cfg.MaxTurns != nil {
 			return *x.cfg.MaxTurns
@@ -131,12 +149,12 @@ func (x *Executor) buildSpecs() error {
 	override(gp, x.cfg.Agents[SubagentGeneral])
 	x.add(gp)
 
-	if _, ok := all.Get(ToolBash); ok {
+	if _, ok := all.Get(tools.Bash); ok {
 		b := &subagentSpec{
 			name:         SubagentBash,
 			description:  "Runs shell commands in the thread's workspace and reports their output. Use it for builds, tests and scripts.",
 			systemPrompt: "You are a command-execution subagent of herd. Run the commands the task needs with the bash tool in the workspace, then reply with what they printed and whether they succeeded.",
-			tools:        all.Filter(&[]string{ToolBash, ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace}, nil),
+			tools:        all.Filter(&[]string{tools.Bash, tools.Ls, tools.ReadFile, tools.WriteFile, tools.StrReplace}, nil),
 			model:        "inherit",
 			maxTurns:     globalTurns(defaultBashMaxTurns),
 			timeout:      builtinTimeout,
@@ -169,7 +187,7 @@ func (x *Executor) buildSpecs() error {
 		}
 		override(spec, ac)
 		if spec.model != "inherit" {
-			if _, ok := x.rt.models[spec.model]; !ok {
+			if _, ok := x.models[spec.model]; !ok {
 				return fmt.Errorf("agent: subagents.agents.%s.model: unknown model %q", n, spec.model)
 			}
 		}
@@ -199,13 +217,13 @@ func (x *Executor) catalog() []catalogEntry {
 
 // resolveModel returns the effective model: inherit → the lead's model for
 // this run. Resolved once per dispatch and used for every call and event.
-func (x *Executor) resolveModel(spec *subagentSpec, r *run) *Model {
+func (x *Executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
 	if spec.model != "inherit" {
-		if m, ok := x.rt.models[spec.model]; ok {
+		if m, ok := x.models[spec.model]; ok {
 			return m
 		}
 	}
-	return r.model
+	return lead
 }
 
 // Sentinel causes that tell how an execution's context ended.
@@ -217,7 +235,7 @@ var (
 // delegate runs one task call to its terminal state and returns the outcome
 // with a release func the caller calls once the ToolMessage is persisted.
 // It blocks until the subagent is terminal, waiting on a signal.
-func (x *Executor) delegate(r *run, call ToolCall) (Outcome, func()) {
+func (x *Executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	args, err := parseTaskArgs(call.Args)
 	if err != nil {
 		return Outcome{Status: StatusFailed, Error: err.Error()}, nil
@@ -226,8 +244,7 @@ func (x *Executor) delegate(r *run, call ToolCall) (Outcome, func()) {
 	if !ok {
 		return Outcome{Status: StatusFailed, Error: fmt.Sprintf("Unknown subagent type '%s'. Available: %s", args.SubagentType, strings.Join(x.order, ", "))}, nil
 	}
-	model := x.resolveModel(spec, r)
-	e := newExecution(x, r, call.ID, args, spec, model)
+	e := x.newExecution(s, call.ID, args, spec)
 	x.reg.add(e)
 	release := func() { x.reg.delivered(e) }
 
@@ -280,7 +297,7 @@ func (x *Executor) admit(e *Execution) {
 			return
 		}
 	}
-	e.admittedAt = x.rt.now()
+	e.admittedAt = x.now()
 	e.emitStarted()
 	execCtx, cancel := context.WithDeadline(e.ctx, e.admittedAt.Add(e.spec.timeout))
 	x.wg.Go(func() {
@@ -321,10 +338,9 @@ type Stats struct {
 	ByStatus map[string]int
 }
 
-// Stats reports the registry size, queued subagents and executions by
+// stats reports the registry size, queued subagents and executions by
 // status.
-func (rt *Runtime) Stats() Stats {
-	x := rt.exec
+func (x *Executor) stats() Stats {
 	st := Stats{Queued: x.queued.Load(), ByStatus: map[string]int{}}
 	for _, e := range x.reg.all() {
 		st.Registry++
@@ -333,281 +349,31 @@ func (rt *Runtime) Stats() Stats {
 	return st
 }
 
-// Registry holds live executions by execution id. An entry is removed once
-// its terminal state has been delivered (the ToolMessage persisted).
-type Registry struct {
-	mu     sync.Mutex
-	byExec map[string]*Execution
-}
-
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byExec: map[string]*Execution{}} }
-
-func (g *Registry) add(e *Execution) {
-	g.mu.Lock()
-	g.byExec[e.ID] = e
-	g.mu.Unlock()
-}
-
-// delivered removes e once its terminal state reached the lead.
-func (g *Registry) delivered(e *Execution) {
-	e.mu.Lock()
-	if e.janitor != nil {
-		e.janitor.Stop()
-	}
-	e.mu.Unlock()
-	g.mu.Lock()
-	delete(g.byExec, e.ID)
-	g.mu.Unlock()
-}
-
-// janitorGrace is how long a terminal execution may wait for its delivery
-// before the janitor removes it (the lead's goroutine died, say).
-const janitorGrace = 2 * time.Minute
-
-// scheduleJanitor arms the removal of a terminal execution that is never
-// delivered; delivered disarms it.
-func (g *Registry) scheduleJanitor(e *Execution, grace time.Duration) {
-	e.janitor = time.AfterFunc(grace, func() {
-		g.mu.Lock()
-		_, still := g.byExec[e.ID]
-		delete(g.byExec, e.ID)
-		g.mu.Unlock()
-		if still {
-			e.log.Warn("janitor removed a terminal execution that was never delivered")
-		}
-	})
-}
-
-func (g *Registry) all() []*Execution {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]*Execution, 0, len(g.byExec))
-	for _, e := range g.byExec {
-		out = append(out, e)
-	}
-	return out
-}
-
-func (g *Registry) byRun(runID string) []*Execution {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []*Execution
-	for _, e := range g.byExec {
-		if e.RunID == runID {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// Len is the number of live executions.
-func (g *Registry) Len() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.byExec)
-}
-
-// Execution is one dispatched task call: the registry entry and the state
-// machine queued → running → exactly one terminal status.
-type Execution struct {
-	ID          string // server-generated execution id, the registry key
-	TaskID      string // the LLM's tool-call id, the key for everything user-visible
-	RunID       string
-	ThreadID    string
-	Description string
-	Prompt      string
-	Type        string
-	ModelName   string // the effective model, resolved once
-
-	x          *Executor
-	run        *run
-	spec       *subagentSpec
-	model      *Model
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
-	collector  *Collector
-	admittedAt time.Time
-	log        *slog.Logger
-	// decidedAt is when execute returned the outcome, just before finish
-	// persists it. Only BenchmarkTaskHandoff reads it, to time the hand-off
-	// from outcome to delegate's return (docs/PERFORMANCE.md); it is
-	// written once, before done is closed.
-	decidedAt time.Time
-
-	mu      sync.Mutex
-	state   string
-	version int64
-	steps   int
-	final   Outcome
-	done    chan struct{} // closed once the terminal state is set and persisted
-	janitor *time.Timer   // removes the entry if it is never delivered
-}
-
-func newExecution(x *Executor, r *run, taskID string, args taskArgs, spec *subagentSpec, model *Model) *Execution {
+// newExecution builds the execution of one task call, its model resolved
+// once for every call, event and card.
+func (x *Executor) newExecution(s taskScope, taskID string, args taskArgs, spec *subagentSpec) *Execution {
+	model := x.resolveModel(spec, s.model)
 	e := &Execution{
-		ID:          x.rt.newID(),
+		ID:          x.newID(),
 		TaskID:      taskID,
-		RunID:       r.id,
-		ThreadID:    r.threadID,
+		RunID:       s.runID,
+		ThreadID:    s.threadID,
 		Description: args.Description,
 		Prompt:      args.fullPrompt(),
 		Type:        spec.name,
 		ModelName:   model.Config.Name,
-		x:           x,
-		run:         r,
 		spec:        spec,
+		loopLimit:   x.cfg.LoopLimit,
 		model:       model,
+		workspace:   s.workspace,
+		sink:        s.sink,
+		now:         x.now,
+		onEnd:       func(e *Execution) { x.reg.scheduleJanitor(e, x.janitorGrace) },
 		collector:   NewCollector(),
 		state:       StatusQueued,
 		done:        make(chan struct{}),
 	}
-	e.ctx, e.cancel = context.WithCancelCause(r.ctx)
-	e.log = r.logger().With("task", taskID, "execution", e.ID)
+	e.ctx, e.cancel = context.WithCancelCause(s.ctx)
+	e.log = s.log.With("task", taskID, "execution", e.ID)
 	return e
-}
-
-func (e *Execution) status() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.state
-}
-
-func (e *Execution) isTerminal() bool { return IsTerminal(e.status()) }
-
-// outcome is the terminal outcome; valid once done is closed.
-func (e *Execution) outcome() Outcome {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.final
-}
-
-func (e *Execution) baseContent() map[string]any {
-	return map[string]any{"task_id": e.TaskID, "execution_id": e.ID, "run_id": e.RunID, "version": e.version}
-}
-
-// emit validates and enqueues one event of this task. The caller holds
-// e.mu, so versions and sequence numbers advance together and nothing is
-// emitted after the terminal event.
-func (e *Execution) emitLocked(eventType string, content map[string]any, wait bool) {
-	rec, err := eventRecord(e.ThreadID, e.RunID, e.TaskID, eventType, content)
-	if err != nil {
-		e.log.Error("event rejected at the producer", "type", eventType, "err", err)
-		return
-	}
-	ctx, cancel := e.x.rt.persistCtx(e.ctx)
-	defer cancel()
-	if wait {
-		err = e.x.rt.journal.Write(ctx, rec)
-	} else {
-		err = e.x.rt.journal.Enqueue(ctx, rec)
-	}
-	if err != nil {
-		e.log.Error("persist event", "type", eventType, "err", err)
-	}
-}
-
-func (e *Execution) startContent() map[string]any {
-	c := e.baseContent()
-	c["description"] = e.Description
-	c["prompt"] = e.Prompt
-	c["subagent_type"] = e.Type
-	c["model_name"] = e.ModelName
-	return c
-}
-
-func (e *Execution) emitQueued() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.version++
-	e.emitLocked(EventSubagentQueued, e.startContent(), false)
-}
-
-func (e *Execution) emitStarted() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if IsTerminal(e.state) {
-		return
-	}
-	e.state = StatusRunning
-	e.version++
-	e.emitLocked(EventSubagentStart, e.startContent(), false)
-}
-
-// emitStep publishes one bounded step with the cumulative usage snapshot.
-func (e *Execution) emitStep(kind, text string, calls []ToolCall, toolName string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if IsTerminal(e.state) {
-		return
-	}
-	e.version++
-	e.steps++
-	c := e.baseContent()
-	c["message_index"] = e.steps
-	c["kind"] = kind
-	c["text"], c["truncated"] = cut(text, EventTextCap)
-	c["model_name"] = e.ModelName
-	if kind == StepAI && len(calls) > 0 {
-		list := make([]any, 0, len(calls))
-		for _, tc := range calls {
-			args, truncated := cut(string(tc.Args), EventTextCap)
-			item := map[string]any{"name": tc.Name, "args": args}
-			if truncated {
-				item["args_truncated"] = true
-			}
-			list = append(list, item)
-		}
-		c["tool_calls"] = list
-	}
-	if kind == StepTool {
-		c["tool_name"] = toolName
-	}
-	if u := e.collector.Snapshot(); u != nil {
-		c["usage"] = u.asMap()
-	}
-	e.emitLocked(EventSubagentStep, c, false)
-}
-
-// finish sets the terminal state if none is set yet (the first terminal
-// wins), persists subagent.end and then signals done, so whoever sees done
-// also sees the payload and a committed end row. It reports whether this
-// call won.
-func (e *Execution) finish(o Outcome) bool {
-	e.mu.Lock()
-	if IsTerminal(e.state) {
-		e.mu.Unlock()
-		return false
-	}
-	o.ModelName = e.ModelName
-	o.Usage = e.collector.Snapshot()
-	if o.Status == StatusCancelled && o.Error == "" {
-		if cause := context.Cause(e.ctx); cause != nil && errors.Is(cause, ErrShuttingDown) {
-			o.Error = "interrupted: server shutting down"
-		}
-	}
-	e.state = o.Status
-	e.final = o
-	e.version++
-	c := e.baseContent()
-	c["status"] = o.Status
-	c["model_name"] = e.ModelName
-	if o.Usage != nil {
-		c["usage"] = o.Usage.asMap()
-	}
-	if o.StopReason != "" {
-		c["stop_reason"] = o.StopReason
-	}
-	if r := strings.TrimSpace(o.Result); r != "" && o.Status == StatusCompleted {
-		c["result"], c["result_truncated"] = cut(r, EventTextCap)
-	}
-	if msg := strings.TrimSpace(o.Error); msg != "" && o.Status != StatusCompleted {
-		c["error"], c["error_truncated"] = cut(msg, EventTextCap)
-	}
-	e.emitLocked(EventSubagentEnd, c, true)
-	e.x.reg.scheduleJanitor(e, e.x.janitorGrace)
-	e.mu.Unlock()
-	close(e.done)
-	e.log.Info("subagent ended", "status", o.Status, "stop_reason", o.StopReason)
-	return true
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -39,7 +40,7 @@ func split(lead func(context.Context, Request) (Response, error), sub func(conte
 func blockAfterFirst(started chan<- struct{}) func(context.Context, Request) (Response, error) {
 	return func(ctx context.Context, req Request) (Response, error) {
 		if usedTurns(req) == 0 {
-			return reply("looking", &Usage{InputTokens: 7, OutputTokens: 3, TotalTokens: 10}, ToolCall{ID: "c" + lastHuman(req), Name: ToolLs, Args: []byte(`{}`)}), nil
+			return reply("looking", &Usage{InputTokens: 7, OutputTokens: 3, TotalTokens: 10}, ToolCall{ID: "c" + lastHuman(req), Name: tools.Ls, Args: []byte(`{}`)}), nil
 		}
 		if started != nil {
 			started <- struct{}{}
@@ -108,7 +109,7 @@ func TestCancelOneTask(t *testing.T) {
 					case <-ctx.Done():
 						return Response{}, ctx.Err()
 					}
-					return reply("", nil, ToolCall{ID: "x", Name: ToolLs, Args: []byte(`{}`)}), nil
+					return reply("", nil, ToolCall{ID: "x", Name: tools.Ls, Args: []byte(`{}`)}), nil
 				}
 				return reply("kept", nil), nil
 			}
@@ -302,7 +303,7 @@ func TestUnknownSubagentType(t *testing.T) {
 }
 
 func TestStopReasons(t *testing.T) {
-	ls := func(args string) ToolCall { return ToolCall{ID: "c", Name: ToolLs, Args: []byte(args)} }
+	ls := func(args string) ToolCall { return ToolCall{ID: "c", Name: tools.Ls, Args: []byte(args)} }
 	cases := []struct {
 		name   string
 		agent  AgentConfig
@@ -354,7 +355,7 @@ func TestFirstTerminalWins(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("x", nil), nil
 	}))}})
-	r := &run{rt: h.rt, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}, done: make(chan struct{})}
+	r := &run{env: &h.rt.runEnv, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}, done: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	outcomes := []Outcome{
@@ -363,7 +364,7 @@ func TestFirstTerminalWins(t *testing.T) {
 		{Status: StatusCancelled, Error: "stopped"},
 	}
 	for i := range 60 {
-		e := newExecution(h.rt.exec, r, fmt.Sprintf("race-%d", i), taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.exec.specs[SubagentGeneral], h.rt.defModel)
+		e := h.rt.exec.newExecution(r.scope(), fmt.Sprintf("race-%d", i), taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.exec.specs[SubagentGeneral])
 		e.collector.Record(&models.UsageEntry{CallID: fmt.Sprint(i), TotalTokens: 5, InputTokens: 3, OutputTokens: 2})
 		var (
 			wg      sync.WaitGroup
@@ -432,7 +433,7 @@ func TestSameToolCallIDStaysIndependent(t *testing.T) {
 }
 
 func TestToolPanicIsContained(t *testing.T) {
-	h := newHarness(t, harnessConfig{tools: append(WorkspaceTools(), panicTool{}), models: []*Model{model("m", split(
+	h := newHarness(t, harnessConfig{tools: append(tools.Workspace(), panicTool{}), models: []*Model{model("m", split(
 		leadThen(taskCall("p", "p", SubagentGeneral)),
 		func(ctx context.Context, req Request) (Response, error) {
 			if usedTurns(req) == 0 {
@@ -450,9 +451,9 @@ func TestToolPanicIsContained(t *testing.T) {
 
 type panicTool struct{}
 
-func (panicTool) Spec() ToolSpec {
-	return ToolSpec{Name: "boom", Parameters: []byte(`{"type":"object"}`)}
+func (panicTool) Spec() tools.Spec {
+	return tools.Spec{Name: "boom", Parameters: []byte(`{"type":"object"}`)}
 }
-func (panicTool) Run(context.Context, ToolEnv, json.RawMessage) (string, error) {
+func (panicTool) Run(context.Context, tools.Env, json.RawMessage) (string, error) {
 	panic("kaboom")
 }

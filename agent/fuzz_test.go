@@ -80,8 +80,9 @@ func FuzzReadMetadata(f *testing.F) {
 	})
 }
 
-// FuzzValidateEvent: an event the validator accepts survives a JSON round
-// trip, is accepted again, and becomes a frame without panicking.
+// FuzzValidateEvent: an event the strict decoder accepts survives a JSON
+// round trip of its payload, is accepted again, and becomes a frame (full
+// and redacted) without panicking.
 func FuzzValidateEvent(f *testing.F) {
 	types := []string{EventRunStart, EventRunEnd, EventSubagentQueued, EventSubagentStart, EventSubagentStep, EventSubagentEnd}
 	for typ, samples := range sampleEvents() {
@@ -93,26 +94,24 @@ func FuzzValidateEvent(f *testing.F) {
 	f.Add(uint8(4), []byte(`{"task_id":"t","execution_id":"e","run_id":"r","version":1,"message_index":true,"kind":"ai","text":"","truncated":false}`))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		typ := types[int(which)%len(types)]
-		content, err := DecodeContent(b)
+		ev, err := DecodeEvent(typ, b)
 		if err != nil {
 			return
 		}
-		if ValidateEvent(typ, content) != nil {
-			return
-		}
-		again, err := json.Marshal(content)
+		again, err := json.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		decoded, err := DecodeContent(again)
-		if err != nil {
-			t.Fatal(err)
+		if _, err := DecodeEvent(typ, again); err != nil {
+			t.Fatalf("accepted %s, refused after a round trip (%s): %v", b, again, err)
 		}
-		if err := ValidateEvent(typ, decoded); err != nil {
-			t.Fatalf("accepted %s, refused after a round trip: %v", b, err)
-		}
-		if FrameTypeOf(typ, decoded) == "" || FrameData(typ, decoded) == nil {
-			t.Fatal("no frame for a valid event")
+		for _, redact := range []bool{false, true} {
+			if ft, data := ev.Frame(FrameOptions{Redact: redact}); ft == "" || data == nil {
+				t.Fatal("no frame for a valid event")
+			}
+			if _, err := json.Marshal(ev); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

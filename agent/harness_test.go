@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
+	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -24,7 +25,7 @@ func (f llmFunc) Complete(ctx context.Context, req Request, onDelta func(string)
 }
 
 func isLead(req Request) bool {
-	return slices.ContainsFunc(req.Tools, func(t ToolSpec) bool { return t.Name == ToolTask })
+	return slices.ContainsFunc(req.Tools, func(t tools.Spec) bool { return t.Name == ToolTask })
 }
 
 func lastHuman(req Request) string {
@@ -76,7 +77,7 @@ type harness struct {
 type harnessConfig struct {
 	models    []*Model
 	subagents SubagentsConfig
-	tools     []Tool
+	tools     []tools.Tool
 	leadTurns int
 	backoff   []time.Duration // the writer's retry waits; nil: its default
 }
@@ -103,7 +104,7 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 		h.mu.Unlock()
 	}})
 	if hc.tools == nil {
-		hc.tools = WorkspaceTools()
+		hc.tools = tools.Workspace()
 	}
 	if hc.subagents.MaxRunning == 0 {
 		hc.subagents = defaultSubagents()

@@ -10,12 +10,15 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"herd/agent/tools"
 	"herd/models"
 )
 
 // run is one user message and everything the lead does for it.
 type run struct {
-	rt       *Runtime
+	env *runEnv
+	// release frees the thread for its next run; the runtime sets it.
+	release  func(*run)
 	id       string
 	threadID string
 	userID   string
@@ -32,22 +35,22 @@ type run struct {
 }
 
 func (r *run) logger() *slog.Logger {
-	return r.rt.log.With("thread", r.threadID, "run", r.id)
+	return r.env.log.With("thread", r.threadID, "run", r.id)
 }
 
 // begin persists the run row, run.start and the user's message.
 func (r *run) begin(ctx context.Context, msgID, content string) error {
-	ws, err := r.rt.workspace(r.threadID)
+	ws, err := r.env.workspace(r.threadID)
 	if err != nil {
 		return err
 	}
 	r.workspace = ws
-	now := r.rt.now().UTC()
-	start, err := eventRecord(r.threadID, r.id, "", EventRunStart, map[string]any{"run_id": r.id, "model_name": r.model.Config.Name})
+	now := r.env.now().UTC()
+	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name})
 	if err != nil {
 		return err
 	}
-	err = r.rt.journal.Write(ctx,
+	err = r.env.journal.Write(ctx,
 		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning, ModelName: r.model.Config.Name, StartedAt: now}},
 		start,
 		models.Record{Message: &models.Message{ID: msgID, ThreadID: r.threadID, RunID: r.id, Type: TypeHuman, Content: content}},
@@ -74,23 +77,22 @@ func (r *run) loop() {
 	}
 	r.end(status, errText)
 	r.cancel(nil)
-	r.rt.release(r)
+	r.release(r)
 	log.Info("run ended", "status", status, "error", errText)
 }
 
 func (r *run) converse(log *slog.Logger) (status, errText string) {
-	stored, err := r.rt.history.Messages(r.ctx, r.threadID)
+	stored, err := r.env.history.Messages(r.ctx, r.threadID)
 	if err != nil {
 		log.Error("load history", "err", err)
 		return models.RunFailed, "could not load the conversation"
 	}
-	msgs := append([]Message{{Type: TypeSystem, Content: r.rt.leadPrompt()}}, replayable(stored)...)
-	tools := append(r.rt.tools.Specs(), r.rt.taskSpec)
-	for turn := 1; turn <= r.rt.lead.MaxTurns; turn++ {
-		msgID := r.rt.newID()
+	msgs := append([]Message{{Type: TypeSystem, Content: r.env.leadPrompt()}}, replayable(stored)...)
+		for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
+		msgID := r.env.newID()
 		var streamed strings.Builder
-		deltas := newDeltaStream(func(text string) { r.rt.pub.Delta(r.threadID, r.id, msgID, text) })
-		resp, err := r.model.Provider.Complete(r.ctx, Request{Model: r.model.Config.Model, Messages: msgs, Tools: tools}, func(d string) {
+		deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
+		resp, err := r.model.Provider.Complete(r.ctx, Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.env.toolSpecs}, func(d string) {
 			streamed.WriteString(d)
 			deltas.write(d)
 		})
@@ -103,7 +105,7 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
 			return models.RunFailed, err.Error()
 		}
-		r.recordUsage("", resp)
+		r.recordUsage(r.ctx, "", resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls}
 		if err := r.persist(&models.Message{
 			ID: msgID, Type: TypeAI, Content: resp.Text, ToolCalls: toolCallsJSON(resp.ToolCalls),
@@ -125,7 +127,7 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 			return models.RunCancelled, ""
 		}
 	}
-	return models.RunFailed, fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.rt.lead.MaxTurns)
+	return models.RunFailed, fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.env.lead.MaxTurns)
 }
 
 // keepPartial saves what was streamed of an answer the user stopped, so a
@@ -160,7 +162,7 @@ func (r *run) runTools(calls []ToolCall) []Message {
 		}
 		wg.Go(func() {
 			if call.Name == ToolTask {
-				o, release := r.rt.exec.delegate(r, call)
+				o, release := r.env.exec.delegate(r.scope(), call)
 				out[i] = r.finishTask(call, o, release)
 				return
 			}
@@ -172,7 +174,7 @@ func (r *run) runTools(calls []ToolCall) []Message {
 }
 
 func (r *run) admitTask(nthInResponse int) string {
-	cfg := r.rt.exec.cfg
+	cfg := r.env.exec.cfg
 	if nthInResponse > cfg.MaxConcurrentPerResponse {
 		return fmt.Sprintf("Not started: one response may start at most %d subagents (subagents.max_concurrent_per_response); call task again for this one after the others finish.", cfg.MaxConcurrentPerResponse)
 	}
@@ -189,11 +191,11 @@ func (r *run) runTool(call ToolCall) (result string) {
 			result = fmt.Sprintf("Error: the %s tool failed internally", call.Name)
 		}
 	}()
-	t, ok := r.rt.tools.Get(call.Name)
+	t, ok := r.env.tools.Get(call.Name)
 	if !ok {
-		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.rt.tools.Names(), ToolTask), ", "))
+		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.env.tools.Names(), ToolTask), ", "))
 	}
-	out, err := t.Run(r.ctx, ToolEnv{Workspace: r.workspace}, call.Args)
+	out, err := t.Run(r.ctx, tools.Env{Workspace: r.workspace}, call.Args)
 	if err != nil {
 		return "Error: " + err.Error()
 	}
@@ -202,7 +204,7 @@ func (r *run) runTool(call ToolCall) (result string) {
 
 func (r *run) finishTool(call ToolCall, result string) Message {
 	m := Message{Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name}
-	if err := r.persist(&models.Message{ID: r.rt.newID(), Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name}); err != nil {
+	if err := r.persist(&models.Message{ID: r.env.newID(), Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name}); err != nil {
 		r.logger().Error("persist tool message", "tool", call.Name, "err", err)
 	}
 	return m
@@ -217,7 +219,7 @@ func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
 		content, kwargs, _ = Outcome{Status: StatusFailed, Error: "internal error: " + err.Error()}.ToolMessage()
 	}
 	if err := r.persist(&models.Message{
-		ID: r.rt.newID(), Type: TypeTool, Content: content, ToolCallID: call.ID, Name: ToolTask,
+		ID: r.env.newID(), Type: TypeTool, Content: content, ToolCallID: call.ID, Name: ToolTask,
 		AdditionalKwargs: models.MustJSON(kwargs), ModelName: o.ModelName,
 	}); err != nil {
 		r.logger().Error("persist task result", "task", call.ID, "err", err)
@@ -231,14 +233,39 @@ func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
 // persist writes one message of the run, even after the run was stopped.
 func (r *run) persist(m *models.Message) error {
 	m.ThreadID, m.RunID = r.threadID, r.id
-	ctx, cancel := r.rt.persistCtx(r.ctx)
+	ctx, cancel := r.env.persistCtx(r.ctx)
 	defer cancel()
-	return r.rt.journal.Write(ctx, models.Record{Message: m})
+	return r.env.journal.Write(ctx, models.Record{Message: m})
+}
+
+// scope is what the executor needs of this run for a task call.
+func (r *run) scope() taskScope {
+	return taskScope{ctx: r.ctx, runID: r.id, threadID: r.threadID, model: r.model, workspace: r.workspace, log: r.logger(), sink: r}
+}
+
+// emit validates and persists one event of task taskID (taskSink), even
+// after the run was stopped: a cancelled task still writes its end.
+func (r *run) emit(ctx context.Context, taskID string, ev Event, wait bool) {
+	rec, err := eventRecord(r.threadID, taskID, ev)
+	if err != nil {
+		r.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
+		return
+	}
+	ctx, cancel := r.env.persistCtx(ctx)
+	defer cancel()
+	if wait {
+		err = r.env.journal.Write(ctx, rec)
+	} else {
+		err = r.env.journal.Enqueue(ctx, rec)
+	}
+	if err != nil {
+		r.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
+	}
 }
 
 // recordUsage writes an LLM call to the ledger (once, by call id) and keeps
-// it for the run's totals.
-func (r *run) recordUsage(taskID string, resp Response) *models.UsageEntry {
+// it for the run's totals (taskSink; the lead's own calls have no task).
+func (r *run) recordUsage(ctx context.Context, taskID string, resp Response) *models.UsageEntry {
 	e, ok := ledgerEntry(r.threadID, r.id, taskID, resp)
 	if !ok {
 		return nil
@@ -246,84 +273,46 @@ func (r *run) recordUsage(taskID string, resp Response) *models.UsageEntry {
 	r.mu.Lock()
 	r.usage[e.CallID] = *e
 	r.mu.Unlock()
-	ctx, cancel := r.rt.persistCtx(r.ctx)
+	ctx, cancel := r.env.persistCtx(ctx)
 	defer cancel()
 	row := *e // the writer stamps its own copy; callers keep reading e
-	if err := r.rt.journal.Enqueue(ctx, models.Record{Usage: &row}); err != nil {
+	if err := r.env.journal.Enqueue(ctx, models.Record{Usage: &row}); err != nil {
 		r.logger().Error("record usage", "call", e.CallID, "err", err)
 	}
 	return e
 }
 
+// totals aggregates the run's calls as the ledger would.
 func (r *run) totals() models.UsageReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rep := models.UsageReport{ByModel: map[string]models.UsageTotals{}}
 	for _, e := range r.usage {
-		t := models.UsageTotals{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, TotalTokens: e.TotalTokens, CacheReadTokens: e.CacheReadTokens, Calls: 1}
-		addTotals(&rep.Total, t)
-		if e.TaskID == "" {
-			addTotals(&rep.Lead, t)
-		} else {
-			addTotals(&rep.Subagents, t)
-		}
-		m := rep.ByModel[e.ModelName]
-		addTotals(&m, t)
-		rep.ByModel[e.ModelName] = m
+		rep.Add(e.TaskID == "", e.ModelName, models.UsageTotals{
+			InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, TotalTokens: e.TotalTokens, CacheReadTokens: e.CacheReadTokens, Calls: 1,
+		})
 	}
 	return rep
 }
 
-func addTotals(dst *models.UsageTotals, t models.UsageTotals) {
-	dst.InputTokens += t.InputTokens
-	dst.OutputTokens += t.OutputTokens
-	dst.TotalTokens += t.TotalTokens
-	dst.CacheReadTokens += t.CacheReadTokens
-	dst.Calls += t.Calls
-}
-
 // end writes the run's final status and run.end.
 func (r *run) end(status, errText string) {
-	now := r.rt.now().UTC()
-	content := map[string]any{"run_id": r.id, "status": status}
-	if errText != "" {
-		content["error"] = errText
-	}
-	content["usage"] = r.totals()
-	ev, err := eventRecord(r.threadID, r.id, "", EventRunEnd, content)
+	now := r.env.now().UTC()
+	totals := r.totals()
+	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: status, Error: errText, Usage: &totals})
 	if err != nil {
 		r.logger().Error("run.end outside the contract", "err", err)
 		return
 	}
-	ctx, cancel := r.rt.persistCtx(r.ctx)
+	ctx, cancel := r.env.persistCtx(r.ctx)
 	defer cancel()
-	err = r.rt.journal.Write(ctx,
+	err = r.env.journal.Write(ctx,
 		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: status, ModelName: r.model.Config.Name, Error: errText, EndedAt: &now}},
 		ev,
 	)
 	if err != nil {
 		r.logger().Error("persist run end", "err", err)
 	}
-}
-
-// eventRecord validates an event at the producer and wraps it for the
-// journal; a malformed event is an error and is never written.
-func eventRecord(threadID, runID, taskID, eventType string, content map[string]any) (models.Record, error) {
-	b, err := json.Marshal(content)
-	if err != nil {
-		return models.Record{}, fmt.Errorf("agent: encode %s: %w", eventType, err)
-	}
-	decoded, err := DecodeContent(b)
-	if err != nil {
-		return models.Record{}, err
-	}
-	if err := ValidateEvent(eventType, decoded); err != nil {
-		return models.Record{}, fmt.Errorf("agent: %w", err)
-	}
-	return models.Record{Event: &models.RunEvent{
-		ThreadID: threadID, RunID: runID, TaskID: taskID, EventType: eventType,
-		Category: eventSpecs[eventType].Category, Content: models.JSON(b),
-	}}, nil
 }
 
 func toolCallsJSON(calls []ToolCall) models.JSON {
@@ -350,7 +339,7 @@ func replayable(stored []models.Message) []Message {
 	results := map[string]models.Message{}
 	for _, m := range stored {
 		if m.Type == TypeTool {
-			results[m.RunID+"\x00"+m.ToolCallID] = m
+			results[callKey(m.RunID, m.ToolCallID)] = m
 		}
 	}
 	var out []Message
@@ -365,7 +354,7 @@ func replayable(stored []models.Message) []Message {
 			}
 			out = append(out, Message{Type: TypeAI, Content: m.Content, ToolCalls: calls})
 			for _, c := range calls {
-				res, ok := results[m.RunID+"\x00"+c.ID]
+				res, ok := results[callKey(m.RunID, c.ID)]
 				content := res.Content
 				if !ok {
 					content = "Error: no result (the run was interrupted)."
@@ -378,9 +367,9 @@ func replayable(stored []models.Message) []Message {
 }
 
 // leadPrompt is the lead's system prompt.
-func (rt *Runtime) leadPrompt() string {
+func (env *runEnv) leadPrompt() string {
 	p := `You are herd's lead agent. You answer the user directly and well. You may delegate bounded, self-contained pieces of work to subagents with the task tool, which blocks until the subagent finishes and returns its result; never poll for status, there is no status tool. Use the workspace tools (ls, read_file, write_file, str_replace) and bash when available for small steps yourself. Answer in Markdown.`
-	if s := strings.TrimSpace(rt.lead.SystemPrompt); s != "" {
+	if s := strings.TrimSpace(env.lead.SystemPrompt); s != "" {
 		p += "\n\n" + s
 	}
 	return p

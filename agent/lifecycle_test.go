@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -18,7 +19,7 @@ import (
 // Run `sleep 2 && echo Done` → one task call that blocks about 2 s and
 // returns Done; no tool to poll status is ever offered.
 func TestSeedScenario(t *testing.T) {
-	bash, err := NewBash(SandboxConfig{Mode: SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 10, OutputLimitBytes: 30000})
+	bash, err := tools.NewBash(tools.SandboxConfig{Mode: tools.SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 10, OutputLimitBytes: 30000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestSeedScenario(t *testing.T) {
 		}
 		return demo.Complete(ctx, req, d)
 	})
-	h := newHarness(t, harnessConfig{tools: append(WorkspaceTools(), bash), models: []*Model{model("demo-fast", spy)}})
+	h := newHarness(t, harnessConfig{tools: append(tools.Workspace(), bash), models: []*Model{model("demo-fast", spy)}})
 	h.run("Run `sleep 2 && echo Done`")
 
 	msgs, _ := h.store.Messages(context.Background(), h.thread)
@@ -86,15 +87,15 @@ func TestSeedScenario(t *testing.T) {
 func TestSubagentSpecs(t *testing.T) {
 	fast := model("fast", llmFunc(func(context.Context, Request, func(string)) (Response, error) { return reply("x", nil), nil }))
 	deep := model("deep", fast.Provider)
-	bash, _ := NewBash(SandboxConfig{Mode: SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 5, OutputLimitBytes: 2000})
+	bash, _ := tools.NewBash(tools.SandboxConfig{Mode: tools.SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 5, OutputLimitBytes: 2000})
 	cfg := defaultSubagents()
 	cfg.TimeoutSeconds = 1800
 	cfg.Agents = map[string]AgentConfig{
 		SubagentGeneral: {TimeoutSeconds: ptr(60), MaxTurns: ptr(7)},
-		"researcher":    {Description: "r", Model: "deep", Tools: &[]string{ToolLs, ToolTask, ToolReadFile}},
-		"writer":        {Description: "w", TimeoutSeconds: ptr(42), DisallowedTools: &[]string{ToolBash}},
+		"researcher":    {Description: "r", Model: "deep", Tools: &[]string{tools.Ls, ToolTask, tools.ReadFile}},
+		"writer":        {Description: "w", TimeoutSeconds: ptr(42), DisallowedTools: &[]string{tools.Bash}},
 	}
-	h := newHarness(t, harnessConfig{subagents: cfg, tools: append(WorkspaceTools(), bash), models: []*Model{fast, deep}})
+	h := newHarness(t, harnessConfig{subagents: cfg, tools: append(tools.Workspace(), bash), models: []*Model{fast, deep}})
 	x := h.rt.exec
 	cases := []struct {
 		name    string
@@ -103,10 +104,10 @@ func TestSubagentSpecs(t *testing.T) {
 		model   string
 		tools   []string
 	}{
-		{SubagentGeneral, 60 * time.Second, 7, "inherit", []string{ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace, ToolBash}},
-		{SubagentBash, 1800 * time.Second, 40, "inherit", []string{ToolBash, ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace}},
-		{"researcher", 900 * time.Second, 100, "deep", []string{ToolLs, ToolReadFile}},
-		{"writer", 42 * time.Second, 100, "inherit", []string{ToolLs, ToolReadFile, ToolWriteFile, ToolStrReplace}},
+		{SubagentGeneral, 60 * time.Second, 7, "inherit", []string{tools.Ls, tools.ReadFile, tools.WriteFile, tools.StrReplace, tools.Bash}},
+		{SubagentBash, 1800 * time.Second, 40, "inherit", []string{tools.Bash, tools.Ls, tools.ReadFile, tools.WriteFile, tools.StrReplace}},
+		{"researcher", 900 * time.Second, 100, "deep", []string{tools.Ls, tools.ReadFile}},
+		{"writer", 42 * time.Second, 100, "inherit", []string{tools.Ls, tools.ReadFile, tools.WriteFile, tools.StrReplace}},
 	}
 	for _, c := range cases {
 		s := x.specs[c.name]
@@ -129,11 +130,10 @@ func TestSubagentSpecs(t *testing.T) {
 		t.Error("bash subagent offered without the bash tool")
 	}
 	// The effective model: inherit is the lead's model of the run.
-	r := &run{model: deep}
-	if got := x.resolveModel(x.specs[SubagentGeneral], r); got != deep {
+	if got := x.resolveModel(x.specs[SubagentGeneral], deep); got != deep {
 		t.Errorf("inherit resolved to %s, want the run's model", got.Config.Name)
 	}
-	if got := x.resolveModel(x.specs["researcher"], &run{model: fast}); got != deep {
+	if got := x.resolveModel(x.specs["researcher"], fast); got != deep {
 		t.Errorf("named model resolved to %s", got.Config.Name)
 	}
 }
@@ -152,7 +152,7 @@ func TestEffectiveModelEverywhere(t *testing.T) {
 			calls[lastHuman(req)] = append(calls[lastHuman(req)], name+"/"+req.Model)
 			mu.Unlock()
 			if usedTurns(req) < 2 {
-				return reply("step", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}, ToolCall{ID: uuid.NewString(), Name: ToolLs, Args: []byte(`{"path":"."}`)}), nil
+				return reply("step", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}, ToolCall{ID: uuid.NewString(), Name: tools.Ls, Args: []byte(`{"path":"."}`)}), nil
 			}
 			return reply("answer", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}), nil
 		})
@@ -292,14 +292,14 @@ func TestCrashRecovery(t *testing.T) {
 		taskCall("t-run", "running one", SubagentGeneral),
 		taskCall("t-queue", "queued one", SubagentGeneral),
 		taskCall("t-done", "finished one", SubagentGeneral),
-		{ID: "c-ls", Name: ToolLs, Args: []byte(`{}`)},
+		{ID: "c-ls", Name: tools.Ls, Args: []byte(`{}`)},
 	})
 	ev := func(task, typ string, content map[string]any) models.Record {
-		rec, err := eventRecord(h.thread, runID, task, typ, content)
-		if err != nil {
+		b, _ := json.Marshal(content)
+		if _, err := DecodeEvent(typ, b); err != nil {
 			t.Fatal(err)
 		}
-		return rec
+		return models.Record{Event: &models.RunEvent{ThreadID: h.thread, RunID: runID, TaskID: task, EventType: typ, Category: categoryOf(typ), Content: b}}
 	}
 	base := func(task string, v int, extra map[string]any) map[string]any {
 		m := map[string]any{"task_id": task, "execution_id": "e-" + task, "run_id": runID, "version": v}
@@ -414,10 +414,10 @@ func TestJanitor(t *testing.T) {
 		return reply("x", nil), nil
 	}))}})
 	h.rt.exec.janitorGrace = 50 * time.Millisecond
-	r := &run{rt: h.rt, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}}
+	r := &run{env: &h.rt.runEnv, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
-	e := newExecution(h.rt.exec, r, "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.exec.specs[SubagentGeneral], h.rt.defModel)
+	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.exec.specs[SubagentGeneral])
 	h.rt.exec.reg.add(e)
 	e.finish(Outcome{Status: StatusCompleted, Result: "never delivered"})
 	deadline := time.Now().Add(2 * time.Second)

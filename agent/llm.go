@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"herd/agent/tools"
 )
 
 // Message types, in the seeds' LangChain vocabulary (SPEC §6.2).
@@ -36,13 +38,6 @@ type ToolCall struct {
 	Args json.RawMessage `json:"args"`
 }
 
-// ToolSpec is what a model is told about a tool.
-type ToolSpec struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"` // a JSON schema object
-}
-
 // Usage is the token usage one LLM call reported. CacheReadTokens is
 // sparse: zero means "not reported".
 type Usage struct {
@@ -56,7 +51,7 @@ type Usage struct {
 type Request struct {
 	Model    string // the provider's model id
 	Messages []Message
-	Tools    []ToolSpec
+	Tools    []tools.Spec
 }
 
 // Response is one completed LLM response.

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"herd/agent/openaitest"
+	"herd/agent/tools"
 )
 
 // checkOpenAILeaks fails the test if it leaves goroutines behind. It runs
@@ -262,7 +263,7 @@ func TestOpenAIRequestBody(t *testing.T) {
 			{Type: TypeTool, ToolCallID: "call_3", Name: "ls", Content: "a.txt"},
 			{Type: TypeAI, Content: ""},
 		},
-		Tools: []ToolSpec{
+		Tools: []tools.Spec{
 			{Name: "ls", Description: "List a directory.", Parameters: json.RawMessage(schema)},
 			{Name: "noop"},
 		},
@@ -339,7 +340,7 @@ func TestOpenAIBadRequestNeverSent(t *testing.T) {
 		want string
 	}{
 		{"unknown message type", Request{Messages: []Message{{Type: "robot", Content: "hi"}}}, `unknown type "robot"`},
-		{"parameters not an object", Request{Messages: hello().Messages, Tools: []ToolSpec{{Name: "ls", Parameters: json.RawMessage(`[1]`)}}}, `tool "ls"`},
+		{"parameters not an object", Request{Messages: hello().Messages, Tools: []tools.Spec{{Name: "ls", Parameters: json.RawMessage(`[1]`)}}}, `tool "ls"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

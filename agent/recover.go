@@ -42,71 +42,29 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	if err != nil {
 		return err
 	}
-	type open struct {
-		start   map[string]any
-		last    map[string]any
-		ended   bool
-		version int64
-	}
-	tasks := map[string]*open{}
-	var order []string
-	for _, e := range events {
-		c, err := DecodeContent(e.Content)
-		if err != nil {
-			continue
-		}
-		t := tasks[e.TaskID]
-		if t == nil {
-			t = &open{}
-			tasks[e.TaskID] = t
-			order = append(order, e.TaskID)
-		}
-		if v, ok := wholeNumber(c["version"]); ok && v > t.version {
-			t.version = v
-		}
-		switch e.EventType {
-		case EventSubagentQueued, EventSubagentStart:
-			t.start = c
-		case EventSubagentEnd:
-			t.ended = true
-		}
-		t.last = c
-	}
-
 	var recs []models.Record
 	closed := map[string]bool{}
-	for _, id := range order {
-		t := tasks[id]
-		if t.ended || t.start == nil {
-			continue
+	for _, t := range openTasks(events) {
+		end := TaskEnd{
+			TaskRef: TaskRef{TaskID: t.start.TaskID, ExecutionID: t.start.ExecutionID, RunID: r.ID, Version: t.version + 1},
+			Status:  StatusFailed, Error: Interrupted, ModelName: t.start.ModelName, Usage: t.usage,
 		}
-		content := map[string]any{
-			"task_id": id, "execution_id": t.start["execution_id"], "run_id": r.ID,
-			"version": t.version + 1, "status": StatusFailed, "error": Interrupted,
-		}
-		model, _ := t.start["model_name"].(string)
-		if model != "" {
-			content["model_name"] = model
-		}
-		usage := NormalizeUsage(t.last["usage"])
-		if usage != nil {
-			content["usage"] = usage.asMap()
-		}
-		ev, err := eventRecord(r.ThreadID, r.ID, id, EventSubagentEnd, content)
+		ev, err := eventRecord(r.ThreadID, end.TaskID, end)
 		if err != nil {
 			return err
 		}
-		recs = append(recs, ev)
-		closed[id] = true
-		msg, err := rt.interruptedToolMessage(r, id, ToolTask, Outcome{Status: StatusFailed, Error: Interrupted, ModelName: model, Usage: usage})
+		msg, err := rt.interruptedToolMessage(r, end.TaskID, ToolTask, Outcome{Status: StatusFailed, Error: Interrupted, ModelName: end.ModelName, Usage: end.Usage})
 		if err != nil {
 			return err
 		}
-		recs = append(recs, msg)
+		recs = append(recs, ev, msg)
+		closed[end.TaskID] = true
 	}
 
 	// Every tool call of the run without a result gets one, so the lead's
-	// history stays valid for the next run.
+	// history stays valid for the next run. Providers reuse tool-call ids
+	// across runs (call_0), so a call is answered only by a result of its
+	// own run.
 	msgs, err := st.Messages(ctx, r.ThreadID)
 	if err != nil {
 		return err
@@ -114,7 +72,7 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	answered := map[string]bool{}
 	for _, m := range msgs {
 		if m.Type == TypeTool {
-			answered[m.ToolCallID] = true
+			answered[callKey(m.RunID, m.ToolCallID)] = true
 		}
 	}
 	for _, m := range msgs {
@@ -126,7 +84,7 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 			continue
 		}
 		for _, c := range calls {
-			if answered[c.ID] || closed[c.ID] {
+			if answered[callKey(r.ID, c.ID)] || closed[c.ID] {
 				continue
 			}
 			msg, err := rt.interruptedToolMessage(r, c.ID, c.Name, Outcome{Status: StatusFailed, Error: Interrupted})
@@ -138,7 +96,7 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	}
 
 	now := rt.now().UTC()
-	end, err := eventRecord(r.ThreadID, r.ID, "", EventRunEnd, map[string]any{"run_id": r.ID, "status": models.RunFailed, "error": Interrupted})
+	end, err := eventRecord(r.ThreadID, "", RunEnd{RunID: r.ID, Status: models.RunFailed, Error: Interrupted})
 	if err != nil {
 		return err
 	}
@@ -146,6 +104,58 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	run.Status, run.Error, run.EndedAt = models.RunFailed, Interrupted, &now
 	recs = append(recs, models.Record{Run: &run}, end)
 	return rt.journal.Write(ctx, recs...)
+}
+
+// openTask is a task of an interrupted run that never ended.
+type openTask struct {
+	start   TaskIntro
+	version int64
+	usage   *TokenUsage
+}
+
+// openTasks lists, in dispatch order, the tasks among events that started
+// (or queued) and have no end, with their last version and usage.
+func openTasks(events []models.RunEvent) []openTask {
+	type state struct {
+		openTask
+		started, ended bool
+	}
+	byTask := map[string]*state{}
+	var order []string
+	for i := range events {
+		ev, err := PayloadOf(&events[i])
+		if err != nil {
+			continue
+		}
+		te, ok := ev.(taskEvent)
+		if !ok {
+			continue
+		}
+		id := events[i].TaskID
+		t := byTask[id]
+		if t == nil {
+			t = &state{}
+			byTask[id] = t
+			order = append(order, id)
+		}
+		t.version = max(t.version, te.task().Version)
+		t.usage = te.usage()
+		switch p := ev.(type) {
+		case TaskQueued:
+			t.start, t.started = p.TaskIntro, true
+		case TaskStarted:
+			t.start, t.started = p.TaskIntro, true
+		case TaskEnd:
+			t.ended = true
+		}
+	}
+	var out []openTask
+	for _, id := range order {
+		if t := byTask[id]; t.started && !t.ended {
+			out = append(out, t.openTask)
+		}
+	}
+	return out
 }
 
 // interruptedToolMessage is the result of a tool call a restart cut off:
@@ -163,3 +173,7 @@ func (rt *Runtime) interruptedToolMessage(r models.Run, callID, name string, o O
 	m.Content, m.AdditionalKwargs, m.ModelName = content, models.MustJSON(kwargs), o.ModelName
 	return models.Record{Message: m}, nil
 }
+
+// callKey identifies a tool call within its run: providers reuse tool-call
+// ids across runs (call_0), so an id alone names no one call of a thread.
+func callKey(runID, callID string) string { return runID + "\x00" + callID }

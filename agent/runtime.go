@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -58,7 +59,7 @@ type Options struct {
 	WorkspaceRoot string
 	// Tools are the tools the lead has besides task (workspace tools, and
 	// bash when the sandbox allows it).
-	Tools     []Tool
+	Tools     []tools.Tool
 	Journal   Journal
 	History   History
 	Publisher Publisher
@@ -71,30 +72,36 @@ type Options struct {
 // executor. Runs are independent of any request or socket: they end when
 // they finish, are stopped, or the runtime shuts down.
 type Runtime struct {
-	models    map[string]*Model
-	order     []*Model
-	defModel  *Model
-	lead      LeadConfig
-	tools     *Toolset
-	taskSpec  ToolSpec
-	exec      *Executor
-	journal   Journal
-	history   History
-	pub       Publisher
-	wsRoot    string
-	log       *slog.Logger
-	now       func() time.Time
-	newID     func() string
-	persistTO time.Duration
+	runEnv
+	models   map[string]*Model
+	order    []*Model
+	defModel *Model
 
 	base     context.Context
 	stopBase context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu      sync.Mutex
-	closed  bool
-	active  map[string]*run // by thread id
-	runDone chan struct{}   // signalled (non-blocking) whenever a run ends
+	mu     sync.Mutex
+	closed bool
+	active map[string]*run // by thread id
+}
+
+// runEnv is what every run needs, built once by New and read-only after:
+// where to persist and stream, the lead's tools, the executor for task
+// calls, a clock and ids. Runs hold it, never the Runtime.
+type runEnv struct {
+	exec      *Executor
+	journal   Journal
+	history   History
+	pub       Publisher
+	lead      LeadConfig
+	tools     *tools.Set
+	toolSpecs []tools.Spec // the lead's tools with task last
+	wsRoot    string
+	log       *slog.Logger
+	now       func() time.Time
+	newID     func() string
+	persistTO time.Duration
 }
 
 // New builds a Runtime.
@@ -120,33 +127,28 @@ func New(o Options) (*Runtime, error) {
 	if o.Lead.MaxTurns <= 0 {
 		o.Lead.MaxTurns = 25
 	}
+	set := tools.NewSet(o.Tools...)
 	rt := &Runtime{
-		models:    make(map[string]*Model, len(o.Models)),
-		defModel:  o.Models[0],
-		lead:      o.Lead,
-		tools:     NewToolset(o.Tools...),
-		journal:   o.Journal,
-		history:   o.History,
-		pub:       o.Publisher,
-		wsRoot:    o.WorkspaceRoot,
-		log:       o.Logger,
-		now:       o.Now,
-		newID:     o.NewID,
-		persistTO: 30 * time.Second,
-		active:    map[string]*run{},
-		runDone:   make(chan struct{}, 1),
+		runEnv: runEnv{
+			journal: o.Journal, history: o.History, pub: o.Publisher, lead: o.Lead,
+			tools: set, wsRoot: o.WorkspaceRoot, log: o.Logger, now: o.Now, newID: o.NewID,
+			persistTO: 30 * time.Second,
+		},
+		models:   make(map[string]*Model, len(o.Models)),
+		order:    o.Models,
+		defModel: o.Models[0],
+		active:   map[string]*run{},
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m
 	}
-	rt.order = o.Models
 	rt.base, rt.stopBase = context.WithCancel(context.Background())
-	exec, err := newExecutor(rt, o.Subagents)
+	exec, err := newExecutor(o.Subagents, set, rt.models, o.Now, o.NewID)
 	if err != nil {
 		return nil, err
 	}
 	rt.exec = exec
-	rt.taskSpec = taskToolSpec(exec.catalog())
+	rt.toolSpecs = append(set.Specs(), taskToolSpec(exec.catalog()))
 	return rt, nil
 }
 
@@ -182,7 +184,8 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		model = m
 	}
 	r := &run{
-		rt:       rt,
+		env:      &rt.runEnv,
+		release:  rt.release,
 		id:       rt.newID(),
 		threadID: req.ThreadID,
 		userID:   req.UserID,
@@ -325,11 +328,11 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 }
 
 // workspace returns the thread's workspace directory, creating it.
-func (rt *Runtime) workspace(threadID string) (string, error) {
+func (env *runEnv) workspace(threadID string) (string, error) {
 	if _, err := uuid.Parse(threadID); err != nil {
 		return "", fmt.Errorf("agent: workspace: bad thread id %q", threadID)
 	}
-	dir := filepath.Join(rt.wsRoot, threadID)
+	dir := filepath.Join(env.wsRoot, threadID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("agent: workspace: %w", err)
 	}
@@ -342,8 +345,8 @@ func (rt *Runtime) workspace(threadID string) (string, error) {
 
 // persistCtx bounds a write that must happen even when ctx was cancelled
 // (a run's end, a cancelled subagent's terminal state).
-func (rt *Runtime) persistCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), rt.persistTO)
+func (env *runEnv) persistCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), env.persistTO)
 }
 
 // ActiveRuns is the number of runs in progress.
@@ -352,3 +355,7 @@ func (rt *Runtime) ActiveRuns() int {
 	defer rt.mu.Unlock()
 	return len(rt.active)
 }
+
+// Stats reports the registry size, queued subagents and executions by
+// status.
+func (rt *Runtime) Stats() Stats { return rt.exec.stats() }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"herd/agent/tools"
 )
 
 func taskRefused(reason string) Outcome { return Outcome{Status: StatusFailed, Error: reason} }
@@ -36,7 +38,7 @@ func (e *Execution) execute(ctx context.Context) (o Outcome) {
 			return e.interrupted(ctx, err)
 		}
 		// A call that completes is counted even if ctx ended meanwhile.
-		if entry := e.run.recordUsage(e.TaskID, resp); entry != nil {
+		if entry := e.sink.recordUsage(ctx, e.TaskID, resp); entry != nil {
 			e.collector.Record(entry)
 		}
 		e.emitStep(StepAI, resp.Text, resp.ToolCalls, "")
@@ -57,7 +59,7 @@ func (e *Execution) execute(ctx context.Context) (o Outcome) {
 		for _, c := range resp.ToolCalls {
 			key := c.Name + "\x00" + canonicalJSON(c.Args)
 			repeats[key]++
-			if repeats[key] >= e.x.cfg.LoopLimit {
+			if repeats[key] >= e.loopLimit {
 				return capped(StopLoopCapped, lastText, fmt.Sprintf("called %s with the same arguments %d times", c.Name, repeats[key]))
 			}
 		}
@@ -124,7 +126,7 @@ func (e *Execution) runTool(ctx context.Context, c ToolCall) (result string) {
 	if !ok {
 		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.spec.tools.Names(), ", "))
 	}
-	out, err := t.Run(ctx, ToolEnv{Workspace: e.run.workspace}, c.Args)
+	out, err := t.Run(ctx, tools.Env{Workspace: e.workspace}, c.Args)
 	if err != nil {
 		return "Error: " + err.Error()
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"herd/agent/tools"
 )
 
 // taskArgs are the task tool's arguments (SPEC §4.3).
@@ -17,10 +19,10 @@ type taskArgs struct {
 func parseTaskArgs(raw json.RawMessage) (taskArgs, error) {
 	var a taskArgs
 	if len(raw) == 0 {
-		return a, fmt.Errorf("%w: task needs description, prompt and subagent_type", ErrBadArgs)
+		return a, fmt.Errorf("%w: task needs description, prompt and subagent_type", tools.ErrBadArgs)
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return a, fmt.Errorf("%w: task arguments are not a JSON object: %v", ErrBadArgs, err)
+		return a, fmt.Errorf("%w: task arguments are not a JSON object: %v", tools.ErrBadArgs, err)
 	}
 	var missing []string
 	for _, f := range []struct{ name, v string }{{"description", a.Description}, {"prompt", a.Prompt}, {"subagent_type", a.SubagentType}} {
@@ -29,7 +31,7 @@ func parseTaskArgs(raw json.RawMessage) (taskArgs, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return a, fmt.Errorf("%w: task is missing %s", ErrBadArgs, strings.Join(missing, ", "))
+		return a, fmt.Errorf("%w: task is missing %s", tools.ErrBadArgs, strings.Join(missing, ", "))
 	}
 	a.Description = strings.TrimSpace(a.Description)
 	a.SubagentType = strings.TrimSpace(a.SubagentType)
@@ -47,7 +49,7 @@ func (a taskArgs) fullPrompt() string {
 
 // taskToolSpec is the task tool as the lead LLM sees it. The description is
 // the delegation guidance: when delegating pays and when it does not.
-func taskToolSpec(agents []catalogEntry) ToolSpec {
+func taskToolSpec(agents []catalogEntry) tools.Spec {
 	var b strings.Builder
 	b.WriteString(`Delegate one bounded piece of work to a subagent and wait for its result.
 
@@ -81,7 +83,7 @@ Subagent types:
 		`"subagent_type":{"type":"string","enum":%s,"description":"Which subagent runs the task."},`+
 		`"acceptance_criteria":{"type":"string","description":"Optional: what the result must satisfy."}`+
 		`},"required":["description","prompt","subagent_type"],"additionalProperties":false}`, enum)
-	return ToolSpec{Name: ToolTask, Description: b.String(), Parameters: json.RawMessage(params)}
+	return tools.Spec{Name: ToolTask, Description: b.String(), Parameters: json.RawMessage(params)}
 }
 
 // canonicalJSON re-encodes a JSON value with sorted keys, so that the same

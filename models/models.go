@@ -118,6 +118,10 @@ type RunEvent struct {
 	Content   JSON
 	Metadata  JSON
 	CreatedAt time.Time
+	// Payload is the typed value Content was encoded from, kept in memory
+	// from producer to broadcast so the live path never decodes Content;
+	// nil on rows read back from the database.
+	Payload any `gorm:"-"`
 }
 
 // UsageEntry is one LLM call in the usage ledger, keyed by the call id so

@@ -79,17 +79,26 @@ func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport,
 	}
 	rep := UsageReport{ByModel: map[string]UsageTotals{}}
 	for _, r := range rows {
-		rep.Total.add(r.UsageTotals)
-		if r.Lead {
-			rep.Lead.add(r.UsageTotals)
-		} else {
-			rep.Subagents.add(r.UsageTotals)
-		}
-		m := rep.ByModel[r.ModelName]
-		m.add(r.UsageTotals)
-		rep.ByModel[r.ModelName] = m
+		rep.Add(r.Lead, r.ModelName, r.UsageTotals)
 	}
 	return rep, nil
+}
+
+// Add counts t in the report: overall, for the lead or the subagents, and
+// for its model. The store's aggregate and a run's own totals both use it.
+func (rep *UsageReport) Add(lead bool, model string, t UsageTotals) {
+	rep.Total.add(t)
+	if lead {
+		rep.Lead.add(t)
+	} else {
+		rep.Subagents.add(t)
+	}
+	if rep.ByModel == nil {
+		rep.ByModel = map[string]UsageTotals{}
+	}
+	m := rep.ByModel[model]
+	m.add(t)
+	rep.ByModel[model] = m
 }
 
 func (t *UsageTotals) add(o UsageTotals) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"herd/agent"
+	"herd/agent/tools"
 	"herd/models"
 	"herd/static"
 )
@@ -39,7 +40,7 @@ type appConfig struct {
 	models    []agent.ModelConfig
 	subagents agent.SubagentsConfig
 	hub       HubOptions
-	tools     []agent.Tool
+	tools     []tools.Tool
 	tokens    bool
 	provider  agent.Provider // replaces every configured model's provider
 }
@@ -84,13 +85,13 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		}
 		m.Provider = a.metrics.Instrument(m.Config.Name, m.Provider)
 	}
-	tools := cfg.tools
-	if tools == nil {
-		tools = agent.WorkspaceTools()
+	toolset := cfg.tools
+	if toolset == nil {
+		toolset = tools.Workspace()
 	}
 	a.rt, err = agent.New(agent.Options{
 		Models: llms, Subagents: cfg.subagents, WorkspaceRoot: filepath.Join(dir, "workspaces"),
-		Tools: tools, Journal: a.writer, History: store, Publisher: a.hub,
+		Tools: toolset, Journal: a.writer, History: store, Publisher: a.hub,
 	})
 	if err != nil {
 		t.Fatal(err)

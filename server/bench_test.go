@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"herd/agent"
+	"herd/agent/tools"
 )
 
 // markProvider answers like a subagent that takes turns, stamping each
@@ -24,7 +25,7 @@ import (
 // the step took to reach it.
 func markProvider(turns int, latency time.Duration) agent.Provider {
 	return benchLLM(func(ctx context.Context, req agent.Request, _ func(string)) (agent.Response, error) {
-		lead := slices.ContainsFunc(req.Tools, func(t agent.ToolSpec) bool { return t.Name == agent.ToolTask })
+		lead := slices.ContainsFunc(req.Tools, func(t tools.Spec) bool { return t.Name == agent.ToolTask })
 		used := 0
 		for _, m := range req.Messages {
 			switch m.Type {
@@ -68,10 +69,10 @@ func (f benchLLM) Complete(ctx context.Context, req agent.Request, d func(string
 
 type noopTool struct{}
 
-func (noopTool) Spec() agent.ToolSpec {
-	return agent.ToolSpec{Name: "noop", Parameters: json.RawMessage(`{"type":"object"}`)}
+func (noopTool) Spec() tools.Spec {
+	return tools.Spec{Name: "noop", Parameters: json.RawMessage(`{"type":"object"}`)}
 }
-func (noopTool) Run(context.Context, agent.ToolEnv, json.RawMessage) (string, error) {
+func (noopTool) Run(context.Context, tools.Env, json.RawMessage) (string, error) {
 	return "ok", nil
 }
 
@@ -155,7 +156,7 @@ func newBenchApp(b *testing.B, p agent.Provider) *testApp {
 			TimeoutSeconds: 120, MaxRunning: 200, MaxConcurrentPerResponse: 100, MaxTotalPerRun: 100,
 			QueueTimeoutSeconds: 60, SafetyMarginSeconds: 60, CancelGraceSeconds: 5, LoopLimit: 100,
 		}
-		c.tools = []agent.Tool{noopTool{}}
+		c.tools = []tools.Tool{noopTool{}}
 		c.provider = p
 	})
 	return a

@@ -94,19 +94,32 @@ func withoutKeys(raw json.RawMessage, keys ...string) json.RawMessage {
 	return b
 }
 
-// eventData returns an event's frame type and data; with redact, the usage
-// figures are removed.
-func eventData(e *models.RunEvent, redact bool) (string, map[string]any, error) {
-	content, err := agent.DecodeContent(e.Content)
+// eventFrame encodes a persisted event's frame from its typed payload —
+// the value the producer built, on the live path — in both token-gate
+// variants, rendering a completed result's Markdown once.
+func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
+	ev, err := agent.PayloadOf(e)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	typ := agent.FrameTypeOf(e.EventType, content)
-	data := agent.FrameData(e.EventType, content)
-	if redact {
-		delete(data, "usage")
+	html, rendered := "", false
+	opts := agent.FrameOptions{HTML: func(s string) string {
+		if !rendered {
+			html, rendered = md.Render(s), true
+		}
+		return html
+	}}
+	typ, data := ev.Frame(opts)
+	f := &frame{seq: e.Seq, full: encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)}
+	switch ev.(type) {
+	case agent.TaskStep, agent.TaskEnd, agent.RunEnd: // the payloads that carry token figures
+		f.redact = func() []byte {
+			opts.Redact = true
+			typ, data := ev.Frame(opts)
+			return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
+		}
 	}
-	return typ, data, nil
+	return f, nil
 }
 
 // frame is one encoded frame in both token-gate variants. redacted is the

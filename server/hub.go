@@ -231,20 +231,9 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		}
 		return f, nil
 	case r.Event != nil:
-		e := r.Event
-		typ, data, err := eventData(e, false)
+		f, err := eventFrame(r.Event, h.md)
 		if err != nil {
-			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
-		}
-		if r, ok := data["result"].(string); ok && typ == agent.FrameTaskCompleted && r != "" {
-			data["result_html"] = h.md.Render(r)
-		}
-		f := &frame{seq: e.Seq, full: encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)}
-		if _, ok := data["usage"]; ok {
-			f.redact = func() []byte {
-				delete(data, "usage") // data is this frame's own, built above
-				return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
-			}
+			return nil, fmt.Errorf("event %d: %w", r.Event.Seq, err)
 		}
 		return f, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -126,10 +127,10 @@ func (s *Server) apiEvents(c echo.Context) error {
 		return errBadRequest("task_id is too long")
 	}
 	if types := c.QueryParam("event_types"); types != "" {
-		known := agent.EventSpecs()
+		known := agent.EventTypes()
 		for _, typ := range strings.Split(types, ",") {
 			typ = strings.TrimSpace(typ)
-			if _, ok := known[typ]; !ok {
+			if !slices.Contains(known, typ) {
 				return errBadRequest("unknown event type %q", typ)
 			}
 			f.EventTypes = append(f.EventTypes, typ)

@@ -14,6 +14,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"herd/agent"
+	"herd/agent/tools"
 )
 
 // Config is herd's effective configuration. config.example.yaml documents
@@ -26,7 +27,7 @@ type Config struct {
 	Models     []agent.ModelConfig   `yaml:"models"`
 	Lead       agent.LeadConfig      `yaml:"lead"`
 	Subagents  agent.SubagentsConfig `yaml:"subagents"`
-	Sandbox    agent.SandboxConfig   `yaml:"sandbox"`
+	Sandbox    tools.SandboxConfig   `yaml:"sandbox"`
 }
 
 // ServerConfig is where and how herd serves.

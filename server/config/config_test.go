@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"herd/agent"
+	"herd/agent/tools"
 )
 
 // readExample returns config.example.yaml, which main embeds as the
@@ -84,7 +85,7 @@ func TestLoadDefaults(t *testing.T) {
 				},
 			},
 		},
-		Sandbox: agent.SandboxConfig{Mode: "host", AllowHostBash: true, BashTimeoutSeconds: 120, OutputLimitBytes: 30000},
+		Sandbox: tools.SandboxConfig{Mode: "host", AllowHostBash: true, BashTimeoutSeconds: 120, OutputLimitBytes: 30000},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\ngot  %s\nwant %s", got, want)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"herd/agent"
+	"herd/agent/tools"
 )
 
 // Providers a model may use. agent has no names for them yet.
@@ -255,8 +256,8 @@ func (l *loader) validateTools(key string, tools *[]string) {
 	}
 }
 
-func (l *loader) validateSandbox(s agent.SandboxConfig) {
-	l.oneOf("sandbox.mode", s.Mode, agent.SandboxHost, agent.SandboxBwrap)
+func (l *loader) validateSandbox(s tools.SandboxConfig) {
+	l.oneOf("sandbox.mode", s.Mode, tools.SandboxHost, tools.SandboxBwrap)
 	l.atLeast("sandbox.bash_timeout_seconds", s.BashTimeoutSeconds, 1)
 	l.atLeast("sandbox.output_limit_bytes", s.OutputLimitBytes, 1024)
 }

@@ -1,4 +1,4 @@
-package agent
+package tools
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func newBwrapBash(t *testing.T, cfg SandboxConfig) Tool {
 
 func runBash(t *testing.T, tool Tool, ws string, args map[string]any) (string, error) {
 	t.Helper()
-	return tool.Run(context.Background(), ToolEnv{Workspace: ws}, argsJSON(t, args))
+	return tool.Run(context.Background(), Env{Workspace: ws}, argsJSON(t, args))
 }
 
 // sleepToken returns a sleep duration no other process uses, so the test
@@ -346,7 +346,7 @@ func cancelWhileRunning(t *testing.T, tool Tool) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := tool.Run(ctx, ToolEnv{Workspace: ws}, argsJSON(t, map[string]any{
+		out, err := tool.Run(ctx, Env{Workspace: ws}, argsJSON(t, map[string]any{
 			"command": fmt.Sprintf("sleep %s & sleep %s", bg, fg),
 		}))
 		done <- result{out, err}
@@ -423,7 +423,7 @@ func TestBashBadArgs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tool.Run(context.Background(), ToolEnv{Workspace: t.TempDir()}, []byte(tc.args))
+			got, err := tool.Run(context.Background(), Env{Workspace: t.TempDir()}, []byte(tc.args))
 			if !errors.Is(err, ErrBadArgs) {
 				t.Fatalf("bash(%s) = %q, %v; want ErrBadArgs", tc.args, got, err)
 			}

@@ -1,4 +1,4 @@
-package agent
+package tools
 
 import (
 	"bufio"
@@ -32,34 +32,34 @@ const (
 // errOutsideWorkspace marks a path that resolves outside the workspace.
 var errOutsideWorkspace = errors.New("outside the workspace")
 
-// WorkspaceTools returns the file tools confined to ToolEnv.Workspace:
+// Workspace returns the file tools confined to Env.Workspace:
 // ls, read_file, write_file and str_replace (SPEC §4.2). Every path is
 // relative to the workspace root and resolved through os.Root, so no path,
 // symlink included, can reach a file outside the workspace.
-func WorkspaceTools() []Tool {
+func Workspace() []Tool {
 	return []Tool{lsTool{}, readFileTool{}, writeFileTool{}, strReplaceTool{}}
 }
 
 type lsTool struct{}
 
-var lsSchema = paramSchema{
-	Properties: map[string]paramProp{
+var lsSchema = Schema{
+	Properties: map[string]Prop{
 		"path": {Type: "string", Description: `Directory to list, relative to the workspace root. Default "." (the root).`},
 	},
 }
 
-func (lsTool) Spec() ToolSpec {
-	return lsSchema.spec("ls", fmt.Sprintf(
+func (lsTool) Spec() Spec {
+	return lsSchema.Spec(Ls, fmt.Sprintf(
 		"List a directory of the workspace. Directories end with \"/\", files show their size in bytes, "+
 			"symlinks show their target. Entries are sorted by name; at most %d are shown, with a note of how "+
 			"many were omitted. Paths are relative to the workspace root.", maxListEntries))
 }
 
-func (lsTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+func (lsTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path string `json:"path"`
 	}
-	if err := decodeToolArgs(lsSchema, args, &p); err != nil {
+	if err := lsSchema.Decode(args, &p); err != nil {
 		return "", err
 	}
 	dir := p.Path
@@ -128,8 +128,8 @@ func describeEntry(root *os.Root, dir string, e fs.DirEntry) string {
 
 type readFileTool struct{}
 
-var readFileSchema = paramSchema{
-	Properties: map[string]paramProp{
+var readFileSchema = Schema{
+	Properties: map[string]Prop{
 		"path":   {Type: "string", Description: "File to read, relative to the workspace root."},
 		"offset": {Type: "integer", Minimum: 1, Description: "First line to show, 1-based. Default 1."},
 		"limit":  {Type: "integer", Minimum: 1, Description: fmt.Sprintf("Most lines to show. Default and maximum %d.", maxReadLines)},
@@ -137,8 +137,8 @@ var readFileSchema = paramSchema{
 	Required: []string{"path"},
 }
 
-func (readFileTool) Spec() ToolSpec {
-	return readFileSchema.spec("read_file", fmt.Sprintf(
+func (readFileTool) Spec() Spec {
+	return readFileSchema.Spec(ReadFile, fmt.Sprintf(
 		"Read a text file of the workspace. Each line is shown prefixed with its line number and a tab; "+
 			"the prefix is not part of the file (leave it out of str_replace's old_str). At most %d lines "+
 			"and %d bytes are shown per call, and lines longer than %d bytes are cut; a note at the end says "+
@@ -146,13 +146,13 @@ func (readFileTool) Spec() ToolSpec {
 		maxReadLines, maxReadBytes, maxLineBytes))
 }
 
-func (readFileTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+func (readFileTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path   string `json:"path"`
 		Offset *int   `json:"offset"`
 		Limit  *int   `json:"limit"`
 	}
-	if err := decodeToolArgs(readFileSchema, args, &p); err != nil {
+	if err := readFileSchema.Decode(args, &p); err != nil {
 		return "", err
 	}
 	if err := requirePath(p.Path); err != nil {
@@ -254,27 +254,27 @@ func readCappedLine(br *bufio.Reader) (line []byte, dropped int, err error) {
 
 type writeFileTool struct{}
 
-var writeFileSchema = paramSchema{
-	Properties: map[string]paramProp{
+var writeFileSchema = Schema{
+	Properties: map[string]Prop{
 		"path":    {Type: "string", Description: "File to write, relative to the workspace root."},
 		"content": {Type: "string", Description: "The file's complete new content."},
 	},
 	Required: []string{"path", "content"},
 }
 
-func (writeFileTool) Spec() ToolSpec {
-	return writeFileSchema.spec("write_file", fmt.Sprintf(
+func (writeFileTool) Spec() Spec {
+	return writeFileSchema.Spec(WriteFile, fmt.Sprintf(
 		"Create or overwrite a file of the workspace with the given content. Missing parent directories "+
 			"are created. Content is limited to %d bytes. To change part of an existing file, prefer str_replace.",
 		maxFileBytes))
 }
 
-func (writeFileTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+func (writeFileTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path    string `json:"path"`
 		Content string `json:"content"`
 	}
-	if err := decodeToolArgs(writeFileSchema, args, &p); err != nil {
+	if err := writeFileSchema.Decode(args, &p); err != nil {
 		return "", err
 	}
 	if err := requirePath(p.Path); err != nil {
@@ -310,8 +310,8 @@ func (writeFileTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (
 
 type strReplaceTool struct{}
 
-var strReplaceSchema = paramSchema{
-	Properties: map[string]paramProp{
+var strReplaceSchema = Schema{
+	Properties: map[string]Prop{
 		"path":    {Type: "string", Description: "File to edit, relative to the workspace root."},
 		"old_str": {Type: "string", Description: "Exact text to replace, including whitespace and indentation. It must occur exactly once in the file."},
 		"new_str": {Type: "string", Description: "Text to put in its place (may be empty to delete old_str)."},
@@ -319,21 +319,21 @@ var strReplaceSchema = paramSchema{
 	Required: []string{"path", "old_str", "new_str"},
 }
 
-func (strReplaceTool) Spec() ToolSpec {
-	return strReplaceSchema.spec("str_replace", fmt.Sprintf(
+func (strReplaceTool) Spec() Spec {
+	return strReplaceSchema.Spec(StrReplace, fmt.Sprintf(
 		"Edit a text file of the workspace by replacing one exact occurrence of old_str with new_str. "+
 			"old_str must match the file byte for byte and occur exactly once: if it occurs 0 or several "+
 			"times nothing is changed and the error says how many times it was found; add surrounding "+
 			"lines to make it unique. Files up to %d bytes.", maxFileBytes))
 }
 
-func (strReplaceTool) Run(_ context.Context, env ToolEnv, args json.RawMessage) (string, error) {
+func (strReplaceTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path   string `json:"path"`
 		OldStr string `json:"old_str"`
 		NewStr string `json:"new_str"`
 	}
-	if err := decodeToolArgs(strReplaceSchema, args, &p); err != nil {
+	if err := strReplaceSchema.Decode(args, &p); err != nil {
 		return "", err
 	}
 	if err := requirePath(p.Path); err != nil {
@@ -410,7 +410,7 @@ func countOverlapping(s, sub string) int {
 	}
 }
 
-func openWorkspace(env ToolEnv) (*os.Root, error) {
+func openWorkspace(env Env) (*os.Root, error) {
 	if env.Workspace == "" {
 		return nil, errors.New("no workspace is set for this tool call")
 	}
@@ -468,120 +468,4 @@ func workspaceError(name string, err error) error {
 // TestWorkspaceEscapes fails if a Go release changes it.
 func escapesRoot(err error) bool {
 	return err != nil && err.Error() == "path escapes from parent"
-}
-
-// paramSchema is the JSON schema of a tool's arguments: an object of
-// typed properties. decodeToolArgs enforces it, so the schema the model
-// reads and the check its arguments meet cannot drift apart.
-type paramSchema struct {
-	Properties map[string]paramProp
-	Required   []string
-}
-
-// paramProp is one argument: Type is "string" or "integer"; Minimum,
-// when non-zero, is an integer's least value.
-type paramProp struct {
-	Type        string `json:"type"`
-	Description string `json:"description"`
-	Minimum     int    `json:"minimum,omitempty"`
-}
-
-func (s paramSchema) spec(name, description string) ToolSpec {
-	params, err := json.Marshal(struct {
-		Type                 string               `json:"type"`
-		Properties           map[string]paramProp `json:"properties"`
-		Required             []string             `json:"required"`
-		AdditionalProperties bool                 `json:"additionalProperties"`
-	}{"object", s.Properties, append([]string{}, s.Required...), false})
-	if err != nil {
-		// Only strings and ints are marshalled; failing here is a bug.
-		panic(fmt.Sprintf("agent: marshal %s schema: %v", name, err))
-	}
-	return ToolSpec{Name: name, Description: description, Parameters: params}
-}
-
-// decodeToolArgs checks args against s and decodes them into dst. Every
-// failure wraps ErrBadArgs and says which field is wrong and how. Empty
-// args and null read as {}, as some providers send them for no arguments.
-func decodeToolArgs(s paramSchema, args json.RawMessage, dst any) error {
-	raw := bytes.TrimSpace(args)
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrBadArgs, argExcerpt(raw))
-	}
-	allowed := make([]string, 0, len(s.Properties))
-	for name := range s.Properties {
-		allowed = append(allowed, name)
-	}
-	slices.Sort(allowed)
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		prop, ok := s.Properties[name]
-		if !ok {
-			return fmt.Errorf("%w: unknown field %q (allowed: %s)", ErrBadArgs, name, strings.Join(allowed, ", "))
-		}
-		if err := prop.check(name, fields[name]); err != nil {
-			return err
-		}
-	}
-	for _, name := range s.Required {
-		if v, ok := fields[name]; !ok || string(v) == "null" {
-			return fmt.Errorf("%w: missing required field %q", ErrBadArgs, name)
-		}
-	}
-	if err := json.Unmarshal(raw, dst); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadArgs, err)
-	}
-	return nil
-}
-
-func (p paramProp) check(name string, v json.RawMessage) error {
-	if string(v) == "null" {
-		return nil
-	}
-	switch p.Type {
-	case "string":
-		if v[0] != '"' {
-			return fmt.Errorf("%w: field %q must be a string, got %s", ErrBadArgs, name, jsonKind(v))
-		}
-	case "integer":
-		var n int
-		if err := json.Unmarshal(v, &n); err != nil {
-			return fmt.Errorf("%w: field %q must be an integer, got %s", ErrBadArgs, name, argExcerpt(v))
-		}
-		if p.Minimum != 0 && n < p.Minimum {
-			return fmt.Errorf("%w: field %q must be at least %d, got %d", ErrBadArgs, name, p.Minimum, n)
-		}
-	}
-	return nil
-}
-
-func jsonKind(v json.RawMessage) string {
-	switch v[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	default:
-		return "a number"
-	}
-}
-
-// argExcerpt quotes the start of a malformed value so the error shows
-// what was sent without echoing a huge payload back.
-func argExcerpt(v []byte) string {
-	const keep = 60
-	if len(v) > keep {
-		return string(v[:keep]) + "…"
-	}
-	return string(v)
 }

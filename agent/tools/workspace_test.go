@@ -1,4 +1,4 @@
-package agent
+package tools
 
 import (
 	"context"
@@ -25,9 +25,9 @@ func checkToolLeaks(t *testing.T) {
 // workspaceTool returns the workspace tool named name.
 func workspaceTool(t *testing.T, name string) Tool {
 	t.Helper()
-	tool, ok := NewToolset(WorkspaceTools()...).Get(name)
+	tool, ok := NewSet(Workspace()...).Get(name)
 	if !ok {
-		t.Fatalf("WorkspaceTools has no %q", name)
+		t.Fatalf("Workspace has no %q", name)
 	}
 	return tool
 }
@@ -44,7 +44,7 @@ func runWorkspaceTool(t *testing.T, name, ws string, args any) (string, error) {
 		}
 		raw = string(b)
 	}
-	return workspaceTool(t, name).Run(context.Background(), ToolEnv{Workspace: ws}, json.RawMessage(raw))
+	return workspaceTool(t, name).Run(context.Background(), Env{Workspace: ws}, json.RawMessage(raw))
 }
 
 func writeTestFile(t *testing.T, path, content string) {
@@ -205,7 +205,7 @@ func TestWorkspaceSymlinkMadeByBash(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := fmt.Sprintf("ln -s %q leak && ln -s / root && mkdir d && ln -s ../../ d/up", outside)
-	if out, err := bash.Run(context.Background(), ToolEnv{Workspace: ws}, argsJSON(t, map[string]any{"command": cmd})); err != nil || out != "(no output)" {
+	if out, err := bash.Run(context.Background(), Env{Workspace: ws}, argsJSON(t, map[string]any{"command": cmd})); err != nil || out != "(no output)" {
 		t.Fatalf("bash = %q, %v", out, err)
 	}
 	for _, p := range []string{"leak", "root/etc/passwd", "d/up/etc/passwd"} {
@@ -585,7 +585,7 @@ type schemaDoc struct {
 
 // checkToolSpec fails t unless spec is a usable tool schema with exactly
 // the required fields wantRequired.
-func checkToolSpec(t *testing.T, spec ToolSpec, wantRequired []string) {
+func checkToolSpec(t *testing.T, spec Spec, wantRequired []string) {
 	t.Helper()
 	if len(spec.Description) < 40 {
 		t.Errorf("%s: description %q is too thin for a model to act on", spec.Name, spec.Description)
@@ -619,7 +619,7 @@ func TestWorkspaceToolSpecs(t *testing.T) {
 		"write_file":  {"path", "content"},
 		"str_replace": {"path", "old_str", "new_str"},
 	}
-	set := NewToolset(WorkspaceTools()...)
+	set := NewSet(Workspace()...)
 	if got := set.Names(); !slices.Equal(got, []string{"ls", "read_file", "write_file", "str_replace"}) {
 		t.Fatalf("names = %v", got)
 	}

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"herd/models"
+)
+
+// taskSink is what an execution needs from the run it belongs to: persist
+// its events (wait: until committed) and record an LLM call in the usage
+// ledger, once per call.
+type taskSink interface {
+	emit(ctx context.Context, taskID string, ev Event, wait bool)
+	recordUsage(ctx context.Context, taskID string, resp Response) *models.UsageEntry
+}
+
+// Execution is one dispatched task call: the registry entry and the state
+// machine queued → running → exactly one terminal status. It is built with
+// everything it needs — its spec and limits, its model, its workspace, a
+// sink for events and usage, a clock — and knows nothing of its owners.
+type Execution struct {
+	ID          string // server-generated execution id, the registry key
+	TaskID      string // the LLM's tool-call id, the key for everything user-visible
+	RunID       string
+	ThreadID    string
+	Description string
+	Prompt      string
+	Type        string
+	ModelName   string // the effective model, resolved once
+
+	spec      *subagentSpec
+	loopLimit int
+	model     *Model
+	workspace string
+	sink      taskSink
+	now       func() time.Time
+	// onEnd is told once the terminal state is persisted (the registry
+	// arms its janitor).
+	onEnd func(*Execution)
+
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	collector  *Collector
+	admittedAt time.Time
+	log        *slog.Logger
+	// decidedAt is when execute returned the outcome, just before finish
+	// persists it. Only BenchmarkTaskHandoff reads it, to time the hand-off
+	// from outcome to delegate's return (docs/PERFORMANCE.md); it is
+	// written once, before done is closed.
+	decidedAt time.Time
+
+	mu      sync.Mutex
+	state   string
+	version int64
+	steps   int64
+	final   Outcome
+	done    chan struct{} // closed once the terminal state is set and persisted
+	janitor *time.Timer   // removes the entry if it is never delivered
+}
+
+func (e *Execution) status() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state
+}
+
+func (e *Execution) isTerminal() bool { return IsTerminal(e.status()) }
+
+// outcome is the terminal outcome; valid once done is closed.
+func (e *Execution) outcome() Outcome {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.final
+}
+
+// ref is the next version of the task's reference. The caller holds e.mu,
+// so versions and sequence numbers advance together and nothing is
+// emitted after the terminal event.
+func (e *Execution) nextRefLocked() TaskRef {
+	e.version++
+	return TaskRef{TaskID: e.TaskID, ExecutionID: e.ID, RunID: e.RunID, Version: e.version}
+}
+
+func (e *Execution) introLocked() TaskIntro {
+	return TaskIntro{TaskRef: e.nextRefLocked(), Description: e.Description, Prompt: e.Prompt, SubagentType: e.Type, ModelName: e.ModelName}
+}
+
+func (e *Execution) emitQueued() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sink.emit(e.ctx, e.TaskID, TaskQueued{e.introLocked()}, false)
+}
+
+func (e *Execution) emitStarted() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if IsTerminal(e.state) {
+		return
+	}
+	e.state = StatusRunning
+	e.sink.emit(e.ctx, e.TaskID, TaskStarted{e.introLocked()}, false)
+}
+
+// emitStep publishes one bounded step with the cumulative usage snapshot.
+func (e *Execution) emitStep(kind, text string, calls []ToolCall, toolName string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if IsTerminal(e.state) {
+		return
+	}
+	e.steps++
+	st := TaskStep{TaskRef: e.nextRefLocked(), MessageIndex: e.steps, Kind: kind, ModelName: e.ModelName, Usage: e.collector.Snapshot()}
+	st.Text, st.Truncated = cut(text, EventTextCap)
+	if kind == StepAI {
+		for _, tc := range calls {
+			c := StepCall{Name: tc.Name}
+			c.Args, c.ArgsTruncated = cut(string(tc.Args), EventTextCap)
+			st.ToolCalls = append(st.ToolCalls, c)
+		}
+	} else {
+		st.ToolName = toolName
+	}
+	e.sink.emit(e.ctx, e.TaskID, st, false)
+}
+
+// finish sets the terminal state if none is set yet (the first terminal
+// wins), persists subagent.end and then signals done, so whoever sees done
+// also sees the payload and a committed end row. It reports whether this
+// call won.
+func (e *Execution) finish(o Outcome) bool {
+	e.mu.Lock()
+	if IsTerminal(e.state) {
+		e.mu.Unlock()
+		return false
+	}
+	o.ModelName = e.ModelName
+	o.Usage = e.collector.Snapshot()
+	if o.Status == StatusCancelled && o.Error == "" {
+		if cause := context.Cause(e.ctx); cause != nil && errors.Is(cause, ErrShuttingDown) {
+			o.Error = "interrupted: server shutting down"
+		}
+	}
+	e.state, e.final = o.Status, o
+	end := TaskEnd{TaskRef: e.nextRefLocked(), Status: o.Status, ModelName: e.ModelName, Usage: o.Usage, StopReason: o.StopReason}
+	if r := strings.TrimSpace(o.Result); r != "" && o.Status == StatusCompleted {
+		end.Result, end.ResultTruncated = cut(r, EventTextCap)
+	}
+	if msg := strings.TrimSpace(o.Error); msg != "" && o.Status != StatusCompleted {
+		end.Error, end.ErrorTruncated = cut(msg, EventTextCap)
+	}
+	e.sink.emit(e.ctx, e.TaskID, end, true)
+	e.onEnd(e)
+	e.mu.Unlock()
+	close(e.done)
+	e.log.Info("subagent ended", "status", o.Status, "stop_reason", o.StopReason)
+	return true
+}

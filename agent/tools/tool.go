@@ -1,0 +1,108 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// Tool is a capability a model may call, registered by name with a JSON
+// schema for its arguments (SPEC §4.2). Run's error is shown to the model
+// as the tool's result; it never ends the run.
+type Tool interface {
+	Spec() Spec
+	Run(ctx context.Context, env Env, args json.RawMessage) (string, error)
+}
+
+// Spec is what a model is told about a tool.
+type Spec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // a JSON schema object
+}
+
+// Env is where a tool call runs.
+type Env struct {
+	// Workspace is the absolute path of the thread's workspace directory.
+	// It exists before any tool runs.
+	Workspace string
+}
+
+// ErrBadArgs marks arguments that do not match a tool's schema.
+var ErrBadArgs = errors.New("invalid arguments")
+
+// Names of the tools this package provides. Config validation checks
+// allow- and deny-lists against them.
+const (
+	Bash       = "bash"
+	Ls         = "ls"
+	ReadFile   = "read_file"
+	WriteFile  = "write_file"
+	StrReplace = "str_replace"
+)
+
+// Names lists the names of the tools this package provides.
+func Names() []string {
+	return []string{Bash, Ls, ReadFile, WriteFile, StrReplace}
+}
+
+// Set is a set of tools keyed by name, in registration order.
+type Set struct {
+	order []string
+	tools map[string]Tool
+}
+
+// NewSet registers tools by their spec's name; a later tool with the same
+// name replaces the earlier one.
+func NewSet(tools ...Tool) *Set {
+	s := &Set{tools: make(map[string]Tool, len(tools))}
+	for _, t := range tools {
+		name := t.Spec().Name
+		if _, dup := s.tools[name]; !dup {
+			s.order = append(s.order, name)
+		}
+		s.tools[name] = t
+	}
+	return s
+}
+
+// Get returns the tool named name.
+func (s *Set) Get(name string) (Tool, bool) {
+	t, ok := s.tools[name]
+	return t, ok
+}
+
+// Names lists the registered tool names in registration order.
+func (s *Set) Names() []string { return append([]string(nil), s.order...) }
+
+// Specs lists the tools' specs in registration order.
+func (s *Set) Specs() []Spec {
+	specs := make([]Spec, 0, len(s.order))
+	for _, n := range s.order {
+		specs = append(specs, s.tools[n].Spec())
+	}
+	return specs
+}
+
+// Filter returns the subset of s allowed by allow (nil = all) minus deny.
+func (s *Set) Filter(allow *[]string, deny []string) *Set {
+	denied := make(map[string]bool, len(deny))
+	for _, n := range deny {
+		denied[n] = true
+	}
+	var allowed map[string]bool
+	if allow != nil {
+		allowed = make(map[string]bool, len(*allow))
+		for _, n := range *allow {
+			allowed[n] = true
+		}
+	}
+	var out []Tool
+	for _, n := range s.order {
+		if denied[n] || (allowed != nil && !allowed[n]) {
+			continue
+		}
+		out = append(out, s.tools[n])
+	}
+	return NewSet(out...)
+}
