@@ -116,8 +116,10 @@ func (c *Card) apply(e *models.RunEvent) {
 		return
 	}
 	ref := te.task()
-	c.Version = max(c.Version, ref.Version)
-	c.LastSeq = max(c.LastSeq, e.Seq)
+	if ref.Version <= c.Version {
+		return // stale or repeated: the card already has something newer
+	}
+	c.Version, c.LastSeq = ref.Version, max(c.LastSeq, e.Seq)
 	if ref.ExecutionID != "" {
 		c.ExecutionID = ref.ExecutionID
 	}

@@ -273,12 +273,30 @@ func runIDOf(ev Event) string {
 }
 
 // PayloadOf returns a persisted event's payload: the value the producer
-// built when the row was just committed, else the row decoded.
+// built when the row was just committed, else the row decoded. As
+// everywhere a row is read, a malformed usage reads as absent rather than
+// losing the rest of the event.
 func PayloadOf(e *models.RunEvent) (Event, error) {
 	if ev, ok := e.Payload.(Event); ok {
 		return ev, nil
 	}
-	return DecodeEvent(e.EventType, e.Content)
+	ev, err := DecodeEvent(e.EventType, e.Content)
+	if err == nil {
+		return ev, nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(e.Content, &fields) != nil {
+		return nil, err
+	}
+	if _, ok := fields["usage"]; !ok {
+		return nil, err
+	}
+	delete(fields, "usage")
+	b, _ := json.Marshal(fields)
+	if ev, err2 := DecodeEvent(e.EventType, b); err2 == nil {
+		return ev, nil
+	}
+	return nil, err
 }
 
 // ---- kinds: the rules behind Validate and the contract ----

@@ -88,7 +88,7 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 		return models.RunFailed, "could not load the conversation"
 	}
 	msgs := append([]Message{{Type: TypeSystem, Content: r.env.leadPrompt()}}, replayable(stored)...)
-		for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
+	for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
 		msgID := r.env.newID()
 		var streamed strings.Builder
 		deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
