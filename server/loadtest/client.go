@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// client is one WebSocket client of a thread.
+type client struct {
+	thread     string
+	reconnect  bool
+	mu         sync.Mutex
+	seqs       []int64
+	last       int64
+	dups       int
+	lats       []time.Duration
+	ended      chan struct{} // closed when it has seen run.end
+	endOnce    sync.Once
+	reconnects int
+	replayed   int // frames committed while it was away, caught up on reconnect
+}
+
+func (c *client) dial(h *herd) (*websocket.Conn, error) {
+	c.mu.Lock()
+	after := c.last
+	c.mu.Unlock()
+	hdr := http.Header{"Authorization": {"Bearer " + h.tok}}
+	url := "ws" + strings.TrimPrefix(h.url, "http") + fmt.Sprintf("/api/threads/%s/stream?after_seq=%d", c.thread, after)
+	conn, resp, err := websocket.DefaultDialer.Dial(url, hdr)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	return conn, err
+}
+
+// run reads frames until stop, reconnecting once mid-run when asked to.
+func (c *client) run(h *herd, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		conn, err := c.dial(h)
+		if err != nil {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+		}
+		cut := make(chan struct{})
+		if c.reconnect && c.reconnects == 0 {
+			time.AfterFunc(time.Duration(200+rand.IntN(1500))*time.Millisecond, func() { close(cut) })
+		}
+		read := make(chan struct{})
+		connected := time.Now()
+		go func() {
+			defer close(read)
+			c.read(conn, connected)
+		}()
+		select {
+		case <-stop:
+			conn.Close()
+			<-read
+			return
+		case <-cut:
+			c.reconnects++
+			conn.Close()
+			<-read
+		case <-read:
+			conn.Close()
+		}
+	}
+}
+
+var (
+	keySeq     = []byte(`"seq":`)
+	keyCreated = []byte(`"created_at":"`)
+	keyRunEnd  = []byte(`"type":"run.end"`)
+)
+
+// read records frames. The driver shares the cores with the server, so it
+// scans for the fields it needs instead of decoding every frame. A frame
+// committed before this connection opened is a catch-up after a
+// reconnect: its delay is the time the client was away, so it counts as
+// replayed, not in the live latency.
+func (c *client) read(conn *websocket.Conn, connected time.Time) {
+	for {
+		_, raw, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		i := bytes.Index(raw, keySeq)
+		if i < 0 || bytes.HasPrefix(raw[i+len(keySeq):], []byte("null")) {
+			continue
+		}
+		rest := raw[i+len(keySeq):]
+		j := bytes.IndexAny(rest, ",}")
+		seq, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+		if err != nil {
+			continue
+		}
+		var lat time.Duration = -1
+		replay := false
+		if k := bytes.LastIndex(raw, keyCreated); k >= 0 {
+			ts := raw[k+len(keyCreated):]
+			if at, err := time.Parse(time.RFC3339Nano, string(ts[:bytes.IndexByte(ts, '"')])); err == nil {
+				lat = now.Sub(at)
+				replay = at.Before(connected)
+			}
+		}
+		c.mu.Lock()
+		if seq <= c.last {
+			c.dups++
+		} else {
+			c.seqs = append(c.seqs, seq)
+			c.last = seq
+			switch {
+			case replay:
+				c.replayed++
+			case lat >= 0:
+				c.lats = append(c.lats, lat)
+			}
+		}
+		c.mu.Unlock()
+		if bytes.Contains(raw, keyRunEnd) {
+			c.endOnce.Do(func() { close(c.ended) })
+		}
+	}
+}
