@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"herd/agent"
+	"herd/agent/tools"
 	"herd/views"
 )
 
@@ -30,19 +31,19 @@ func withSubagents(cfg agent.SubagentsConfig) appOption {
 	return func(c *appConfig) { c.subagents = cfg }
 }
 
-func withTools(tools ...agent.Tool) appOption {
-	return func(c *appConfig) { c.tools = tools }
+func withTools(ts ...tools.Tool) appOption {
+	return func(c *appConfig) { c.tools = ts }
 }
 
 // withHostBash adds the bash tool, so a list item like "- `sleep 30`"
 // gives a subagent that stays running until it is cancelled.
 func withHostBash(t *testing.T) appOption {
 	t.Helper()
-	bash, err := agent.NewBash(agent.SandboxConfig{Mode: agent.SandboxHost, AllowHostBash: true})
+	bash, err := tools.NewBash(tools.SandboxConfig{Mode: tools.SandboxHost, AllowHostBash: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return withTools(append(agent.WorkspaceTools(), bash)...)
+	return withTools(append(tools.Workspace(), bash)...)
 }
 
 func noUsage(m agent.ModelConfig) agent.ModelConfig {
