@@ -1,8 +1,3 @@
-// Package agent is herd's runtime: LLM providers, the lead loop, the task
-// tool, the subagent executor and registry, the token collector, the tools
-// and their sandbox. It knows nothing of HTTP or WebSocket: it persists
-// through a Journal and streams through a Publisher that the server
-// implements.
 package agent
 
 import (
@@ -37,6 +32,10 @@ type ToolCall struct {
 	Name string          `json:"name"`
 	Args json.RawMessage `json:"args"`
 }
+
+// callKey identifies a tool call within its run: providers reuse tool-call
+// ids across runs (call_0), so an id alone names no one call of a thread.
+func callKey(runID, callID string) string { return runID + "\x00" + callID }
 
 // Usage is the token usage one LLM call reported. CacheReadTokens is
 // sparse: zero means "not reported".

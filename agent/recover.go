@@ -61,38 +61,19 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 		closed[end.TaskID] = true
 	}
 
-	// Every tool call of the run without a result gets one, so the lead's
-	// history stays valid for the next run. Providers reuse tool-call ids
-	// across runs (call_0), so a call is answered only by a result of its
-	// own run.
 	msgs, err := st.Messages(ctx, r.ThreadID)
 	if err != nil {
 		return err
 	}
-	answered := map[string]bool{}
-	for _, m := range msgs {
-		if m.Type == TypeTool {
-			answered[callKey(m.RunID, m.ToolCallID)] = true
-		}
-	}
-	for _, m := range msgs {
-		if m.RunID != r.ID || m.Type != TypeAI || len(m.ToolCalls) == 0 {
+	for _, c := range unanswered(msgs, r.ID) {
+		if closed[c.ID] {
 			continue
 		}
-		var calls []ToolCall
-		if json.Unmarshal(m.ToolCalls, &calls) != nil {
-			continue
+		msg, err := rt.interruptedToolMessage(r, c.ID, c.Name, Outcome{Status: StatusFailed, Error: Interrupted})
+		if err != nil {
+			return err
 		}
-		for _, c := range calls {
-			if answered[callKey(r.ID, c.ID)] || closed[c.ID] {
-				continue
-			}
-			msg, err := rt.interruptedToolMessage(r, c.ID, c.Name, Outcome{Status: StatusFailed, Error: Interrupted})
-			if err != nil {
-				return err
-			}
-			recs = append(recs, msg)
-		}
+		recs = append(recs, msg)
 	}
 
 	now := rt.now().UTC()
@@ -104,6 +85,35 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	run.Status, run.Error, run.EndedAt = models.RunFailed, Interrupted, &now
 	recs = append(recs, models.Record{Run: &run}, end)
 	return rt.journal.Write(ctx, recs...)
+}
+
+// unanswered lists the tool calls of run runID that have no result, so
+// that recovery gives each one and the lead's history stays valid for the
+// next run. Providers reuse tool-call ids across runs (call_0), so a call
+// is answered only by a result of its own run.
+func unanswered(msgs []models.Message, runID string) []ToolCall {
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		if m.Type == TypeTool {
+			answered[callKey(m.RunID, m.ToolCallID)] = true
+		}
+	}
+	var out []ToolCall
+	for _, m := range msgs {
+		if m.RunID != runID || m.Type != TypeAI || len(m.ToolCalls) == 0 {
+			continue
+		}
+		var calls []ToolCall
+		if json.Unmarshal(m.ToolCalls, &calls) != nil {
+			continue
+		}
+		for _, c := range calls {
+			if !answered[callKey(runID, c.ID)] {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // openTask is a task of an interrupted run that never ended.
@@ -173,7 +183,3 @@ func (rt *Runtime) interruptedToolMessage(r models.Run, callID, name string, o O
 	m.Content, m.AdditionalKwargs, m.ModelName = content, models.MustJSON(kwargs), o.ModelName
 	return models.Record{Message: m}, nil
 }
-
-// callKey identifies a tool call within its run: providers reuse tool-call
-// ids across runs (call_0), so an id alone names no one call of a thread.
-func callKey(runID, callID string) string { return runID + "\x00" + callID }
