@@ -28,6 +28,34 @@ type client struct {
 	replayed   int // frames committed while it was away, caught up on reconnect
 }
 
+// fleet is every client of the load, reading until stopped.
+type fleet struct {
+	clients []*client
+	wg      sync.WaitGroup
+	done    chan struct{}
+}
+
+// attach starts perThread clients on each thread; the given share of them
+// drop and reconnect once mid-run.
+func attach(h *herd, threads []string, perThread int, reconnect float64) *fleet {
+	fl := &fleet{done: make(chan struct{})}
+	for _, th := range threads {
+		for range perThread {
+			c := &client{thread: th, reconnect: rand.Float64() < reconnect, ended: make(chan struct{})}
+			fl.clients = append(fl.clients, c)
+			fl.wg.Add(1)
+			go c.run(h, fl.done, &fl.wg)
+		}
+	}
+	return fl
+}
+
+// stop closes every client's connection and waits for it to return.
+func (fl *fleet) stop() {
+	close(fl.done)
+	fl.wg.Wait()
+}
+
 func (c *client) dial(h *herd) (*websocket.Conn, error) {
 	c.mu.Lock()
 	after := c.last

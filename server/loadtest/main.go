@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,24 +64,11 @@ func main() {
 }
 
 func drive(ctx context.Context, o options) error {
-	dataDir, err := os.MkdirTemp("", "herd-load-")
+	dataDir, cleanup, err := makeDataDir(o.shmWS)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dataDir)
-	if o.shmWS {
-		// The demo subagents create thousands of small files at once; on a
-		// slow virtual disk their writeback stalls every writer, the
-		// database included. On tmpfs the figures are herd's own.
-		shm, err := os.MkdirTemp("/dev/shm", "herd-load-ws-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(shm)
-		if err := os.Symlink(shm, filepath.Join(dataDir, "workspaces")); err != nil {
-			return err
-		}
-	}
+	defer cleanup()
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
 		return err
@@ -96,51 +82,120 @@ func drive(ctx context.Context, o options) error {
 	if err := h.signIn(); err != nil {
 		return fmt.Errorf("sign in: %w", err)
 	}
-	goroutinesBefore, err := h.metric("go_goroutines")
+	f, err := load(ctx, o, h)
 	if err != nil {
 		return err
 	}
+	f.print(o)
+	return f.verdict(o)
+}
 
-	threads := make([]string, o.threads)
+// makeDataDir makes a fresh data directory; cleanup removes it.
+func makeDataDir(shmWorkspaces bool) (dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", "herd-load-")
+	if err != nil {
+		return "", nil, err
+	}
+	if !shmWorkspaces {
+		return dir, func() { os.RemoveAll(dir) }, nil
+	}
+	// The demo subagents create thousands of small files at once; on a
+	// slow virtual disk their writeback stalls every writer, the
+	// database included. On tmpfs the figures are herd's own.
+	shm, err := os.MkdirTemp("/dev/shm", "herd-load-ws-")
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	cleanup = func() {
+		os.RemoveAll(shm)
+		os.RemoveAll(dir)
+	}
+	if err := os.Symlink(shm, filepath.Join(dir, "workspaces")); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return dir, cleanup, nil
+}
+
+// load runs one message with o.items subagents in each of o.threads
+// threads, watched by o.clients clients each, against a signed-in herd,
+// and measures it.
+func load(ctx context.Context, o options, h *herd) (*figures, error) {
+	f := &figures{}
+	var err error
+	if f.goroutinesBefore, err = h.metric("go_goroutines"); err != nil {
+		return nil, err
+	}
+	threads, err := openThreads(h, o.threads)
+	if err != nil {
+		return nil, err
+	}
+	fl := attach(h, threads, o.clients, o.reconnect)
+	if err := waitFor(ctx, func() bool { v, _ := h.metric("herd_ws_clients"); return int(v) == len(fl.clients) }); err != nil {
+		return nil, fmt.Errorf("clients did not connect: %w", err)
+	}
+	msg := prompt(o.items)
+	started := time.Now()
+	if err := startRuns(h, threads, msg); err != nil {
+		return nil, err
+	}
+	if f.peakRunning, err = awaitRuns(ctx, h); err != nil {
+		return nil, err
+	}
+	f.elapsed = time.Since(started)
+	if err := awaitClients(ctx, h, fl.clients); err != nil {
+		return nil, err
+	}
+	fl.stop()
+	want, err := persistedAll(h, threads)
+	if err != nil {
+		return nil, err
+	}
+	f.tally(fl.clients, want)
+	if err := waitFor(ctx, func() bool { v, _ := h.metric("herd_ws_clients"); return v == 0 }); err != nil {
+		return nil, errors.New("clients still connected after the load")
+	}
+	f.goroutinesAfter = settledGoroutines(h, f.goroutinesBefore)
+	f.rss, _ = h.peakRSS()
+	return f, nil
+}
+
+// openThreads creates n threads and returns their ids.
+func openThreads(h *herd, n int) ([]string, error) {
+	threads := make([]string, n)
 	for i := range threads {
 		var th struct{ ID string }
 		if err := h.call("POST", "/api/threads", map[string]string{"title": fmt.Sprint("load ", i)}, &th); err != nil {
-			return err
+			return nil, err
 		}
 		threads[i] = th.ID
 	}
-	var (
-		clients []*client
-		wg      sync.WaitGroup
-		stop    = make(chan struct{})
-	)
-	for _, th := range threads {
-		for range o.clients {
-			c := &client{thread: th, reconnect: rand.Float64() < o.reconnect, ended: make(chan struct{})}
-			clients = append(clients, c)
-			wg.Add(1)
-			go c.run(h, stop, &wg)
-		}
-	}
-	if err := waitFor(ctx, func() bool { v, _ := h.metric("herd_ws_clients"); return int(v) == len(clients) }); err != nil {
-		return fmt.Errorf("clients did not connect: %w", err)
-	}
+	return threads, nil
+}
 
+// prompt is a message the demo lead fans out to one subagent per item,
+// every third of them a researcher.
+func prompt(items int) string {
 	var b strings.Builder
 	b.WriteString("Compare these, one subagent each:\n")
-	for i := range o.items {
+	for i := range items {
 		if i%3 == 2 {
 			fmt.Fprintf(&b, "- researcher: topic %d\n", i)
 		} else {
 			fmt.Fprintf(&b, "- topic %d\n", i)
 		}
 	}
-	started := time.Now()
+	return b.String()
+}
+
+// startRuns sends msg to every thread at once.
+func startRuns(h *herd, threads []string, msg string) error {
 	var startErrs atomic.Int32
 	var sw sync.WaitGroup
 	for _, th := range threads {
 		sw.Go(func() {
-			if err := h.call("POST", "/api/threads/"+th+"/runs", map[string]string{"content": b.String()}, nil); err != nil {
+			if err := h.call("POST", "/api/threads/"+th+"/runs", map[string]string{"content": msg}, nil); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				startErrs.Add(1)
 			}
@@ -150,22 +205,31 @@ func drive(ctx context.Context, o options) error {
 	if n := startErrs.Load(); n > 0 {
 		return fmt.Errorf("%d runs failed to start", n)
 	}
+	return nil
+}
+
+// awaitRuns waits until no run is active and reports the most subagents
+// seen running at once.
+func awaitRuns(ctx context.Context, h *herd) (float64, error) {
 	peakRunning := 0.0
 	for {
 		v, _ := h.metric(`herd_subagents{status="running"}`)
 		peakRunning = max(peakRunning, v)
 		active, _ := h.metric("herd_active_runs")
 		if active == 0 {
-			break
+			return peakRunning, nil
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("runs did not finish in time")
+			return 0, errors.New("runs did not finish in time")
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	elapsed := time.Since(started)
-	// Every client sees run.end; then it has everything up to it.
+}
+
+// awaitClients waits until every client has seen run.end, and then
+// everything up to it.
+func awaitClients(ctx context.Context, h *herd, clients []*client) error {
 	for _, c := range clients {
 		select {
 		case <-c.ended:
@@ -173,88 +237,35 @@ func drive(ctx context.Context, o options) error {
 			return fmt.Errorf("a client of %s never saw run.end", c.thread)
 		}
 	}
-	if err := settle(ctx, h, clients); err != nil {
-		return err
-	}
-	close(stop)
-	wg.Wait()
+	return settle(ctx, h, clients)
+}
 
-	// Compare each client with the database.
+// persistedAll lists the seqs the database holds for each thread.
+func persistedAll(h *herd, threads []string) (map[string][]int64, error) {
 	want := map[string][]int64{}
 	for _, th := range threads {
 		seqs, err := persisted(h, th)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		want[th] = seqs
 	}
-	var (
-		lost, dups, frames, reconnects, replayed int
-		lats                                     []time.Duration
-	)
-	for _, c := range clients {
-		w := want[c.thread]
-		if !slices.Equal(c.seqs, w) {
-			lost += max(len(w)-len(c.seqs), 1)
-			fmt.Fprintf(os.Stderr, "client of %s: received %d records, the database holds %d\n", c.thread, len(c.seqs), len(w))
-		}
-		dups += c.dups
-		frames += len(c.seqs)
-		reconnects += c.reconnects
-		replayed += c.replayed
-		lats = append(lats, c.lats...)
-	}
-	slices.Sort(lats)
-	if err := waitFor(ctx, func() bool { v, _ := h.metric("herd_ws_clients"); return v == 0 }); err != nil {
-		return errors.New("clients still connected after the load")
-	}
-	// Finished runs' goroutines return within moments; wait for that, then
-	// count.
-	var goroutinesAfter float64
+	return want, nil
+}
+
+// settledGoroutines counts the server's goroutines once those of the
+// finished runs have returned, which takes moments; it gives up waiting
+// after five seconds.
+func settledGoroutines(h *herd, before float64) float64 {
 	settleBy := time.Now().Add(5 * time.Second)
 	for {
-		goroutinesAfter, _ = h.metric("go_goroutines")
-		if goroutinesAfter <= goroutinesBefore || time.Now().After(settleBy) {
-			break
+		n, _ := h.metric("go_goroutines")
+		if n <= before || time.Now().After(settleBy) {
+			return n
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	rss, _ := h.peakRSS()
-	var records int
-	for _, w := range want {
-		records += len(w)
-	}
-	p := func(q float64) time.Duration { return lats[min(len(lats)-1, int(float64(len(lats))*q))] }
-	where := "disk"
-	if o.shmWS {
-		where = "/dev/shm"
-	}
-	fmt.Printf("threads %d, clients %d (%d reconnected mid-run), subagents %d, peak running %d; workspaces on %s\n",
-		o.threads, len(clients), reconnects, o.threads*o.items, int(peakRunning), where)
-	fmt.Printf("records persisted %d in %.2fs (%.0f/s); frames delivered %d (%.0f/s)\n",
-		records, elapsed.Seconds(), float64(records)/elapsed.Seconds(), frames, float64(frames)/elapsed.Seconds())
-	fmt.Printf("live frame latency (commit → client): p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d frames; %d more caught up after reconnects\n",
-		ms(p(0.5)), ms(p(0.99)), ms(lats[len(lats)-1]), len(lats), replayed)
-	fmt.Printf("lost %d, duplicated %d; peak RSS %.0f MB; goroutines before %d, after %d\n",
-		lost, dups, float64(rss)/(1<<20), int(goroutinesBefore), int(goroutinesAfter))
-
-	var errs []error
-	if lost > 0 || dups > 0 {
-		errs = append(errs, fmt.Errorf("%d lost, %d duplicated frames", lost, dups))
-	}
-	if o.p99Bar > 0 && p(0.99) > o.p99Bar {
-		errs = append(errs, fmt.Errorf("p99 frame latency %.1f ms > %v", ms(p(0.99)), o.p99Bar))
-	}
-	if goroutinesAfter > goroutinesBefore+5 {
-		errs = append(errs, fmt.Errorf("goroutines %d after, %d before", int(goroutinesAfter), int(goroutinesBefore)))
-	}
-	if int(peakRunning) < o.threads*o.items*9/10 {
-		errs = append(errs, fmt.Errorf("only %d subagents ran at once, want about %d", int(peakRunning), o.threads*o.items))
-	}
-	return errors.Join(errs...)
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // settle waits until every client has the last seq of its thread.
 func settle(ctx context.Context, h *herd, clients []*client) error {

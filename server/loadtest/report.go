@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+)
+
+// figures are what one load run measured.
+type figures struct {
+	clients, reconnects, replayed     int
+	records, frames, lost, dups       int
+	peakRunning                       float64
+	elapsed                           time.Duration
+	lats                              []time.Duration // live frame latencies, sorted
+	goroutinesBefore, goroutinesAfter float64
+	rss                               int64
+}
+
+// tally compares each client with the database (want: the seqs of each
+// thread) and gathers what the clients counted.
+func (f *figures) tally(clients []*client, want map[string][]int64) {
+	f.clients = len(clients)
+	for _, c := range clients {
+		w := want[c.thread]
+		if !slices.Equal(c.seqs, w) {
+			f.lost += max(len(w)-len(c.seqs), 1)
+			fmt.Fprintf(os.Stderr, "client of %s: received %d records, the database holds %d\n", c.thread, len(c.seqs), len(w))
+		}
+		f.dups += c.dups
+		f.frames += len(c.seqs)
+		f.reconnects += c.reconnects
+		f.replayed += c.replayed
+		f.lats = append(f.lats, c.lats...)
+	}
+	slices.Sort(f.lats)
+	for _, w := range want {
+		f.records += len(w)
+	}
+}
+
+// p is the q quantile of the live frame latency.
+func (f *figures) p(q float64) time.Duration {
+	return f.lats[min(len(f.lats)-1, int(float64(len(f.lats))*q))]
+}
+
+func (f *figures) print(o options) {
+	where := "disk"
+	if o.shmWS {
+		where = "/dev/shm"
+	}
+	secs := f.elapsed.Seconds()
+	fmt.Printf("threads %d, clients %d (%d reconnected mid-run), subagents %d, peak running %d; workspaces on %s\n",
+		o.threads, f.clients, f.reconnects, o.threads*o.items, int(f.peakRunning), where)
+	fmt.Printf("records persisted %d in %.2fs (%.0f/s); frames delivered %d (%.0f/s)\n",
+		f.records, secs, float64(f.records)/secs, f.frames, float64(f.frames)/secs)
+	fmt.Printf("live frame latency (commit → client): p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d frames; %d more caught up after reconnects\n",
+		ms(f.p(0.5)), ms(f.p(0.99)), ms(f.lats[len(f.lats)-1]), len(f.lats), f.replayed)
+	fmt.Printf("lost %d, duplicated %d; peak RSS %.0f MB; goroutines before %d, after %d\n",
+		f.lost, f.dups, float64(f.rss)/(1<<20), int(f.goroutinesBefore), int(f.goroutinesAfter))
+}
+
+// verdict is every bar the run missed, nil when it passed.
+func (f *figures) verdict(o options) error {
+	var errs []error
+	if f.lost > 0 || f.dups > 0 {
+		errs = append(errs, fmt.Errorf("%d lost, %d duplicated frames", f.lost, f.dups))
+	}
+	if o.p99Bar > 0 && f.p(0.99) > o.p99Bar {
+		errs = append(errs, fmt.Errorf("p99 frame latency %.1f ms > %v", ms(f.p(0.99)), o.p99Bar))
+	}
+	if f.goroutinesAfter > f.goroutinesBefore+5 {
+		errs = append(errs, fmt.Errorf("goroutines %d after, %d before", int(f.goroutinesAfter), int(f.goroutinesBefore)))
+	}
+	if int(f.peakRunning) < o.threads*o.items*9/10 {
+		errs = append(errs, fmt.Errorf("only %d subagents ran at once, want about %d", int(f.peakRunning), o.threads*o.items))
+	}
+	return errors.Join(errs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
