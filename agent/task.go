@@ -76,14 +76,21 @@ Subagent types:
 		fmt.Fprintf(&b, "- %s: %s\n", a.name, a.description)
 		names = append(names, a.name)
 	}
-	enum, _ := json.Marshal(names)
-	params := fmt.Sprintf(`{"type":"object","properties":{`+
-		`"description":{"type":"string","description":"A short title of 3-5 words, shown to the user."},`+
-		`"prompt":{"type":"string","description":"The full, self-contained task for the subagent."},`+
-		`"subagent_type":{"type":"string","enum":%s,"description":"Which subagent runs the task."},`+
-		`"acceptance_criteria":{"type":"string","description":"Optional: what the result must satisfy."}`+
-		`},"required":["description","prompt","subagent_type"],"additionalProperties":false}`, enum)
-	return tools.Spec{Name: ToolTask, Description: b.String(), Parameters: json.RawMessage(params)}
+	return taskSchema(names).Spec(ToolTask, b.String())
+}
+
+// taskSchema is the task tool's arguments, subagent_type limited to the
+// names of the catalog.
+func taskSchema(subagentTypes []string) tools.Schema {
+	return tools.Schema{
+		Properties: map[string]tools.Prop{
+			"description":         {Type: "string", Description: "A short title of 3-5 words, shown to the user."},
+			"prompt":              {Type: "string", Description: "The full, self-contained task for the subagent."},
+			"subagent_type":       {Type: "string", Enum: subagentTypes, Description: "Which subagent runs the task."},
+			"acceptance_criteria": {Type: "string", Description: "Optional: what the result must satisfy."},
+		},
+		Required: []string{"description", "prompt", "subagent_type"},
+	}
 }
 
 // canonicalJSON re-encodes a JSON value with sorted keys, so that the same
