@@ -139,13 +139,6 @@ type UsageEntry struct {
 	CreatedAt       time.Time
 }
 
-// Setting is one instance-wide setting changed at run time.
-type Setting struct {
-	Key       string `gorm:"primaryKey"`
-	Value     string `gorm:"not null"`
-	UpdatedAt time.Time
-}
-
 // JSON is a JSON document stored as text. A nil JSON is SQL NULL.
 type JSON json.RawMessage
 

@@ -270,21 +270,3 @@ func (s *Store) TokenUser(ctx context.Context, hash string) (*User, error) {
 	}
 	return u, nil
 }
-
-// Setting returns the value of key, or ErrNotFound.
-func (s *Store) Setting(ctx context.Context, key string) (string, error) {
-	var st Setting
-	if err := s.r.WithContext(ctx).Where("key = ?", key).Take(&st).Error; err != nil {
-		return "", notFound(err, "setting "+key)
-	}
-	return st.Value, nil
-}
-
-// SetSetting stores value under key.
-func (s *Store) SetSetting(ctx context.Context, key, value string) error {
-	st := Setting{Key: key, Value: value, UpdatedAt: s.now().UTC()}
-	if err := s.w.WithContext(ctx).Save(&st).Error; err != nil {
-		return fmt.Errorf("store: set setting %s: %w", key, err)
-	}
-	return nil
-}
