@@ -120,7 +120,8 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	defer store.Close()
 
 	metrics := server.NewMetrics()
-	hub := server.NewHub(store, server.NewMarkdown(), server.HubOptions{Logger: log, OnDrop: metrics.OnDrop})
+	md := server.NewMarkdown()
+	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop})
 	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, OnBatch: metrics.OnBatch, Logger: log})
 	defer writer.Close()
 
@@ -163,6 +164,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		Store:             store,
 		Runtime:           rt,
 		Hub:               hub,
+		Markdown:          md,
 		Metrics:           metrics,
 		Static:            static.FS,
 		Logger:            log,

@@ -73,7 +73,8 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if cfg.hub.OnDrop == nil {
 		cfg.hub.OnDrop = a.metrics.OnDrop
 	}
-	a.hub = NewHub(store, NewMarkdown(), cfg.hub)
+	md := NewMarkdown()
+	a.hub = NewHub(store, md, cfg.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms, err := agent.BuildModels(cfg.models)
 	if err != nil {
@@ -97,7 +98,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		t.Fatal(err)
 	}
 	a.metrics.Watch(Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
-	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Metrics: a.metrics, Static: static.FS, BcryptCost: 4, TokenUsageDefault: cfg.tokens, LoginPerMinute: 1000, RunsPerMinute: 10000})
+	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Markdown: md, Metrics: a.metrics, Static: static.FS, BcryptCost: 4, TokenUsageDefault: cfg.tokens, LoginPerMinute: 1000, RunsPerMinute: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

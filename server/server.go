@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -30,10 +31,13 @@ type Options struct {
 	Store   *models.Store
 	Runtime *agent.Runtime
 	Hub     *Hub
-	Metrics *Metrics // nil: no /metrics
-	Static  fs.FS    // app.css, app.js, …
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Markdown renders text in pages; the hub renders frames with the
+	// same one.
+	Markdown *Markdown
+	Metrics  *Metrics // nil: no /metrics
+	Static   fs.FS    // app.css, app.js, …
+	Logger   *slog.Logger
+	Now      func() time.Time
 
 	// PublicURL is the origin behind a TLS proxy ("" = the request's host).
 	PublicURL          string
@@ -77,6 +81,9 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(o Options) (*Server, error) {
+	if o.Markdown == nil {
+		return nil, errors.New("server: Options.Markdown is required")
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -108,7 +115,7 @@ func New(o Options) (*Server, error) {
 		metrics:       o.Metrics,
 		log:           o.Logger,
 		now:           o.Now,
-		md:            NewMarkdown(),
+		md:            o.Markdown,
 		static:        o.Static,
 		publicURL:     strings.TrimRight(o.PublicURL, "/"),
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"),
