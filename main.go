@@ -119,9 +119,14 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	}
 	defer store.Close()
 
+	settings, err := server.NewSettings(ctx, store, cfg.TokenUsage.Enabled)
+	if err != nil {
+		return err
+	}
 	metrics := server.NewMetrics()
 	md := server.NewMarkdown()
-	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop})
+	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
+	settings.Notify(hub)
 	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, OnBatch: metrics.OnBatch, Logger: log})
 	defer writer.Close()
 
@@ -161,19 +166,19 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		log.Warn("crash recovery closed interrupted runs", "runs", n)
 	}
 	srv, err := server.New(server.Options{
-		Store:             store,
-		Runtime:           rt,
-		Hub:               hub,
-		Markdown:          md,
-		Metrics:           metrics,
-		Static:            static.FS,
-		Logger:            log,
-		PublicURL:         cfg.Server.PublicURL,
-		AllowSignup:       cfg.Auth.AllowSignup,
-		SessionTTL:        time.Duration(cfg.Auth.SessionHours) * time.Hour,
-		LoginPerMinute:    cfg.Auth.LoginAttemptsPerMinute,
-		RunsPerMinute:     cfg.Auth.RunsPerMinute,
-		TokenUsageDefault: cfg.TokenUsage.Enabled,
+		Store:          store,
+		Runtime:        rt,
+		Hub:            hub,
+		Settings:       settings,
+		Markdown:       md,
+		Metrics:        metrics,
+		Static:         static.FS,
+		Logger:         log,
+		PublicURL:      cfg.Server.PublicURL,
+		AllowSignup:    cfg.Auth.AllowSignup,
+		SessionTTL:     time.Duration(cfg.Auth.SessionHours) * time.Hour,
+		LoginPerMinute: cfg.Auth.LoginAttemptsPerMinute,
+		RunsPerMinute:  cfg.Auth.RunsPerMinute,
 	})
 	if err != nil {
 		return err

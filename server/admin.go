@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -13,36 +12,8 @@ import (
 	"herd/views"
 )
 
-const settingTokenUsage = "token_usage_enabled"
-
-// loadTokenUsage reads the admin's toggle; the config file's value holds
-// until the toggle is first used (SPEC §7).
-func (s *Server) loadTokenUsage(ctx context.Context, def bool) error {
-	v, err := s.store.Setting(ctx, settingTokenUsage)
-	switch {
-	case errors.Is(err, models.ErrNotFound):
-		s.hub.tokens.Store(def)
-	case err != nil:
-		return err
-	default:
-		s.hub.tokens.Store(v == "true")
-	}
-	return nil
-}
-
-// setTokenUsage stores the toggle and tells every open page at once.
-func (s *Server) setTokenUsage(ctx context.Context, on bool) error {
-	s.settingsMu.Lock()
-	defer s.settingsMu.Unlock()
-	if err := s.store.SetSetting(ctx, settingTokenUsage, strconv.FormatBool(on)); err != nil {
-		return err
-	}
-	s.hub.SetTokenUsage(on)
-	return nil
-}
-
 func (s *Server) apiSettings(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]bool{"token_usage_enabled": s.hub.TokenUsage()})
+	return c.JSON(http.StatusOK, map[string]bool{"token_usage_enabled": s.settings.TokenUsage()})
 }
 
 type settingsRequest struct {
@@ -57,7 +28,7 @@ func (s *Server) apiAdminSettings(c echo.Context) error {
 	if req.TokenUsageEnabled == nil {
 		return errUnprocessable("send {\"token_usage_enabled\": true|false}")
 	}
-	if err := s.setTokenUsage(c.Request().Context(), *req.TokenUsageEnabled); err != nil {
+	if err := s.settings.SetTokenUsage(c.Request().Context(), *req.TokenUsageEnabled); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"token_usage_enabled": *req.TokenUsageEnabled})
@@ -74,7 +45,7 @@ func (s *Server) apiModels(c echo.Context) error {
 	for i, m := range ms {
 		out[i] = modelJSON{Name: m.Name, DisplayName: m.Label(), Provider: m.Provider}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": ms[0].Name, "token_usage_enabled": s.hub.TokenUsage()})
+	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": ms[0].Name, "token_usage_enabled": s.settings.TokenUsage()})
 }
 
 // Users.
@@ -243,7 +214,7 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	}
 	p := s.page(c, "Admin")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.hub.TokenUsage(), Models: s.modelOptions(), Users: users}))
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), Models: s.modelOptions(), Users: users}))
 }
 
 // formError shows an apiError on the admin page; other errors go up.
@@ -260,7 +231,7 @@ func (s *Server) adminResult(c echo.Context, err error, flash string) error {
 
 func (s *Server) adminSettingsSubmit(c echo.Context) error {
 	on := c.FormValue(settingTokenUsage) == "true" || c.FormValue(settingTokenUsage) == "on"
-	err := s.setTokenUsage(c.Request().Context(), on)
+	err := s.settings.SetTokenUsage(c.Request().Context(), on)
 	state := "off"
 	if on {
 		state = "on"

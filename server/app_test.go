@@ -23,15 +23,16 @@ import (
 // testApp is herd wired as main wires it, on a real SQLite file and a real
 // loopback listener, with fast demo models.
 type testApp struct {
-	t       testing.TB
-	closed  bool // close is idempotent: benchmarks close apps themselves
-	store   *models.Store
-	writer  *models.Writer
-	hub     *Hub
-	metrics *Metrics
-	rt      *agent.Runtime
-	srv     *Server
-	http    *httptest.Server
+	t        testing.TB
+	closed   bool // close is idempotent: benchmarks close apps themselves
+	store    *models.Store
+	writer   *models.Writer
+	hub      *Hub
+	settings *Settings
+	metrics  *Metrics
+	rt       *agent.Runtime
+	srv      *Server
+	http     *httptest.Server
 }
 
 type appOption func(*appConfig)
@@ -73,8 +74,14 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if cfg.hub.OnDrop == nil {
 		cfg.hub.OnDrop = a.metrics.OnDrop
 	}
+	a.settings, err = NewSettings(context.Background(), store, cfg.tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.hub.TokenUsage = a.settings.TokenUsage
 	md := NewMarkdown()
 	a.hub = NewHub(store, md, cfg.hub)
+	a.settings.Notify(a.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms, err := agent.BuildModels(cfg.models)
 	if err != nil {
@@ -98,7 +105,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		t.Fatal(err)
 	}
 	a.metrics.Watch(Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
-	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Markdown: md, Metrics: a.metrics, Static: static.FS, BcryptCost: 4, TokenUsageDefault: cfg.tokens, LoginPerMinute: 1000, RunsPerMinute: 10000})
+	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,7 +177,7 @@ func TestAdminRoutesForbidUsers(t *testing.T) {
 			t.Errorf("%s %s as user: %d, want 403", rt.method, rt.path, r.status)
 		}
 	}
-	if !a.hub.TokenUsage() {
+	if !a.settings.TokenUsage() {
 		t.Error("a user's refused request changed the token setting")
 	}
 }
@@ -340,7 +340,7 @@ func TestInvalidSettingsChangeNothing(t *testing.T) {
 		if r.status < 400 || r.status >= 500 {
 			t.Errorf("PUT %s: %d, want 4xx", body, r.status)
 		}
-		if !a.hub.TokenUsage() {
+		if !a.settings.TokenUsage() {
 			t.Fatalf("PUT %s turned token usage off", body)
 		}
 	}

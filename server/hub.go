@@ -34,6 +34,11 @@ type HubOptions struct {
 	Logger       *slog.Logger
 	// OnDrop is told when a client that stopped reading is cut.
 	OnDrop func()
+	// TokenUsage is the token gate (Settings.TokenUsage): whether token
+	// figures may reach non-admin clients. It is read as each frame is
+	// written, so a toggle applies to the next frame of every client; nil
+	// keeps them from non-admins.
+	TokenUsage func() bool
 }
 
 // Hub fans committed records and ephemeral frames out to the WebSocket
@@ -55,19 +60,6 @@ type Hub struct {
 	closing    chan struct{}
 	shards     []chan []item
 	shardsDone sync.WaitGroup
-	// tokens is the token gate: whether token figures may reach
-	// non-admin clients. Frames are chosen at write time, so a toggle
-	// applies to the next frame of every client.
-	tokens atomic.Bool
-}
-
-// TokenUsage reports whether token figures may reach non-admins.
-func (h *Hub) TokenUsage() bool { return h.tokens.Load() }
-
-// SetTokenUsage sets the token gate and tells every open page at once.
-func (h *Hub) SetTokenUsage(on bool) {
-	h.tokens.Store(on)
-	h.Broadcast(FrameSettings, map[string]bool{"token_usage_enabled": on})
 }
 
 // NewHub returns a hub replaying from store.
@@ -89,6 +81,9 @@ func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TokenUsage == nil {
+		o.TokenUsage = func() bool { return false }
 	}
 	h := &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
 	h.shards = make([]chan []item, max(runtime.GOMAXPROCS(0), 1))
@@ -472,7 +467,7 @@ func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
 }
 
 func (c *client) write(f *frame) bool {
-	b := f.bytes(c.admin || c.h.tokens.Load())
+	b := f.bytes(c.admin || c.h.opts.TokenUsage())
 	_ = c.conn.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
 	err := c.conn.WriteMessage(websocket.TextMessage, b)
 	if err != nil && isTimeoutErr(err) && c.h.opts.OnDrop != nil {

@@ -31,6 +31,8 @@ type Options struct {
 	Store   *models.Store
 	Runtime *agent.Runtime
 	Hub     *Hub
+	// Settings is the token gate's owner; the hub reads the same one.
+	Settings *Settings
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
 	Markdown *Markdown
@@ -45,9 +47,8 @@ type Options struct {
 	SessionTTL         time.Duration
 	LoginPerMinute     int
 	RunsPerMinute      int
-	TokenUsageDefault  bool // token_usage.enabled from the config file
-	BcryptCost         int  // 0 = DefaultBcryptCost; tests lower it
-	MaxContentBytes    int  // a message's content; 0 = 100 KB
+	BcryptCost         int // 0 = DefaultBcryptCost; tests lower it
+	MaxContentBytes    int // a message's content; 0 = 100 KB
 	MaxBodyBytes       int64
 	WebSocketReadLimit int64
 }
@@ -58,6 +59,7 @@ type Server struct {
 	store         *models.Store
 	rt            *agent.Runtime
 	hub           *Hub
+	settings      *Settings
 	metrics       *Metrics
 	log           *slog.Logger
 	now           func() time.Time
@@ -75,14 +77,12 @@ type Server struct {
 	labels        map[string]string // model name → display name
 	maxContent    int
 	maxBody       int64
-
-	settingsMu sync.Mutex
 }
 
 // New builds the server and its routes.
 func New(o Options) (*Server, error) {
-	if o.Markdown == nil {
-		return nil, errors.New("server: Options.Markdown is required")
+	if o.Settings == nil || o.Markdown == nil {
+		return nil, errors.New("server: Options.Settings and Options.Markdown are required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -112,6 +112,7 @@ func New(o Options) (*Server, error) {
 		store:         o.Store,
 		rt:            o.Runtime,
 		hub:           o.Hub,
+		settings:      o.Settings,
 		metrics:       o.Metrics,
 		log:           o.Logger,
 		now:           o.Now,
@@ -135,9 +136,6 @@ func New(o Options) (*Server, error) {
 		h, _ := bcrypt.GenerateFromPassword([]byte("herd-dummy-password"), s.bcryptCost)
 		return h
 	})
-	if err := s.loadTokenUsage(context.Background(), o.TokenUsageDefault); err != nil {
-		return nil, err
-	}
 	assets, err := hashAssets(o.Static)
 	if err != nil {
 		return nil, err
@@ -155,7 +153,7 @@ func New(o Options) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
 
 // TokenUsageEnabled reports the effective token-usage setting.
-func (s *Server) TokenUsageEnabled() bool { return s.hub.TokenUsage() }
+func (s *Server) TokenUsageEnabled() bool { return s.settings.TokenUsage() }
 
 // routes lists every route in one place.
 func (s *Server) routes() {

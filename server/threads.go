@@ -64,7 +64,7 @@ func cleanTitle(raw string) (string, *apiError) {
 // showTokens reports whether token figures may reach the current user.
 func (s *Server) showTokens(c echo.Context) bool {
 	u := currentUser(c)
-	return s.hub.TokenUsage() || (u != nil && u.IsAdmin())
+	return s.settings.TokenUsage() || (u != nil && u.IsAdmin())
 }
 
 // threadView gathers everything a thread's page and JSON show.
@@ -221,7 +221,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		"thread_id":           t.ID,
 		"last_seq":            v.lastSeq,
 		"active_run_id":       nil,
-		"token_usage_enabled": s.hub.TokenUsage(),
+		"token_usage_enabled": s.settings.TokenUsage(),
 		"is_admin":            u.IsAdmin(),
 	}
 	if v.active != nil {

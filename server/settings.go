@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"herd/models"
+)
+
+const settingTokenUsage = "token_usage_enabled"
+
+// SettingStore persists settings; models.Store implements it.
+type SettingStore interface {
+	Setting(ctx context.Context, key string) (string, error)
+	SetSetting(ctx context.Context, key, value string) error
+}
+
+// Broadcaster sends an ephemeral frame to every open page; the Hub
+// implements it.
+type Broadcaster interface {
+	Broadcast(typ string, data any)
+}
+
+// Settings owns the instance-wide settings an admin changes at run time:
+// today the token gate, whether token figures may reach non-admins. It
+// persists a change, applies it, and tells every open page. The hub reads
+// the gate through TokenUsage when it writes each frame, so a toggle
+// applies to the next frame of every client.
+type Settings struct {
+	store SettingStore
+	// mu serializes changes, so the stored value, the live one and the
+	// order of the frames telling pages about them agree.
+	mu     sync.Mutex
+	tokens atomic.Bool
+	pages  Broadcaster
+}
+
+// NewSettings loads the settings from store. tokenUsageDefault (the config
+// file's token_usage.enabled) holds until the admin first uses the toggle
+// (SPEC §7).
+func NewSettings(ctx context.Context, store SettingStore, tokenUsageDefault bool) (*Settings, error) {
+	s := &Settings{store: store}
+	v, err := store.Setting(ctx, settingTokenUsage)
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		s.tokens.Store(tokenUsageDefault)
+	case err != nil:
+		return nil, err
+	default:
+		s.tokens.Store(v == "true")
+	}
+	return s, nil
+}
+
+// Notify makes every later change tell b's open pages. It is separate from
+// NewSettings because the hub, the Broadcaster, is built with TokenUsage.
+func (s *Settings) Notify(b Broadcaster) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pages = b
+}
+
+// TokenUsage reports whether token figures may reach non-admins.
+func (s *Settings) TokenUsage() bool { return s.tokens.Load() }
+
+// SetTokenUsage stores the token gate, applies it and tells every open
+// page at once.
+func (s *Settings) SetTokenUsage(ctx context.Context, on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.store.SetSetting(ctx, settingTokenUsage, strconv.FormatBool(on)); err != nil {
+		return err
+	}
+	s.tokens.Store(on)
+	if s.pages != nil {
+		s.pages.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on})
+	}
+	return nil
+}

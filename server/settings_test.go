@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"herd/models"
+)
+
+// fakeSettingStore is a SettingStore in a map that can be made to fail.
+type fakeSettingStore struct {
+	m   map[string]string
+	err error
+}
+
+func (f *fakeSettingStore) Setting(_ context.Context, key string) (string, error) {
+	if f.err != nil {
+		return "", f.err
+	}
+	v, ok := f.m[key]
+	if !ok {
+		return "", models.ErrNotFound
+	}
+	return v, nil
+}
+
+func (f *fakeSettingStore) SetSetting(_ context.Context, key, value string) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.m[key] = value
+	return nil
+}
+
+type broadcast struct {
+	typ  string
+	data any
+}
+
+type fakeBroadcaster struct{ got []broadcast }
+
+func (f *fakeBroadcaster) Broadcast(typ string, data any) {
+	f.got = append(f.got, broadcast{typ, data})
+}
+
+func TestSettingsLoad(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		stored map[string]string
+		def    bool
+		want   bool
+	}{
+		{"config default on", nil, true, true},
+		{"config default off", nil, false, false},
+		{"stored off beats config", map[string]string{settingTokenUsage: "false"}, true, false},
+		{"stored on beats config", map[string]string{settingTokenUsage: "true"}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := NewSettings(context.Background(), &fakeSettingStore{m: c.stored}, c.def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.TokenUsage(); got != c.want {
+				t.Errorf("TokenUsage() = %v, want %v", got, c.want)
+			}
+		})
+	}
+	if _, err := NewSettings(context.Background(), &fakeSettingStore{err: errors.New("disk")}, true); err == nil {
+		t.Error("NewSettings hid a store error")
+	}
+}
+
+// TestSettingsChange checks that a change is stored, applied and told to
+// open pages, and that a change the store refuses changes nothing.
+func TestSettingsChange(t *testing.T) {
+	ctx := context.Background()
+	store := &fakeSettingStore{m: map[string]string{}}
+	s, err := NewSettings(ctx, store, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := &fakeBroadcaster{}
+	s.Notify(pages)
+	if err := s.SetTokenUsage(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if s.TokenUsage() || store.m[settingTokenUsage] != "false" {
+		t.Errorf("after turning it off: gate %v, stored %q; want false, \"false\"", s.TokenUsage(), store.m[settingTokenUsage])
+	}
+	want := broadcast{FrameSettings, map[string]bool{"token_usage_enabled": false}}
+	if len(pages.got) != 1 || pages.got[0].typ != want.typ || pages.got[0].data.(map[string]bool)["token_usage_enabled"] {
+		t.Errorf("pages were told %+v, want %+v", pages.got, want)
+	}
+
+	store.err = errors.New("disk full")
+	if err := s.SetTokenUsage(ctx, true); err == nil {
+		t.Error("a refused store write was not reported")
+	}
+	if s.TokenUsage() || len(pages.got) != 1 {
+		t.Errorf("a refused change applied: gate %v, %d frames sent", s.TokenUsage(), len(pages.got))
+	}
+}
