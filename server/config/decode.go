@@ -143,30 +143,9 @@ func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source,
 		}
 		return true
 	}
-	key := strings.Join(path, ".")
 	switch v.Kind() {
 	case reflect.Struct:
-		m, ok := raw.(yaml.MapSlice)
-		if !ok {
-			return l.typeError(src, path, "a mapping", raw)
-		}
-		ok = true
-		for _, item := range m {
-			name := fmt.Sprint(item.Key)
-			f, found := fieldByName(v.Type(), name)
-			if !found {
-				l.unknownKey(src, path, name, v.Type())
-				continue
-			}
-			fv := v.FieldByIndex(f.Index)
-			if !l.decodeInto(fv, item.Value, append(slices.Clip(path), name), src, track) {
-				ok = false
-			}
-			if track && fv.Kind() != reflect.Struct {
-				l.setOrigin(joinKey(key, name), src)
-			}
-		}
-		return ok
+		return l.decodeStruct(v, raw, path, src, track)
 	case reflect.Pointer:
 		nv := reflect.New(v.Type().Elem())
 		ok := l.decodeInto(nv.Elem(), raw, path, src, false)
@@ -175,71 +154,118 @@ func (l *loader) decodeInto(v reflect.Value, raw any, path []string, src source,
 		}
 		return ok
 	case reflect.Slice:
-		list, ok := raw.([]any)
-		if !ok {
-			return l.typeError(src, path, "a list", raw)
-		}
-		nv := reflect.MakeSlice(v.Type(), len(list), len(list))
-		ok = true
-		for i, e := range list {
-			if !l.decodeInto(nv.Index(i), e, append(slices.Clip(path), strconv.Itoa(i)), src, false) {
-				ok = false
-			}
-		}
-		v.Set(nv)
-		return ok
+		return l.decodeSlice(v, raw, path, src)
 	case reflect.Map:
-		m, ok := raw.(yaml.MapSlice)
-		if !ok {
-			return l.typeError(src, path, "a mapping", raw)
-		}
-		nv := reflect.MakeMapWithSize(v.Type(), len(m))
-		ok = true
-		for _, item := range m {
-			name := fmt.Sprint(item.Key)
-			e := reflect.New(v.Type().Elem()).Elem()
-			if !l.decodeInto(e, item.Value, append(slices.Clip(path), name), src, false) {
-				ok = false
-			}
-			nv.SetMapIndex(reflect.ValueOf(name).Convert(v.Type().Key()), e)
-		}
-		v.Set(nv)
-		return ok
-	case reflect.String:
-		s, ok := raw.(string)
-		if !ok {
-			return l.typeError(src, path, "a string", raw)
-		}
-		v.SetString(s)
-		return true
-	case reflect.Bool:
-		b, ok := raw.(bool)
-		if !ok {
-			return l.typeError(src, path, "true or false", raw)
-		}
-		v.SetBool(b)
-		return true
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, ok := toInt(raw)
-		if !ok || v.OverflowInt(n) {
-			return l.typeError(src, path, "an integer", raw)
-		}
-		v.SetInt(n)
-		return true
-	case reflect.Float32, reflect.Float64:
-		f, ok := toFloat(raw)
-		if !ok {
-			return l.typeError(src, path, "a number", raw)
-		}
-		v.SetFloat(f)
-		return true
-	default:
+		return l.decodeMap(v, raw, path, src)
+	}
+	want, ok := setScalar(v, raw)
+	switch {
+	case want == "":
 		// Only a field type added to the schema without support here
 		// gets here.
+		key := strings.Join(path, ".")
 		l.failed[key] = true
 		l.add(src, key, "cannot be set (unsupported type %s)", v.Type())
 		return false
+	case !ok:
+		return l.typeError(src, path, want, raw)
 	}
+	return true
+}
+
+// decodeStruct merges a mapping into the struct v key by key.
+func (l *loader) decodeStruct(v reflect.Value, raw any, path []string, src source, track bool) bool {
+	m, ok := raw.(yaml.MapSlice)
+	if !ok {
+		return l.typeError(src, path, "a mapping", raw)
+	}
+	key := strings.Join(path, ".")
+	ok = true
+	for _, item := range m {
+		name := fmt.Sprint(item.Key)
+		f, found := fieldByName(v.Type(), name)
+		if !found {
+			l.unknownKey(src, path, name, v.Type())
+			continue
+		}
+		fv := v.FieldByIndex(f.Index)
+		if !l.decodeInto(fv, item.Value, append(slices.Clip(path), name), src, track) {
+			ok = false
+		}
+		if track && fv.Kind() != reflect.Struct {
+			l.setOrigin(joinKey(key, name), src)
+		}
+	}
+	return ok
+}
+
+// decodeSlice replaces the slice v with the list raw.
+func (l *loader) decodeSlice(v reflect.Value, raw any, path []string, src source) bool {
+	list, ok := raw.([]any)
+	if !ok {
+		return l.typeError(src, path, "a list", raw)
+	}
+	nv := reflect.MakeSlice(v.Type(), len(list), len(list))
+	ok = true
+	for i, e := range list {
+		if !l.decodeInto(nv.Index(i), e, append(slices.Clip(path), strconv.Itoa(i)), src, false) {
+			ok = false
+		}
+	}
+	v.Set(nv)
+	return ok
+}
+
+// decodeMap replaces the map v with the mapping raw.
+func (l *loader) decodeMap(v reflect.Value, raw any, path []string, src source) bool {
+	m, ok := raw.(yaml.MapSlice)
+	if !ok {
+		return l.typeError(src, path, "a mapping", raw)
+	}
+	nv := reflect.MakeMapWithSize(v.Type(), len(m))
+	ok = true
+	for _, item := range m {
+		name := fmt.Sprint(item.Key)
+		e := reflect.New(v.Type().Elem()).Elem()
+		if !l.decodeInto(e, item.Value, append(slices.Clip(path), name), src, false) {
+			ok = false
+		}
+		nv.SetMapIndex(reflect.ValueOf(name).Convert(v.Type().Key()), e)
+	}
+	v.Set(nv)
+	return ok
+}
+
+// setScalar sets v from raw when raw is a value of v's kind, and names
+// what it expected: "" for a kind it cannot set.
+func setScalar(v reflect.Value, raw any) (want string, ok bool) {
+	switch v.Kind() {
+	case reflect.String:
+		s, ok := raw.(string)
+		if ok {
+			v.SetString(s)
+		}
+		return "a string", ok
+	case reflect.Bool:
+		b, ok := raw.(bool)
+		if ok {
+			v.SetBool(b)
+		}
+		return "true or false", ok
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, ok := toInt(raw)
+		if ok = ok && !v.OverflowInt(n); ok {
+			v.SetInt(n)
+		}
+		return "an integer", ok
+	case reflect.Float32, reflect.Float64:
+		f, ok := toFloat(raw)
+		if ok {
+			v.SetFloat(f)
+		}
+		return "a number", ok
+	}
+	return "", false
 }
 
 func isContainer(k reflect.Kind) bool {
