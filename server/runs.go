@@ -108,13 +108,24 @@ type eventJSON struct {
 	CreatedAt string          `json:"created_at"`
 }
 
-// apiEvents pages a thread's events by seq (SPEC §6.2).
-func (s *Server) apiEvents(c echo.Context) error {
+// ownThreadAfter reads the :id thread the current user owns (see
+// ownThread) and the after_seq cursor past which its records are wanted,
+// the same for the events page and the stream.
+func (s *Server) ownThreadAfter(c echo.Context) (*models.Thread, int64, error) {
 	t, err := s.ownThread(c)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	after, err := queryInt(c, "after_seq", 0, 0, 1<<62)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, after, nil
+}
+
+// apiEvents pages a thread's events by seq (SPEC §6.2).
+func (s *Server) apiEvents(c echo.Context) error {
+	t, after, err := s.ownThreadAfter(c)
 	if err != nil {
 		return err
 	}

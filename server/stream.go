@@ -13,11 +13,7 @@ import (
 // Ownership is checked before the upgrade, so a foreign thread is a plain
 // 404. Cookie-authenticated upgrades must come from this origin.
 func (s *Server) stream(c echo.Context) error {
-	t, err := s.ownThread(c)
-	if err != nil {
-		return err
-	}
-	after, err := queryInt(c, "after_seq", 0, 0, 1<<62)
+	t, after, err := s.ownThreadAfter(c)
 	if err != nil {
 		return err
 	}
