@@ -76,7 +76,14 @@ type threadView struct {
 	cards    []agent.Card
 }
 
-func (s *Server) loadThread(ctx context.Context, t *models.Thread) (*threadView, error) {
+// loadThread loads the :id thread the current user owns (see ownThread)
+// with what its page and JSON show.
+func (s *Server) loadThread(c echo.Context) (*threadView, error) {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx := c.Request().Context()
 	msgs, err := s.store.Messages(ctx, t.ID)
 	if err != nil {
 		return nil, err
@@ -163,19 +170,21 @@ func (s *Server) threadRenameSubmit(c echo.Context) error {
 }
 
 func (s *Server) threadDeleteSubmit(c echo.Context) error {
-	t, err := s.ownThread(c)
-	if err != nil {
-		return err
-	}
-	if err := s.deleteThread(c.Request().Context(), t); err != nil {
+	if err := s.deleteThread(c); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/?flash=deleted")
 }
 
-// deleteThread stops the thread's run, waits for it to write its end, then
-// deletes everything recorded in the thread.
-func (s *Server) deleteThread(ctx context.Context, t *models.Thread) error {
+// deleteThread deletes the :id thread the current user owns (see
+// ownThread): it stops the thread's run, waits for it to write its end,
+// then deletes everything recorded in the thread.
+func (s *Server) deleteThread(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
 	if err := s.stopRun(ctx, t.ID); err != nil {
 		return err
 	}
@@ -199,14 +208,11 @@ func (s *Server) stopRun(ctx context.Context, threadID string) error {
 }
 
 func (s *Server) threadPage(c echo.Context) error {
-	t, err := s.ownThread(c)
+	v, err := s.loadThread(c)
 	if err != nil {
 		return err
 	}
-	v, err := s.loadThread(c.Request().Context(), t)
-	if err != nil {
-		return err
-	}
+	t := v.thread
 	u := currentUser(c)
 	show := s.showTokens(c)
 	page := views.ThreadPage{
@@ -288,15 +294,21 @@ func (s *Server) modelOptions() []views.ModelOption {
 // JSON API.
 
 func (s *Server) apiThreads(c echo.Context) error {
-	ts, err := s.store.Threads(c.Request().Context(), currentUser(c).ID)
+	return listJSON(c, "threads", s.store.Threads, newThreadJSON)
+}
+
+// listJSON answers {key: [...]}: the current user's rows, each as toJSON
+// makes it.
+func listJSON[T, J any](c echo.Context, key string, list func(ctx context.Context, userID string) ([]T, error), toJSON func(*T) J) error {
+	rows, err := list(c.Request().Context(), currentUser(c).ID)
 	if err != nil {
 		return err
 	}
-	out := make([]threadJSON, len(ts))
-	for i := range ts {
-		out[i] = newThreadJSON(&ts[i])
+	out := make([]J, len(rows))
+	for i := range rows {
+		out[i] = toJSON(&rows[i])
 	}
-	return c.JSON(http.StatusOK, map[string]any{"threads": out})
+	return c.JSON(http.StatusOK, map[string]any{key: out})
 }
 
 type threadRequest struct {
@@ -326,11 +338,7 @@ func (s *Server) apiThreadCreate(c echo.Context) error {
 }
 
 func (s *Server) apiThread(c echo.Context) error {
-	t, err := s.ownThread(c)
-	if err != nil {
-		return err
-	}
-	v, err := s.loadThread(c.Request().Context(), t)
+	v, err := s.loadThread(c)
 	if err != nil {
 		return err
 	}
@@ -344,7 +352,7 @@ func (s *Server) apiThread(c echo.Context) error {
 		tasks[i] = s.cardJSON(card, !redact)
 	}
 	out := map[string]any{
-		"thread":     newThreadJSON(t),
+		"thread":     newThreadJSON(v.thread),
 		"messages":   msgs,
 		"tasks":      tasks,
 		"active_run": nil,
@@ -384,11 +392,7 @@ func (s *Server) apiThreadRename(c echo.Context) error {
 }
 
 func (s *Server) apiThreadDelete(c echo.Context) error {
-	t, err := s.ownThread(c)
-	if err != nil {
-		return err
-	}
-	if err := s.deleteThread(c.Request().Context(), t); err != nil {
+	if err := s.deleteThread(c); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -43,15 +43,7 @@ func (s *Server) createToken(c echo.Context, name string) (*models.APIToken, str
 }
 
 func (s *Server) apiTokens(c echo.Context) error {
-	ts, err := s.store.APITokens(c.Request().Context(), currentUser(c).ID)
-	if err != nil {
-		return err
-	}
-	out := make([]tokenJSON, len(ts))
-	for i := range ts {
-		out[i] = newTokenJSON(&ts[i])
-	}
-	return c.JSON(http.StatusOK, map[string]any{"tokens": out})
+	return listJSON(c, "tokens", s.store.APITokens, newTokenJSON)
 }
 
 func (s *Server) apiTokenCreate(c echo.Context) error {
