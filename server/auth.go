@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -55,6 +56,16 @@ func hashToken(tok string) string {
 func (s *Server) hashPassword(pw string) (string, error) {
 	b, err := bcrypt.GenerateFromPassword([]byte(pw), s.bcryptCost)
 	return string(b), err
+}
+
+// storeUser stores a user with the hash of password (see
+// models.Store.CreateUser for role and onlyIfEmpty).
+func (s *Server) storeUser(ctx context.Context, email, password, role string, onlyIfEmpty bool) (*models.User, error) {
+	hash, err := s.hashPassword(password)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.CreateUser(ctx, email, hash, role, onlyIfEmpty)
 }
 
 // checkPassword reports whether pw has an acceptable length.

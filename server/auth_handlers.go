@@ -61,17 +61,10 @@ func (s *Server) setupSubmit(c echo.Context) error {
 		p.Error = msg
 		return s.render(c, status, views.Setup(views.SetupPage{Page: p, Email: email}))
 	}
-	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
+	if ae := checkNewAccount(email, pw, confirm); ae != nil {
 		return fail(ae.Status, ae.Message)
 	}
-	if pw != confirm {
-		return fail(http.StatusUnprocessableEntity, "the passwords do not match")
-	}
-	hash, err := s.hashPassword(pw)
-	if err != nil {
-		return err
-	}
-	u, err := s.store.CreateUser(c.Request().Context(), email, hash, models.RoleAdmin, true)
+	u, err := s.storeUser(c.Request().Context(), email, pw, models.RoleAdmin, true)
 	if errors.Is(err, models.ErrConflict) {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
@@ -83,6 +76,18 @@ func (s *Server) setupSubmit(c echo.Context) error {
 	}
 	s.log.Info("admin created at set-up", "user", u.ID)
 	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+// checkNewAccount checks the form that creates an account: a valid email
+// and a good password, typed the same twice.
+func checkNewAccount(email, pw, confirm string) *apiError {
+	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
+		return ae
+	}
+	if pw != confirm {
+		return errUnprocessable("the passwords do not match")
+	}
+	return nil
 }
 
 func firstErr(errs ...*apiError) *apiError {
@@ -148,20 +153,13 @@ func (s *Server) signupSubmit(c echo.Context) error {
 		p.Error = msg
 		return s.render(c, status, views.Signup(views.SignupPage{Page: p, Email: email}))
 	}
-	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
+	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
 		return fail(ae.Status, ae.Message)
-	}
-	if pw != c.FormValue("password_confirm") {
-		return fail(http.StatusUnprocessableEntity, "the passwords do not match")
 	}
 	if !s.limiter.allow("ip:" + c.RealIP()) {
 		return fail(errRateLimited.Status, errRateLimited.Message)
 	}
-	hash, err := s.hashPassword(pw)
-	if err != nil {
-		return err
-	}
-	u, err := s.store.CreateUser(c.Request().Context(), email, hash, models.RoleUser, false)
+	u, err := s.storeUser(c.Request().Context(), email, pw, models.RoleUser, false)
 	if errors.Is(err, models.ErrConflict) {
 		return fail(http.StatusConflict, "an account with this email already exists")
 	}
@@ -226,11 +224,7 @@ func (s *Server) EnsureAdmin(ctx context.Context, email, password string) error 
 	if err != nil || n > 0 {
 		return err
 	}
-	hash, err := s.hashPassword(password)
-	if err != nil {
-		return err
-	}
-	u, err := s.store.CreateUser(ctx, email, hash, models.RoleAdmin, true)
+	u, err := s.storeUser(ctx, email, password, models.RoleAdmin, true)
 	if errors.Is(err, models.ErrConflict) {
 		return nil
 	}
