@@ -7,40 +7,23 @@ import (
 
 // ActiveRun returns the thread's running run, or ErrNotFound.
 func (s *Store) ActiveRun(ctx context.Context, threadID string) (*Run, error) {
-	var r Run
-	err := s.r.WithContext(ctx).Where("thread_id = ? AND status = ?", threadID, RunRunning).Order("started_at DESC").Take(&r).Error
-	if err != nil {
-		return nil, notFound(err, "active run")
-	}
-	return &r, nil
+	return take[Run](s.r.WithContext(ctx).Where("thread_id = ? AND status = ?", threadID, RunRunning).Order("started_at DESC"), "active run")
 }
 
 // Run returns run id of thread threadID.
 func (s *Store) Run(ctx context.Context, threadID, id string) (*Run, error) {
-	var r Run
-	if err := s.r.WithContext(ctx).Where("id = ? AND thread_id = ?", id, threadID).Take(&r).Error; err != nil {
-		return nil, notFound(err, "run")
-	}
-	return &r, nil
+	return take[Run](s.r.WithContext(ctx).Where("id = ? AND thread_id = ?", id, threadID), "run")
 }
 
 // Runs returns the thread's runs, oldest first.
 func (s *Store) Runs(ctx context.Context, threadID string) ([]Run, error) {
-	var rs []Run
-	if err := s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("started_at, id").Find(&rs).Error; err != nil {
-		return nil, fmt.Errorf("store: list runs: %w", err)
-	}
-	return rs, nil
+	return list[Run](s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("started_at, id"), "runs")
 }
 
 // RunningRuns returns every run still marked running: at start, the runs
 // a crash left behind.
 func (s *Store) RunningRuns(ctx context.Context) ([]Run, error) {
-	var rs []Run
-	if err := s.w.WithContext(ctx).Where("status = ?", RunRunning).Order("started_at").Find(&rs).Error; err != nil {
-		return nil, fmt.Errorf("store: list running runs: %w", err)
-	}
-	return rs, nil
+	return list[Run](s.w.WithContext(ctx).Where("status = ?", RunRunning).Order("started_at"), "running runs")
 }
 
 // UsageTotals is a sum of ledger rows.

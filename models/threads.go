@@ -18,6 +18,37 @@ func notFound(err error, what string) error {
 	return fmt.Errorf("store: %s: %w", what, err)
 }
 
+// take reads the one row q selects, or ErrNotFound; what names the row in
+// the error.
+func take[T any](q *gorm.DB, what string) (*T, error) {
+	var row T
+	if err := q.Take(&row).Error; err != nil {
+		return nil, notFound(err, what)
+	}
+	return &row, nil
+}
+
+// list reads every row q selects; what names the rows in the error.
+func list[T any](q *gorm.DB, what string) ([]T, error) {
+	var rows []T
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: list %s: %w", what, err)
+	}
+	return rows, nil
+}
+
+// affected is the error of res, a change made by what to one row that
+// must exist: ErrNotFound when it changed none.
+func affected(res *gorm.DB, what string) error {
+	if res.Error != nil {
+		return fmt.Errorf("store: %s: %w", what, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("store: %s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
 // CreateThread creates a thread owned by userID.
 func (s *Store) CreateThread(ctx context.Context, userID, title string) (*Thread, error) {
 	t := &Thread{ID: uuid.NewString(), UserID: userID, Title: title}
@@ -30,43 +61,27 @@ func (s *Store) CreateThread(ctx context.Context, userID, title string) (*Thread
 // Thread returns the thread id if userID owns it. Admins see only their
 // own threads too: a thread is private to its owner.
 func (s *Store) Thread(ctx context.Context, userID, id string) (*Thread, error) {
-	var t Thread
-	err := s.r.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Take(&t).Error
-	if err != nil {
-		return nil, notFound(err, "thread")
-	}
-	return &t, nil
+	return take[Thread](s.r.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID), "thread")
 }
 
 // Threads lists userID's threads, most recently active first.
 func (s *Store) Threads(ctx context.Context, userID string) ([]Thread, error) {
-	var ts []Thread
-	if err := s.r.WithContext(ctx).Where("user_id = ?", userID).Order("updated_at DESC, id").Find(&ts).Error; err != nil {
-		return nil, fmt.Errorf("store: list threads: %w", err)
-	}
-	return ts, nil
+	return list[Thread](s.r.WithContext(ctx).Where("user_id = ?", userID).Order("updated_at DESC, id"), "threads")
 }
 
 // RenameThread sets the title of userID's thread id.
 func (s *Store) RenameThread(ctx context.Context, userID, id, title string) (*Thread, error) {
 	res := s.w.WithContext(ctx).Model(&Thread{}).Where("id = ? AND user_id = ?", id, userID).
 		Updates(map[string]any{"title": title, "updated_at": s.now().UTC()})
-	if res.Error != nil {
-		return nil, fmt.Errorf("store: rename thread: %w", res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return nil, fmt.Errorf("store: rename thread: %w", ErrNotFound)
+	if err := affected(res, "rename thread"); err != nil {
+		return nil, err
 	}
 	return s.threadW(ctx, userID, id)
 }
 
 // threadW reads through the writer so a caller sees its own write at once.
 func (s *Store) threadW(ctx context.Context, userID, id string) (*Thread, error) {
-	var t Thread
-	if err := s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Take(&t).Error; err != nil {
-		return nil, notFound(err, "thread")
-	}
-	return &t, nil
+	return take[Thread](s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID), "thread")
 }
 
 // DeleteThread deletes userID's thread id and everything recorded in it.
@@ -74,12 +89,8 @@ func (s *Store) threadW(ctx context.Context, userID, id string) (*Thread, error)
 // it are dropped with ErrNotFound.
 func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
 	return s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Where("id = ? AND user_id = ?", id, userID).Delete(&Thread{})
-		if res.Error != nil {
-			return fmt.Errorf("store: delete thread: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("store: delete thread: %w", ErrNotFound)
+		if err := affected(tx.Where("id = ? AND user_id = ?", id, userID).Delete(&Thread{}), "delete thread"); err != nil {
+			return err
 		}
 		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {
 			if err := tx.Where("thread_id = ?", id).Delete(m).Error; err != nil {
@@ -92,11 +103,7 @@ func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
 
 // Messages returns the thread's messages in sequence order.
 func (s *Store) Messages(ctx context.Context, threadID string) ([]Message, error) {
-	var ms []Message
-	if err := s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("seq").Find(&ms).Error; err != nil {
-		return nil, fmt.Errorf("store: list messages: %w", err)
-	}
-	return ms, nil
+	return list[Message](s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("seq"), "messages")
 }
 
 // EventFilter selects events of one thread.
@@ -129,9 +136,9 @@ func (s *Store) Events(ctx context.Context, threadID string, f EventFilter) ([]R
 	if f.Limit > 0 {
 		q = q.Limit(f.Limit + 1)
 	}
-	var es []RunEvent
-	if err := q.Find(&es).Error; err != nil {
-		return nil, false, fmt.Errorf("store: list events: %w", err)
+	es, err := list[RunEvent](q, "events")
+	if err != nil {
+		return nil, false, err
 	}
 	more := f.Limit > 0 && len(es) > f.Limit
 	if more {
@@ -167,9 +174,9 @@ func (s *Store) Since(ctx context.Context, threadID string, after int64, limit i
 
 // LastSeq returns the thread's last sequence value.
 func (s *Store) LastSeq(ctx context.Context, threadID string) (int64, error) {
-	var t Thread
-	if err := s.r.WithContext(ctx).Select("last_seq").Where("id = ?", threadID).Take(&t).Error; err != nil {
-		return 0, notFound(err, "thread")
+	t, err := take[Thread](s.r.WithContext(ctx).Select("last_seq").Where("id = ?", threadID), "thread")
+	if err != nil {
+		return 0, err
 	}
 	return t.LastSeq, nil
 }

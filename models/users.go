@@ -51,29 +51,17 @@ func (s *Store) CreateUser(ctx context.Context, email, passwordHash, role string
 
 // UserByEmail returns the user with email.
 func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
-	var u User
-	if err := s.r.WithContext(ctx).Where("email = ?", strings.ToLower(strings.TrimSpace(email))).Take(&u).Error; err != nil {
-		return nil, notFound(err, "user")
-	}
-	return &u, nil
+	return take[User](s.r.WithContext(ctx).Where("email = ?", strings.ToLower(strings.TrimSpace(email))), "user")
 }
 
 // User returns user id.
 func (s *Store) User(ctx context.Context, id string) (*User, error) {
-	var u User
-	if err := s.r.WithContext(ctx).Where("id = ?", id).Take(&u).Error; err != nil {
-		return nil, notFound(err, "user")
-	}
-	return &u, nil
+	return take[User](s.r.WithContext(ctx).Where("id = ?", id), "user")
 }
 
 // Users lists every user by email.
 func (s *Store) Users(ctx context.Context) ([]User, error) {
-	var us []User
-	if err := s.r.WithContext(ctx).Order("email").Find(&us).Error; err != nil {
-		return nil, fmt.Errorf("store: list users: %w", err)
-	}
-	return us, nil
+	return list[User](s.r.WithContext(ctx).Order("email"), "users")
 }
 
 // UserUpdate is a partial change of a user; nil fields stay.
@@ -188,9 +176,9 @@ func (s *Store) CreateSession(ctx context.Context, sess *Session) error {
 // SessionUser returns the unexpired session with hash id and its user, who
 // must be enabled.
 func (s *Store) SessionUser(ctx context.Context, id string) (*Session, *User, error) {
-	var sess Session
-	if err := s.r.WithContext(ctx).Where("id = ? AND expires_at > ?", id, s.now().UTC()).Take(&sess).Error; err != nil {
-		return nil, nil, notFound(err, "session")
+	sess, err := take[Session](s.r.WithContext(ctx).Where("id = ? AND expires_at > ?", id, s.now().UTC()), "session")
+	if err != nil {
+		return nil, nil, err
 	}
 	u, err := s.User(ctx, sess.UserID)
 	if err != nil {
@@ -199,7 +187,7 @@ func (s *Store) SessionUser(ctx context.Context, id string) (*Session, *User, er
 	if u.Disabled {
 		return nil, nil, fmt.Errorf("store: session: %w", ErrNotFound)
 	}
-	return &sess, u, nil
+	return sess, u, nil
 }
 
 // DeleteSession removes the session with hash id.
@@ -231,31 +219,20 @@ func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken) error {
 
 // APITokens lists userID's tokens, newest first.
 func (s *Store) APITokens(ctx context.Context, userID string) ([]APIToken, error) {
-	var ts []APIToken
-	if err := s.r.WithContext(ctx).Where("user_id = ?", userID).Order("created_at DESC").Find(&ts).Error; err != nil {
-		return nil, fmt.Errorf("store: list api tokens: %w", err)
-	}
-	return ts, nil
+	return list[APIToken](s.r.WithContext(ctx).Where("user_id = ?", userID).Order("created_at DESC"), "api tokens")
 }
 
 // DeleteAPIToken deletes userID's token id.
 func (s *Store) DeleteAPIToken(ctx context.Context, userID, id string) error {
-	res := s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Delete(&APIToken{})
-	if res.Error != nil {
-		return fmt.Errorf("store: delete api token: %w", res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("store: delete api token: %w", ErrNotFound)
-	}
-	return nil
+	return affected(s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Delete(&APIToken{}), "delete api token")
 }
 
 // TokenUser returns the enabled user owning the token with hash, and marks
 // the token used (at most once a minute, to keep reads cheap).
 func (s *Store) TokenUser(ctx context.Context, hash string) (*User, error) {
-	var t APIToken
-	if err := s.r.WithContext(ctx).Where("hash = ?", hash).Take(&t).Error; err != nil {
-		return nil, notFound(err, "api token")
+	t, err := take[APIToken](s.r.WithContext(ctx).Where("hash = ?", hash), "api token")
+	if err != nil {
+		return nil, err
 	}
 	u, err := s.User(ctx, t.UserID)
 	if err != nil {
