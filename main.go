@@ -130,7 +130,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, OnBatch: metrics.OnBatch, Logger: log})
 	defer writer.Close()
 
-	llms, err := agent.BuildModels(cfg.Models)
+	llms, err := buildModels(cfg.Models)
 	if err != nil {
 		return err
 	}

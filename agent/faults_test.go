@@ -1,35 +1,39 @@
-package agent
+package agent_test
 
 import (
 	"context"
 	"database/sql"
-	_ "github.com/mattn/go-sqlite3"
 	"strings"
 	"testing"
 	"time"
 
-	"herd/agent/openaitest"
+	_ "github.com/mattn/go-sqlite3"
+
+	"herd/agent"
+	"herd/agent/demo"
+	"herd/agent/openai"
+	"herd/agent/openai/openaitest"
 	"herd/models"
 )
 
 // openAIModel is the real OpenAI provider pointed at a fake server.
-func openAIModel(t *testing.T, srv *openaitest.Server) *Model {
+func openAIModel(t *testing.T, srv *openaitest.Server) *agent.Model {
 	t.Helper()
-	cfg := ModelConfig{Name: "gpt", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "k", TimeoutSeconds: 1, MaxRetries: ptr(1)}
-	p, err := NewOpenAI(cfg, WithOpenAIHTTPClient(srv.Client()), WithOpenAIMaxRetryDelay(time.Millisecond))
+	cfg := agent.ModelConfig{Name: "gpt", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "k", TimeoutSeconds: 1, MaxRetries: new(1)}
+	p, err := openai.New(cfg, openai.WithHTTPClient(srv.Client()), openai.WithMaxRetryDelay(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Model{Config: cfg, Provider: p}
+	return &agent.Model{Config: cfg, Provider: p}
 }
 
-func (h *harness) runEnd(runID string) map[string]any {
-	h.t.Helper()
-	es, _, _ := h.store.Events(context.Background(), h.thread, models.EventFilter{RunID: runID, EventTypes: []string{EventRunEnd}})
+func runEnd(t *testing.T, h *agent.Harness, runID string) map[string]any {
+	t.Helper()
+	es, _, _ := h.Store().Events(context.Background(), h.Thread(), models.EventFilter{RunID: runID, EventTypes: []string{agent.EventRunEnd}})
 	if len(es) != 1 {
-		h.t.Fatalf("%d run.end events", len(es))
+		t.Fatalf("%d run.end events", len(es))
 	}
-	c, _ := DecodeContent(es[0].Content)
+	c, _ := agent.DecodeContent(es[0].Content)
 	return c
 }
 
@@ -53,18 +57,18 @@ func TestProviderFaults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := openaitest.NewServer(t)
 			srv.SetFallback(func(openaitest.ChatRequest) openaitest.Reply { return c.reply })
-			h := newHarness(t, harnessConfig{models: []*Model{openAIModel(t, srv)}})
+			h := agent.NewHarness(t, agent.HarnessConfig{Models: []*agent.Model{openAIModel(t, srv)}})
 			t.Cleanup(srv.Close) // before the harness's leak check
 			start := time.Now()
-			st := h.run("hello")
+			st := h.Run("hello")
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("the run took %v to fail", d)
 			}
-			r := h.runRow(st.RunID)
+			r := h.RunRow(st.RunID)
 			if r.Status != models.RunFailed || !strings.Contains(r.Error, c.want) {
 				t.Errorf("run %s %q, want failed with %q", r.Status, r.Error, c.want)
 			}
-			if end := h.runEnd(st.RunID); end["status"] != models.RunFailed {
+			if end := runEnd(t, h, st.RunID); end["status"] != models.RunFailed {
 				t.Errorf("run.end %v", end)
 			}
 		})
@@ -75,25 +79,25 @@ func TestProviderFaults(t *testing.T) {
 // fails alone; the lead gets its failed ToolMessage and answers.
 func TestSubagentProviderFault(t *testing.T) {
 	srv := openaitest.NewServer(t,
-		openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "call_1", Name: ToolTask, Args: `{"description":"look","prompt":"look around","subagent_type":"general-purpose"}`}},
+		openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "call_1", Name: agent.ToolTask, Args: `{"description":"look","prompt":"look around","subagent_type":"general-purpose"}`}},
 			Usage: &openaitest.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}},
 		openaitest.Reply{Chunks: []string{"partial"}, End: openaitest.EndCut, After: 2},
 		openaitest.Text("The subagent failed; here is what I know."),
 	)
-	h := newHarness(t, harnessConfig{models: []*Model{openAIModel(t, srv)}})
+	h := agent.NewHarness(t, agent.HarnessConfig{Models: []*agent.Model{openAIModel(t, srv)}})
 	t.Cleanup(srv.Close) // before the harness's leak check
-	st := h.run("delegate please")
-	md := metadata(t, h.toolMessages()["call_1"])
-	if md.Status != StatusFailed || !strings.Contains(md.Error, "cut short") {
+	st := h.Run("delegate please")
+	md := agent.MessageMetadata(t, h.ToolMessages()["call_1"])
+	if md.Status != agent.StatusFailed || !strings.Contains(md.Error, "cut short") {
 		t.Errorf("subagent %+v, want failed: cut short", md)
 	}
-	if r := h.runRow(st.RunID); r.Status != models.RunCompleted {
+	if r := h.RunRow(st.RunID); r.Status != models.RunCompleted {
 		t.Errorf("run %s %q, want completed", r.Status, r.Error)
 	}
 	// The subagent was offered no task tool: no recursion, even for real providers.
 	for _, req := range srv.Requests()[1:2] {
 		for _, tool := range req.Chat.Tools {
-			if tool.Function.Name == ToolTask {
+			if tool.Function.Name == agent.ToolTask {
 				t.Error("the subagent was offered task")
 			}
 		}
@@ -105,9 +109,9 @@ func TestSubagentProviderFault(t *testing.T) {
 // into run_events and messages fails while the switch is on.
 type faultSwitch struct{ db *sql.DB }
 
-func newFaultSwitch(t *testing.T, h *harness) *faultSwitch {
+func newFaultSwitch(t *testing.T, h *agent.Harness) *faultSwitch {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+h.dbPath+"?_busy_timeout=10000")
+	db, err := sql.Open("sqlite3", "file:"+h.DBPath()+"?_busy_timeout=10000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,51 +141,51 @@ func (f *faultSwitch) set(on bool) {
 // run with nothing half-written.
 func TestDatabaseFaults(t *testing.T) {
 	backoff := []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
-	demo := NewDemo(ModelConfig{Name: "demo", Model: "demo", LatencyMS: 30})
+	demoLLM := demo.New(agent.ModelConfig{Name: "demo", Model: "demo", LatencyMS: 30})
 
 	t.Run("transient", func(t *testing.T) {
-		h := newHarness(t, harnessConfig{backoff: backoff, models: []*Model{model("demo", demo)}})
+		h := agent.NewHarness(t, agent.HarnessConfig{Backoff: backoff, Models: []*agent.Model{agent.TestModel("demo", demoLLM)}})
 		faults := newFaultSwitch(t, h)
-		st := h.start("Compare:\n- alpha\n- beta")
+		st := h.Start("Compare:\n- alpha\n- beta")
 		time.Sleep(60 * time.Millisecond)
 		faults.set(true)
 		time.Sleep(250 * time.Millisecond)
 		faults.set(false)
-		h.wait()
-		if r := h.runRow(st.RunID); r.Status != models.RunCompleted {
+		h.Wait()
+		if r := h.RunRow(st.RunID); r.Status != models.RunCompleted {
 			t.Fatalf("run %s %q after a transient fault", r.Status, r.Error)
 		}
-		recs, _ := h.store.Since(context.Background(), h.thread, 0, 100000)
+		recs, _ := h.Store().Since(context.Background(), h.Thread(), 0, 100000)
 		for i, r := range recs {
 			if r.Seq() != int64(i+1) {
 				t.Fatalf("seq %d at %d: gap or duplicate after retries", r.Seq(), i)
 			}
 		}
-		if h.retries.Load() == 0 {
+		if h.Retries() == 0 {
 			t.Error("no write was retried: the fault missed the run")
 		}
-		if n := len(h.toolMessages()); n != 2 {
+		if n := len(h.ToolMessages()); n != 2 {
 			t.Errorf("%d ToolMessages, want 2", n)
 		}
 	})
 
 	t.Run("permanent", func(t *testing.T) {
-		h := newHarness(t, harnessConfig{backoff: backoff[:2], models: []*Model{model("demo", demo)}})
+		h := agent.NewHarness(t, agent.HarnessConfig{Backoff: backoff[:2], Models: []*agent.Model{agent.TestModel("demo", demoLLM)}})
 		faults := newFaultSwitch(t, h)
 		faults.set(true)
-		_, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: "hello"})
+		_, err := h.Runtime().Start(context.Background(), agent.StartRequest{ThreadID: h.Thread(), UserID: "u1", Content: "hello"})
 		if err == nil || !strings.Contains(err.Error(), "injected write fault") {
 			t.Fatalf("Start under a permanent fault: %v", err)
 		}
-		if _, ok := h.rt.ActiveRun(h.thread); ok {
+		if _, ok := h.Runtime().ActiveRun(h.Thread()); ok {
 			t.Error("a refused run is still active")
 		}
-		runs, _ := h.store.Runs(context.Background(), h.thread)
-		msgs, _ := h.store.Messages(context.Background(), h.thread)
-		if last, _ := h.store.LastSeq(context.Background(), h.thread); len(runs) != 0 || len(msgs) != 0 || last != 0 {
+		runs, _ := h.Store().Runs(context.Background(), h.Thread())
+		msgs, _ := h.Store().Messages(context.Background(), h.Thread())
+		if last, _ := h.Store().LastSeq(context.Background(), h.Thread()); len(runs) != 0 || len(msgs) != 0 || last != 0 {
 			t.Errorf("half-written: %d runs, %d messages, last_seq %d", len(runs), len(msgs), last)
 		}
 		faults.set(false)
-		h.run("hello again") // the thread works once the database does
+		h.Run("hello again") // the thread works once the database does
 	})
 }

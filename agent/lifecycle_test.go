@@ -15,73 +15,6 @@ import (
 	"herd/models"
 )
 
-// TestSeedScenario is the seed document's test through the demo model:
-// Run `sleep 2 && echo Done` → one task call that blocks about 2 s and
-// returns Done; no tool to poll status is ever offered.
-func TestSeedScenario(t *testing.T) {
-	bash, err := tools.NewBash(tools.SandboxConfig{Mode: tools.SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 10, OutputLimitBytes: 30000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	demo := NewDemo(ModelConfig{Name: "demo-fast", Model: "demo-fast", LatencyMS: 5})
-	var mu sync.Mutex
-	var leadTools [][]string
-	spy := llmFunc(func(ctx context.Context, req Request, d func(string)) (Response, error) {
-		if isLead(req) {
-			var names []string
-			for _, s := range req.Tools {
-				names = append(names, s.Name)
-			}
-			mu.Lock()
-			leadTools = append(leadTools, names)
-			mu.Unlock()
-		}
-		return demo.Complete(ctx, req, d)
-	})
-	h := newHarness(t, harnessConfig{tools: append(tools.Workspace(), bash), models: []*Model{model("demo-fast", spy)}})
-	h.run("Run `sleep 2 && echo Done`")
-
-	msgs, _ := h.store.Messages(context.Background(), h.thread)
-	var taskCalls []ToolCall
-	for _, m := range msgs {
-		if m.Type != TypeAI || len(m.ToolCalls) == 0 {
-			continue
-		}
-		var calls []ToolCall
-		_ = json.Unmarshal(m.ToolCalls, &calls)
-		taskCalls = append(taskCalls, calls...)
-	}
-	if len(taskCalls) != 1 || taskCalls[0].Name != ToolTask {
-		t.Fatalf("lead tool calls = %+v, want exactly one task call", taskCalls)
-	}
-	id := taskCalls[0].ID
-	tm := h.toolMessages()[id]
-	if !strings.Contains(tm.Content, "Done") || !strings.HasPrefix(tm.Content, "Task Succeeded") {
-		t.Errorf("ToolMessage = %q, want a success containing Done", tm.Content)
-	}
-	evs := h.events(id)
-	start, end := evs[0], evs[len(evs)-1]
-	if start.EventType != EventSubagentStart || end.EventType != EventSubagentEnd {
-		t.Fatalf("events %v", eventTypes(evs))
-	}
-	if d := end.CreatedAt.Sub(start.CreatedAt); d < 2*time.Second || d > 4*time.Second {
-		t.Errorf("the task ran %v, want about 2 s (it blocks on the command)", d)
-	}
-	if d := tm.CreatedAt.Sub(end.CreatedAt); d > 500*time.Millisecond {
-		t.Errorf("the ToolMessage came %v after the subagent ended; the wait must be signalled", d)
-	}
-	for _, names := range leadTools {
-		for _, n := range names {
-			if strings.Contains(n, "status") || strings.Contains(n, "poll") {
-				t.Errorf("the lead was offered %q", n)
-			}
-		}
-		if !slices.Contains(names, ToolTask) {
-			t.Errorf("lead tools %v lack task", names)
-		}
-	}
-}
-
 // TestSubagentSpecs covers the precedence of SPEC §4.4, recursion, the
 // bash type's availability and the effective model.
 func TestSubagentSpecs(t *testing.T) {
@@ -226,58 +159,6 @@ func TestCollector(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestTotalsExactlyOnce: thread totals are the ledger's aggregates and
-// equal lead + every subagent once, however often events are replayed or
-// a call is reported.
-func TestTotalsExactlyOnce(t *testing.T) {
-	demo := NewDemo(ModelConfig{Name: "demo", Model: "demo"})
-	h := newHarness(t, harnessConfig{models: []*Model{model("demo", demo)}})
-	h.run("Compare:\n- alpha\n- beta\n- gamma")
-	ctx := context.Background()
-	rep, err := h.store.Usage(ctx, h.thread, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var subagents int64
-	for _, m := range h.toolMessages() {
-		md := metadata(t, m)
-		if md.Usage == nil {
-			t.Fatalf("no usage on %s", m.ToolCallID)
-		}
-		subagents += md.Usage.TotalTokens
-	}
-	if rep.Subagents.TotalTokens != subagents || rep.Total.TotalTokens != rep.Lead.TotalTokens+subagents || rep.Lead.Calls != 2 {
-		t.Errorf("ledger %+v; subagent snapshots sum to %d", rep, subagents)
-	}
-	// Report every call again (the same call ids): nothing changes.
-	var again []models.Record
-	for _, r := range h.ledgerRows() {
-		again = append(again, models.Record{Usage: &r})
-	}
-	if len(again) != int(rep.Total.Calls) {
-		t.Fatalf("%d ledger writes for %d calls", len(again), rep.Total.Calls)
-	}
-	if err := h.writer.Write(ctx, again...); err != nil {
-		t.Fatal(err)
-	}
-	rep2, _ := h.store.Usage(ctx, h.thread, "")
-	if rep2.Total != rep.Total {
-		t.Errorf("reporting the same calls again changed the totals: %+v → %+v", rep.Total, rep2.Total)
-	}
-}
-
-func (h *harness) ledgerRows() []models.UsageEntry {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []models.UsageEntry
-	for _, r := range h.frames {
-		if r.Usage != nil {
-			out = append(out, *r.Usage)
-		}
-	}
-	return out
 }
 
 // TestCrashRecovery closes a database a crash left with a running run, a

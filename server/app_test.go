@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"herd/agent"
+	"herd/agent/demo"
 	"herd/agent/tools"
 	"herd/models"
 	"herd/static"
@@ -83,9 +84,9 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	a.hub = NewHub(store, md, cfg.hub)
 	a.settings.Notify(a.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
-	llms, err := agent.BuildModels(cfg.models)
-	if err != nil {
-		t.Fatal(err)
+	llms := make([]*agent.Model, 0, len(cfg.models))
+	for _, c := range cfg.models {
+		llms = append(llms, &agent.Model{Config: c, Provider: demo.New(c)})
 	}
 	for _, m := range llms {
 		if cfg.provider != nil {

@@ -1,4 +1,4 @@
-package agent
+package openai
 
 import (
 	"bytes"
@@ -18,22 +18,24 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/openai/openai-go/v3"
+	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
+
+	"herd/agent"
 )
 
 const (
-	defaultOpenAIBaseURL = "https://api.openai.com/v1"
-	// defaultOpenAITimeout applies when timeout_seconds is unset, so a
+	defaultBaseURL = "https://api.oai.com/v1"
+	// defaultTimeout applies when timeout_seconds is unset, so a
 	// server that stops answering cannot hold a run forever.
-	defaultOpenAITimeout    = 5 * time.Minute
-	defaultOpenAIMaxRetries = 2
-	// defaultOpenAIMaxRetryDelay caps the backoff between retries and is
+	defaultTimeout    = 5 * time.Minute
+	defaultMaxRetries = 2
+	// defaultMaxRetryDelay caps the backoff between retries and is
 	// the longest Retry-After honoured; a server asking for a longer wait
 	// gets its error returned at once rather than a stalled run.
-	defaultOpenAIMaxRetryDelay = 30 * time.Second
+	defaultMaxRetryDelay = 30 * time.Second
 	// maxProviderMessage bounds how much of an error body goes into an
 	// error, since a proxy may answer with a whole HTML page.
 	maxProviderMessage = 500
@@ -46,8 +48,8 @@ var errCallTimedOut = errors.New("call timed out")
 // envKey matches an api_key that names an environment variable.
 var envKey = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$`)
 
-// OpenAI is a Provider for any OpenAI-compatible chat-completions endpoint
-// (OpenAI, vLLM, Ollama, LiteLLM, DeepSeek, …). Every call streams.
+// Provider is an agent.Provider for any OpenAI-compatible chat-completions
+// endpoint (OpenAI, vLLM, Ollama, LiteLLM, DeepSeek, …). Every call streams.
 //
 // Tool-call arguments: Args is always valid JSON. A JSON object the model
 // sent is kept as is; empty arguments become {}; anything else (invalid
@@ -56,54 +58,54 @@ var envKey = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A
 // object, so the tool reports bad arguments to the model; the caller can
 // read the text back with json.Unmarshal into a string; and when the call
 // is sent back in a later request the model sees exactly what it wrote.
-type OpenAI struct {
+type Provider struct {
 	name        string // the configured model name, for error text and logs
-	model       string // the provider's model id when a Request names none
-	client      openai.Client
+	model       string // the provider's model id when a agent.Request names none
+	client      oai.Client
 	streamUsage bool
 	timeout     time.Duration
 	apiKey      string // kept only to scrub it from error text
 	log         *slog.Logger
 }
 
-// OpenAIOption tunes an OpenAI provider beyond its ModelConfig.
-type OpenAIOption func(*openAIOptions)
+// Option tunes a Provider beyond its agent.ModelConfig.
+type Option func(*options)
 
-type openAIOptions struct {
+type options struct {
 	httpClient    *http.Client
 	maxRetryDelay time.Duration
 	log           *slog.Logger
 }
 
-// WithOpenAIHTTPClient sets the HTTP client the provider sends requests
+// WithHTTPClient sets the HTTP client the provider sends requests
 // with (default http.DefaultClient).
-func WithOpenAIHTTPClient(c *http.Client) OpenAIOption {
-	return func(o *openAIOptions) { o.httpClient = c }
+func WithHTTPClient(c *http.Client) Option {
+	return func(o *options) { o.httpClient = c }
 }
 
-// WithOpenAIMaxRetryDelay caps the wait between retries: the exponential
+// WithMaxRetryDelay caps the wait between retries: the exponential
 // backoff (which starts at half a second) and the longest Retry-After
 // honoured. Tests make it small to stay fast. d must be positive.
-func WithOpenAIMaxRetryDelay(d time.Duration) OpenAIOption {
-	return func(o *openAIOptions) { o.maxRetryDelay = d }
+func WithMaxRetryDelay(d time.Duration) Option {
+	return func(o *options) { o.maxRetryDelay = d }
 }
 
-// WithOpenAILogger sets where the provider logs (default slog.Default()).
+// WithLogger sets where the provider logs (default slog.Default()).
 // It logs retries and, at debug level, each completed call with the
 // provider's completion id.
-func WithOpenAILogger(l *slog.Logger) OpenAIOption {
-	return func(o *openAIOptions) { o.log = l }
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.log = l }
 }
 
-// NewOpenAI builds the provider for one configured model. An api_key of
+// New builds the provider for one configured model. An api_key of
 // the form $VAR or ${VAR} is read from the environment here, once; the
 // variable must be set. TimeoutSeconds limits each call as a whole,
 // retries and streaming included (default 5 minutes). MaxRetries bounds
 // the retries on 408, 409, 429, 5xx and connection failures (default 2);
 // they happen only before a response starts, never once text has been
 // streamed.
-func NewOpenAI(cfg ModelConfig, opts ...OpenAIOption) (*OpenAI, error) {
-	o := openAIOptions{maxRetryDelay: defaultOpenAIMaxRetryDelay, log: slog.Default()}
+func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
+	o := options{maxRetryDelay: defaultMaxRetryDelay, log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -120,12 +122,12 @@ func NewOpenAI(cfg ModelConfig, opts ...OpenAIOption) (*OpenAI, error) {
 		}
 	}
 
-	base := cmp.Or(cfg.BaseURL, defaultOpenAIBaseURL)
+	base := cmp.Or(cfg.BaseURL, defaultBaseURL)
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("openai model %q: base_url %q is not an http(s) URL", cfg.Name, base)
 	}
 
-	retries := defaultOpenAIMaxRetries
+	retries := defaultMaxRetries
 	if cfg.MaxRetries != nil {
 		retries = *cfg.MaxRetries
 	}
@@ -133,12 +135,12 @@ func NewOpenAI(cfg ModelConfig, opts ...OpenAIOption) (*OpenAI, error) {
 		return nil, fmt.Errorf("openai model %q: max_retries must not be negative, got %d", cfg.Name, retries)
 	}
 
-	timeout := defaultOpenAITimeout
+	timeout := defaultTimeout
 	if cfg.TimeoutSeconds > 0 {
 		timeout = time.Duration(cfg.TimeoutSeconds) * time.Second
 	}
 
-	// The client is built from explicit options only: openai.NewClient
+	// The client is built from explicit options only: oai.NewClient
 	// would also read OPENAI_API_KEY, OPENAI_BASE_URL and friends from the
 	// environment, and could send an ambient key to a third-party base_url.
 	clientOpts := []option.RequestOption{
@@ -151,10 +153,10 @@ func NewOpenAI(cfg ModelConfig, opts ...OpenAIOption) (*OpenAI, error) {
 		clientOpts = append(clientOpts, option.WithHTTPClient(o.httpClient))
 	}
 
-	return &OpenAI{
+	return &Provider{
 		name:        cfg.Name,
 		model:       cmp.Or(cfg.Model, cfg.Name),
-		client:      openai.Client{Options: clientOpts},
+		client:      oai.Client{Options: clientOpts},
 		streamUsage: cfg.StreamUsage == nil || *cfg.StreamUsage,
 		timeout:     timeout,
 		apiKey:      key,
@@ -164,12 +166,12 @@ func NewOpenAI(cfg ModelConfig, opts ...OpenAIOption) (*OpenAI, error) {
 
 // Complete streams one chat completion. Errors wrap ErrProvider; a
 // cancelled ctx also yields an error wrapping context.Canceled.
-func (p *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
+func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func(text string)) (agent.Response, error) {
 	callID := uuid.NewString()
 	model := cmp.Or(req.Model, p.model)
 	params, err := chatParams(model, req, p.streamUsage)
 	if err != nil {
-		return Response{}, p.errorf("build request: %w", err)
+		return agent.Response{}, p.errorf("build request: %w", err)
 	}
 
 	ctx, cancel := context.WithTimeoutCause(ctx, p.timeout, errCallTimedOut)
@@ -195,7 +197,7 @@ func (p *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text st
 	var res *http.Response
 	err = p.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true), countAttempts)
 	if err != nil {
-		return Response{}, p.requestError(ctx, err, res, attempts)
+		return agent.Response{}, p.requestError(ctx, err, res, attempts)
 	}
 	// Some servers and proxies ignore stream: true, or answer 200 with an
 	// error object; the SSE decoder would see neither as anything but an
@@ -204,12 +206,12 @@ func (p *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text st
 		body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		_ = res.Body.Close()
 		if err != nil {
-			return Response{}, p.streamError(ctx, err, 0)
+			return agent.Response{}, p.streamError(ctx, err, 0)
 		}
-		return Response{}, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
+		return agent.Response{}, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
 	}
 	dec := &doneDecoder{Decoder: ssestream.NewDecoder(res)}
-	stream := ssestream.NewStream[openai.ChatCompletionChunk](dec, nil)
+	stream := ssestream.NewStream[oai.ChatCompletionChunk](dec, nil)
 	defer stream.Close()
 
 	acc := streamAccumulator{byIndex: map[int64]int{}}
@@ -217,18 +219,18 @@ func (p *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text st
 		// Chunks already buffered when ctx ends are dropped, so no text
 		// reaches onDelta after the caller has stopped the call.
 		if ctx.Err() != nil {
-			return Response{}, p.contextError(ctx)
+			return agent.Response{}, p.contextError(ctx)
 		}
 		acc.add(stream.Current(), onDelta)
 	}
 	if err := stream.Err(); err != nil {
-		return Response{}, p.streamError(ctx, err, acc.chunks)
+		return agent.Response{}, p.streamError(ctx, err, acc.chunks)
 	}
 	if !dec.done {
-		return Response{}, p.errorf("stream cut short: the connection closed before [DONE], after %d chunks", acc.chunks)
+		return agent.Response{}, p.errorf("stream cut short: the connection closed before [DONE], after %d chunks", acc.chunks)
 	}
 	if acc.finishReason == "" {
-		return Response{}, p.errorf("stream cut short: [DONE] arrived without a finish_reason, after %d chunks", acc.chunks)
+		return agent.Response{}, p.errorf("stream cut short: [DONE] arrived without a finish_reason, after %d chunks", acc.chunks)
 	}
 
 	resp := acc.response(callID, model)
@@ -238,18 +240,18 @@ func (p *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text st
 }
 
 // chatParams maps a Request onto the chat-completions request body.
-func chatParams(model string, req Request, streamUsage bool) (openai.ChatCompletionNewParams, error) {
-	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
+func chatParams(model string, req agent.Request, streamUsage bool) (oai.ChatCompletionNewParams, error) {
+	params := oai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
 	for i, m := range req.Messages {
 		switch m.Type {
-		case TypeSystem:
-			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
-		case TypeHuman:
-			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
-		case TypeAI:
+		case agent.TypeSystem:
+			params.Messages = append(params.Messages, oai.SystemMessage(m.Content))
+		case agent.TypeHuman:
+			params.Messages = append(params.Messages, oai.UserMessage(m.Content))
+		case agent.TypeAI:
 			params.Messages = append(params.Messages, assistantMessage(m))
-		case TypeTool:
-			params.Messages = append(params.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+		case agent.TypeTool:
+			params.Messages = append(params.Messages, oai.ToolMessage(m.Content, m.ToolCallID))
 		default:
 			return params, fmt.Errorf("message %d: unknown type %q", i, m.Type)
 		}
@@ -257,44 +259,44 @@ func chatParams(model string, req Request, streamUsage bool) (openai.ChatComplet
 	for _, t := range req.Tools {
 		fn := shared.FunctionDefinitionParam{Name: t.Name}
 		if t.Description != "" {
-			fn.Description = openai.String(t.Description)
+			fn.Description = oai.String(t.Description)
 		}
 		if len(t.Parameters) > 0 {
 			if err := json.Unmarshal(t.Parameters, &fn.Parameters); err != nil {
 				return params, fmt.Errorf("tool %q: parameters are not a JSON object: %w", t.Name, err)
 			}
 		}
-		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
+		params.Tools = append(params.Tools, oai.ChatCompletionFunctionTool(fn))
 	}
 	if streamUsage {
-		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+		params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
 	}
 	return params, nil
 }
 
-func assistantMessage(m Message) openai.ChatCompletionMessageParamUnion {
-	var a openai.ChatCompletionAssistantMessageParam
+func assistantMessage(m agent.Message) oai.ChatCompletionMessageParamUnion {
+	var a oai.ChatCompletionAssistantMessageParam
 	// Content may be omitted only when there are tool calls; an empty
 	// string is still sent otherwise, since some servers require it.
 	if m.Content != "" || len(m.ToolCalls) == 0 {
-		a.Content.OfString = openai.String(m.Content)
+		a.Content.OfString = oai.String(m.Content)
 	}
 	for _, tc := range m.ToolCalls {
-		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+		a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
+			OfFunction: &oai.ChatCompletionMessageFunctionToolCallParam{
 				ID: tc.ID,
-				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+				Function: oai.ChatCompletionMessageFunctionToolCallFunctionParam{
 					Name:      tc.Name,
 					Arguments: argsText(tc.Args),
 				},
 			},
 		})
 	}
-	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
+	return oai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }
 
 // toolArgs turns the arguments text a model streamed into ToolCall.Args
-// (see OpenAI for the rules).
+// (see Provider for the rules).
 func toolArgs(text string) json.RawMessage {
 	trimmed := strings.TrimSpace(text)
 	if trimmed == "" {
@@ -342,7 +344,7 @@ type streamAccumulator struct {
 	text         strings.Builder
 	calls        []*partialCall
 	byIndex      map[int64]int // tool-call index → position in calls
-	usage        *Usage
+	usage        *agent.Usage
 	model        string
 	completionID string
 	finishReason string
@@ -353,7 +355,7 @@ type partialCall struct {
 	args     strings.Builder
 }
 
-func (a *streamAccumulator) add(c openai.ChatCompletionChunk, onDelta func(string)) {
+func (a *streamAccumulator) add(c oai.ChatCompletionChunk, onDelta func(string)) {
 	a.chunks++
 	if c.Model != "" {
 		a.model = c.Model
@@ -363,7 +365,7 @@ func (a *streamAccumulator) add(c openai.ChatCompletionChunk, onDelta func(strin
 	}
 	// Some servers send usage on every chunk; the last one is the total.
 	if c.JSON.Usage.Valid() {
-		u := Usage{
+		u := agent.Usage{
 			InputTokens:  c.Usage.PromptTokens,
 			OutputTokens: c.Usage.CompletionTokens,
 			TotalTokens:  c.Usage.TotalTokens,
@@ -395,7 +397,7 @@ func (a *streamAccumulator) add(c openai.ChatCompletionChunk, onDelta func(strin
 // addToolDelta merges one tool-call fragment. Fragments are keyed by their
 // index; a fragment bringing a new id under an index already in use starts
 // a new call, for servers that number every call 0.
-func (a *streamAccumulator) addToolDelta(d openai.ChatCompletionChunkChoiceDeltaToolCall) {
+func (a *streamAccumulator) addToolDelta(d oai.ChatCompletionChunkChoiceDeltaToolCall) {
 	pos, ok := a.byIndex[d.Index]
 	if !ok || (d.ID != "" && a.calls[pos].id != "" && d.ID != a.calls[pos].id) {
 		a.calls = append(a.calls, &partialCall{})
@@ -413,8 +415,8 @@ func (a *streamAccumulator) addToolDelta(d openai.ChatCompletionChunkChoiceDelta
 	call.args.WriteString(d.Function.Arguments)
 }
 
-func (a *streamAccumulator) response(callID, requestedModel string) Response {
-	resp := Response{
+func (a *streamAccumulator) response(callID, requestedModel string) agent.Response {
+	resp := agent.Response{
 		CallID: callID,
 		Text:   a.text.String(),
 		Usage:  a.usage,
@@ -424,14 +426,14 @@ func (a *streamAccumulator) response(callID, requestedModel string) Response {
 		// A call id becomes a task_id and pairs the tool result with its
 		// call, so a server that sends none gets one made up.
 		id := cmp.Or(c.id, "call_"+uuid.NewString())
-		resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: id, Name: c.name, Args: toolArgs(c.args.String())})
+		resp.ToolCalls = append(resp.ToolCalls, agent.ToolCall{ID: id, Name: c.name, Args: toolArgs(c.args.String())})
 	}
 	return resp
 }
 
 // requestError explains a request that got no stream: a status with the
 // provider's own message, or the transport failure.
-func (p *OpenAI) requestError(ctx context.Context, err error, res *http.Response, attempts int) error {
+func (p *Provider) requestError(ctx context.Context, err error, res *http.Response, attempts int) error {
 	if ctx.Err() != nil {
 		return p.contextError(ctx)
 	}
@@ -453,7 +455,7 @@ func (p *OpenAI) requestError(ctx context.Context, err error, res *http.Response
 }
 
 // streamError explains a stream that failed part-way.
-func (p *OpenAI) streamError(ctx context.Context, err error, chunks int) error {
+func (p *Provider) streamError(ctx context.Context, err error, chunks int) error {
 	if ctx.Err() != nil {
 		return p.contextError(ctx)
 	}
@@ -471,7 +473,7 @@ func (p *OpenAI) streamError(ctx context.Context, err error, chunks int) error {
 
 // contextError explains a call ended by its context: the per-call timeout,
 // or the caller's cancellation or deadline (wrapped for errors.Is).
-func (p *OpenAI) contextError(ctx context.Context) error {
+func (p *Provider) contextError(ctx context.Context) error {
 	if errors.Is(context.Cause(ctx), errCallTimedOut) {
 		return p.errorf("timed out after %s (timeout_seconds): %w", p.timeout, context.DeadlineExceeded)
 	}
@@ -480,8 +482,8 @@ func (p *OpenAI) contextError(ctx context.Context) error {
 
 // errorf builds a provider error: it wraps ErrProvider, names the model and
 // never carries the API key.
-func (p *OpenAI) errorf(format string, args ...any) error {
-	err := fmt.Errorf("%w: %s: "+format, append([]any{ErrProvider, p.name}, args...)...)
+func (p *Provider) errorf(format string, args ...any) error {
+	err := fmt.Errorf("%w: %s: "+format, append([]any{agent.ErrProvider, p.name}, args...)...)
 	if p.apiKey != "" && strings.Contains(err.Error(), p.apiKey) {
 		return &scrubbedError{text: strings.ReplaceAll(err.Error(), p.apiKey, "[redacted]"), err: err}
 	}

@@ -1,4 +1,4 @@
-package agent
+package openai
 
 import (
 	"cmp"
@@ -18,41 +18,42 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
-	"herd/agent/openaitest"
+	"herd/agent"
+	"herd/agent/openai/openaitest"
 	"herd/agent/tools"
 )
 
-// checkOpenAILeaks fails the test if it leaves goroutines behind. It runs
+// checkLeaks fails the test if it leaves goroutines behind. It runs
 // as a cleanup registered before the fake server's, so it checks after the
 // server has closed.
-func checkOpenAILeaks(t *testing.T) {
+func checkLeaks(t *testing.T) {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
 
-// newFakeOpenAI starts a fake server scripted with replies and a provider
+// newFake starts a fake server scripted with replies and a provider
 // pointed at it, with retries backing off for a millisecond at most.
-func newFakeOpenAI(t *testing.T, configure func(*ModelConfig), replies ...openaitest.Reply) (*OpenAI, *openaitest.Server) {
+func newFake(t *testing.T, configure func(*agent.ModelConfig), replies ...openaitest.Reply) (*Provider, *openaitest.Server) {
 	t.Helper()
-	checkOpenAILeaks(t)
+	checkLeaks(t)
 	srv := openaitest.NewServer(t, replies...)
-	cfg := ModelConfig{Name: "test-model", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "sk-test"}
+	cfg := agent.ModelConfig{Name: "test-model", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "sk-test"}
 	if configure != nil {
 		configure(&cfg)
 	}
-	p, err := NewOpenAI(cfg,
-		WithOpenAIHTTPClient(srv.Client()),
-		WithOpenAIMaxRetryDelay(time.Millisecond),
-		WithOpenAILogger(slog.New(slog.DiscardHandler)))
+	p, err := New(cfg,
+		WithHTTPClient(srv.Client()),
+		WithMaxRetryDelay(time.Millisecond),
+		WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
-		t.Fatalf("NewOpenAI: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	return p, srv
 }
 
-func hello() Request {
-	return Request{Messages: []Message{{Type: TypeHuman, Content: "hello"}}}
+func hello() agent.Request {
+	return agent.Request{Messages: []agent.Message{{Type: agent.TypeHuman, Content: "hello"}}}
 }
 
 // collect records the deltas a call streams.
@@ -60,15 +61,15 @@ type collect struct{ deltas []string }
 
 func (c *collect) onDelta(s string) { c.deltas = append(c.deltas, s) }
 
-func TestOpenAICompleteSuccess(t *testing.T) {
+func TestCompleteSuccess(t *testing.T) {
 	pathArgs := `{"path": "notes/todo.md", "limit": 10}`
 	tests := []struct {
 		name      string
-		configure func(*ModelConfig)
+		configure func(*agent.ModelConfig)
 		reply     openaitest.Reply
 		wantText  string
-		wantCalls []ToolCall
-		wantUsage *Usage
+		wantCalls []agent.ToolCall
+		wantUsage *agent.Usage
 		wantModel string
 		// wantIncludeUsage is whether stream_options.include_usage was sent.
 		wantIncludeUsage bool
@@ -80,7 +81,7 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 				Usage:  &openaitest.Usage{PromptTokens: 12, CompletionTokens: 4, TotalTokens: 16},
 			},
 			wantText:         "Hello, wörld ✓",
-			wantUsage:        &Usage{InputTokens: 12, OutputTokens: 4, TotalTokens: 16},
+			wantUsage:        &agent.Usage{InputTokens: 12, OutputTokens: 4, TotalTokens: 16},
 			wantModel:        "gpt-test",
 			wantIncludeUsage: true,
 		},
@@ -98,7 +99,7 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 				Usage:  &openaitest.Usage{PromptTokens: 1000, CompletionTokens: 20, TotalTokens: 1020, CachedTokens: 768},
 			},
 			wantText:         "cached",
-			wantUsage:        &Usage{InputTokens: 1000, OutputTokens: 20, TotalTokens: 1020, CacheReadTokens: 768},
+			wantUsage:        &agent.Usage{InputTokens: 1000, OutputTokens: 20, TotalTokens: 1020, CacheReadTokens: 768},
 			wantModel:        "gpt-test",
 			wantIncludeUsage: true,
 		},
@@ -110,13 +111,13 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 				Usage:  &openaitest.Usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4},
 			},
 			wantText:         "hi",
-			wantUsage:        &Usage{InputTokens: 3, OutputTokens: 1, TotalTokens: 4},
+			wantUsage:        &agent.Usage{InputTokens: 3, OutputTokens: 1, TotalTokens: 4},
 			wantModel:        "gpt-test-2025-04-14",
 			wantIncludeUsage: true,
 		},
 		{
 			name:      "stream_usage false asks for no usage",
-			configure: func(c *ModelConfig) { c.StreamUsage = new(false) },
+			configure: func(c *agent.ModelConfig) { c.StreamUsage = new(false) },
 			reply: openaitest.Reply{
 				Chunks: []string{"no ", "usage"},
 				Usage:  &openaitest.Usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4},
@@ -130,8 +131,8 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 				ToolCalls: []openaitest.ToolCall{{ID: "call_a", Name: "read_file", Args: pathArgs}},
 				Usage:     &openaitest.Usage{PromptTokens: 50, CompletionTokens: 9, TotalTokens: 59},
 			},
-			wantCalls:        []ToolCall{{ID: "call_a", Name: "read_file", Args: json.RawMessage(pathArgs)}},
-			wantUsage:        &Usage{InputTokens: 50, OutputTokens: 9, TotalTokens: 59},
+			wantCalls:        []agent.ToolCall{{ID: "call_a", Name: "read_file", Args: json.RawMessage(pathArgs)}},
+			wantUsage:        &agent.Usage{InputTokens: 50, OutputTokens: 9, TotalTokens: 59},
 			wantModel:        "gpt-test",
 			wantIncludeUsage: true,
 		},
@@ -145,7 +146,7 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 				},
 			},
 			wantText: "Delegating two tasks.",
-			wantCalls: []ToolCall{
+			wantCalls: []agent.ToolCall{
 				{ID: "call_1", Name: "task", Args: json.RawMessage(`{"description": "résumé A", "prompt": "Summarise A"}`)},
 				{ID: "call_2", Name: "task", Args: json.RawMessage(`{"description": "B", "prompt": "Summarise B"}`)},
 			},
@@ -162,7 +163,7 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 					{ID: "call_z", Name: "read_file", Args: `{"path": "README.md"}`},
 				},
 			},
-			wantCalls: []ToolCall{
+			wantCalls: []agent.ToolCall{
 				{ID: "call_x", Name: "ls", Args: json.RawMessage(`{"path": "src/deep/dir"}`)},
 				{ID: "call_y", Name: "bash", Args: json.RawMessage(`{"command": "echo interleaved"}`)},
 				{ID: "call_z", Name: "read_file", Args: json.RawMessage(`{"path": "README.md"}`)},
@@ -175,7 +176,7 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 			reply: openaitest.Reply{
 				ToolCalls: []openaitest.ToolCall{{ID: "call_e", Name: "ls", Args: ""}},
 			},
-			wantCalls:        []ToolCall{{ID: "call_e", Name: "ls", Args: json.RawMessage(`{}`)}},
+			wantCalls:        []agent.ToolCall{{ID: "call_e", Name: "ls", Args: json.RawMessage(`{}`)}},
 			wantModel:        "gpt-test",
 			wantIncludeUsage: true,
 		},
@@ -185,14 +186,14 @@ func TestOpenAICompleteSuccess(t *testing.T) {
 				ToolCalls:    []openaitest.ToolCall{{ID: "call_t", Name: "write_file", Args: `{"path": "a.txt", "content": "trunc`}},
 				FinishReason: "length",
 			},
-			wantCalls:        []ToolCall{{ID: "call_t", Name: "write_file", Args: json.RawMessage(`"{\"path\": \"a.txt\", \"content\": \"trunc"`)}},
+			wantCalls:        []agent.ToolCall{{ID: "call_t", Name: "write_file", Args: json.RawMessage(`"{\"path\": \"a.txt\", \"content\": \"trunc"`)}},
 			wantModel:        "gpt-test",
 			wantIncludeUsage: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, srv := newFakeOpenAI(t, tt.configure, tt.reply)
+			p, srv := newFake(t, tt.configure, tt.reply)
 			var c collect
 			got, err := p.Complete(context.Background(), hello(), c.onDelta)
 			if err != nil {
@@ -245,23 +246,23 @@ func mustMarshal(t *testing.T, v any) string {
 	return string(b)
 }
 
-func TestOpenAIRequestBody(t *testing.T) {
-	p, srv := newFakeOpenAI(t, nil, openaitest.Text("done"))
+func TestRequestBody(t *testing.T) {
+	p, srv := newFake(t, nil, openaitest.Text("done"))
 	schema := `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
-	req := Request{
+	req := agent.Request{
 		Model: "gpt-override",
-		Messages: []Message{
-			{Type: TypeSystem, Content: "You are the lead."},
-			{Type: TypeHuman, Content: "List the files."},
-			{Type: TypeAI, Content: "Looking.", ToolCalls: []ToolCall{
+		Messages: []agent.Message{
+			{Type: agent.TypeSystem, Content: "You are the lead."},
+			{Type: agent.TypeHuman, Content: "List the files."},
+			{Type: agent.TypeAI, Content: "Looking.", ToolCalls: []agent.ToolCall{
 				{ID: "call_1", Name: "ls", Args: json.RawMessage(`{"path":"."}`)},
 				{ID: "call_2", Name: "read_file", Args: json.RawMessage(`"{\"path\": \"a"`)},
 			}},
-			{Type: TypeTool, ToolCallID: "call_1", Name: "ls", Content: "a.txt"},
-			{Type: TypeTool, ToolCallID: "call_2", Name: "read_file", Content: "error: invalid arguments"},
-			{Type: TypeAI, ToolCalls: []ToolCall{{ID: "call_3", Name: "ls", Args: json.RawMessage(`{}`)}}},
-			{Type: TypeTool, ToolCallID: "call_3", Name: "ls", Content: "a.txt"},
-			{Type: TypeAI, Content: ""},
+			{Type: agent.TypeTool, ToolCallID: "call_1", Name: "ls", Content: "a.txt"},
+			{Type: agent.TypeTool, ToolCallID: "call_2", Name: "read_file", Content: "error: invalid arguments"},
+			{Type: agent.TypeAI, ToolCalls: []agent.ToolCall{{ID: "call_3", Name: "ls", Args: json.RawMessage(`{}`)}}},
+			{Type: agent.TypeTool, ToolCallID: "call_3", Name: "ls", Content: "a.txt"},
+			{Type: agent.TypeAI, Content: ""},
 		},
 		Tools: []tools.Spec{
 			{Name: "ls", Description: "List a directory.", Parameters: json.RawMessage(schema)},
@@ -333,20 +334,20 @@ func TestOpenAIRequestBody(t *testing.T) {
 	}
 }
 
-func TestOpenAIBadRequestNeverSent(t *testing.T) {
+func TestBadRequestNeverSent(t *testing.T) {
 	tests := []struct {
 		name string
-		req  Request
+		req  agent.Request
 		want string
 	}{
-		{"unknown message type", Request{Messages: []Message{{Type: "robot", Content: "hi"}}}, `unknown type "robot"`},
-		{"parameters not an object", Request{Messages: hello().Messages, Tools: []tools.Spec{{Name: "ls", Parameters: json.RawMessage(`[1]`)}}}, `tool "ls"`},
+		{"unknown message type", agent.Request{Messages: []agent.Message{{Type: "robot", Content: "hi"}}}, `unknown type "robot"`},
+		{"parameters not an object", agent.Request{Messages: hello().Messages, Tools: []tools.Spec{{Name: "ls", Parameters: json.RawMessage(`[1]`)}}}, `tool "ls"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, srv := newFakeOpenAI(t, nil)
+			p, srv := newFake(t, nil)
 			_, err := p.Complete(context.Background(), tt.req, nil)
-			if !errors.Is(err, ErrProvider) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, agent.ErrProvider) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want an ErrProvider naming %s", err, tt.want)
 			}
 			if n := len(srv.Requests()); n != 0 {
@@ -356,8 +357,8 @@ func TestOpenAIBadRequestNeverSent(t *testing.T) {
 	}
 }
 
-func TestOpenAICallIDsAreFresh(t *testing.T) {
-	p, srv := newFakeOpenAI(t, nil, openaitest.Text("one"))
+func TestCallIDsAreFresh(t *testing.T) {
+	p, srv := newFake(t, nil, openaitest.Text("one"))
 	srv.Enqueue(openaitest.Text("two"))
 	first, err := p.Complete(context.Background(), hello(), nil)
 	if err != nil {
@@ -378,8 +379,8 @@ func TestOpenAICallIDsAreFresh(t *testing.T) {
 	}
 }
 
-func TestOpenAIToolCallWithoutID(t *testing.T) {
-	p, _ := newFakeOpenAI(t, nil, openaitest.Reply{ToolCalls: []openaitest.ToolCall{
+func TestToolCallWithoutID(t *testing.T) {
+	p, _ := newFake(t, nil, openaitest.Reply{ToolCalls: []openaitest.ToolCall{
 		{Name: "ls", Args: `{"path":"."}`},
 		{Name: "ls", Args: `{"path":"src"}`},
 	}})
@@ -399,8 +400,8 @@ func TestOpenAIToolCallWithoutID(t *testing.T) {
 	}
 }
 
-func TestOpenAIFakeFallback(t *testing.T) {
-	p, srv := newFakeOpenAI(t, nil, openaitest.Text("scripted"))
+func TestFakeFallback(t *testing.T) {
+	p, srv := newFake(t, nil, openaitest.Text("scripted"))
 	srv.SetFallback(func(req openaitest.ChatRequest) openaitest.Reply {
 		return openaitest.Text("echo: " + req.Messages[len(req.Messages)-1].Text())
 	})
@@ -415,11 +416,11 @@ func TestOpenAIFakeFallback(t *testing.T) {
 	}
 }
 
-func TestOpenAIHTTPErrors(t *testing.T) {
+func TestHTTPErrors(t *testing.T) {
 	retryAfter := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
 	tests := []struct {
 		name      string
-		configure func(*ModelConfig)
+		configure func(*agent.ModelConfig)
 		replies   []openaitest.Reply
 		wantErr   []string // substrings of the error; nil: success
 		wantText  string
@@ -442,14 +443,14 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 		},
 		{
 			name:      "max_retries 0 tries once",
-			configure: func(c *ModelConfig) { c.MaxRetries = new(0) },
+			configure: func(c *agent.ModelConfig) { c.MaxRetries = new(0) },
 			replies:   repeat(openaitest.Fail(503, "overloaded"), 3),
 			wantErr:   []string{"HTTP 503", "overloaded"},
 			wantTries: 1,
 		},
 		{
 			name:      "max_retries 4",
-			configure: func(c *ModelConfig) { c.MaxRetries = new(4) },
+			configure: func(c *agent.ModelConfig) { c.MaxRetries = new(4) },
 			replies:   repeat(openaitest.Fail(502, "bad gateway"), 6),
 			wantErr:   []string{"HTTP 502", "after 5 attempts"},
 			wantTries: 5,
@@ -493,7 +494,7 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 		},
 		{
 			name:      "non-JSON error body",
-			configure: func(c *ModelConfig) { c.MaxRetries = new(0) },
+			configure: func(c *agent.ModelConfig) { c.MaxRetries = new(0) },
 			replies:   []openaitest.Reply{{Status: 502, ErrorBody: "<html><body>\n<h1>502 Bad Gateway</h1>\n</body></html>"}},
 			wantErr:   []string{"HTTP 502 Bad Gateway", "<html><body> <h1>502 Bad Gateway</h1> </body></html>"},
 			wantTries: 1,
@@ -507,9 +508,9 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkOpenAILeaks(t)
+			checkLeaks(t)
 			srv := openaitest.NewServer(t, tt.replies...)
-			cfg := ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "sk-test"}
+			cfg := agent.ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "sk-test"}
 			if tt.configure != nil {
 				tt.configure(&cfg)
 			}
@@ -517,10 +518,10 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 			if tt.wantMinDur > 0 {
 				maxDelay = 5 * time.Second
 			}
-			p, err := NewOpenAI(cfg, WithOpenAIHTTPClient(srv.Client()), WithOpenAIMaxRetryDelay(maxDelay),
-				WithOpenAILogger(slog.New(slog.DiscardHandler)))
+			p, err := New(cfg, WithHTTPClient(srv.Client()), WithMaxRetryDelay(maxDelay),
+				WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
-				t.Fatalf("NewOpenAI: %v", err)
+				t.Fatalf("New: %v", err)
 			}
 
 			var c collect
@@ -546,7 +547,7 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrProvider) {
+			if !errors.Is(err, agent.ErrProvider) {
 				t.Fatalf("err = %v, want an ErrProvider", err)
 			}
 			for _, want := range tt.wantErr {
@@ -554,7 +555,7 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 					t.Errorf("err = %q, want it to contain %q", err, want)
 				}
 			}
-			if !reflect.DeepEqual(got, Response{}) {
+			if !reflect.DeepEqual(got, agent.Response{}) {
 				t.Errorf("a failed call returned %+v, want a zero Response", got)
 			}
 			if len(c.deltas) != 0 {
@@ -572,7 +573,7 @@ func repeat(r openaitest.Reply, n int) []openaitest.Reply {
 	return out
 }
 
-func TestOpenAIBrokenStreams(t *testing.T) {
+func TestBrokenStreams(t *testing.T) {
 	usage := &openaitest.Usage{PromptTokens: 5, CompletionTokens: 2, TotalTokens: 7}
 	// Chunks of the replies below: role, "one ", "two ", "three", finish, usage.
 	text := []string{"one ", "two ", "three"}
@@ -621,13 +622,13 @@ func TestOpenAIBrokenStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A retry would have a reply to use: the test fails if one happens.
-			p, srv := newFakeOpenAI(t, nil, tt.reply, openaitest.Text("retried"))
+			p, srv := newFake(t, nil, tt.reply, openaitest.Text("retried"))
 			var c collect
 			got, err := p.Complete(context.Background(), hello(), c.onDelta)
-			if !errors.Is(err, ErrProvider) || !strings.Contains(err.Error(), tt.wantErr) {
+			if !errors.Is(err, agent.ErrProvider) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want an ErrProvider containing %q", err, tt.wantErr)
 			}
-			if !reflect.DeepEqual(got, Response{}) {
+			if !reflect.DeepEqual(got, agent.Response{}) {
 				t.Errorf("a broken stream returned %+v, want a zero Response, not a partial success", got)
 			}
 			if !reflect.DeepEqual(c.deltas, tt.wantDeltas) {
@@ -640,15 +641,15 @@ func TestOpenAIBrokenStreams(t *testing.T) {
 	}
 }
 
-func TestOpenAITimeout(t *testing.T) {
-	p, srv := newFakeOpenAI(t, func(c *ModelConfig) { c.TimeoutSeconds = 1 },
+func TestTimeout(t *testing.T) {
+	p, srv := newFake(t, func(c *agent.ModelConfig) { c.TimeoutSeconds = 1 },
 		openaitest.Reply{Chunks: []string{"thinking", " hard"}, End: openaitest.EndHang, After: 2},
 		openaitest.Text("retried"))
 	var c collect
 	start := time.Now()
 	_, err := p.Complete(context.Background(), hello(), c.onDelta)
 	elapsed := time.Since(start)
-	if !errors.Is(err, ErrProvider) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, agent.ErrProvider) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrProvider and context.DeadlineExceeded", err)
 	}
 	if !strings.Contains(err.Error(), "timed out after 1s") {
@@ -665,7 +666,7 @@ func TestOpenAITimeout(t *testing.T) {
 	}
 }
 
-func TestOpenAICancel(t *testing.T) {
+func TestCancel(t *testing.T) {
 	tests := []struct {
 		name  string
 		reply openaitest.Reply
@@ -689,14 +690,14 @@ func TestOpenAICancel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkOpenAILeaks(t)
+			checkLeaks(t)
 			srv := openaitest.NewServer(t, tt.reply, openaitest.Text("retried"))
 			// A generous retry cap, so the retry wait really waits.
-			p, err := NewOpenAI(ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL()},
-				WithOpenAIHTTPClient(srv.Client()), WithOpenAIMaxRetryDelay(time.Minute),
-				WithOpenAILogger(slog.New(slog.DiscardHandler)))
+			p, err := New(agent.ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL()},
+				WithHTTPClient(srv.Client()), WithMaxRetryDelay(time.Minute),
+				WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
-				t.Fatalf("NewOpenAI: %v", err)
+				t.Fatalf("New: %v", err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -718,7 +719,7 @@ func TestOpenAICancel(t *testing.T) {
 			}
 
 			_, err = p.Complete(ctx, hello(), onDelta)
-			if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrProvider) {
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, agent.ErrProvider) {
 				t.Fatalf("err = %v, want ErrProvider and context.Canceled", err)
 			}
 			if at := canceledAt.Load(); at == 0 {
@@ -733,8 +734,8 @@ func TestOpenAICancel(t *testing.T) {
 	}
 }
 
-func TestOpenAIConnectionRefusedIsRetried(t *testing.T) {
-	checkOpenAILeaks(t)
+func TestConnectionRefusedIsRetried(t *testing.T) {
+	checkLeaks(t)
 	closed := httptest.NewServer(http.NotFoundHandler())
 	base := closed.URL + "/v1"
 	closed.Close()
@@ -746,14 +747,14 @@ func TestOpenAIConnectionRefusedIsRetried(t *testing.T) {
 		dials.Add(1)
 		return transport.RoundTrip(r)
 	})}
-	p, err := NewOpenAI(ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: base, MaxRetries: new(2)},
-		WithOpenAIHTTPClient(client), WithOpenAIMaxRetryDelay(time.Millisecond),
-		WithOpenAILogger(slog.New(slog.DiscardHandler)))
+	p, err := New(agent.ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: base, MaxRetries: new(2)},
+		WithHTTPClient(client), WithMaxRetryDelay(time.Millisecond),
+		WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
-		t.Fatalf("NewOpenAI: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	_, err = p.Complete(context.Background(), hello(), nil)
-	if !errors.Is(err, ErrProvider) || !errors.Is(err, syscall.ECONNREFUSED) {
+	if !errors.Is(err, agent.ErrProvider) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("err = %v, want ErrProvider and ECONNREFUSED", err)
 	}
 	if !strings.Contains(err.Error(), "after 3 attempts") {
@@ -768,7 +769,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func TestOpenAIAPIKey(t *testing.T) {
+func TestAPIKey(t *testing.T) {
 	const secret = "sk-proj-Zq8XsecretSECRET1234"
 	t.Setenv("HERD_TEST_OPENAI_KEY", secret)
 	refs := []struct{ name, ref string }{
@@ -778,17 +779,17 @@ func TestOpenAIAPIKey(t *testing.T) {
 	}
 	for _, tt := range refs {
 		t.Run(tt.name, func(t *testing.T) {
-			checkOpenAILeaks(t)
+			checkLeaks(t)
 			srv := openaitest.NewServer(t,
 				openaitest.Text("authorised"),
 				// Servers echo keys back; the error must not.
 				openaitest.Fail(401, "Incorrect API key provided: "+secret+". You can find your API key at https://platform.openai.com/account/api-keys."),
 				openaitest.Reply{Chunks: []string{"x"}, End: openaitest.EndError, After: 1, Error: "bad key " + secret},
 			)
-			p, err := NewOpenAI(ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL(), APIKey: tt.ref, MaxRetries: new(0)},
-				WithOpenAIHTTPClient(srv.Client()), WithOpenAILogger(slog.New(slog.DiscardHandler)))
+			p, err := New(agent.ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL(), APIKey: tt.ref, MaxRetries: new(0)},
+				WithHTTPClient(srv.Client()), WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
-				t.Fatalf("NewOpenAI: %v", err)
+				t.Fatalf("New: %v", err)
 			}
 			if _, err := p.Complete(context.Background(), hello(), nil); err != nil {
 				t.Fatalf("Complete: %v", err)
@@ -804,7 +805,7 @@ func TestOpenAIAPIKey(t *testing.T) {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("err = %q contains the API key", err)
 				}
-				if !strings.Contains(err.Error(), wantMsg) || !errors.Is(err, ErrProvider) {
+				if !strings.Contains(err.Error(), wantMsg) || !errors.Is(err, agent.ErrProvider) {
 					t.Errorf("err = %q, want an ErrProvider with %q", err, wantMsg)
 				}
 			}
@@ -812,23 +813,23 @@ func TestOpenAIAPIKey(t *testing.T) {
 	}
 }
 
-func TestOpenAIConfigErrors(t *testing.T) {
+func TestConfigErrors(t *testing.T) {
 	t.Setenv("HERD_TEST_EMPTY_KEY", "")
 	tests := []struct {
 		name string
-		cfg  ModelConfig
-		opts []OpenAIOption
+		cfg  agent.ModelConfig
+		opts []Option
 		want string
 	}{
-		{"unset key variable", ModelConfig{Name: "m", APIKey: "$HERD_TEST_UNSET_KEY_VAR"}, nil, "environment variable HERD_TEST_UNSET_KEY_VAR is not set"},
-		{"empty key variable", ModelConfig{Name: "m", APIKey: "${HERD_TEST_EMPTY_KEY}"}, nil, "environment variable HERD_TEST_EMPTY_KEY is not set"},
-		{"base_url without scheme", ModelConfig{Name: "m", BaseURL: "localhost:11434/v1"}, nil, `base_url "localhost:11434/v1" is not an http(s) URL`},
-		{"negative max_retries", ModelConfig{Name: "m", MaxRetries: new(-1)}, nil, "max_retries must not be negative"},
-		{"zero retry delay", ModelConfig{Name: "m"}, []OpenAIOption{WithOpenAIMaxRetryDelay(0)}, "max retry delay must be positive"},
+		{"unset key variable", agent.ModelConfig{Name: "m", APIKey: "$HERD_TEST_UNSET_KEY_VAR"}, nil, "environment variable HERD_TEST_UNSET_KEY_VAR is not set"},
+		{"empty key variable", agent.ModelConfig{Name: "m", APIKey: "${HERD_TEST_EMPTY_KEY}"}, nil, "environment variable HERD_TEST_EMPTY_KEY is not set"},
+		{"base_url without scheme", agent.ModelConfig{Name: "m", BaseURL: "localhost:11434/v1"}, nil, `base_url "localhost:11434/v1" is not an http(s) URL`},
+		{"negative max_retries", agent.ModelConfig{Name: "m", MaxRetries: new(-1)}, nil, "max_retries must not be negative"},
+		{"zero retry delay", agent.ModelConfig{Name: "m"}, []Option{WithMaxRetryDelay(0)}, "max retry delay must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewOpenAI(tt.cfg, tt.opts...)
+			_, err := New(tt.cfg, tt.opts...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
 			}
@@ -841,7 +842,7 @@ func TestOpenAIConfigErrors(t *testing.T) {
 
 // TestOpenAIWireQuirks feeds hand-written streams for what OpenAI-compatible
 // servers do differently from OpenAI.
-func TestOpenAIWireQuirks(t *testing.T) {
+func TestWireQuirks(t *testing.T) {
 	const (
 		role   = `data: {"id":"c1","model":"m-1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n"
 		finish = `data: {"id":"c1","model":"m-1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
@@ -854,8 +855,8 @@ func TestOpenAIWireQuirks(t *testing.T) {
 		wantErr     string
 		wantText    string
 		wantModel   string
-		wantUsage   *Usage
-		wantCalls   []ToolCall
+		wantUsage   *agent.Usage
+		wantCalls   []agent.ToolCall
 	}{
 		{
 			name:    "[DONE] without a finish_reason",
@@ -881,7 +882,7 @@ func TestOpenAIWireQuirks(t *testing.T) {
 				`data: {"id":"c1","model":"m-1","choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}` + "\n\n" + done,
 			wantText:  "ab",
 			wantModel: "m-1",
-			wantUsage: &Usage{InputTokens: 9, OutputTokens: 2, TotalTokens: 11},
+			wantUsage: &agent.Usage{InputTokens: 9, OutputTokens: 2, TotalTokens: 11},
 		},
 		{
 			name: "every call numbered 0, name and id repeated",
@@ -891,7 +892,7 @@ func TestOpenAIWireQuirks(t *testing.T) {
 				`data: {"id":"c1","model":"m-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"bash","arguments":"{\"command\":\"pwd\"}"}}]}}]}` + "\n\n" +
 				`data: {"id":"c1","model":"m-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n" + done,
 			wantModel: "m-1",
-			wantCalls: []ToolCall{
+			wantCalls: []agent.ToolCall{
 				{ID: "call_a", Name: "ls", Args: json.RawMessage(`{"path":"."}`)},
 				{ID: "call_b", Name: "bash", Args: json.RawMessage(`{"command":"pwd"}`)},
 			},
@@ -916,20 +917,20 @@ func TestOpenAIWireQuirks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkOpenAILeaks(t)
+			checkLeaks(t)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", cmp.Or(tt.contentType, "text/event-stream"))
 				_, _ = w.Write([]byte(tt.body))
 			}))
 			t.Cleanup(srv.Close)
-			p, err := NewOpenAI(ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL},
-				WithOpenAIHTTPClient(srv.Client()), WithOpenAILogger(slog.New(slog.DiscardHandler)))
+			p, err := New(agent.ModelConfig{Name: "test-model", Model: "gpt-test", BaseURL: srv.URL},
+				WithHTTPClient(srv.Client()), WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
-				t.Fatalf("NewOpenAI: %v", err)
+				t.Fatalf("New: %v", err)
 			}
 			got, err := p.Complete(context.Background(), hello(), nil)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrProvider) || !strings.Contains(err.Error(), tt.wantErr) {
+				if !errors.Is(err, agent.ErrProvider) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want an ErrProvider containing %q", err, tt.wantErr)
 				}
 				return
@@ -950,12 +951,12 @@ func TestOpenAIWireQuirks(t *testing.T) {
 	}
 }
 
-func TestOpenAIIgnoresAmbientEnvironment(t *testing.T) {
+func TestIgnoresAmbientEnvironment(t *testing.T) {
 	// openai.NewClient would pick these up; a local server must never get
 	// a key meant for api.openai.com.
 	t.Setenv("OPENAI_API_KEY", "sk-ambient-key")
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
-	p, srv := newFakeOpenAI(t, func(c *ModelConfig) { c.APIKey = "" }, openaitest.Text("local"))
+	p, srv := newFake(t, func(c *agent.ModelConfig) { c.APIKey = "" }, openaitest.Text("local"))
 	got, err := p.Complete(context.Background(), hello(), nil)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)

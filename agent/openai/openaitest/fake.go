@@ -5,9 +5,9 @@
 // test can assert what the client sent.
 //
 //	srv := openaitest.NewServer(t, openaitest.Text("Hello", ", world"))
-//	p, err := agent.NewOpenAI(
+//	p, err := openai.New(
 //		agent.ModelConfig{Name: "gpt", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL()},
-//		agent.WithOpenAIHTTPClient(srv.Client()), // no idle connections outlive the test
+//		openai.WithHTTPClient(srv.Client()), // no idle connections outlive the test
 //	)
 //
 // Replies are consumed in order, one per request. When the script runs out,

@@ -1,0 +1,244 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"herd/agent"
+)
+
+func lead(msgs []agent.Message, types []string, label string) reply {
+	if len(msgs) > 0 && msgs[len(msgs)-1].Type == agent.TypeTool {
+		return leadAfterTools(msgs)
+	}
+	human := lastOf(msgs, agent.TypeHuman)
+	intro, items := parseList(human)
+	if len(items) > 0 {
+		return delegateList(intro, items, types)
+	}
+	cmd, hasCmd := command(human)
+	if hasCmd && slices.Contains(types, agent.SubagentBash) {
+		return delegateCommand(cmd)
+	}
+	return directAnswer(human, cmd, types, label)
+}
+
+var numbered = regexp.MustCompile(`^[0-9]{1,3}[.)][ \t]+`)
+
+// parseList splits a message into its list items (top-level lines starting
+// with "- ", "* ", "1. " or "1) ", plus their indented continuation lines)
+// and its first other line, which gives the items their context. Fenced
+// code blocks are skipped: a list there is an example, not a request.
+func parseList(msg string) (intro string, items []string) {
+	inFence, inItem := false, false
+	for line := range strings.Lines(msg) {
+		line = strings.TrimRight(line, " \t\r\n")
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			inFence = !inFence
+			continue
+		}
+		if inFence || trimmed == "" {
+			continue
+		}
+		if item, ok := listItem(line); ok {
+			if hasWord(item) {
+				items = append(items, item)
+				inItem = true
+			}
+			continue
+		}
+		if inItem && line != trimmed {
+			items[len(items)-1] += "\n" + trimmed
+			continue
+		}
+		inItem = false
+		if intro == "" {
+			intro = trimmed
+		}
+	}
+	return intro, items
+}
+
+func listItem(line string) (string, bool) {
+	for _, marker := range []string{"- ", "* ", "-\t", "*\t"} {
+		if rest, ok := strings.CutPrefix(line, marker); ok {
+			return strings.TrimSpace(rest), true
+		}
+	}
+	if m := numbered.FindString(line); m != "" {
+		return strings.TrimSpace(line[len(m):]), true
+	}
+	return "", false
+}
+
+var typePrefix = regexp.MustCompile(`^([A-Za-z0-9_-]+):[ \t]*`)
+
+func delegateList(intro string, items []string, types []string) reply {
+	fallback := agent.SubagentGeneral
+	if len(types) > 0 && !slices.Contains(types, agent.SubagentGeneral) {
+		fallback = types[0]
+	}
+	r := reply{text: fmt.Sprintf("I'll hand these %d items to subagents in parallel.", len(items))}
+	if len(items) == 1 {
+		r.text = "I'll hand this item to a subagent."
+	}
+	for _, item := range items {
+		kind := fallback
+		if m := typePrefix.FindStringSubmatch(item); m != nil && hasWord(item[len(m[0]):]) {
+			if i := slices.IndexFunc(types, func(t string) bool { return strings.EqualFold(t, m[1]) }); i >= 0 {
+				kind, item = types[i], item[len(m[0]):]
+			}
+		}
+		prompt := item + "\n\n"
+		if intro != "" {
+			prompt += "Context from the user's request: " + intro + "\n\n"
+		}
+		if len(items) > 1 {
+			prompt += fmt.Sprintf("You are one of %d subagents working in parallel on the user's list; work only on this item. ", len(items))
+		}
+		prompt += "Keep your notes under notes/ in the workspace and finish with a short Markdown answer."
+		r.calls = append(r.calls, newCall(agent.ToolTask, map[string]string{
+			"description":   describe(item),
+			"prompt":        prompt,
+			"subagent_type": kind,
+		}))
+	}
+	return r
+}
+
+func delegateCommand(cmd string) reply {
+	return reply{
+		text: fmt.Sprintf("I'll have a bash subagent run `%s` and report back.", cmd),
+		calls: []call{newCall(agent.ToolTask, map[string]string{
+			"description":   "Run Shell Command",
+			"prompt":        fmt.Sprintf("Run `%s` in the workspace with the bash tool and report its output.", cmd),
+			"subagent_type": agent.SubagentBash,
+		})},
+	}
+}
+
+func directAnswer(human, cmd string, types []string, label string) reply {
+	var b strings.Builder
+	if first := firstLine(human); first != "" {
+		fmt.Fprintf(&b, "You wrote: “%s” (%d words).\n\n", clip(first, 120), len(strings.Fields(human)))
+	} else {
+		b.WriteString("Your message was empty.\n\n")
+	}
+	fmt.Fprintf(&b, "I'm **%s**, herd's offline demo model. I follow fixed rules instead of "+
+		"understanding your message, so I can't give you a real answer, but I can show you how herd delegates:\n\n", label)
+	b.WriteString("- **Send a list**, one item per line starting with `- ` or `1. `, and I start one subagent per item, all in parallel.\n")
+	if slices.Contains(types, agent.SubagentBash) {
+		b.WriteString("- **Put a command in backticks**, as in ``Run `sleep 2 && echo Done` ``, and a bash subagent runs it and reports its output.\n")
+	}
+	// A custom type makes the better example: it shows that config adds types.
+	example := ""
+	for _, t := range types {
+		if t != agent.SubagentGeneral && (example == "" || example == agent.SubagentBash) {
+			example = t
+		}
+	}
+	if example != "" {
+		fmt.Fprintf(&b, "- **Start an item with a subagent type**, such as `%s: …`, to choose who does it.\n", example)
+	}
+	if cmd != "" && !slices.Contains(types, agent.SubagentBash) {
+		fmt.Fprintf(&b, "\nI saw the command `%s`, but the bash subagent is not available here, so I can't run it.\n", cmd)
+	}
+	if len(types) > 0 {
+		fmt.Fprintf(&b, "\nAvailable subagent types: %s.", strings.Join(types, ", "))
+	}
+	return reply{text: strings.TrimRight(b.String(), "\n")}
+}
+
+// taskOutcome parses a task ToolMessage (SPEC §5.3) into its status and
+// the subagent's own words; the safety net's bare error text matches
+// nothing and is quoted whole.
+var taskOutcome = regexp.MustCompile(`(?s)^Task (Succeeded|failed|cancelled by user|timed out)( \(capped: [^)]*\))?\.(?: (?:Result|Error): (.*))?$`)
+
+var outcomeWords = map[string]string{
+	"Succeeded":         "succeeded",
+	"failed":            "failed",
+	"cancelled by user": "was cancelled",
+	"timed out":         "timed out",
+}
+
+// leadAfterTools answers once the lead's tool calls have returned: a
+// summary citing each task's result, or the other tools' output.
+func leadAfterTools(msgs []agent.Message) reply {
+	start := len(msgs)
+	for start > 0 && msgs[start-1].Type == agent.TypeTool {
+		start--
+	}
+	results := msgs[start:]
+	calls := map[string]agent.ToolCall{}
+	if start > 0 {
+		for _, c := range msgs[start-1].ToolCalls {
+			calls[c.ID] = c
+		}
+	}
+
+	var b strings.Builder
+	tasks, succeeded := 0, 0
+	for _, m := range results {
+		call, known := calls[m.ToolCallID]
+		if call.Name != agent.ToolTask && (known || m.Name != agent.ToolTask) {
+			continue
+		}
+		tasks++
+		var args struct {
+			Description  string `json:"description"`
+			SubagentType string `json:"subagent_type"`
+		}
+		_ = json.Unmarshal(call.Args, &args) // an unreadable call is still reported, as "Task"
+		if args.Description == "" {
+			args.Description = "Task"
+		}
+		status, detail := "did not finish", m.Content
+		if o := taskOutcome.FindStringSubmatch(strings.TrimSpace(m.Content)); o != nil {
+			status, detail = outcomeWords[o[1]]+o[2], o[3]
+			if o[1] == "Succeeded" {
+				succeeded++
+			}
+		}
+		fmt.Fprintf(&b, "- **%s**", args.Description)
+		if args.SubagentType != "" {
+			fmt.Fprintf(&b, " (%s)", args.SubagentType)
+		}
+		if excerpt := oneLine(detail, 200); excerpt != "" {
+			fmt.Fprintf(&b, " %s: %s\n", status, excerpt)
+		} else {
+			fmt.Fprintf(&b, " %s, with nothing to report.\n", status)
+		}
+	}
+	if tasks == 0 {
+		return toolsAnswer(results)
+	}
+
+	head := "Here is what the subagent reported:\n\n"
+	if tasks > 1 {
+		head = fmt.Sprintf("Here is what the %d subagents reported:\n\n", tasks)
+	}
+	closing := fmt.Sprintf("\n%d of %d tasks succeeded.", succeeded, tasks)
+	if succeeded == tasks {
+		closing = "\nEverything I delegated is done."
+	}
+	return reply{text: head + b.String() + closing +
+		" (Summary by the offline demo model, in the subagents' own words.)"}
+}
+
+func toolsAnswer(results []agent.Message) reply {
+	var b strings.Builder
+	b.WriteString("Here is what the tools returned:\n")
+	for _, m := range results {
+		name := m.Name
+		if name == "" {
+			name = "tool"
+		}
+		fmt.Fprintf(&b, "\n**%s**\n\n%s\n", name, codeBlock(m.Content))
+	}
+	b.WriteString("\nThat is all the offline demo model can tell you about it.")
+	return reply{text: b.String()}
+}

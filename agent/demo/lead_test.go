@@ -1,0 +1,221 @@
+package demo
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"herd/agent"
+	"herd/agent/tools"
+)
+
+func TestLeadFirstResponse(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	type wantTask struct {
+		description, subagentType string
+		promptHas                 []string
+		promptLacks               string
+	}
+	tests := []struct {
+		name     string
+		msg      string
+		types    []string
+		want     []wantTask
+		textHas  []string
+		textNots []string
+	}{
+		{
+			name:  "three item list with a researcher prefix",
+			msg:   "Compare these for me:\n- SQLite WAL mode and readers\n- researcher: Go error wrapping\n* the echo router",
+			types: allTypes,
+			want: []wantTask{
+				{"SQLite WAL Mode And Readers", agent.SubagentGeneral, []string{"SQLite WAL mode and readers", "Compare these for me:"}, ""},
+				{"Go Error Wrapping", "researcher", []string{"Go error wrapping", "Compare these for me:"}, "researcher:"},
+				{"The Echo Router", agent.SubagentGeneral, []string{"the echo router"}, ""},
+			},
+			textHas: []string{"3 items"},
+		},
+		{
+			name:  "numbered list with a short item and an indented continuation",
+			msg:   "1. alpha beta gamma delta epsilon zeta\n   more about alpha\n2) delta",
+			types: allTypes,
+			want: []wantTask{
+				{"Alpha Beta Gamma Delta Epsilon", agent.SubagentGeneral, []string{"alpha beta gamma delta epsilon zeta\nmore about alpha"}, "Context from"},
+				{"Work On Delta", agent.SubagentGeneral, []string{"delta"}, "more about alpha"},
+			},
+			textHas: []string{"2 items"},
+		},
+		{
+			name:  "prefix that is not a subagent type stays in the prompt",
+			msg:   "- note: keep the cache warm",
+			types: allTypes,
+			want:  []wantTask{{"Note Keep The Cache Warm", agent.SubagentGeneral, []string{"note: keep the cache warm"}, ""}},
+		},
+		{
+			name:  "type prefix is case-insensitive and bash is a type too",
+			msg:   "- Researcher: compare caches\n- BASH: count files",
+			types: allTypes,
+			want: []wantTask{
+				{"Work On Compare Caches", "researcher", []string{"compare caches"}, "Researcher:"},
+				{"Work On Count Files", agent.SubagentBash, []string{"count files"}, "BASH:"},
+			},
+		},
+		{
+			name:    "backticked command goes to a bash subagent",
+			msg:     "Run `sleep 2 && echo Done` please",
+			types:   allTypes,
+			want:    []wantTask{{"Run Shell Command", agent.SubagentBash, []string{"`sleep 2 && echo Done`"}, ""}},
+			textHas: []string{"`sleep 2 && echo Done`"},
+		},
+		{
+			name:     "backticked command without a bash type is answered directly",
+			msg:      "Run `ls`",
+			types:    []string{agent.SubagentGeneral, "researcher"},
+			textHas:  []string{"`ls`", "not available", "offline demo model"},
+			textNots: []string{"sleep 2"},
+		},
+		{
+			name:    "plain text is answered directly with the delegation hints",
+			msg:     "What is herd?",
+			types:   allTypes,
+			textHas: []string{"What is herd?", "offline demo model", "`- `", "``Run `sleep 2 && echo Done` ``", "`researcher: …`", "general-purpose, bash, researcher"},
+		},
+		{
+			name:    "a list inside a code fence is an example, not a request",
+			msg:     "Explain this:\n```\n- a item\n- b item\n```",
+			types:   allTypes,
+			textHas: []string{"Explain this:"},
+		},
+		{
+			name:    "empty message",
+			msg:     "",
+			types:   allTypes,
+			textHas: []string{"empty"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := New(agent.ModelConfig{Name: "demo-fast", DisplayName: "Provider Fast"})
+			resp, streamed := complete(t, d, leadRequest(t, tt.types, agent.Message{Type: agent.TypeSystem, Content: "You lead."}, human(tt.msg)))
+			if streamed != resp.Text || resp.Text == "" {
+				t.Errorf("streamed %q, text %q: want the same non-empty text", streamed, resp.Text)
+			}
+			for _, s := range tt.textHas {
+				if !strings.Contains(resp.Text, s) {
+					t.Errorf("text %q: want it to contain %q", resp.Text, s)
+				}
+			}
+			for _, s := range tt.textNots {
+				if strings.Contains(resp.Text, s) {
+					t.Errorf("text %q: want it not to contain %q", resp.Text, s)
+				}
+			}
+			if got, want := len(resp.ToolCalls), len(tt.want); got != want {
+				t.Fatalf("got %d tool calls, want %d: %+v", got, want, resp.ToolCalls)
+			}
+			ids := map[string]bool{}
+			for i, c := range resp.ToolCalls {
+				if !strings.HasPrefix(c.ID, "call_") || len(c.ID) <= len("call_") || ids[c.ID] {
+					t.Errorf("tool call id %q: want a unique call_ id", c.ID)
+				}
+				ids[c.ID] = true
+				if strings.Contains(string(c.Args), `\u00`) {
+					t.Errorf("call %d args %s: want characters such as & unescaped", i, c.Args)
+				}
+				a := decodeTask(t, c)
+				w := tt.want[i]
+				if a.Description != w.description {
+					t.Errorf("call %d description = %q, want %q", i, a.Description, w.description)
+				}
+				if n := len(strings.Fields(a.Description)); n < 3 || n > 5 {
+					t.Errorf("call %d description %q has %d words, want 3–5", i, a.Description, n)
+				}
+				if a.SubagentType != w.subagentType {
+					t.Errorf("call %d subagent_type = %q, want %q", i, a.SubagentType, w.subagentType)
+				}
+				for _, s := range w.promptHas {
+					if !strings.Contains(a.Prompt, s) {
+						t.Errorf("call %d prompt %q: want it to contain %q", i, a.Prompt, s)
+					}
+				}
+				if w.promptLacks != "" && strings.Contains(a.Prompt, w.promptLacks) {
+					t.Errorf("call %d prompt %q: want it not to contain %q", i, a.Prompt, w.promptLacks)
+				}
+			}
+		})
+	}
+}
+
+func TestLeadAfterToolResults(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	call := func(id, desc, typ string) agent.ToolCall {
+		args, _ := json.Marshal(map[string]string{"description": desc, "prompt": "p", "subagent_type": typ})
+		return agent.ToolCall{ID: id, Name: agent.ToolTask, Args: args}
+	}
+	toolMsg := func(id, name, content string) agent.Message {
+		return agent.Message{Type: agent.TypeTool, ToolCallID: id, Name: name, Content: content}
+	}
+	tests := []struct {
+		name    string
+		calls   []agent.ToolCall
+		results []agent.Message
+		textHas []string
+	}{
+		{
+			name: "every outcome is cited with its description",
+			calls: []agent.ToolCall{
+				call("call_a", "Alpha Task Here", agent.SubagentGeneral), call("call_b", "Beta Task Here", "researcher"),
+				call("call_c", "Gamma Task Here", agent.SubagentBash), call("call_d", "Delta Task Here", agent.SubagentGeneral),
+				call("call_e", "Epsilon Task Here", agent.SubagentGeneral), call("call_f", "Zeta Task Here", agent.SubagentGeneral),
+			},
+			results: []agent.Message{
+				toolMsg("call_a", agent.ToolTask, "Task Succeeded. Result: Finished: alpha.\n\n```\nDone\n```"),
+				toolMsg("call_b", agent.ToolTask, "Task failed. Error: the notes were missing"),
+				toolMsg("call_c", agent.ToolTask, "Task timed out. Error: Execution timed out after 5 seconds"),
+				toolMsg("call_d", agent.ToolTask, "Task cancelled by user."),
+				toolMsg("call_e", agent.ToolTask, "Task Succeeded (capped: turn budget). Result: partial notes"),
+				toolMsg("call_f", agent.ToolTask, "the backend wait gave up after 65 seconds"),
+			},
+			textHas: []string{
+				"6 subagents",
+				"**Alpha Task Here** (general-purpose) succeeded: Finished: alpha. Done",
+				"**Beta Task Here** (researcher) failed: the notes were missing",
+				"**Gamma Task Here** (bash) timed out: Execution timed out after 5 seconds",
+				"**Delta Task Here** (general-purpose) was cancelled, with nothing to report.",
+				"**Epsilon Task Here** (general-purpose) succeeded (capped: turn budget): partial notes",
+				"**Zeta Task Here** (general-purpose) did not finish: the backend wait gave up after 65 seconds",
+				"2 of 6 tasks succeeded.",
+			},
+		},
+		{
+			name:    "one success closes with everything done",
+			calls:   []agent.ToolCall{call("call_a", "Run Shell Command", agent.SubagentBash)},
+			results: []agent.Message{toolMsg("call_a", agent.ToolTask, "Task Succeeded. Result: I ran it.")},
+			textHas: []string{"the subagent reported", "**Run Shell Command** (bash) succeeded: I ran it.", "Everything I delegated is done."},
+		},
+		{
+			name:    "other tools' results are quoted",
+			calls:   []agent.ToolCall{{ID: "call_x", Name: tools.Ls, Args: json.RawMessage(`{"path":"."}`)}},
+			results: []agent.Message{toolMsg("call_x", tools.Ls, "notes/\nREADME.md 12")},
+			textHas: []string{"**ls**", "```\nnotes/\nREADME.md 12\n```"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs := append([]agent.Message{human("- a\n- b"), {Type: agent.TypeAI, Content: "Delegating.", ToolCalls: tt.calls}}, tt.results...)
+			resp, _ := complete(t, New(agent.ModelConfig{Name: "demo-fast"}), leadRequest(t, allTypes, msgs...))
+			if len(resp.ToolCalls) != 0 {
+				t.Errorf("got %d tool calls, want none after tool results", len(resp.ToolCalls))
+			}
+			for _, s := range tt.textHas {
+				if !strings.Contains(resp.Text, s) {
+					t.Errorf("text %q: want it to contain %q", resp.Text, s)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+
+	"herd/agent"
+	"herd/agent/demo"
+	"herd/agent/openai"
+)
+
+// buildModels constructs each configured model's provider, in order (the
+// first is the default).
+func buildModels(cfgs []agent.ModelConfig) ([]*agent.Model, error) {
+	out := make([]*agent.Model, 0, len(cfgs))
+	for i, c := range cfgs {
+		var p agent.Provider
+		switch c.Provider {
+		case "demo":
+			p = demo.New(c)
+		case "openai":
+			o, err := openai.New(c)
+			if err != nil {
+				return nil, fmt.Errorf("models.%d (%s): %w", i, c.Name, err)
+			}
+			p = o
+		default:
+			return nil, fmt.Errorf("models.%d.provider: unknown provider %q", i, c.Provider)
+		}
+		out = append(out, &agent.Model{Config: c, Provider: p})
+	}
+	return out, nil
+}

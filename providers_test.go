@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"herd/agent"
+	"herd/agent/demo"
+	"herd/agent/openai"
+)
+
+func TestBuildModels(t *testing.T) {
+	t.Run("each provider, in order", func(t *testing.T) {
+		ms, err := buildModels([]agent.ModelConfig{
+			{Name: "fast", Provider: "demo"},
+			{Name: "gpt", Provider: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != 2 || ms[0].Config.Name != "fast" || ms[1].Config.Name != "gpt" {
+			t.Fatalf("models = %+v, want fast then gpt", ms)
+		}
+		if _, ok := ms[0].Provider.(*demo.Provider); !ok {
+			t.Errorf("fast: provider %T, want *demo.Provider", ms[0].Provider)
+		}
+		if _, ok := ms[1].Provider.(*openai.Provider); !ok {
+			t.Errorf("gpt: provider %T, want *openai.Provider", ms[1].Provider)
+		}
+	})
+	tests := []struct {
+		name string
+		cfgs []agent.ModelConfig
+		want string
+	}{
+		{"unknown provider", []agent.ModelConfig{{Name: "fast", Provider: "demo"}, {Name: "x", Provider: "claude"}}, `models.1.provider: unknown provider "claude"`},
+		{"provider refuses its config", []agent.ModelConfig{{Name: "gpt", Provider: "openai", BaseURL: "ftp://x"}}, `models.0 (gpt): openai model "gpt": base_url`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := buildModels(tt.cfgs)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
