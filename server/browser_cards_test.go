@@ -24,7 +24,7 @@ import (
 	"herd/views"
 )
 
-// Browser tests of the subagent cards (SPEC §6.5): static/cards.js in a
+// Browser tests of the subagent cards (SPEC §6.5): static/cards.js and its modules in a
 // real Chromium against the real server and demo models.
 
 func withSubagents(cfg agent.SubagentsConfig) appOption {
@@ -272,7 +272,7 @@ func seqsOf(steps []string) []string {
 
 func label(total int64) string { return views.TokenLabel(&total, true) }
 
-// TestBrowserCardContract loads static/cards.js in the page and checks it
+// TestBrowserCardContract loads the card modules in the page and checks them
 // against the contracts, which the Go code is tested against too: every
 // card format example, exactly the statuses, stop reasons and task frame
 // types, and Go's own TokenLabel on values the examples do not cover.
@@ -311,7 +311,7 @@ func TestBrowserCardContract(t *testing.T) {
 	goLabels, _ := json.Marshal(gos)
 
 	problems := evalAwait[[]string](b, fmt.Sprintf(`(async (format, status, stream, goLabels) => {
-		const m = await import("/static/cards.js");
+		const m = { ...(await import("/static/format.js")), ...(await import("/static/metadata.js")), ...(await import("/static/merge.js")) };
 		const problems = [];
 		const check = (ok, what) => { if (!ok) problems.push(what); };
 		const eq = (got, want, what) => check(got === want, what + ": got " + JSON.stringify(got) + ", want " + JSON.stringify(want));
@@ -374,7 +374,7 @@ func TestBrowserCardContract(t *testing.T) {
 	}
 }
 
-// TestBrowserCardMerge feeds the module's merge real-shaped frames in
+// TestBrowserCardMerge feeds static/merge.js real-shaped frames in
 // random orders with duplicates: a card's visible state is that of its
 // newest frame, its status never leaves a terminal state and its total
 // never goes down.
@@ -386,7 +386,7 @@ func TestBrowserCardMerge(t *testing.T) {
 	b.signIn(u.email, "password123")
 	b.openThread(th, "")
 	problems := evalAwait[[]string](b, `(async () => {
-		const m = await import("/static/cards.js");
+		const m = { ...(await import("/static/format.js")), ...(await import("/static/metadata.js")), ...(await import("/static/merge.js")) };
 		const problems = [];
 		const usage = (n) => ({ input_tokens: n - 1, output_tokens: 1, total_tokens: n });
 		const base = { task_id: "t", execution_id: "e", run_id: "r", model_name: "demo-deep" };

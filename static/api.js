@@ -1,0 +1,28 @@
+// The JSON API as the page calls it: posts carry the page's CSRF token,
+// and a failed request reads as the server's error message (SPEC §6.2).
+
+export function post(path, body) {
+	const headers = { "X-CSRF-Token": document.querySelector('meta[name="csrf-token"]')?.content ?? "" };
+	if (body !== undefined) headers["Content-Type"] = "application/json";
+	return fetch(path, {
+		method: "POST",
+		headers,
+		body: body === undefined ? undefined : JSON.stringify(body),
+	});
+}
+
+export async function errorMessage(res) {
+	try {
+		const body = await res.json();
+		if (body?.error?.message) return body.error.message;
+	} catch {
+		// Not JSON (a proxy's error page): fall through to the status.
+	}
+	return `The request failed (HTTP ${res.status}).`;
+}
+
+export async function getJSON(path) {
+	const res = await fetch(path);
+	if (!res.ok) throw new Error(await errorMessage(res));
+	return res.json();
+}

@@ -1,0 +1,99 @@
+// A card's state written into the markup of views.Card (views/card.templ
+// documents that DOM contract) and read back from it: server-rendered
+// cards are adopted from the page, live ones are cloned from
+// <template id="card-template">.
+
+import { clone, el, intAttr } from "./dom.js";
+import { STOP_LABELS, isTerminal, statusText, stopLabel, tokenLabel } from "./format.js";
+
+// renderCard shows c in its node; view is {showTokens, labels}, labels
+// mapping model names to display names.
+export function renderCard(c, view) {
+	if (!c.node) return;
+	const node = c.node;
+	node.className = `card card-${c.status}`;
+	node.dataset.status = c.status;
+	node.dataset.executionId = c.executionID;
+	node.dataset.version = String(c.version);
+	node.dataset.lastSeq = String(c.lastSeq);
+	node.dataset.steps = String(c.steps);
+	node.dataset.totalTokens = view.showTokens && c.total !== null ? String(c.total) : "";
+	renderHead(c, view);
+	renderBody(c);
+}
+
+function renderHead(c, view) {
+	const part = (selector) => c.node.querySelector(selector);
+	part(".card-title").textContent = c.description.trim() === "" ? "Subagent task" : c.description;
+	part(".card-status").textContent = statusText(c.status, c.activity);
+	const model = part(".card-model");
+	model.textContent = view.labels.get(c.modelName) ?? c.modelName;
+	model.title = c.modelName;
+	model.hidden = c.modelName === "";
+	let tokens = part(".card-tokens");
+	if (view.showTokens) {
+		if (!tokens) {
+			tokens = el("span", "card-tokens");
+			part(".card-badge").before(tokens);
+		}
+		tokens.textContent = tokenLabel(c.total, isTerminal(c.status));
+	} else {
+		tokens?.remove();
+	}
+	const badge = part(".card-badge");
+	badge.textContent = stopLabel(c.stopReason);
+	badge.hidden = c.stopReason === "";
+	part(".card-cancel").hidden = isTerminal(c.status);
+}
+
+function renderBody(c) {
+	const part = (selector) => c.node.querySelector(selector);
+	part(".card-meta").textContent = c.subagentType;
+	part(".card-prompt").textContent = c.prompt;
+	const error = part(".card-error");
+	error.textContent = c.error;
+	error.hidden = c.error === "";
+	if (c.resultChanged) {
+		c.resultChanged = false;
+		const result = part(".card-result");
+		// The one innerHTML of the cards: the server rendered and
+		// sanitized the ToolMessage's result.
+		if (c.resultHTML !== null) result.innerHTML = c.resultHTML;
+		else result.textContent = c.result;
+	}
+}
+
+// cardNode clones a fresh card for c from the page's template.
+export function cardNode(c) {
+	const node = clone("card-template");
+	const id = `card-${c.runID}-${c.taskID}`;
+	node.id = id;
+	node.dataset.runId = c.runID;
+	node.dataset.taskId = c.taskID;
+	node.querySelector(".card-toggle").setAttribute("aria-controls", `${id}-body`);
+	node.querySelector(".card-body").id = `${id}-body`;
+	return node;
+}
+
+// readCard reads a server-rendered card's state back from the attributes
+// and texts views.Card wrote, and learns its model's display name.
+export function readCard(c, node, labels) {
+	const text = (selector) => node.querySelector(selector)?.textContent ?? "";
+	c.node = node;
+	c.status = node.dataset.status ?? "queued";
+	c.executionID = node.dataset.executionId ?? "";
+	c.version = intAttr(node.dataset.version);
+	c.lastSeq = intAttr(node.dataset.lastSeq);
+	c.steps = intAttr(node.dataset.steps);
+	c.total = (node.dataset.totalTokens ?? "") === "" ? null : intAttr(node.dataset.totalTokens);
+	c.description = text(".card-title");
+	const shown = text(".card-status");
+	c.activity = c.status === "running" && shown !== "Running" ? shown : "";
+	const model = node.querySelector(".card-model");
+	c.modelName = model?.title ?? "";
+	if (c.modelName !== "") labels.set(c.modelName, model.textContent);
+	c.stopReason = Object.keys(STOP_LABELS).find((r) => STOP_LABELS[r] === text(".card-badge")) ?? "";
+	c.subagentType = text(".card-meta");
+	c.prompt = text(".card-prompt");
+	c.error = text(".card-error");
+}

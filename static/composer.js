@@ -1,0 +1,98 @@
+// The composer: sends a message (starting a run), stops the active run,
+// and shows what went wrong on its error line. One run at a time: Send is
+// disabled while a run is active.
+
+import { errorMessage, post } from "./api.js";
+import { keepPinned } from "./pinned.js";
+
+export class Composer {
+	constructor({ threadID, activeRun }) {
+		this.threadID = threadID;
+		this.form = document.getElementById("composer");
+		this.input = document.getElementById("composer-input");
+		this.model = document.getElementById("composer-model");
+		this.send = document.getElementById("send-button");
+		this.stop = document.getElementById("stop-button");
+		this.errorLine = document.getElementById("composer-error");
+		this.activeRun = activeRun || null;
+		this.sending = false;
+		// A run can end before the POST that started it answers; remember
+		// ends so a late 202 does not revive a finished run.
+		this.endedRuns = new Set();
+	}
+
+	listen() {
+		this.form.addEventListener("submit", (ev) => this.submit(ev));
+		this.stop.addEventListener("click", () => this.cancel());
+		this.input.addEventListener("keydown", (ev) => {
+			if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+				ev.preventDefault();
+				this.form.requestSubmit();
+			}
+		});
+		this.update();
+	}
+
+	update() {
+		this.send.disabled = this.sending || this.activeRun !== null;
+		this.stop.hidden = this.activeRun === null;
+	}
+
+	// showError writes the error line. It grows the sticky composer; stay
+	// pinned so it does not cover the last message.
+	showError(text) {
+		keepPinned(() => {
+			this.errorLine.textContent = text;
+		});
+	}
+
+	startRun(runID) {
+		if (!runID || this.endedRuns.has(runID)) return;
+		this.activeRun = runID;
+		this.update();
+	}
+
+	endRun(runID) {
+		this.endedRuns.add(runID);
+		if (this.activeRun === runID) this.activeRun = null;
+		this.update();
+	}
+
+	async submit(ev) {
+		ev.preventDefault();
+		const content = this.input.value;
+		if (content.trim() === "" || this.sending || this.activeRun !== null) return;
+		this.sending = true;
+		this.showError("");
+		this.update();
+		try {
+			const body = { content };
+			if (this.model) body.model = this.model.value;
+			const res = await post(`/api/threads/${this.threadID}/runs`, body);
+			if (res.status === 202) {
+				this.input.value = "";
+				this.startRun((await res.json()).run_id);
+			} else {
+				this.showError(await errorMessage(res));
+			}
+		} catch {
+			this.showError("Could not reach the server. Check your connection and try again.");
+		} finally {
+			this.sending = false;
+			this.update();
+		}
+	}
+
+	async cancel() {
+		if (this.activeRun === null) return;
+		this.stop.disabled = true;
+		try {
+			const res = await post(`/api/threads/${this.threadID}/runs/${encodeURIComponent(this.activeRun)}/cancel`);
+			if (!res.ok) this.showError(await errorMessage(res));
+		} catch {
+			this.showError("Could not reach the server to stop the run.");
+		} finally {
+			this.stop.disabled = false;
+		}
+	}
+}

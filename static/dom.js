@@ -1,0 +1,20 @@
+// Small DOM helpers shared by the page's modules.
+
+export function el(tag, className, text) {
+	const node = document.createElement(tag);
+	if (className) node.className = className;
+	if (text !== undefined) node.textContent = text;
+	return node;
+}
+
+export function intAttr(v) {
+	const n = Number.parseInt(v ?? "", 10);
+	return Number.isNaN(n) ? 0 : n;
+}
+
+// clone copies the first element of <template id="…">: markup a templ
+// component rendered for the script to fill, so live and server-rendered
+// markup cannot drift apart.
+export function clone(templateID) {
+	return document.getElementById(templateID).content.firstElementChild.cloneNode(true);
+}

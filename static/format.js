@@ -1,0 +1,57 @@
+// How a card writes its figures and states (views/card_format.go;
+// contracts/card_format_contract.json holds the examples both are tested
+// against).
+
+const TERMINAL_STATUSES = ["completed", "failed", "cancelled", "timed_out", "polling_timed_out"];
+
+export const STOP_LABELS = {
+	token_capped: "capped: token budget",
+	turn_capped: "capped: turn budget",
+	loop_capped: "capped: repeated tool-call loop",
+};
+
+export function groupThousands(n) {
+	return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+// tenths writes a count of tenths as "12.3".
+function tenths(t) {
+	return `${Math.floor(t / 10)}.${t % 10}`;
+}
+
+// tokenLabel follows views.TokenLabel: tenths rounded half up in integers,
+// the unit chosen after rounding.
+export function tokenLabel(total, terminal) {
+	if (total === null || total === undefined) return terminal ? "usage unavailable" : "collecting…";
+	if (total < 10_000) return `${groupThousands(total)} tokens`;
+	const k = Math.floor((total + 50) / 100);
+	if (k < 10_000) return `${tenths(k)}K tokens`;
+	return `${tenths(Math.floor((total + 50_000) / 100_000))}M tokens`;
+}
+
+export function statusText(status, activity) {
+	switch (status) {
+		case "queued":
+			return "Queued";
+		case "running":
+			return activity || "Running";
+		case "completed":
+			return "Completed";
+		case "failed":
+			return "Failed";
+		case "cancelled":
+			return "Cancelled";
+		case "timed_out":
+		case "polling_timed_out":
+			return "Timed out";
+	}
+	return "Running";
+}
+
+export function stopLabel(reason) {
+	return Object.hasOwn(STOP_LABELS, reason) ? STOP_LABELS[reason] : "";
+}
+
+export function isTerminal(status) {
+	return TERMINAL_STATUSES.includes(status);
+}

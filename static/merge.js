@@ -1,0 +1,170 @@
+// A subagent card's state and how frames and messages merge into it (SPEC
+// §6.5), as agent/cards.go projects it from history, so a reload shows
+// what was shown live. contracts/card_merge_contract.json holds the rules
+// as cases that both run. Pure functions: no DOM.
+
+import { isTerminal, stopLabel } from "./format.js";
+import { afterMarker, normalizeUsage, readMetadata, statusFromContent, str } from "./metadata.js";
+
+const TERMINAL_FRAMES = {
+	task_completed: "completed",
+	task_failed: "failed",
+	task_cancelled: "cancelled",
+	task_timed_out: "timed_out",
+};
+
+export const TASK_FRAME_TYPES = ["task_queued", "task_started", "task_running", ...Object.keys(TERMINAL_FRAMES)];
+
+// The error of a card whose run ended without its ToolMessage: the text of
+// agent.NoResult, so a live card reads as it will after a reload.
+export const NO_RESULT = "the run ended before this subagent reported a result";
+
+export function newCard(runID, taskID) {
+	return {
+		runID,
+		taskID,
+		executionID: "",
+		description: "",
+		prompt: "",
+		subagentType: "",
+		status: "queued",
+		activity: "",
+		modelName: "",
+		total: null, // the latest cumulative total_tokens; null without usage
+		stopReason: "",
+		result: "",
+		resultHTML: null, // the ToolMessage's sanitized HTML; null: show result as text
+		error: "",
+		version: 0,
+		lastSeq: 0,
+		steps: 0,
+	};
+}
+
+export function raiseTotal(card, usage) {
+	if (usage && (card.total === null || usage.total_tokens >= card.total)) card.total = usage.total_tokens;
+}
+
+function taskArgs(args) {
+	if (typeof args === "string") {
+		try {
+			return JSON.parse(args) ?? {};
+		} catch {
+			return {};
+		}
+	}
+	return args && typeof args === "object" ? args : {};
+}
+
+// applyTaskCall takes the card's title, prompt and type from its task
+// call's arguments (a JSON string or object), as agent.ProjectCards does.
+export function applyTaskCall(card, args) {
+	const a = taskArgs(args);
+	card.description = str(a.description).trim();
+	card.prompt = str(a.prompt);
+	const criteria = str(a.acceptance_criteria).trim();
+	if (criteria !== "") card.prompt += `\n\nAcceptance criteria:\n${criteria}`;
+	card.subagentType = str(a.subagent_type).trim();
+}
+
+function stepActivity(step) {
+	if (str(step?.tool_name) !== "") return step.tool_name;
+	const calls = Array.isArray(step?.tool_calls) ? step.tool_calls : [];
+	return str(calls[calls.length - 1]?.name);
+}
+
+// applyTaskFrame merges one task frame into card and reports whether it
+// changed anything. A frame no newer than the card's version is dropped,
+// so replays and duplicates change nothing; usage only ever rises; a
+// terminal card never goes back to queued or running.
+export function applyTaskFrame(card, type, d, seq) {
+	if (!TASK_FRAME_TYPES.includes(type) || !d || typeof d !== "object") return false;
+	if (!Number.isInteger(d.version) || d.version <= card.version) return false;
+	card.version = d.version;
+	if (Number.isInteger(seq) && seq > card.lastSeq) card.lastSeq = seq;
+	if (str(d.execution_id) !== "") card.executionID = d.execution_id;
+	if (str(d.model_name).trim() !== "") card.modelName = d.model_name.trim();
+	raiseTotal(card, normalizeUsage(d.usage));
+	if (type === "task_queued" || type === "task_started") {
+		// The task call's arguments came first when the card has them.
+		card.description ||= str(d.description).trim();
+		card.prompt ||= str(d.prompt);
+		card.subagentType ||= str(d.subagent_type).trim();
+	}
+	if (isTerminal(card.status)) return true;
+	if (type === "task_queued") card.status = "queued";
+	else if (type === "task_started") card.status = "running";
+	else if (type === "task_running") applyStep(card, d);
+	else applyEnd(card, type, d);
+	return true;
+}
+
+function applyStep(card, d) {
+	card.status = "running";
+	if (Number.isInteger(d.message_index) && d.message_index > card.steps) card.steps = d.message_index;
+	card.activity = stepActivity(d.step);
+}
+
+function applyEnd(card, type, d) {
+	card.status = type === "task_timed_out" && d.status === "polling_timed_out" ? d.status : TERMINAL_FRAMES[type];
+	card.activity = "";
+	card.steps = 0; // counted only while live, as the server does
+	card.result = str(d.result);
+	// The server renders the result as it renders the page, so the card
+	// reads the same before its ToolMessage arrives.
+	card.resultHTML = str(d.result_html) !== "" ? d.result_html : null;
+	card.error = str(d.error);
+	if (stopLabel(d.stop_reason) !== "") card.stopReason = d.stop_reason;
+}
+
+// applyToolMessage makes the task's ToolMessage the card's final word, as
+// agent.Card.applyResult does: its metadata (or, without usable metadata,
+// its text) sets the status, stop reason, model, usage and result or error.
+export function applyToolMessage(card, m) {
+	const content = str(m.content);
+	card.activity = "";
+	card.steps = 0;
+	let md = readMetadata(m.additional_kwargs);
+	if (!md) {
+		const status = statusFromContent(content);
+		if (status === "") {
+			// A legacy result with no recognisable shape: it did return.
+			card.status = "completed";
+			card.result = content;
+			card.resultHTML = null;
+			return;
+		}
+		md = { status, stopReason: "", error: "", resultBrief: "", modelName: "", usage: null };
+	}
+	card.status = md.status;
+	card.stopReason = md.stopReason;
+	if (md.modelName !== "") card.modelName = md.modelName;
+	if (md.usage) card.total = md.usage.total_tokens;
+	applyOutcome(card, md, content, str(m.html));
+}
+
+function applyOutcome(card, md, content, html) {
+	if (md.status === "completed") {
+		const result = afterMarker(content, "Task Succeeded", ". Result: ");
+		card.result = result || md.resultBrief;
+		card.resultHTML = result !== "" && html !== "" ? html : null;
+		card.error = "";
+	} else if (md.status === "polling_timed_out") {
+		card.error = content.trim();
+	} else {
+		card.result = "";
+		card.resultHTML = null;
+		card.error = afterMarker(content, "Task ", ". Error: ") || md.error;
+	}
+}
+
+// failUnfinished fails a card whose run ended without its result, as a
+// reload would show it: never spinning. It reports whether it changed it.
+export function failUnfinished(card) {
+	if (isTerminal(card.status)) return false;
+	card.status = "failed";
+	card.activity = "";
+	card.steps = 0;
+	card.error = NO_RESULT;
+	return true;
+}

@@ -1,0 +1,73 @@
+// Live chat messages, cloned from the <template>s of views/thread.templ,
+// which the Message component renders: a message built live is the same
+// markup as one rendered with the page.
+
+import { clone } from "./dom.js";
+
+function argsText(args) {
+	if (typeof args === "string") return args;
+	return JSON.stringify(args ?? {});
+}
+
+// messageElement is a human or AI message; its template holds every
+// optional part, and the parts m does not have are removed.
+export function messageElement(m) {
+	const node = clone("message-template");
+	node.className = m.type === "human" ? "msg msg-human" : "msg msg-ai";
+	node.id = `msg-${m.id}`;
+	node.dataset.seq = String(m.seq);
+	node.dataset.runId = m.run_id ?? "";
+	const body = node.querySelector(".msg-body");
+	// The one innerHTML: the server rendered and sanitized this field.
+	if (m.html) body.innerHTML = m.html;
+	else body.remove();
+	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note").remove();
+	fillToolCalls(node.querySelector(".msg-tools"), m.tool_calls ?? []);
+	const meta = node.querySelector(".msg-meta");
+	if (m.model_name && m.html) meta.textContent = m.model_name;
+	else meta.remove();
+	return node;
+}
+
+// fillToolCalls gives each call a copy of the template's matching part: a
+// task slot for the card, or a collapsible call of any other tool.
+function fillToolCalls(tools, calls) {
+	if (calls.length === 0) {
+		tools.remove();
+		return;
+	}
+	const slot = tools.querySelector(".task-slot");
+	const details = tools.querySelector(".tool-call");
+	tools.replaceChildren(
+		...calls.map((call) => {
+			if (call.name === "task") {
+				const node = slot.cloneNode(true);
+				node.dataset.taskId = call.id;
+				return node;
+			}
+			const node = details.cloneNode(true);
+			node.dataset.toolCallId = call.id;
+			node.querySelector(".tool-name").textContent = call.name;
+			node.querySelector(".tool-brief").textContent = argsText(call.args);
+			node.querySelector(".tool-args").textContent = argsText(call.args);
+			return node;
+		}),
+	);
+}
+
+// toolResultElement is a tool's output, shown inside its call.
+export function toolResultElement(m) {
+	const node = clone("tool-result-template");
+	node.id = `msg-${m.id}`;
+	node.dataset.seq = String(m.seq);
+	node.querySelector(".tool-output").textContent = m.content ?? "";
+	return node;
+}
+
+// streamElement is the bubble of an answer still being written; the saved
+// message replaces it.
+export function streamElement(messageID) {
+	const node = clone("stream-template");
+	node.id = `stream-${messageID}`;
+	return node;
+}

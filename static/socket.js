@@ -1,0 +1,35 @@
+// The thread's WebSocket (SPEC §6.3), reconnecting with backoff: each
+// connection asks for what came after the last seq the page has, so a
+// reconnect misses nothing.
+
+const RECONNECT_MIN_MS = 500;
+const RECONNECT_MAX_MS = 5000;
+// Closes that mean "you may not have this stream": retrying cannot help.
+const FATAL_CLOSE_CODES = new Set([1008, 4401, 4403, 4404]);
+
+// openStream connects to url() (asked again on every reconnect) and
+// hands each raw frame to onFrame; onOpen runs on every connect, onStatus
+// gets the connection line's text ("" when connected).
+export function openStream({ url, onFrame, onOpen, onStatus }) {
+	let retryDelay = RECONNECT_MIN_MS;
+	const connect = () => {
+		const socket = new WebSocket(url());
+		socket.addEventListener("open", () => {
+			retryDelay = RECONNECT_MIN_MS;
+			onStatus("");
+			onOpen();
+		});
+		socket.addEventListener("message", (ev) => onFrame(ev.data));
+		// "error" is always followed by "close", so close alone decides.
+		socket.addEventListener("close", (ev) => {
+			if (FATAL_CLOSE_CODES.has(ev.code)) {
+				onStatus("Session ended. Reload the page to continue.");
+				return;
+			}
+			onStatus("Reconnecting…");
+			setTimeout(connect, retryDelay);
+			retryDelay = Math.min(retryDelay * 2, RECONNECT_MAX_MS);
+		});
+	};
+	connect();
+}

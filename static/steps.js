@@ -1,0 +1,125 @@
+// A card's step timeline (SPEC §6.5 "Expanded"): steps that arrive live
+// and steps backfilled from the events API, one entry per seq, in seq
+// order. The timeline lives on the card's state: c.timeline (seq → step)
+// and c.complete (whether it holds every step so far).
+
+import { getJSON } from "./api.js";
+import { el, intAttr } from "./dom.js";
+import { str } from "./metadata.js";
+
+// Steps kept for a collapsed card; past this it forgets them and reloads
+// them from the events API when expanded.
+const MAX_KEPT_STEPS = 500;
+
+// stepOf is one timeline entry from a task_running frame's step or a
+// subagent.step event's content.
+export function stepOf(seq, s) {
+	const calls = Array.isArray(s.tool_calls) ? s.tool_calls : [];
+	return {
+		seq,
+		kind: s.kind === "tool" ? "tool" : "ai",
+		text: str(s.text),
+		truncated: s.truncated === true,
+		toolName: str(s.tool_name),
+		calls: calls.map((c) => ({ name: str(c?.name), args: str(c?.args), truncated: c?.args_truncated === true })),
+	};
+}
+
+function stepElement(step) {
+	const li = el("li", `card-step card-step-${step.kind}`);
+	li.dataset.seq = String(step.seq);
+	if (step.kind === "tool") {
+		li.append(el("span", "step-tool", step.toolName || "tool"));
+		if (step.text !== "") li.append(el("pre", "step-output", step.text));
+	} else {
+		if (step.text !== "") li.append(el("p", "step-text", step.text));
+		for (const call of step.calls) {
+			const line = el("p", "step-call");
+			line.append(el("span", "step-tool", call.name), el("code", "step-args", call.args));
+			if (call.truncated) line.append(el("span", "step-cut", "arguments truncated"));
+			li.append(line);
+		}
+	}
+	if (step.truncated) li.append(el("span", "step-cut", "text truncated"));
+	return li;
+}
+
+export function expanded(c) {
+	return c.node?.querySelector(".card-toggle").getAttribute("aria-expanded") === "true";
+}
+
+export function addStep(c, step) {
+	if (c.timeline.has(step.seq)) return;
+	c.timeline.set(step.seq, step);
+	if (!expanded(c)) {
+		if (c.timeline.size > MAX_KEPT_STEPS) forgetSteps(c);
+		return;
+	}
+	const list = c.node.querySelector(".card-steps");
+	const li = stepElement(step);
+	const next = [...list.children].find((other) => intAttr(other.dataset.seq) > step.seq);
+	if (next) next.before(li);
+	else list.append(li);
+	note(c);
+}
+
+function forgetSteps(c) {
+	c.timeline.clear();
+	c.complete = false;
+	if (c.node) c.node.querySelector(".card-steps").replaceChildren();
+}
+
+function renderTimeline(c) {
+	const steps = [...c.timeline.values()].sort((a, b) => a.seq - b.seq);
+	c.node.querySelector(".card-steps").replaceChildren(...steps.map(stepElement));
+	note(c);
+}
+
+function note(c, text) {
+	const line = c.node.querySelector(".card-steps-note");
+	if (text !== undefined) line.textContent = text;
+	else if (c.loading) line.textContent = "Loading steps…";
+	else line.textContent = c.complete && c.timeline.size === 0 ? "No steps yet." : "";
+}
+
+// backfill loads the steps this page has not seen (it was loaded or
+// reconnected mid-run) from the events API, page by page, and merges
+// them with those that arrived live.
+async function backfill(c, { threadID, pageSize }) {
+	if (c.complete || c.loading) return;
+	c.loading = true;
+	note(c);
+	const query = (after) =>
+		new URLSearchParams({
+			task_id: c.taskID,
+			run_id: c.runID,
+			event_types: "subagent.step",
+			after_seq: String(after),
+			limit: String(pageSize),
+		});
+	let after = 0;
+	try {
+		for (;;) {
+			const page = await getJSON(`/api/threads/${threadID}/events?${query(after)}`);
+			for (const e of page.events ?? []) addStep(c, stepOf(e.seq, e.content ?? {}));
+			if (!page.has_more || !(page.next_after_seq > after)) break;
+			after = page.next_after_seq;
+		}
+		c.complete = true;
+		c.loading = false;
+		if (expanded(c)) renderTimeline(c);
+	} catch (err) {
+		c.loading = false;
+		note(c, `Could not load the steps (${err.message}). Collapse and expand to retry.`);
+	}
+}
+
+// setExpanded opens or closes a card; an opened card shows the steps it
+// has and backfills the rest from source ({threadID, pageSize}).
+export function setExpanded(c, open, source) {
+	c.node.querySelector(".card-toggle").setAttribute("aria-expanded", String(open));
+	c.node.querySelector(".card-body").hidden = !open;
+	if (!open) return;
+	renderTimeline(c);
+	backfill(c, source);
+}

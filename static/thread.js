@@ -1,0 +1,133 @@
+// The thread page (views.Thread, the one with #herd-state): streams the
+// conversation over the WebSocket, adds live messages, and hands task
+// frames and task results to the cards.
+
+import { Cards } from "./cards.js";
+import { Composer } from "./composer.js";
+import { TASK_FRAME_TYPES } from "./merge.js";
+import { messageElement, streamElement, toolResultElement } from "./messages.js";
+import { keepPinned, scrollToBottom } from "./pinned.js";
+import { openStream } from "./socket.js";
+
+export class ThreadPage {
+	constructor(state) {
+		this.threadID = encodeURIComponent(state.thread_id);
+		this.list = document.getElementById("messages");
+		this.connStatus = document.getElementById("conn-status");
+		this.lastSeq = state.last_seq ?? 0;
+		this.composer = new Composer({ threadID: this.threadID, activeRun: state.active_run_id });
+		this.cards = new Cards({
+			threadID: this.threadID,
+			isAdmin: state.is_admin === true,
+			tokenUsage: state.token_usage_enabled === true,
+			showError: (text) => this.composer.showError(text),
+		});
+		this.cardsLoaded = this.cards.load(this.list);
+		// Frame types this page understands; any other type (ping, and
+		// types added later) is ignored.
+		this.handlers = new Map([
+			["message", (d) => this.addMessage(d)],
+			["run.start", (d, f) => this.composer.startRun(d.run_id ?? f.run_id)],
+			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id)],
+			["ai_delta", (d) => this.appendDelta(d)],
+			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
+			...TASK_FRAME_TYPES.map((type) => [type, (d, f) => this.cards.taskFrame(type, d, f)]),
+		]);
+	}
+
+	start() {
+		// The test hook: a herd:frame event is handled exactly like a frame
+		// from the socket (seq checks included), so tests can replay frames.
+		document.addEventListener("herd:frame", (ev) => this.handleFrame(ev.detail));
+		this.composer.listen();
+		scrollToBottom();
+		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+		openStream({
+			url: () => `${scheme}//${location.host}/api/threads/${this.threadID}/stream?after_seq=${this.lastSeq}`,
+			onFrame: (raw) => this.onFrame(raw),
+			onStatus: (text) => this.showConn(text),
+			// Tests wait for data-herd-ready before they act on the page.
+			onOpen: () => this.cardsLoaded.then(() => (document.documentElement.dataset.herdReady = "1")),
+		});
+	}
+
+	showConn(text) {
+		this.connStatus.textContent = text;
+		this.connStatus.hidden = text === "";
+	}
+
+	changeList(change) {
+		keepPinned(() => {
+			document.getElementById("empty-state")?.remove();
+			change();
+		});
+	}
+
+	addMessage(m) {
+		if (document.getElementById(`msg-${m.id}`)) return;
+		if (m.type === "tool" && m.name === "task") {
+			this.cards.toolMessage(m);
+			return;
+		}
+		if (m.type === "tool") {
+			this.addToolResult(m);
+			return;
+		}
+		const node = messageElement(m);
+		const streaming = document.getElementById(`stream-${m.id}`);
+		this.changeList(() => {
+			if (streaming) streaming.replaceWith(node);
+			else this.list.append(node);
+			this.cards.mount(node, m);
+		});
+	}
+
+	// addToolResult puts a result under the latest call with its id
+	// (provider ids may repeat across runs).
+	addToolResult(m) {
+		const id = CSS.escape(m.tool_call_id ?? "");
+		const calls = this.list.querySelectorAll(`.tool-call[data-tool-call-id="${id}"], .task-slot[data-task-id="${id}"]`);
+		const call = calls[calls.length - 1];
+		if (call?.matches(".tool-call")) this.changeList(() => call.append(toolResultElement(m)));
+	}
+
+	appendDelta(d) {
+		if (!d.message_id || document.getElementById(`msg-${d.message_id}`)) return;
+		this.changeList(() => {
+			let bubble = document.getElementById(`stream-${d.message_id}`);
+			if (!bubble) {
+				bubble = streamElement(d.message_id);
+				this.list.append(bubble);
+			}
+			bubble.querySelector(".stream-text").append(d.text ?? "");
+		});
+	}
+
+	endRun(d, runID) {
+		this.composer.endRun(runID);
+		// A bubble whose message was never saved (stopped before any text,
+		// or a failure) would otherwise blink forever.
+		for (const bubble of this.list.querySelectorAll(".msg-streaming")) bubble.remove();
+		if (d.status === "failed") this.composer.showError(d.error ? `The run failed: ${d.error}` : "The run failed.");
+		this.cards.runEnded(runID);
+	}
+
+	onFrame(raw) {
+		let frame;
+		try {
+			frame = JSON.parse(raw);
+		} catch {
+			return;
+		}
+		this.handleFrame(frame);
+	}
+
+	handleFrame(frame) {
+		if (!frame || typeof frame !== "object") return;
+		if (typeof frame.seq === "number") {
+			if (frame.seq <= this.lastSeq) return; // a replay we already have
+			this.lastSeq = frame.seq;
+		}
+		this.handlers.get(frame.type)?.(frame.data ?? {}, frame);
+	}
+}
