@@ -1,0 +1,66 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// TestBrowserCardMergeContract runs every case of
+// contracts/card_merge_contract.json through static/merge.js in Chromium:
+// the frames of a case go to the merge function their type names, in
+// order, as cards.js routes them, and each card must end in the state the
+// case expects. agent/cardmerge_test.go runs the same cases through
+// agent.ProjectCards.
+func TestBrowserCardMergeContract(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("merge contract")
+	b := newBrowser(t, a.http.URL)
+	b.signIn(u.email, "password123")
+	b.openThread(th, "")
+	contract, err := os.ReadFile("../contracts/card_merge_contract.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := evalAwait[[]string](b, fmt.Sprintf(`(async (contract) => {
+		const m = await import("/static/merge.js");
+		const problems = [];
+		// The fields both sides hold, in one order; usage is kept as its
+		// total, result_html by the browser only.
+		const state = (c) => JSON.stringify([c.runID, c.taskID, c.executionID, c.description, c.prompt, c.subagentType,
+			c.status, c.activity, c.modelName, c.total, c.stopReason, c.result, c.error, c.version, c.lastSeq, c.steps, c.resultHTML]);
+		const wanted = (w) => JSON.stringify([w.run_id, w.task_id, w.execution_id, w.description, w.prompt, w.subagent_type,
+			w.status, w.activity, w.model_name, w.usage?.total_tokens ?? null, w.stop_reason, w.result, w.error, w.version, w.last_seq, w.steps, w.result_html ?? null]);
+		for (const tc of contract.cases) {
+			const cards = new Map();
+			const key = (run, task) => run + "\u0000" + task;
+			for (const f of tc.frames) {
+				const d = f.data ?? {};
+				if (f.type === "message" && d.type === "ai") {
+					for (const call of d.tool_calls ?? []) {
+						if (call.name !== "task") continue;
+						const c = m.newCard(d.run_id, call.id);
+						m.applyTaskCall(c, call.args);
+						cards.set(key(d.run_id, call.id), c);
+					}
+				} else if (f.type === "message" && d.type === "tool" && d.name === "task") {
+					m.applyToolMessage(cards.get(key(d.run_id, d.tool_call_id)), d);
+				} else if (f.type === "run.end") {
+					for (const c of cards.values()) if (c.runID === (d.run_id ?? f.run_id)) m.failUnfinished(c);
+				} else if (m.TASK_FRAME_TYPES.includes(f.type)) {
+					m.applyTaskFrame(cards.get(key(d.run_id || f.run_id, d.task_id)), f.type, d, f.seq);
+				} else {
+					problems.push(tc.name + ": frame " + f.seq + " has a type the contract does not use: " + f.type);
+				}
+			}
+			const got = [...cards.values()].map(state);
+			const want = tc.want.map(wanted);
+			if (JSON.stringify(got) !== JSON.stringify(want)) problems.push(tc.name + ":\n  got  " + got.join("\n       ") + "\n  want " + want.join("\n       "));
+		}
+		return problems;
+	})(%s)`, contract))
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
