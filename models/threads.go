@@ -149,14 +149,26 @@ func (s *Store) Events(ctx context.Context, threadID string, f EventFilter) ([]R
 
 // Since returns up to limit of the thread's persisted records (messages and
 // events) with seq > after, in sequence order: the WebSocket replay.
+//
+// Both tables are read in one transaction, so from one snapshot: a commit
+// between two separate reads could add events past messages the first read
+// missed, and the page would skip them (TestSinceReadsOneSnapshot).
 func (s *Store) Since(ctx context.Context, threadID string, after int64, limit int) ([]Record, error) {
-	var ms []Message
-	if err := s.r.WithContext(ctx).Where("thread_id = ? AND seq > ?", threadID, after).Order("seq").Limit(limit).Find(&ms).Error; err != nil {
-		return nil, fmt.Errorf("store: replay messages: %w", err)
-	}
-	var es []RunEvent
-	if err := s.r.WithContext(ctx).Where("thread_id = ? AND seq > ?", threadID, after).Order("seq").Limit(limit).Find(&es).Error; err != nil {
-		return nil, fmt.Errorf("store: replay events: %w", err)
+	var (
+		ms []Message
+		es []RunEvent
+	)
+	err := s.r.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("thread_id = ? AND seq > ?", threadID, after).Order("seq").Limit(limit).Find(&ms).Error; err != nil {
+			return fmt.Errorf("messages: %w", err)
+		}
+		if err := tx.Where("thread_id = ? AND seq > ?", threadID, after).Order("seq").Limit(limit).Find(&es).Error; err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: replay: %w", err)
 	}
 	out := make([]Record, 0, min(limit, len(ms)+len(es)))
 	i, j := 0, 0
