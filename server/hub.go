@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -246,6 +247,11 @@ type client struct {
 	// fallen behind and reads what it missed from the database, where
 	// every persisted frame is committed before it is offered.
 	wake chan struct{}
+	// pong carries the payload of the client's latest ping from the read
+	// loop to the write loop, which answers it (see writeLoop).
+	pong chan string
+	// out holds the frames of one write, encoded (see flush).
+	out []byte
 }
 
 // offer queues f without ever blocking the publisher.
@@ -264,7 +270,7 @@ func (c *client) offer(f *frame) {
 // is cut, or ctx ends: subscribe first, replay every record with
 // seq > afterSeq from the database, then stream live (SPEC §6.3).
 func (h *Hub) Serve(ctx context.Context, conn *websocket.Conn, threadID string, afterSeq int64, admin bool) {
-	c := &client{h: h, threadID: threadID, admin: admin, conn: conn, send: make(chan *frame, h.opts.SendBuffer), wake: make(chan struct{}, 1)}
+	c := &client{h: h, threadID: threadID, admin: admin, conn: conn, send: make(chan *frame, h.opts.SendBuffer), wake: make(chan struct{}, 1), pong: make(chan string, 1)}
 	if !h.subscribe(c) {
 		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
 		_ = conn.Close()
@@ -355,6 +361,15 @@ func (c *client) readLoop() {
 	deadline := func() { _ = conn.SetReadDeadline(time.Now().Add(2*c.h.opts.PingInterval + 15*time.Second)) }
 	deadline()
 	conn.SetPongHandler(func(string) error { deadline(); return nil })
+	conn.SetPingHandler(func(data string) error {
+		// Only the newest ping needs an answer (RFC 6455 §5.5.3).
+		select {
+		case <-c.pong:
+		default:
+		}
+		c.pong <- data
+		return nil
+	})
 	for {
 		mt, data, err := conn.ReadMessage()
 		if err != nil {
@@ -386,6 +401,16 @@ func decodeClientFrame(messageType int, data []byte) error {
 // missing) it catches up from the database again, so a client never loses
 // a persisted frame nor sees one twice. A client that stops reading is
 // disconnected by the write deadline; others never wait for it.
+//
+// It is the only goroutine that writes on the socket while the connection
+// lives: frames go out through flush, bypassing gorilla's writer, so it
+// also answers the client's pings, which gorilla would answer from the
+// read loop. The read side still writes the close frame that ends a
+// connection (a bad client frame, a close from the client); that is one
+// whole frame in one Write, and Writes on a net.Conn never interleave
+// (internal/poll holds the socket's write lock for a whole Write, and
+// tls.Conn its output lock), so it lands between two batches, never
+// inside one.
 func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
 	last, catchUp := afterSeq, true
 	ping := time.NewTicker(c.h.opts.PingInterval)
@@ -407,21 +432,16 @@ func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
 		case <-c.wake:
 			catchUp = true
 		case f := <-c.send:
-			if f.seq > 0 {
-				if f.seq <= last {
-					continue // already sent
-				}
-				if f.seq != last+1 {
-					catchUp = true // a gap: the missing records are in the database
-					continue
-				}
-				last = f.seq
+			var ok bool
+			if last, catchUp, ok = c.writeQueued(f, last); !ok {
+				return
 			}
-			if !c.write(f) {
+		case data := <-c.pong:
+			if c.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.h.opts.WriteTimeout)) != nil {
 				return
 			}
 		case <-ping.C:
-			if !c.write(ephemeral(FramePing, c.threadID, "", map[string]any{})) {
+			if !c.add(ephemeral(FramePing, c.threadID, "", map[string]any{})) || !c.flush() {
 				return
 			}
 			if c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.h.opts.WriteTimeout)) != nil {
@@ -429,6 +449,48 @@ func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
 			}
 		}
 	}
+}
+
+// maxWriteBytes bounds one write of queued frames (a single larger frame
+// is written whole): at a few hundred bytes a frame, a write carries
+// dozens, and what a client keeps between writes stays small.
+const maxWriteBytes = 32 << 10
+
+// writeQueued writes f and the frames already queued behind it in one
+// write, so a burst costs one syscall per client instead of one per frame
+// (BenchmarkLiveLatency; docs/PERFORMANCE.md). Each frame passes the seq
+// rules in order: a persisted frame already sent is skipped, and one after
+// a gap ends the batch and asks for a catch-up from the database, before
+// which nothing queued behind it may be written. It returns the last seq
+// written and whether a catch-up is due.
+func (c *client) writeQueued(f *frame, last int64) (int64, bool, bool) {
+	gap := false
+	for {
+		switch {
+		case f.seq > 0 && f.seq <= last: // already sent
+		case f.seq > last+1:
+			gap = true // the missing records are in the database
+		default:
+			if f.seq > 0 {
+				last = f.seq
+			}
+			if !c.add(f) {
+				return last, gap, false
+			}
+		}
+		if gap || len(c.out) >= maxWriteBytes {
+			break
+		}
+		var more bool
+		select {
+		case f, more = <-c.send:
+		default:
+		}
+		if !more {
+			break
+		}
+	}
+	return last, gap, c.flush()
 }
 
 // farewell delivers what the client has not seen yet — the terminal
@@ -455,10 +517,13 @@ func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
 			f, err := c.h.recordFrame(r)
 			if err != nil {
 				c.h.log.Error("hub: encode replay frame", "thread", c.threadID, "seq", r.Seq(), "err", err)
-			} else if !c.write(f) {
+			} else if !c.add(f) {
 				return after, false
 			}
 			after = r.Seq()
+		}
+		if !c.flush() {
+			return after, false
 		}
 		if len(recs) < c.h.opts.ReplayPage {
 			return after, true
@@ -466,14 +531,49 @@ func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
 	}
 }
 
-func (c *client) write(f *frame) bool {
-	b := f.bytes(c.admin || c.h.opts.TokenUsage())
-	_ = c.conn.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
-	err := c.conn.WriteMessage(websocket.TextMessage, b)
+// add encodes f as a WebSocket text frame, as this client may see it,
+// behind the frames waiting in out; it flushes first when out is full.
+func (c *client) add(f *frame) bool {
+	if len(c.out) >= maxWriteBytes && !c.flush() {
+		return false
+	}
+	c.out = appendTextFrame(c.out, f.bytes(c.admin || c.h.opts.TokenUsage()))
+	return true
+}
+
+// flush writes out in one Write on the socket, under the write deadline.
+func (c *client) flush() bool {
+	if len(c.out) == 0 {
+		return true
+	}
+	nc := c.conn.NetConn()
+	_ = nc.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
+	_, err := nc.Write(c.out)
+	c.out = c.out[:0]
+	if cap(c.out) > 2*maxWriteBytes {
+		c.out = nil // a huge frame's buffer need not stay with the client
+	}
 	if err != nil && isTimeoutErr(err) && c.h.opts.OnDrop != nil {
 		c.h.opts.OnDrop()
 	}
 	return err == nil
+}
+
+// appendTextFrame appends payload as one final, unmasked text frame (RFC
+// 6455 §5.2: a server never masks).
+func appendTextFrame(b, payload []byte) []byte {
+	const finText = 0x80 | websocket.TextMessage
+	switch n := len(payload); {
+	case n <= 125:
+		b = append(b, finText, byte(n))
+	case n <= 0xffff:
+		b = append(b, finText, 126)
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
+	default:
+		b = append(b, finText, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, payload...)
 }
 
 func isTimeoutErr(err error) bool {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -404,5 +405,108 @@ func TestEnvelopeContract(t *testing.T) {
 		if string(f["type"]) == `"ping"` {
 			sawPing = true
 		}
+	}
+}
+
+// TestAppendTextFrame writes frames of every length encoding (7, 16 and
+// 64 bits, on each boundary) in one Write, as the hub's writer does, and
+// reads them back with gorilla's client.
+func TestAppendTextFrame(t *testing.T) {
+	sizes := []int{0, 1, 125, 126, 127, 0xffff, 0x10000, 0x10001, 300_000}
+	payload := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i)), sizes[i])) }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		var out []byte
+		for i, n := range sizes {
+			// RFC 6455 §5.2: the length in the fewest bytes, which
+			// browsers insist on.
+			header := 2
+			switch {
+			case n > 0xffff:
+				header = 10
+			case n > 125:
+				header = 4
+			}
+			if got := len(appendTextFrame(nil, payload(i))) - n; got != header {
+				t.Errorf("%d bytes: header of %d bytes, want %d", n, got, header)
+			}
+			out = appendTextFrame(out, payload(i))
+		}
+		if _, err := conn.NetConn().Write(out); err != nil {
+			t.Error(err)
+		}
+		_, _, _ = conn.ReadMessage() // until the client hangs up
+	}))
+	defer srv.Close()
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for i := range sizes {
+		typ, got, err := readFrameErr(conn, 5*time.Second)
+		if err != nil {
+			t.Fatalf("frame %d (%d bytes): %v", i, sizes[i], err)
+		}
+		if typ != websocket.TextMessage || string(got) != string(payload(i)) {
+			t.Fatalf("frame %d: type %d, %d bytes; want text, %d bytes", i, typ, len(got), sizes[i])
+		}
+	}
+}
+
+// TestBatchedFrames publishes a burst of ephemeral frames, small and
+// large, so the client's writer sends several per write: the client must
+// read every one, intact and in order, and a ping it sends meanwhile is
+// answered without disturbing them.
+func TestBatchedFrames(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	conn, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitClients(t, a.hub, 1)
+	pongs := make(chan string, 1)
+	conn.SetPongHandler(func(data string) error { pongs <- data; return nil })
+
+	var texts []string
+	for i, n := range []int{1, 2, 0xffff, 0x10000, 300_000, 3, 4, 5, 6, 7} {
+		texts = append(texts, strings.Repeat(string(rune('a'+i)), n))
+	}
+	for _, text := range texts {
+		a.hub.Delta(th, "r", "m", text)
+	}
+	if err := conn.WriteControl(websocket.PingMessage, []byte("hello"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range texts {
+		f, err := readFrame(conn, 5*time.Second)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		var d struct{ Text string }
+		if err := json.Unmarshal(f.Data, &d); err != nil || f.Type != FrameAIDelta || d.Text != want {
+			t.Fatalf("frame %d: %s with %d bytes of text (%v), want ai_delta with %d", i, f.Type, len(d.Text), err, len(want))
+		}
+	}
+	// The pong handler runs inside a read; if the pong is not in yet, a
+	// last read waits for it (and then times out: nothing else is due).
+	if len(pongs) == 0 {
+		_, _, _ = readFrameErr(conn, 500*time.Millisecond)
+	}
+	select {
+	case got := <-pongs:
+		if got != "hello" {
+			t.Errorf("pong %q, want %q", got, "hello")
+		}
+	default:
+		t.Error("the client's ping was not answered")
 	}
 }
