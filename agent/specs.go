@@ -151,4 +151,3 @@ func (x *Executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
 	}
 	return lead
 }
-
