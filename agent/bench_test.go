@@ -68,7 +68,7 @@ const benchTasks = 1000
 
 // BenchmarkTaskHandoff measures the completion-to-return latency of the
 // task tool (SPEC §4.3): from the moment a subagent's loop has returned its
-// terminal outcome (Execution.decidedAt) to the moment the blocking
+// terminal outcome (execution.decidedAt) to the moment the blocking
 // delegate returns it to the lead. That span is the real path: finish sets
 // the terminal state, writes subagent.end through the Writer and waits for
 // its commit, then closes done, which wakes delegate. The provider answers
@@ -164,7 +164,7 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 
 // benchExecution finds the execution of taskID; it is in the registry
 // until its ToolMessage is persisted (release).
-func benchExecution(env *benchEnv, r *run, taskID string) *Execution {
+func benchExecution(env *benchEnv, r *run, taskID string) *execution {
 	for _, e := range env.rt.exec.reg.byRun(r.id) {
 		if e.TaskID == taskID {
 			return e

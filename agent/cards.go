@@ -33,7 +33,7 @@ type Card struct {
 }
 
 // Terminal reports whether the card has reached a terminal status.
-func (c *Card) Terminal() bool { return IsTerminal(c.Status) }
+func (c *Card) Terminal() bool { return isTerminal(c.Status) }
 
 // CardSource is what ProjectCards reads: every message of the thread, the
 // queued/start/end events of the thread, the latest step of each task of
@@ -44,8 +44,8 @@ type CardSource struct {
 	ActiveRunID string
 }
 
-// NoResult is the error of a card whose run ended without a ToolMessage.
-const NoResult = "the run ended before this subagent reported a result"
+// noResult is the error of a card whose run ended without a ToolMessage.
+const noResult = "the run ended before this subagent reported a result"
 
 // ProjectCards rebuilds every card of a thread, in the order of the task
 // calls (SPEC §5.5). The ToolMessage's metadata is the source of truth for
@@ -94,7 +94,7 @@ func ProjectCards(src CardSource) []Card {
 			if tm := results[k]; tm != nil {
 				c.applyResult(tm)
 			} else if !c.Terminal() && m.RunID != src.ActiveRunID {
-				c.Status, c.Error, c.Activity = StatusFailed, NoResult, ""
+				c.Status, c.Error, c.Activity = StatusFailed, noResult, ""
 			}
 			if c.Terminal() {
 				c.Steps = 0
@@ -156,15 +156,15 @@ func (c *Card) applyResult(m *models.Message) {
 	if len(m.AdditionalKwargs) > 0 {
 		kw, _ = DecodeContent(m.AdditionalKwargs)
 	}
-	md, ok := ReadMetadata(kw)
+	md, ok := readMetadata(kw)
 	if !ok {
-		status, known := StatusFromContent(m.Content)
+		status, known := statusFromContent(m.Content)
 		if !known {
 			// A legacy result with no recognisable shape: it did return.
 			c.Status, c.Result = StatusCompleted, m.Content
 			return
 		}
-		md = Metadata{Status: status}
+		md = taskMetadata{Status: status}
 	}
 	c.Status = md.Status
 	c.StopReason = md.StopReason

@@ -26,7 +26,7 @@ func (f *cardFixture) event(runID, taskID, typ string, c map[string]any) {
 	f.seq++
 	c["task_id"], c["execution_id"], c["run_id"] = taskID, "e-"+taskID, runID
 	b, _ := json.Marshal(c)
-	f.events = append(f.events, models.RunEvent{Seq: f.seq, RunID: runID, TaskID: taskID, EventType: typ, Category: CategorySubagent, Content: models.JSON(b)})
+	f.events = append(f.events, models.RunEvent{Seq: f.seq, RunID: runID, TaskID: taskID, EventType: typ, Category: categorySubagent, Content: models.JSON(b)})
 }
 
 func (f *cardFixture) result(runID, taskID, content string, kwargs any) {
@@ -76,33 +76,33 @@ func TestProjectCards(t *testing.T) {
 		want   want
 	}{
 		{"queued before start", true, func(f *cardFixture) {}, want{status: "queued", total: -1}},
-		{"queued by admission", true, func(f *cardFixture) { f.event("r", "t", EventSubagentQueued, start(1)) },
+		{"queued by admission", true, func(f *cardFixture) { f.event("r", "t", eventSubagentQueued, start(1)) },
 			want{status: "queued", model: "demo-deep", total: -1, version: 1}},
 		{"running with usage and activity", true, func(f *cardFixture) {
-			f.event("r", "t", EventSubagentStart, start(1))
-			f.event("r", "t", EventSubagentStep, step(2, 1, 30, "write_file"))
+			f.event("r", "t", eventSubagentStart, start(1))
+			f.event("r", "t", eventSubagentStep, step(2, 1, 30, "write_file"))
 		}, want{status: "running", activity: "write_file", model: "demo-deep", total: 30, version: 2}},
 		{"usage never decreases", true, func(f *cardFixture) {
-			f.event("r", "t", EventSubagentStart, start(1))
-			f.event("r", "t", EventSubagentStep, step(3, 2, 50, "ls"))
-			f.event("r", "t", EventSubagentStep, step(2, 1, 20, "ls"))
+			f.event("r", "t", eventSubagentStart, start(1))
+			f.event("r", "t", eventSubagentStep, step(3, 2, 50, "ls"))
+			f.event("r", "t", eventSubagentStep, step(2, 1, 20, "ls"))
 		}, want{status: "running", activity: "ls", model: "demo-deep", total: 50, version: 3}},
 		{"end without ToolMessage yet", true, func(f *cardFixture) {
-			f.event("r", "t", EventSubagentStart, start(1))
-			f.event("r", "t", EventSubagentEnd, map[string]any{"version": 2, "status": "completed", "result": "R", "usage": usageMap(40), "model_name": "demo-deep"})
+			f.event("r", "t", eventSubagentStart, start(1))
+			f.event("r", "t", eventSubagentEnd, map[string]any{"version": 2, "status": "completed", "result": "R", "usage": usageMap(40), "model_name": "demo-deep"})
 		}, want{status: "completed", model: "demo-deep", result: "R", total: 40, version: 2}},
 		{"run ended without a ToolMessage", false, func(f *cardFixture) {
-			f.event("r", "t", EventSubagentStart, start(1))
-			f.event("r", "t", EventSubagentStep, step(2, 1, 30, "ls"))
-		}, want{status: "failed", model: "demo-deep", err: NoResult, total: 30, version: 2}},
+			f.event("r", "t", eventSubagentStart, start(1))
+			f.event("r", "t", eventSubagentStep, step(2, 1, 30, "ls"))
+		}, want{status: "failed", model: "demo-deep", err: noResult, total: 30, version: 2}},
 	}
 	for _, o := range []Outcome{
 		{Status: StatusCompleted, Result: "the **result**", ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
-		{Status: StatusCompleted, StopReason: StopTokenCapped, Result: "partial", ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
+		{Status: StatusCompleted, StopReason: stopTokenCapped, Result: "partial", ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
 		{Status: StatusFailed, Error: "boom", ModelName: "demo-deep"},
-		{Status: StatusFailed, StopReason: StopTurnCapped, Error: "out of turns", ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
+		{Status: StatusFailed, StopReason: stopTurnCapped, Error: "out of turns", ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
 		{Status: StatusCancelled, ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
-		{Status: StatusTimedOut, Error: "Execution timed out after 5 seconds", ModelName: "demo-deep"},
+		{Status: StatusTimedOut, Error: "execution timed out after 5 seconds", ModelName: "demo-deep"},
 		{Status: StatusPollingTimedOut, Error: "Task polling timed out: no terminal state", ModelName: "demo-deep"},
 	} {
 		o := o
@@ -119,7 +119,7 @@ func TestProjectCards(t *testing.T) {
 			build  func(f *cardFixture)
 			want   want
 		}{"terminal " + o.Status + " " + o.StopReason, false, func(f *cardFixture) {
-			f.event("r", "t", EventSubagentStart, start(1))
+			f.event("r", "t", eventSubagentStart, start(1))
 			c, kw := outcome(o)
 			f.result("r", "t", c, kw)
 		}, w})
@@ -132,7 +132,7 @@ func TestProjectCards(t *testing.T) {
 			want   want
 		}{"legacy max_turns_reached with brief", false, func(f *cardFixture) {
 			f.result("r", "t", "Task Succeeded. Result: partial", `{"subagent_status":"max_turns_reached","subagent_result_brief":"partial"}`)
-		}, want{status: "completed", stop: StopTurnCapped, result: "partial", total: -1}},
+		}, want{status: "completed", stop: stopTurnCapped, result: "partial", total: -1}},
 		struct {
 			name   string
 			active bool
@@ -203,7 +203,7 @@ func TestProjectCardsRepeatedIDs(t *testing.T) {
 	c, kw, _ := Outcome{Status: StatusCompleted, Result: "one"}.ToolMessage()
 	f.result("r1", "call_0", c, kw)
 	f.call("r2", "call_0", "second")
-	f.event("r2", "call_0", EventSubagentStart, map[string]any{"version": 1, "description": "d", "prompt": "p", "subagent_type": "general-purpose"})
+	f.event("r2", "call_0", eventSubagentStart, map[string]any{"version": 1, "description": "d", "prompt": "p", "subagent_type": "general-purpose"})
 	cards := ProjectCards(CardSource{Messages: f.msgs, Events: f.events, ActiveRunID: "r2"})
 	if len(cards) != 2 || cards[0].Status != StatusCompleted || cards[0].Result != "one" || cards[1].Status != StatusRunning {
 		t.Errorf("cards = %+v", cards)

@@ -32,22 +32,22 @@ func ledgerEntry(threadID, runID, taskID string, resp Response) (*models.UsageEn
 	}, true
 }
 
-// Collector records the LLM calls of one subagent execution, each once by
+// collector records the LLM calls of one subagent execution, each once by
 // call id, and gives the cumulative snapshot the card shows. It is a
 // projection: the ledger is written separately, once per call.
-type Collector struct {
+type collector struct {
 	mu      sync.Mutex
 	seen    map[string]bool
 	records []models.UsageEntry
 	total   TokenUsage
 }
 
-// NewCollector returns an empty collector.
-func NewCollector() *Collector { return &Collector{seen: map[string]bool{}} }
+// newCollector returns an empty collector.
+func newCollector() *collector { return &collector{seen: map[string]bool{}} }
 
 // Record adds e unless its call id was recorded before; it reports whether
 // it did.
-func (c *Collector) Record(e *models.UsageEntry) bool {
+func (c *collector) Record(e *models.UsageEntry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e == nil || c.seen[e.CallID] {
@@ -62,7 +62,7 @@ func (c *Collector) Record(e *models.UsageEntry) bool {
 }
 
 // Snapshot is the cumulative usage so far, or nil when no call reported any.
-func (c *Collector) Snapshot() *TokenUsage {
+func (c *collector) Snapshot() *TokenUsage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.records) == 0 {
@@ -73,7 +73,7 @@ func (c *Collector) Snapshot() *TokenUsage {
 }
 
 // Records returns a copy of the recorded calls.
-func (c *Collector) Records() []models.UsageEntry {
+func (c *collector) Records() []models.UsageEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]models.UsageEntry(nil), c.records...)

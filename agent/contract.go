@@ -24,9 +24,9 @@ const (
 
 // Stop reasons for guardrail caps (SPEC §4.5).
 const (
-	StopTokenCapped = "token_capped"
-	StopTurnCapped  = "turn_capped"
-	StopLoopCapped  = "loop_capped"
+	stopTokenCapped = "token_capped"
+	stopTurnCapped  = "turn_capped"
+	stopLoopCapped  = "loop_capped"
 )
 
 // TerminalStatuses lists the values valid as subagent_status.
@@ -35,10 +35,10 @@ func TerminalStatuses() []string {
 }
 
 // StopReasons lists the values valid as subagent_stop_reason.
-func StopReasons() []string { return []string{StopTokenCapped, StopTurnCapped, StopLoopCapped} }
+func stopReasons() []string { return []string{stopTokenCapped, stopTurnCapped, stopLoopCapped} }
 
-// IsTerminal reports whether status is one of TerminalStatuses.
-func IsTerminal(status string) bool {
+// isTerminal reports whether status is one of TerminalStatuses.
+func isTerminal(status string) bool {
 	switch status {
 	case StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut, StatusPollingTimedOut:
 		return true
@@ -47,17 +47,17 @@ func IsTerminal(status string) bool {
 }
 
 func validStopReason(r string) bool {
-	return r == StopTokenCapped || r == StopTurnCapped || r == StopLoopCapped
+	return r == stopTokenCapped || r == stopTurnCapped || r == stopLoopCapped
 }
 
 // capLabel is how a stop reason reads in the ToolMessage and on the card.
 func capLabel(reason string) string {
 	switch reason {
-	case StopTokenCapped:
+	case stopTokenCapped:
 		return "token budget"
-	case StopTurnCapped:
+	case stopTurnCapped:
 		return "turn budget"
-	case StopLoopCapped:
+	case stopLoopCapped:
 		return "repeated tool-call loop"
 	}
 	return ""
@@ -65,17 +65,17 @@ func capLabel(reason string) string {
 
 // Bounds (SPEC §5.3, §5.4).
 const (
-	MetadataTextCap = 2000
-	EventTextCap    = 8192
+	metadataTextCap = 2000
+	eventTextCap    = 8192
 )
 
 const boundMarker = "\n...\n"
 
-// Bound trims s and, when it is longer than limit characters, keeps the
+// bound trims s and, when it is longer than limit characters, keeps the
 // first ⌊2·limit/3⌋ characters, the marker "\n...\n" and the last
 // characters, exactly limit in all. When limit leaves no room for the
 // marker, it keeps the first limit characters.
-func Bound(s string, limit int) string {
+func bound(s string, limit int) string {
 	s = strings.TrimSpace(s)
 	if limit <= 0 {
 		return ""
@@ -109,11 +109,11 @@ type TokenUsage struct {
 	TotalTokens  int64 `json:"total_tokens"`
 }
 
-// NormalizeUsage is the one usage validator for every surface: v must be a
+// normalizeUsage is the one usage validator for every surface: v must be a
 // map whose three keys are all present, integers (not booleans, not
 // floats) and ≥ 0; otherwise the usage is absent (nil). Extra keys are
 // dropped. JSON must be decoded with UseNumber for integers to survive.
-func NormalizeUsage(v any) *TokenUsage {
+func normalizeUsage(v any) *TokenUsage {
 	var m map[string]any
 	switch t := v.(type) {
 	case map[string]any:
@@ -158,14 +158,14 @@ func wholeNumber(v any) (int64, bool) {
 	return 0, false
 }
 
-// UnmarshalJSON reads a snapshot as strictly as NormalizeUsage: all three
+// UnmarshalJSON reads a snapshot as strictly as normalizeUsage: all three
 // counts present, integers, ≥ 0.
 func (u *TokenUsage) UnmarshalJSON(b []byte) error {
 	m, err := DecodeContent(b)
 	if err != nil {
 		return errors.New("usage: want an object")
 	}
-	n := NormalizeUsage(m)
+	n := normalizeUsage(m)
 	if n == nil {
 		return errors.New("usage: want input_tokens, output_tokens and total_tokens, integers ≥ 0")
 	}
@@ -190,18 +190,18 @@ type Outcome struct {
 	Usage      *TokenUsage
 }
 
-// ErrContract marks a status or stop reason outside the contract: a
+// errContract marks a status or stop reason outside the contract: a
 // programming error caught at the producer, never written.
-var ErrContract = errors.New("outside the subagent status contract")
+var errContract = errors.New("outside the subagent status contract")
 
 // ToolMessage builds the terminal ToolMessage's content (what the lead LLM
 // reads) and additional_kwargs (the single source for reload), SPEC §5.3.
 func (o Outcome) ToolMessage() (content string, kwargs map[string]any, err error) {
-	if !IsTerminal(o.Status) {
-		return "", nil, fmt.Errorf("%w: status %q", ErrContract, o.Status)
+	if !isTerminal(o.Status) {
+		return "", nil, fmt.Errorf("%w: status %q", errContract, o.Status)
 	}
 	if o.StopReason != "" && !validStopReason(o.StopReason) {
-		return "", nil, fmt.Errorf("%w: stop reason %q", ErrContract, o.StopReason)
+		return "", nil, fmt.Errorf("%w: stop reason %q", errContract, o.StopReason)
 	}
 	result := strings.TrimSpace(o.Result)
 	errText := strings.TrimSpace(o.Error)
@@ -235,24 +235,24 @@ func (o Outcome) ToolMessage() (content string, kwargs map[string]any, err error
 		kwargs["subagent_stop_reason"] = o.StopReason
 	}
 	if o.Status != StatusCompleted && errText != "" {
-		kwargs["subagent_error"] = Bound(errText, MetadataTextCap)
+		kwargs["subagent_error"] = bound(errText, metadataTextCap)
 	}
 	if o.Status == StatusCompleted && result != "" {
-		kwargs["subagent_result_brief"] = Bound(result, MetadataTextCap)
+		kwargs["subagent_result_brief"] = bound(result, metadataTextCap)
 		sum := sha256.Sum256([]byte(o.Result))
 		kwargs["subagent_result_sha256"] = hex.EncodeToString(sum[:])
 	}
 	if m := strings.TrimSpace(o.ModelName); m != "" {
 		kwargs["subagent_model_name"] = m
 	}
-	if u := NormalizeUsage(o.Usage); u != nil {
+	if u := normalizeUsage(o.Usage); u != nil {
 		kwargs["subagent_token_usage"] = u.asMap()
 	}
 	return content, kwargs, nil
 }
 
-// Metadata is what ReadMetadata recovers from a ToolMessage.
-type Metadata struct {
+// Metadata is what readMetadata recovers from a ToolMessage.
+type taskMetadata struct {
 	Status       string
 	StopReason   string
 	Error        string
@@ -262,35 +262,35 @@ type Metadata struct {
 	Usage        *TokenUsage
 }
 
-// ReadMetadata reads a ToolMessage's additional_kwargs tolerantly: legacy
+// readMetadata reads a ToolMessage's additional_kwargs tolerantly: legacy
 // status max_turns_reached reads as completed or failed with turn_capped;
 // an unknown or missing status means no metadata (ok false); malformed
 // usage, unknown stop reasons and bad hashes are dropped.
-func ReadMetadata(kwargs map[string]any) (md Metadata, ok bool) {
+func readMetadata(kwargs map[string]any) (md taskMetadata, ok bool) {
 	str := func(k string) string {
 		s, _ := kwargs[k].(string)
 		return s
 	}
-	md = Metadata{
+	md = taskMetadata{
 		StopReason:   str("subagent_stop_reason"),
 		Error:        str("subagent_error"),
 		ResultBrief:  str("subagent_result_brief"),
 		ResultSHA256: str("subagent_result_sha256"),
 		ModelName:    strings.TrimSpace(str("subagent_model_name")),
-		Usage:        NormalizeUsage(kwargs["subagent_token_usage"]),
+		Usage:        normalizeUsage(kwargs["subagent_token_usage"]),
 	}
 	status := str("subagent_status")
 	switch {
 	case status == "max_turns_reached":
-		md.StopReason = StopTurnCapped
+		md.StopReason = stopTurnCapped
 		md.Status = StatusFailed
 		if strings.TrimSpace(md.ResultBrief) != "" {
 			md.Status = StatusCompleted
 		}
-	case IsTerminal(status):
+	case isTerminal(status):
 		md.Status = status
 	default:
-		return Metadata{}, false
+		return taskMetadata{}, false
 	}
 	if !validStopReason(md.StopReason) {
 		md.StopReason = ""
@@ -314,9 +314,9 @@ func isSHA256Hex(s string) bool {
 	return true
 }
 
-// StatusFromContent reads a terminal status from a ToolMessage's text, for
+// statusFromContent reads a terminal status from a ToolMessage's text, for
 // rows without usable metadata. ok is false when the text says nothing.
-func StatusFromContent(content string) (status string, ok bool) {
+func statusFromContent(content string) (status string, ok bool) {
 	c := strings.TrimSpace(content)
 	switch {
 	case strings.HasPrefix(c, "Task Succeeded"):

@@ -40,7 +40,7 @@ func TestStatusContract(t *testing.T) {
 	if got, want := sorted(TerminalStatuses()), sorted(c.Statuses); !slices.Equal(got, want) {
 		t.Errorf("terminal statuses = %v, contract %v", got, want)
 	}
-	if got, want := sorted(StopReasons()), sorted(c.StopReasons); !slices.Equal(got, want) {
+	if got, want := sorted(stopReasons()), sorted(c.StopReasons); !slices.Equal(got, want) {
 		t.Errorf("stop reasons = %v, contract %v", got, want)
 	}
 	for _, r := range c.StopReasons {
@@ -48,8 +48,8 @@ func TestStatusContract(t *testing.T) {
 			t.Errorf("label of %s = %q, contract %q", r, capLabel(r), c.Labels[r])
 		}
 	}
-	if c.MetaCap != MetadataTextCap || c.EventCap != EventTextCap {
-		t.Errorf("caps = %d/%d, contract %d/%d", MetadataTextCap, EventTextCap, c.MetaCap, c.EventCap)
+	if c.MetaCap != metadataTextCap || c.EventCap != eventTextCap {
+		t.Errorf("caps = %d/%d, contract %d/%d", metadataTextCap, eventTextCap, c.MetaCap, c.EventCap)
 	}
 	// Every status the contract lists is accepted by the producer and the
 	// reader; anything else is refused by both.
@@ -57,7 +57,7 @@ func TestStatusContract(t *testing.T) {
 		o := Outcome{Status: s, Result: "r", Error: "e"}
 		if _, kw, err := o.ToolMessage(); err != nil {
 			t.Errorf("producer refuses %s: %v", s, err)
-		} else if md, ok := ReadMetadata(kw); !ok || md.Status != s {
+		} else if md, ok := readMetadata(kw); !ok || md.Status != s {
 			t.Errorf("reader reads %s as %+v, %v", s, md, ok)
 		}
 	}
@@ -72,7 +72,7 @@ func TestStatusContract(t *testing.T) {
 	// The keys the producer may write are the contract's keys.
 	seen := map[string]bool{}
 	for _, o := range []Outcome{
-		{Status: StatusCompleted, Result: "r", StopReason: StopTokenCapped, ModelName: "m", Usage: &TokenUsage{1, 2, 3}},
+		{Status: StatusCompleted, Result: "r", StopReason: stopTokenCapped, ModelName: "m", Usage: &TokenUsage{1, 2, 3}},
 		{Status: StatusFailed, Error: "e"},
 	} {
 		_, kw, _ := o.ToolMessage()
@@ -100,7 +100,7 @@ func TestToolMessageTable(t *testing.T) {
 			"Task Succeeded. Result: the result",
 			map[string]any{"subagent_status": "completed", "subagent_result_brief": "the result", "subagent_result_sha256": hex.EncodeToString(sum[:]), "subagent_model_name": "demo-fast",
 				"subagent_token_usage": map[string]any{"input_tokens": int64(10), "output_tokens": int64(5), "total_tokens": int64(15)}}},
-		{"completed capped", Outcome{Status: StatusCompleted, StopReason: StopTokenCapped, Result: "R"},
+		{"completed capped", Outcome{Status: StatusCompleted, StopReason: stopTokenCapped, Result: "R"},
 			"Task Succeeded (capped: token budget). Result: R",
 			map[string]any{"subagent_status": "completed", "subagent_stop_reason": "token_capped", "subagent_result_brief": "R", "subagent_result_sha256": sha("R")}},
 		{"completed blank result", Outcome{Status: StatusCompleted, Result: "  "},
@@ -108,19 +108,19 @@ func TestToolMessageTable(t *testing.T) {
 		{"failed", Outcome{Status: StatusFailed}, "Task failed.", map[string]any{"subagent_status": "failed"}},
 		{"failed with error", Outcome{Status: StatusFailed, Error: "E"}, "Task failed. Error: E", map[string]any{"subagent_status": "failed", "subagent_error": "E"}},
 		{"failed blank error", Outcome{Status: StatusFailed, Error: " \n"}, "Task failed.", map[string]any{"subagent_status": "failed"}},
-		{"failed capped", Outcome{Status: StatusFailed, StopReason: StopTurnCapped, Error: "E"}, "Task failed (capped: turn budget). Error: E",
+		{"failed capped", Outcome{Status: StatusFailed, StopReason: stopTurnCapped, Error: "E"}, "Task failed (capped: turn budget). Error: E",
 			map[string]any{"subagent_status": "failed", "subagent_stop_reason": "turn_capped", "subagent_error": "E"}},
-		{"failed loop", Outcome{Status: StatusFailed, StopReason: StopLoopCapped, Error: "E"}, "Task failed (capped: repeated tool-call loop). Error: E",
+		{"failed loop", Outcome{Status: StatusFailed, StopReason: stopLoopCapped, Error: "E"}, "Task failed (capped: repeated tool-call loop). Error: E",
 			map[string]any{"subagent_status": "failed", "subagent_stop_reason": "loop_capped", "subagent_error": "E"}},
 		{"cancelled", Outcome{Status: StatusCancelled}, "Task cancelled by user.", map[string]any{"subagent_status": "cancelled"}},
 		{"cancelled with error", Outcome{Status: StatusCancelled, Error: "E"}, "Task cancelled by user. Error: E", map[string]any{"subagent_status": "cancelled", "subagent_error": "E"}},
 		{"timed out", Outcome{Status: StatusTimedOut}, "Task timed out.", map[string]any{"subagent_status": "timed_out"}},
-		{"timed out with error", Outcome{Status: StatusTimedOut, Error: "Execution timed out after 5 seconds"}, "Task timed out. Error: Execution timed out after 5 seconds",
-			map[string]any{"subagent_status": "timed_out", "subagent_error": "Execution timed out after 5 seconds"}},
+		{"timed out with error", Outcome{Status: StatusTimedOut, Error: "execution timed out after 5 seconds"}, "Task timed out. Error: execution timed out after 5 seconds",
+			map[string]any{"subagent_status": "timed_out", "subagent_error": "execution timed out after 5 seconds"}},
 		{"polling timed out", Outcome{Status: StatusPollingTimedOut, Error: "Task polling timed out after 120 s"}, "Task polling timed out after 120 s",
 			map[string]any{"subagent_status": "polling_timed_out", "subagent_error": "Task polling timed out after 120 s"}},
 		{"error bounded, full in content", Outcome{Status: StatusFailed, Error: long}, "Task failed. Error: " + long,
-			map[string]any{"subagent_status": "failed", "subagent_error": Bound(long, 2000)}},
+			map[string]any{"subagent_status": "failed", "subagent_error": bound(long, 2000)}},
 		{"no usage reported", Outcome{Status: StatusFailed, Usage: nil, ModelName: "  "}, "Task failed.", map[string]any{"subagent_status": "failed"}},
 		{"zero usage is still usage", Outcome{Status: StatusFailed, Usage: &TokenUsage{}}, "Task failed.",
 			map[string]any{"subagent_status": "failed", "subagent_token_usage": map[string]any{"input_tokens": int64(0), "output_tokens": int64(0), "total_tokens": int64(0)}}},
@@ -167,9 +167,9 @@ func TestBound(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Bound(c.in, c.limit)
+			got := bound(c.in, c.limit)
 			if got != c.want {
-				t.Errorf("Bound(%q, %d) = %q, want %q", c.in, c.limit, got, c.want)
+				t.Errorf("bound(%q, %d) = %q, want %q", c.in, c.limit, got, c.want)
 			}
 			if n := len([]rune(got)); n > c.limit {
 				t.Errorf("length %d > cap %d", n, c.limit)
@@ -204,9 +204,9 @@ func TestNormalizeUsage(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := NormalizeUsage(c.in)
+			got := normalizeUsage(c.in)
 			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
-				t.Errorf("NormalizeUsage(%v) = %+v, want %+v", c.in, got, c.want)
+				t.Errorf("normalizeUsage(%v) = %+v, want %+v", c.in, got, c.want)
 			}
 		})
 	}
@@ -218,23 +218,23 @@ func TestReadMetadata(t *testing.T) {
 		name string
 		kw   string
 		ok   bool
-		want Metadata
+		want taskMetadata
 	}{
 		{"completed", `{"subagent_status":"completed","subagent_result_brief":"r","subagent_result_sha256":"` + good + `","subagent_model_name":"m","subagent_token_usage":{"input_tokens":1,"output_tokens":2,"total_tokens":3}}`,
-			true, Metadata{Status: "completed", ResultBrief: "r", ResultSHA256: good, ModelName: "m", Usage: &TokenUsage{1, 2, 3}}},
+			true, taskMetadata{Status: "completed", ResultBrief: "r", ResultSHA256: good, ModelName: "m", Usage: &TokenUsage{1, 2, 3}}},
 		{"legacy max_turns_reached with brief", `{"subagent_status":"max_turns_reached","subagent_result_brief":"partial"}`,
-			true, Metadata{Status: "completed", StopReason: "turn_capped", ResultBrief: "partial"}},
+			true, taskMetadata{Status: "completed", StopReason: "turn_capped", ResultBrief: "partial"}},
 		{"legacy max_turns_reached without brief", `{"subagent_status":"max_turns_reached","subagent_error":"out of turns"}`,
-			true, Metadata{Status: "failed", StopReason: "turn_capped", Error: "out of turns"}},
-		{"unknown status", `{"subagent_status":"exploded","subagent_error":"x"}`, false, Metadata{}},
-		{"missing status", `{"subagent_error":"x"}`, false, Metadata{}},
-		{"status not a string", `{"subagent_status":1}`, false, Metadata{}},
-		{"malformed usage", `{"subagent_status":"failed","subagent_token_usage":{"input_tokens":1.5,"output_tokens":2,"total_tokens":3}}`, true, Metadata{Status: "failed"}},
-		{"usage as string", `{"subagent_status":"failed","subagent_token_usage":"lots"}`, true, Metadata{Status: "failed"}},
-		{"bad sha (upper case)", `{"subagent_status":"completed","subagent_result_brief":"r","subagent_result_sha256":"` + strings.ToUpper(good) + `"}`, true, Metadata{Status: "completed", ResultBrief: "r"}},
-		{"bad sha (short)", `{"subagent_status":"completed","subagent_result_sha256":"abc"}`, true, Metadata{Status: "completed"}},
-		{"unknown stop reason dropped", `{"subagent_status":"failed","subagent_stop_reason":"bored"}`, true, Metadata{Status: "failed"}},
-		{"fields of the wrong type dropped", `{"subagent_status":"failed","subagent_error":{"x":1},"subagent_model_name":7}`, true, Metadata{Status: "failed"}},
+			true, taskMetadata{Status: "failed", StopReason: "turn_capped", Error: "out of turns"}},
+		{"unknown status", `{"subagent_status":"exploded","subagent_error":"x"}`, false, taskMetadata{}},
+		{"missing status", `{"subagent_error":"x"}`, false, taskMetadata{}},
+		{"status not a string", `{"subagent_status":1}`, false, taskMetadata{}},
+		{"malformed usage", `{"subagent_status":"failed","subagent_token_usage":{"input_tokens":1.5,"output_tokens":2,"total_tokens":3}}`, true, taskMetadata{Status: "failed"}},
+		{"usage as string", `{"subagent_status":"failed","subagent_token_usage":"lots"}`, true, taskMetadata{Status: "failed"}},
+		{"bad sha (upper case)", `{"subagent_status":"completed","subagent_result_brief":"r","subagent_result_sha256":"` + strings.ToUpper(good) + `"}`, true, taskMetadata{Status: "completed", ResultBrief: "r"}},
+		{"bad sha (short)", `{"subagent_status":"completed","subagent_result_sha256":"abc"}`, true, taskMetadata{Status: "completed"}},
+		{"unknown stop reason dropped", `{"subagent_status":"failed","subagent_stop_reason":"bored"}`, true, taskMetadata{Status: "failed"}},
+		{"fields of the wrong type dropped", `{"subagent_status":"failed","subagent_error":{"x":1},"subagent_model_name":7}`, true, taskMetadata{Status: "failed"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -242,7 +242,7 @@ func TestReadMetadata(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, ok := ReadMetadata(kw)
+			got, ok := readMetadata(kw)
 			if ok != c.ok {
 				t.Fatalf("ok = %v, want %v", ok, c.ok)
 			}
@@ -257,12 +257,12 @@ func TestReadMetadata(t *testing.T) {
 		"Task Succeeded. Result: x": "completed", "Task Succeeded (capped: turn budget). Result: x": "completed",
 		"Task failed.": "failed", "Task cancelled by user.": "cancelled", "Task timed out. Error: e": "timed_out",
 	} {
-		if got, ok := StatusFromContent(content); !ok || got != want {
-			t.Errorf("StatusFromContent(%q) = %q, %v; want %q", content, got, ok, want)
+		if got, ok := statusFromContent(content); !ok || got != want {
+			t.Errorf("statusFromContent(%q) = %q, %v; want %q", content, got, ok, want)
 		}
 	}
-	if _, ok := StatusFromContent("[Subagent: bash] something"); ok {
-		t.Error("StatusFromContent reads a status from unrelated text")
+	if _, ok := statusFromContent("[Subagent: bash] something"); ok {
+		t.Error("statusFromContent reads a status from unrelated text")
 	}
 }
 
@@ -292,7 +292,7 @@ func validateMap(typ string, content map[string]any) (Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DecodeEvent(typ, b)
+	return decodeEvent(typ, b)
 }
 
 // frameFields encodes a payload's frame and reads back its top-level and
@@ -325,7 +325,7 @@ func TestEventContract(t *testing.T) {
 		if got := categoryOf(typ); got != ce.Category {
 			t.Errorf("%s category = %s, contract %s", typ, got, ce.Category)
 		}
-		req, opt := EventFields(typ)
+		req, opt := eventFields(typ)
 		if !maps.Equal(req, ce.Required) {
 			t.Errorf("%s required = %v, contract %v", typ, req, ce.Required)
 		}
@@ -335,12 +335,12 @@ func TestEventContract(t *testing.T) {
 	}
 	for typ, ce := range c.EventTypes {
 		if ce.FrameType != "" {
-			if got := FrameTypeOf(typ, ""); got != ce.FrameType {
+			if got := frameTypeOf(typ, ""); got != ce.FrameType {
 				t.Errorf("frame of %s = %s, contract %s", typ, got, ce.FrameType)
 			}
 		}
 		for status, want := range ce.FrameByStat {
-			if got := FrameTypeOf(typ, status); got != want {
+			if got := frameTypeOf(typ, status); got != want {
 				t.Errorf("frame of %s/%s = %s, contract %s", typ, status, got, want)
 			}
 		}
@@ -356,7 +356,7 @@ func TestEventContract(t *testing.T) {
 				t.Fatalf("sample %s invalid: %v", typ, err)
 			}
 			ft, data := frameFields(t, ev, FrameOptions{HTML: html})
-			if want := FrameTypeOf(typ, stringOr(content["status"])); ft != want {
+			if want := frameTypeOf(typ, stringOr(content["status"])); ft != want {
 				t.Errorf("%s frame type = %s, want %s", typ, ft, want)
 			}
 			if _, red := frameFields(t, ev, FrameOptions{Redact: true}); red["usage"] != nil || strings.Contains(fmt.Sprint(red), "total_tokens") {
@@ -364,7 +364,7 @@ func TestEventContract(t *testing.T) {
 			}
 			tf, ok := c.TaskFrames[ft]
 			if !ok {
-				if ce.Category != CategoryRun {
+				if ce.Category != categoryRun {
 					t.Errorf("frame %s of %s not in the contract", ft, typ)
 				}
 				continue
@@ -406,18 +406,18 @@ func sampleEvents() map[string][]map[string]any {
 	usage := map[string]any{"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
 	start := map[string]any{"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
 	out := map[string][]map[string]any{
-		EventRunStart:       {{"run_id": "r1", "model_name": "m"}},
-		EventRunEnd:         {{"run_id": "r1", "status": "completed"}, {"run_id": "r1", "status": "failed", "error": "e", "usage": map[string]any{}}},
-		EventSubagentQueued: {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
-		EventSubagentStart:  {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
-		EventSubagentStep: {
+		eventRunStart:       {{"run_id": "r1", "model_name": "m"}},
+		eventRunEnd:         {{"run_id": "r1", "status": "completed"}, {"run_id": "r1", "status": "failed", "error": "e", "usage": map[string]any{}}},
+		eventSubagentQueued: {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
+		eventSubagentStart:  {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
+		eventSubagentStep: {
 			base(map[string]any{"message_index": 1, "kind": "ai", "text": "t", "truncated": false}),
 			base(map[string]any{"message_index": 2, "kind": "ai", "text": "t", "truncated": true, "tool_calls": []any{map[string]any{"name": "ls", "args": "{}", "args_truncated": true}}, "usage": usage, "model_name": "m"}),
 			base(map[string]any{"message_index": 3, "kind": "tool", "text": "t", "truncated": false, "tool_name": "ls", "usage": usage}),
 		},
 	}
 	for _, st := range TerminalStatuses() {
-		out[EventSubagentEnd] = append(out[EventSubagentEnd],
+		out[eventSubagentEnd] = append(out[eventSubagentEnd],
 			base(map[string]any{"status": st}),
 			base(map[string]any{"status": st, "model_name": "m", "usage": usage, "result": "r", "result_truncated": false, "error": "e", "error_truncated": true, "stop_reason": "turn_capped"}))
 	}
@@ -441,22 +441,22 @@ func TestValidateEventRejects(t *testing.T) {
 		typ     string
 		content map[string]any
 	}{
-		{"missing task_id", EventSubagentStep, base(map[string]any{"task_id": nil})},
-		{"blank task_id", EventSubagentStep, base(map[string]any{"task_id": "  "})},
-		{"negative message_index", EventSubagentStep, base(map[string]any{"message_index": -1})},
-		{"zero message_index", EventSubagentStep, base(map[string]any{"message_index": 0})},
-		{"boolean message_index", EventSubagentStep, base(map[string]any{"message_index": true})},
-		{"float message_index", EventSubagentStep, base(map[string]any{"message_index": 1.5})},
-		{"unknown kind", EventSubagentStep, base(map[string]any{"kind": "human"})},
-		{"truncated not bool", EventSubagentStep, base(map[string]any{"truncated": "no"})},
-		{"bad usage", EventSubagentStep, base(map[string]any{"usage": map[string]any{"input_tokens": 1}})},
-		{"tool_name on ai step", EventSubagentStep, base(map[string]any{"tool_name": "ls"})},
-		{"tool_calls on tool step", EventSubagentStep, base(map[string]any{"kind": "tool", "tool_calls": []any{}})},
-		{"unknown field", EventSubagentStep, base(map[string]any{"secret": "x"})},
-		{"bad call", EventSubagentStep, base(map[string]any{"tool_calls": []any{map[string]any{"args": "{}"}}})},
-		{"end with running status", EventSubagentEnd, map[string]any{"task_id": "t", "execution_id": "e", "run_id": "r", "version": 2, "status": "running"}},
-		{"end with bad stop reason", EventSubagentEnd, map[string]any{"task_id": "t", "execution_id": "e", "run_id": "r", "version": 2, "status": "failed", "stop_reason": "x"}},
-		{"run end bad status", EventRunEnd, map[string]any{"run_id": "r", "status": "running"}},
+		{"missing task_id", eventSubagentStep, base(map[string]any{"task_id": nil})},
+		{"blank task_id", eventSubagentStep, base(map[string]any{"task_id": "  "})},
+		{"negative message_index", eventSubagentStep, base(map[string]any{"message_index": -1})},
+		{"zero message_index", eventSubagentStep, base(map[string]any{"message_index": 0})},
+		{"boolean message_index", eventSubagentStep, base(map[string]any{"message_index": true})},
+		{"float message_index", eventSubagentStep, base(map[string]any{"message_index": 1.5})},
+		{"unknown kind", eventSubagentStep, base(map[string]any{"kind": "human"})},
+		{"truncated not bool", eventSubagentStep, base(map[string]any{"truncated": "no"})},
+		{"bad usage", eventSubagentStep, base(map[string]any{"usage": map[string]any{"input_tokens": 1}})},
+		{"tool_name on ai step", eventSubagentStep, base(map[string]any{"tool_name": "ls"})},
+		{"tool_calls on tool step", eventSubagentStep, base(map[string]any{"kind": "tool", "tool_calls": []any{}})},
+		{"unknown field", eventSubagentStep, base(map[string]any{"secret": "x"})},
+		{"bad call", eventSubagentStep, base(map[string]any{"tool_calls": []any{map[string]any{"args": "{}"}}})},
+		{"end with running status", eventSubagentEnd, map[string]any{"task_id": "t", "execution_id": "e", "run_id": "r", "version": 2, "status": "running"}},
+		{"end with bad stop reason", eventSubagentEnd, map[string]any{"task_id": "t", "execution_id": "e", "run_id": "r", "version": 2, "status": "failed", "stop_reason": "x"}},
+		{"run end bad status", eventRunEnd, map[string]any{"run_id": "r", "status": "running"}},
 		{"unknown type", "subagent.exploded", map[string]any{}},
 	}
 	for _, c := range cases {

@@ -13,32 +13,32 @@ import (
 
 // Persisted event types (docs/DESIGN.md §Events) and their category.
 const (
-	EventRunStart       = "run.start"
-	EventRunEnd         = "run.end"
-	EventSubagentQueued = "subagent.queued"
-	EventSubagentStart  = "subagent.start"
-	EventSubagentStep   = "subagent.step"
-	EventSubagentEnd    = "subagent.end"
+	eventRunStart       = "run.start"
+	eventRunEnd         = "run.end"
+	eventSubagentQueued = "subagent.queued"
+	eventSubagentStart  = "subagent.start"
+	eventSubagentStep   = "subagent.step"
+	eventSubagentEnd    = "subagent.end"
 
-	CategoryRun      = "run"
-	CategorySubagent = "subagent"
+	categoryRun      = "run"
+	categorySubagent = "subagent"
 )
 
 // Live task frame types.
 const (
-	FrameTaskQueued    = "task_queued"
-	FrameTaskStarted   = "task_started"
-	FrameTaskRunning   = "task_running"
-	FrameTaskCompleted = "task_completed"
-	FrameTaskFailed    = "task_failed"
-	FrameTaskCancelled = "task_cancelled"
-	FrameTaskTimedOut  = "task_timed_out"
+	frameTaskQueued    = "task_queued"
+	frameTaskStarted   = "task_started"
+	frameTaskRunning   = "task_running"
+	frameTaskCompleted = "task_completed"
+	frameTaskFailed    = "task_failed"
+	frameTaskCancelled = "task_cancelled"
+	frameTaskTimedOut  = "task_timed_out"
 )
 
 // Step kinds.
 const (
-	StepAI   = "ai"
-	StepTool = "tool"
+	stepAI   = "ai"
+	stepTool = "tool"
 )
 
 // Event is one persisted event's payload: one Go type per event type. The
@@ -135,12 +135,12 @@ type RunEnd struct {
 }
 
 // EventType names each payload's persisted type.
-func (TaskQueued) EventType() string  { return EventSubagentQueued }
-func (TaskStarted) EventType() string { return EventSubagentStart }
-func (TaskStep) EventType() string    { return EventSubagentStep }
-func (TaskEnd) EventType() string     { return EventSubagentEnd }
-func (RunStart) EventType() string    { return EventRunStart }
-func (RunEnd) EventType() string      { return EventRunEnd }
+func (TaskQueued) EventType() string  { return eventSubagentQueued }
+func (TaskStarted) EventType() string { return eventSubagentStart }
+func (TaskStep) EventType() string    { return eventSubagentStep }
+func (TaskEnd) EventType() string     { return eventSubagentEnd }
+func (RunStart) EventType() string    { return eventRunStart }
+func (RunEnd) EventType() string      { return eventRunEnd }
 
 // Validate checks each payload against its fields' kinds.
 func (e TaskQueued) Validate() error  { return checkKinds(e) }
@@ -157,34 +157,34 @@ func (e TaskStep) Validate() error {
 	}
 	for i, c := range e.ToolCalls {
 		if c.Name == "" {
-			return fmt.Errorf("event %s: tool_calls: call %d: want a name", EventSubagentStep, i)
+			return fmt.Errorf("event %s: tool_calls: call %d: want a name", eventSubagentStep, i)
 		}
 	}
 	switch {
-	case e.Kind == StepAI && e.ToolName != "":
-		return fmt.Errorf("event %s: tool_name on an ai step", EventSubagentStep)
-	case e.Kind == StepTool && e.ToolCalls != nil:
-		return fmt.Errorf("event %s: tool_calls on a tool step", EventSubagentStep)
+	case e.Kind == stepAI && e.ToolName != "":
+		return fmt.Errorf("event %s: tool_name on an ai step", eventSubagentStep)
+	case e.Kind == stepTool && e.ToolCalls != nil:
+		return fmt.Errorf("event %s: tool_calls on a tool step", eventSubagentStep)
 	}
 	return nil
 }
 
 // categoryOf is the category of an event type.
 func categoryOf(eventType string) string {
-	if eventType == EventRunStart || eventType == EventRunEnd {
-		return CategoryRun
+	if eventType == eventRunStart || eventType == eventRunEnd {
+		return categoryRun
 	}
-	return CategorySubagent
+	return categorySubagent
 }
 
 // payloadTypes maps each persisted type to a new zero payload of it.
 var payloadTypes = map[string]func() Event{
-	EventRunStart:       func() Event { return new(RunStart) },
-	EventRunEnd:         func() Event { return new(RunEnd) },
-	EventSubagentQueued: func() Event { return new(TaskQueued) },
-	EventSubagentStart:  func() Event { return new(TaskStarted) },
-	EventSubagentStep:   func() Event { return new(TaskStep) },
-	EventSubagentEnd:    func() Event { return new(TaskEnd) },
+	eventRunStart:       func() Event { return new(RunStart) },
+	eventRunEnd:         func() Event { return new(RunEnd) },
+	eventSubagentQueued: func() Event { return new(TaskQueued) },
+	eventSubagentStart:  func() Event { return new(TaskStarted) },
+	eventSubagentStep:   func() Event { return new(TaskStep) },
+	eventSubagentEnd:    func() Event { return new(TaskEnd) },
 }
 
 // EventTypes lists every persisted event type.
@@ -196,11 +196,11 @@ func EventTypes() []string {
 	return out
 }
 
-// DecodeEvent reads a stored event strictly: every required field present,
+// decodeEvent reads a stored event strictly: every required field present,
 // no unknown field, every value of its field's kind. A row that fails
 // was not written by herd's producer (or was damaged) and reads as an
 // error, never half.
-func DecodeEvent(eventType string, content []byte) (Event, error) {
+func decodeEvent(eventType string, content []byte) (Event, error) {
 	mk, ok := payloadTypes[eventType]
 	if !ok {
 		return nil, fmt.Errorf("event: unknown type %q", eventType)
@@ -280,7 +280,7 @@ func PayloadOf(e *models.RunEvent) (Event, error) {
 	if ev, ok := e.Payload.(Event); ok {
 		return ev, nil
 	}
-	ev, err := DecodeEvent(e.EventType, e.Content)
+	ev, err := decodeEvent(e.EventType, e.Content)
 	if err == nil {
 		return ev, nil
 	}
@@ -293,7 +293,7 @@ func PayloadOf(e *models.RunEvent) (Event, error) {
 	}
 	delete(fields, "usage")
 	b, _ := json.Marshal(fields)
-	if ev, err2 := DecodeEvent(e.EventType, b); err2 == nil {
+	if ev, err2 := decodeEvent(e.EventType, b); err2 == nil {
 		return ev, nil
 	}
 	return nil, err
@@ -329,9 +329,9 @@ func fieldsOf(t reflect.Type) []fieldRule {
 	return out
 }
 
-// EventFields returns the kind of every field of an event type's content,
+// eventFields returns the kind of every field of an event type's content,
 // required and optional, for the contract test.
-func EventFields(eventType string) (required, optional map[string]string) {
+func eventFields(eventType string) (required, optional map[string]string) {
 	required, optional = map[string]string{}, map[string]string{}
 	mk, ok := payloadTypes[eventType]
 	if !ok {
@@ -369,11 +369,11 @@ func checkKind(kind string, v any) error {
 			return fmt.Errorf("want an integer ≥ 1, got %d", n)
 		}
 	case "usage":
-		if u := v.(*TokenUsage); u != nil && NormalizeUsage(u) == nil {
+		if u := v.(*TokenUsage); u != nil && normalizeUsage(u) == nil {
 			return fmt.Errorf("want a usage snapshot")
 		}
 	case "status":
-		if s := v.(string); !IsTerminal(s) {
+		if s := v.(string); !isTerminal(s) {
 			return fmt.Errorf("want a terminal status, got %q", s)
 		}
 	case "stop":
@@ -381,7 +381,7 @@ func checkKind(kind string, v any) error {
 			return fmt.Errorf("want a stop reason, got %q", s)
 		}
 	case "stepkind":
-		if s := v.(string); s != StepAI && s != StepTool {
+		if s := v.(string); s != stepAI && s != stepTool {
 			return fmt.Errorf("want ai or tool, got %q", s)
 		}
 	case "runstate":

@@ -19,11 +19,11 @@ type taskSink interface {
 	recordUsage(ctx context.Context, taskID string, resp Response) *models.UsageEntry
 }
 
-// Execution is one dispatched task call: the registry entry and the state
+// execution is one dispatched task call: the registry entry and the state
 // machine queued → running → exactly one terminal status. It is built with
 // everything it needs — its spec and limits, its model, its workspace, a
 // sink for events and usage, a clock — and knows nothing of its owners.
-type Execution struct {
+type execution struct {
 	ID          string // server-generated execution id, the registry key
 	TaskID      string // the LLM's tool-call id, the key for everything user-visible
 	RunID       string
@@ -41,11 +41,11 @@ type Execution struct {
 	now       func() time.Time
 	// onEnd is told once the terminal state is persisted (the registry
 	// arms its janitor).
-	onEnd func(*Execution)
+	onEnd func(*execution)
 
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
-	collector  *Collector
+	collector  *collector
 	admittedAt time.Time
 	log        *slog.Logger
 	// decidedAt is when execute returned the outcome, just before finish
@@ -63,16 +63,16 @@ type Execution struct {
 	janitor *time.Timer   // removes the entry if it is never delivered
 }
 
-func (e *Execution) status() string {
+func (e *execution) status() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.state
 }
 
-func (e *Execution) isTerminal() bool { return IsTerminal(e.status()) }
+func (e *execution) isTerminal() bool { return isTerminal(e.status()) }
 
 // outcome is the terminal outcome; valid once done is closed.
-func (e *Execution) outcome() Outcome {
+func (e *execution) outcome() Outcome {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.final
@@ -81,25 +81,25 @@ func (e *Execution) outcome() Outcome {
 // ref is the next version of the task's reference. The caller holds e.mu,
 // so versions and sequence numbers advance together and nothing is
 // emitted after the terminal event.
-func (e *Execution) nextRefLocked() TaskRef {
+func (e *execution) nextRefLocked() TaskRef {
 	e.version++
 	return TaskRef{TaskID: e.TaskID, ExecutionID: e.ID, RunID: e.RunID, Version: e.version}
 }
 
-func (e *Execution) introLocked() TaskIntro {
+func (e *execution) introLocked() TaskIntro {
 	return TaskIntro{TaskRef: e.nextRefLocked(), Description: e.Description, Prompt: e.Prompt, SubagentType: e.Type, ModelName: e.ModelName}
 }
 
-func (e *Execution) emitQueued() {
+func (e *execution) emitQueued() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sink.emit(e.ctx, e.TaskID, TaskQueued{e.introLocked()}, false)
 }
 
-func (e *Execution) emitStarted() {
+func (e *execution) emitStarted() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if IsTerminal(e.state) {
+	if isTerminal(e.state) {
 		return
 	}
 	e.state = StatusRunning
@@ -107,19 +107,19 @@ func (e *Execution) emitStarted() {
 }
 
 // emitStep publishes one bounded step with the cumulative usage snapshot.
-func (e *Execution) emitStep(kind, text string, calls []ToolCall, toolName string) {
+func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if IsTerminal(e.state) {
+	if isTerminal(e.state) {
 		return
 	}
 	e.steps++
 	st := TaskStep{TaskRef: e.nextRefLocked(), MessageIndex: e.steps, Kind: kind, ModelName: e.ModelName, Usage: e.collector.Snapshot()}
-	st.Text, st.Truncated = cut(text, EventTextCap)
-	if kind == StepAI {
+	st.Text, st.Truncated = cut(text, eventTextCap)
+	if kind == stepAI {
 		for _, tc := range calls {
 			c := StepCall{Name: tc.Name}
-			c.Args, c.ArgsTruncated = cut(string(tc.Args), EventTextCap)
+			c.Args, c.ArgsTruncated = cut(string(tc.Args), eventTextCap)
 			st.ToolCalls = append(st.ToolCalls, c)
 		}
 	} else {
@@ -132,9 +132,9 @@ func (e *Execution) emitStep(kind, text string, calls []ToolCall, toolName strin
 // wins), persists subagent.end and then signals done, so whoever sees done
 // also sees the payload and a committed end row. It reports whether this
 // call won.
-func (e *Execution) finish(o Outcome) bool {
+func (e *execution) finish(o Outcome) bool {
 	e.mu.Lock()
-	if IsTerminal(e.state) {
+	if isTerminal(e.state) {
 		e.mu.Unlock()
 		return false
 	}
@@ -148,10 +148,10 @@ func (e *Execution) finish(o Outcome) bool {
 	e.state, e.final = o.Status, o
 	end := TaskEnd{TaskRef: e.nextRefLocked(), Status: o.Status, ModelName: e.ModelName, Usage: o.Usage, StopReason: o.StopReason}
 	if r := strings.TrimSpace(o.Result); r != "" && o.Status == StatusCompleted {
-		end.Result, end.ResultTruncated = cut(r, EventTextCap)
+		end.Result, end.ResultTruncated = cut(r, eventTextCap)
 	}
 	if msg := strings.TrimSpace(o.Error); msg != "" && o.Status != StatusCompleted {
-		end.Error, end.ErrorTruncated = cut(msg, EventTextCap)
+		end.Error, end.ErrorTruncated = cut(msg, eventTextCap)
 	}
 	e.sink.emit(e.ctx, e.TaskID, end, true)
 	e.onEnd(e)

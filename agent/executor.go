@@ -15,17 +15,17 @@ import (
 	"herd/agent/tools"
 )
 
-// Executor runs subagents: admission, the two timeout layers, cancellation
-// and the registry of executions (docs/DESIGN.md §Executor). It holds its
+// executor runs subagents: admission, the two timeout layers, cancellation
+// and the registry of executions (docs/DESIGN.md §executor). It holds its
 // configuration, the models a subagent type may name and a clock; what a
 // task needs of its run comes with each dispatch (taskScope).
-type Executor struct {
+type executor struct {
 	cfg    SubagentsConfig
 	models map[string]*Model
 	specs  map[string]*subagentSpec
 	order  []string
 	slots  *semaphore.Weighted // FIFO: waiters are admitted in arrival order
-	reg    *Registry
+	reg    *registry
 	wg     sync.WaitGroup // subagent goroutines
 	queued atomic.Int64
 	now    func() time.Time
@@ -45,7 +45,7 @@ type taskScope struct {
 	sink      taskSink
 }
 
-func newExecutor(cfg SubagentsConfig, all *tools.Set, models map[string]*Model, now func() time.Time, newID func() string) (*Executor, error) {
+func newExecutor(cfg SubagentsConfig, all *tools.Set, models map[string]*Model, now func() time.Time, newID func() string) (*executor, error) {
 	if cfg.MaxRunning <= 0 {
 		cfg.MaxRunning = 32
 	}
@@ -67,7 +67,7 @@ func newExecutor(cfg SubagentsConfig, all *tools.Set, models map[string]*Model, 
 	if cfg.CancelGraceSeconds <= 0 {
 		cfg.CancelGraceSeconds = 5
 	}
-	x := &Executor{
+	x := &executor{
 		cfg:    cfg,
 		models: models,
 		specs:  map[string]*subagentSpec{},
@@ -93,7 +93,7 @@ var (
 // delegate runs one task call to its terminal state and returns the outcome
 // with a release func the caller calls once the ToolMessage is persisted.
 // It blocks until the subagent is terminal, waiting on a signal.
-func (x *Executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
+func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	args, err := parseTaskArgs(call.Args)
 	if err != nil {
 		return Outcome{Status: StatusFailed, Error: err.Error()}, nil
@@ -137,7 +137,7 @@ func (x *Executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 
 // admit waits for a running slot in FIFO order, bounded by the queue
 // timeout, then starts the subagent. On failure e is terminal.
-func (x *Executor) admit(e *Execution) {
+func (x *executor) admit(e *execution) {
 	if !x.slots.TryAcquire(1) {
 		e.emitQueued()
 		x.queued.Add(1)
@@ -167,7 +167,7 @@ func (x *Executor) admit(e *Execution) {
 	})
 }
 
-func (x *Executor) cancelTask(runID, taskID string) bool {
+func (x *executor) cancelTask(runID, taskID string) bool {
 	found := false
 	for _, e := range x.reg.byRun(runID) {
 		if e.TaskID == taskID && !e.isTerminal() {
@@ -179,11 +179,11 @@ func (x *Executor) cancelTask(runID, taskID string) bool {
 }
 
 // wait blocks until every subagent goroutine has returned.
-func (x *Executor) wait() { x.wg.Wait() }
+func (x *executor) wait() { x.wg.Wait() }
 
 // close disarms the janitors of whatever the registry still holds; at
 // shutdown nothing is left to deliver to.
-func (x *Executor) close() {
+func (x *executor) close() {
 	for _, e := range x.reg.all() {
 		x.reg.delivered(e)
 	}
@@ -198,7 +198,7 @@ type Stats struct {
 
 // stats reports the registry size, queued subagents and executions by
 // status.
-func (x *Executor) stats() Stats {
+func (x *executor) stats() Stats {
 	st := Stats{Queued: x.queued.Load(), ByStatus: map[string]int{}}
 	for _, e := range x.reg.all() {
 		st.Registry++
@@ -209,9 +209,9 @@ func (x *Executor) stats() Stats {
 
 // newExecution builds the execution of one task call, its model resolved
 // once for every call, event and card.
-func (x *Executor) newExecution(s taskScope, taskID string, args taskArgs, spec *subagentSpec) *Execution {
+func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec *subagentSpec) *execution {
 	model := x.resolveModel(spec, s.model)
-	e := &Execution{
+	e := &execution{
 		ID:          x.newID(),
 		TaskID:      taskID,
 		RunID:       s.runID,
@@ -226,8 +226,8 @@ func (x *Executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		workspace:   s.workspace,
 		sink:        s.sink,
 		now:         x.now,
-		onEnd:       func(e *Execution) { x.reg.scheduleJanitor(e, x.janitorGrace) },
-		collector:   NewCollector(),
+		onEnd:       func(e *execution) { x.reg.scheduleJanitor(e, x.janitorGrace) },
+		collector:   newCollector(),
 		state:       StatusQueued,
 		done:        make(chan struct{}),
 	}

@@ -82,7 +82,7 @@ func TestCancelRunWithThreeSubagents(t *testing.T) {
 			t.Errorf("%s: usage %+v, want the 10 tokens used before the cancel", id, md.Usage)
 		}
 		ends := h.endEvents(id)
-		if len(ends) != 1 || ends[0]["status"] != StatusCancelled || NormalizeUsage(ends[0]["usage"]) == nil {
+		if len(ends) != 1 || ends[0]["status"] != StatusCancelled || normalizeUsage(ends[0]["usage"]) == nil {
 			t.Errorf("%s: end events %v, want one cancelled with usage", id, ends)
 		}
 	}
@@ -191,7 +191,7 @@ func TestExecutionTimeout(t *testing.T) {
 	h.run("go")
 	m := h.toolMessages()["slow"]
 	md := metadata(t, m)
-	if md.Status != StatusTimedOut || m.Content != "Task timed out. Error: Execution timed out after 1 seconds" {
+	if md.Status != StatusTimedOut || m.Content != "Task timed out. Error: execution timed out after 1 seconds" {
 		t.Errorf("%q %+v, want timed_out", m.Content, md)
 	}
 	if md.Usage == nil || md.Usage.TotalTokens != 10 {
@@ -232,7 +232,7 @@ func TestQueueTimeout(t *testing.T) {
 		t.Fatalf("statuses: %v; want one completed, one queue-timed-out", tms)
 	}
 	evs := h.events(queued)
-	if len(evs) != 2 || evs[0].EventType != EventSubagentQueued || evs[1].EventType != EventSubagentEnd {
+	if len(evs) != 2 || evs[0].EventType != eventSubagentQueued || evs[1].EventType != eventSubagentEnd {
 		t.Errorf("events of the queued task: %v, want queued then end", eventTypes(evs))
 	}
 }
@@ -265,7 +265,7 @@ func TestAdmissionLimits(t *testing.T) {
 	want := map[string]string{"a1": StatusCompleted, "a2": StatusCompleted, "a3": "max_concurrent_per_response", "b1": StatusCompleted, "b2": "max_total_per_run"}
 	for id, w := range want {
 		md := metadata(t, tms[id])
-		if IsTerminal(w) {
+		if isTerminal(w) {
 			if md.Status != w {
 				t.Errorf("%s: %+v, want %s", id, md, w)
 			}
@@ -315,15 +315,15 @@ func TestStopReasons(t *testing.T) {
 		{"token budget, with output", AgentConfig{TokenBudget: ptr[int64](15)},
 			func(ctx context.Context, req Request) (Response, error) {
 				return reply("partial findings", &Usage{InputTokens: 10, OutputTokens: 10, TotalTokens: 20}, ls(fmt.Sprintf(`{"path":"%d"}`, usedTurns(req)))), nil
-			}, StatusCompleted, StopTokenCapped, "Task Succeeded (capped: token budget). Result: partial findings"},
+			}, StatusCompleted, stopTokenCapped, "Task Succeeded (capped: token budget). Result: partial findings"},
 		{"turn budget, no output", AgentConfig{MaxTurns: ptr(2)},
 			func(ctx context.Context, req Request) (Response, error) {
 				return reply("", nil, ls(fmt.Sprintf(`{"path":"%d"}`, usedTurns(req)))), nil
-			}, StatusFailed, StopTurnCapped, "Task failed (capped: turn budget). Error: Stopped: reached the turn budget (max_turns 2) before a final answer"},
+			}, StatusFailed, stopTurnCapped, "Task failed (capped: turn budget). Error: Stopped: reached the turn budget (max_turns 2) before a final answer"},
 		{"repeated call loop", AgentConfig{},
 			func(ctx context.Context, req Request) (Response, error) {
 				return reply("", nil, ls(`{"path": "."}`)), nil
-			}, StatusFailed, StopLoopCapped, "Task failed (capped: repeated tool-call loop). Error: Stopped: called ls with the same arguments 3 times"},
+			}, StatusFailed, stopLoopCapped, "Task failed (capped: repeated tool-call loop). Error: Stopped: called ls with the same arguments 3 times"},
 		{"empty answer", AgentConfig{},
 			func(ctx context.Context, req Request) (Response, error) { return reply("  ", nil), nil },
 			StatusFailed, "", "Task failed. Error: No response generated"},
@@ -360,7 +360,7 @@ func TestFirstTerminalWins(t *testing.T) {
 	defer r.cancel(nil)
 	outcomes := []Outcome{
 		{Status: StatusCompleted, Result: "the result"},
-		{Status: StatusTimedOut, Error: "Execution timed out after 1 seconds"},
+		{Status: StatusTimedOut, Error: "execution timed out after 1 seconds"},
 		{Status: StatusCancelled, Error: "stopped"},
 	}
 	for i := range 60 {

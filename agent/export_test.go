@@ -89,3 +89,12 @@ func (env *benchEnv) Close(b *testing.B)     { env.close(b) }
 
 // BenchTasks is the number of task calls in each benchmark iteration.
 const BenchTasks = benchTasks
+
+// The persisted event types, for the external tests' assertions.
+const (
+	EventRunEnd         = eventRunEnd
+	EventSubagentQueued = eventSubagentQueued
+	EventSubagentStart  = eventSubagentStart
+	EventSubagentStep   = eventSubagentStep
+	EventSubagentEnd    = eventSubagentEnd
+)

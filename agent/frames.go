@@ -52,23 +52,23 @@ type endFrame struct {
 }
 
 // Frame of a queued or started task is its payload as persisted.
-func (e TaskQueued) Frame(FrameOptions) (string, any)  { return FrameTaskQueued, e }
-func (e TaskStarted) Frame(FrameOptions) (string, any) { return FrameTaskStarted, e }
+func (e TaskQueued) Frame(FrameOptions) (string, any)  { return frameTaskQueued, e }
+func (e TaskStarted) Frame(FrameOptions) (string, any) { return frameTaskStarted, e }
 
 // Frame of a run's start is its payload.
-func (e RunStart) Frame(FrameOptions) (string, any) { return EventRunStart, e }
+func (e RunStart) Frame(FrameOptions) (string, any) { return eventRunStart, e }
 
 // Frame of a run's end is its payload, without the totals when redacted.
 func (e RunEnd) Frame(o FrameOptions) (string, any) {
 	if o.Redact {
 		e.Usage = nil
 	}
-	return EventRunEnd, e
+	return eventRunEnd, e
 }
 
 // Frame of a step nests the step's shape under "step".
 func (e TaskStep) Frame(o FrameOptions) (string, any) {
-	return FrameTaskRunning, runningFrame{
+	return frameTaskRunning, runningFrame{
 		TaskRef: e.TaskRef, MessageIndex: e.MessageIndex, ModelName: e.ModelName,
 		Step:  stepFrame{Kind: e.Kind, Text: e.Text, Truncated: e.Truncated, ToolCalls: e.ToolCalls, ToolName: e.ToolName},
 		Usage: frameUsage{u: e.Usage, hide: o.Redact},
@@ -86,34 +86,34 @@ func (e TaskEnd) Frame(o FrameOptions) (string, any) {
 	var typ string
 	switch e.Status {
 	case StatusCompleted:
-		typ = FrameTaskCompleted
+		typ = frameTaskCompleted
 		f.Result, f.ResultTruncated = &e.Result, e.ResultTruncated
 		if e.Result != "" && o.HTML != nil {
 			f.ResultHTML = o.HTML(e.Result)
 		}
 		return typ, f
 	case StatusTimedOut, StatusPollingTimedOut:
-		typ, f.Status = FrameTaskTimedOut, e.Status
+		typ, f.Status = frameTaskTimedOut, e.Status
 	case StatusCancelled:
-		typ = FrameTaskCancelled
+		typ = frameTaskCancelled
 	default:
-		typ = FrameTaskFailed
+		typ = frameTaskFailed
 	}
 	f.Error, f.ErrorTruncated = &e.Error, e.ErrorTruncated
 	return typ, f
 }
 
-// FrameTypeOf returns the live frame type of a persisted event type; a
+// frameTypeOf returns the live frame type of a persisted event type; a
 // subagent.end's frame type depends on its status.
-func FrameTypeOf(eventType, status string) string {
+func frameTypeOf(eventType, status string) string {
 	switch eventType {
-	case EventSubagentQueued:
-		return FrameTaskQueued
-	case EventSubagentStart:
-		return FrameTaskStarted
-	case EventSubagentStep:
-		return FrameTaskRunning
-	case EventSubagentEnd:
+	case eventSubagentQueued:
+		return frameTaskQueued
+	case eventSubagentStart:
+		return frameTaskStarted
+	case eventSubagentStep:
+		return frameTaskRunning
+	case eventSubagentEnd:
 		typ, _ := TaskEnd{Status: status}.Frame(FrameOptions{})
 		return typ
 	}

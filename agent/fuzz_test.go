@@ -25,14 +25,14 @@ func FuzzNormalizeUsage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		u := NormalizeUsage(m["u"])
+		u := normalizeUsage(m["u"])
 		if u == nil {
 			return
 		}
 		if u.InputTokens < 0 || u.OutputTokens < 0 || u.TotalTokens < 0 {
 			t.Fatalf("negative usage %+v from %s", u, b)
 		}
-		again := NormalizeUsage(u.asMap())
+		again := normalizeUsage(u.asMap())
 		if again == nil || *again != *u {
 			t.Fatalf("not idempotent: %+v → %+v", u, again)
 		}
@@ -58,17 +58,17 @@ func FuzzReadMetadata(f *testing.F) {
 		if err != nil {
 			return
 		}
-		md, ok := ReadMetadata(kw)
+		md, ok := readMetadata(kw)
 		if !ok {
-			if md != (Metadata{}) {
+			if md != (taskMetadata{}) {
 				t.Fatalf("no metadata but %+v", md)
 			}
 			return
 		}
-		if !IsTerminal(md.Status) {
+		if !isTerminal(md.Status) {
 			t.Fatalf("status %q outside the contract", md.Status)
 		}
-		if md.StopReason != "" && !slices.Contains(StopReasons(), md.StopReason) {
+		if md.StopReason != "" && !slices.Contains(stopReasons(), md.StopReason) {
 			t.Fatalf("stop reason %q outside the contract", md.StopReason)
 		}
 		if md.ResultSHA256 != "" && !isSHA256Hex(md.ResultSHA256) {
@@ -84,7 +84,7 @@ func FuzzReadMetadata(f *testing.F) {
 // round trip of its payload, is accepted again, and becomes a frame (full
 // and redacted) without panicking.
 func FuzzValidateEvent(f *testing.F) {
-	types := []string{EventRunStart, EventRunEnd, EventSubagentQueued, EventSubagentStart, EventSubagentStep, EventSubagentEnd}
+	types := []string{eventRunStart, eventRunEnd, eventSubagentQueued, eventSubagentStart, eventSubagentStep, eventSubagentEnd}
 	for typ, samples := range sampleEvents() {
 		for _, s := range samples {
 			b, _ := json.Marshal(s)
@@ -94,7 +94,7 @@ func FuzzValidateEvent(f *testing.F) {
 	f.Add(uint8(4), []byte(`{"task_id":"t","execution_id":"e","run_id":"r","version":1,"message_index":true,"kind":"ai","text":"","truncated":false}`))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		typ := types[int(which)%len(types)]
-		ev, err := DecodeEvent(typ, b)
+		ev, err := decodeEvent(typ, b)
 		if err != nil {
 			return
 		}
@@ -102,7 +102,7 @@ func FuzzValidateEvent(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := DecodeEvent(typ, again); err != nil {
+		if _, err := decodeEvent(typ, again); err != nil {
 			t.Fatalf("accepted %s, refused after a round trip (%s): %v", b, again, err)
 		}
 		for _, redact := range []bool{false, true} {

@@ -187,13 +187,13 @@ func (h *harness) toolMessages() map[string]models.Message {
 	return out
 }
 
-func metadata(t *testing.T, m models.Message) Metadata {
+func metadata(t *testing.T, m models.Message) taskMetadata {
 	t.Helper()
 	kw, err := DecodeContent(m.AdditionalKwargs)
 	if err != nil {
 		t.Fatalf("kwargs of %s: %v", m.ToolCallID, err)
 	}
-	md, ok := ReadMetadata(kw)
+	md, ok := readMetadata(kw)
 	if !ok {
 		t.Fatalf("no metadata on %s: %s", m.ToolCallID, m.AdditionalKwargs)
 	}
@@ -213,7 +213,7 @@ func (h *harness) events(taskID string) []models.RunEvent {
 func (h *harness) endEvents(taskID string) []map[string]any {
 	var out []map[string]any
 	for _, e := range h.events(taskID) {
-		if e.EventType == EventSubagentEnd {
+		if e.EventType == eventSubagentEnd {
 			c, _ := DecodeContent(e.Content)
 			out = append(out, c)
 		}

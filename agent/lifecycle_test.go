@@ -133,7 +133,7 @@ func TestCollector(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			col := NewCollector()
+			col := newCollector()
 			for _, r := range c.resps {
 				if e, ok := ledgerEntry("th", "run", "task", r); ok {
 					col.Record(e)
@@ -177,7 +177,7 @@ func TestCrashRecovery(t *testing.T) {
 	})
 	ev := func(task, typ string, content map[string]any) models.Record {
 		b, _ := json.Marshal(content)
-		if _, err := DecodeEvent(typ, b); err != nil {
+		if _, err := decodeEvent(typ, b); err != nil {
 			t.Fatal(err)
 		}
 		return models.Record{Event: &models.RunEvent{ThreadID: h.thread, RunID: runID, TaskID: task, EventType: typ, Category: categoryOf(typ), Content: b}}
@@ -196,11 +196,11 @@ func TestCrashRecovery(t *testing.T) {
 		models.Record{Run: &models.Run{ID: runID, ThreadID: h.thread, UserID: "u1", Status: models.RunRunning, ModelName: "m", StartedAt: time.Now()}},
 		models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: h.thread, RunID: runID, Type: TypeHuman, Content: "go"}},
 		models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: h.thread, RunID: runID, Type: TypeAI, ToolCalls: models.JSON(calls)}},
-		ev("t-run", EventSubagentStart, base("t-run", 1, start)),
-		ev("t-run", EventSubagentStep, base("t-run", 2, map[string]any{"message_index": 1, "kind": "ai", "text": "working", "truncated": false, "usage": usage})),
-		ev("t-queue", EventSubagentQueued, base("t-queue", 1, start)),
-		ev("t-done", EventSubagentStart, base("t-done", 1, start)),
-		ev("t-done", EventSubagentEnd, base("t-done", 2, map[string]any{"status": StatusCompleted, "result": "ok"})),
+		ev("t-run", eventSubagentStart, base("t-run", 1, start)),
+		ev("t-run", eventSubagentStep, base("t-run", 2, map[string]any{"message_index": 1, "kind": "ai", "text": "working", "truncated": false, "usage": usage})),
+		ev("t-queue", eventSubagentQueued, base("t-queue", 1, start)),
+		ev("t-done", eventSubagentStart, base("t-done", 1, start)),
+		ev("t-done", eventSubagentEnd, base("t-done", 2, map[string]any{"status": StatusCompleted, "result": "ok"})),
 		models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: h.thread, RunID: runID, Type: TypeTool, ToolCallID: "t-done", Name: ToolTask, Content: doneOutcome, AdditionalKwargs: models.MustJSON(doneKw)}},
 	)
 	if err != nil {
@@ -211,17 +211,17 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Recover = %d, %v; want 1 run closed", n, err)
 	}
-	if r := h.runRow(runID); r.Status != models.RunFailed || r.Error != Interrupted || r.EndedAt == nil {
-		t.Errorf("run = %+v, want failed: %s", r, Interrupted)
+	if r := h.runRow(runID); r.Status != models.RunFailed || r.Error != interruptedByRestart || r.EndedAt == nil {
+		t.Errorf("run = %+v, want failed: %s", r, interruptedByRestart)
 	}
 	tms := h.toolMessages()
 	for _, id := range []string{"t-run", "t-queue"} {
 		md := metadata(t, tms[id])
-		if md.Status != StatusFailed || md.Error != Interrupted || md.ModelName != "m" {
+		if md.Status != StatusFailed || md.Error != interruptedByRestart || md.ModelName != "m" {
 			t.Errorf("%s ToolMessage metadata %+v", id, md)
 		}
 		ends := h.endEvents(id)
-		if len(ends) != 1 || ends[0]["status"] != StatusFailed || ends[0]["error"] != Interrupted {
+		if len(ends) != 1 || ends[0]["status"] != StatusFailed || ends[0]["error"] != interruptedByRestart {
 			t.Errorf("%s end events %v", id, ends)
 		}
 	}
@@ -231,7 +231,7 @@ func TestCrashRecovery(t *testing.T) {
 	if ends := h.endEvents("t-done"); len(ends) != 1 {
 		t.Errorf("a finished task got a second end: %v", ends)
 	}
-	if m := tms["c-ls"]; !strings.Contains(m.Content, Interrupted) {
+	if m := tms["c-ls"]; !strings.Contains(m.Content, interruptedByRestart) {
 		t.Errorf("the ls call's result = %q", m.Content)
 	}
 	// Idempotent: a second start finds nothing to close.

@@ -15,8 +15,8 @@ type RecoveryStore interface {
 	Events(ctx context.Context, threadID string, f models.EventFilter) ([]models.RunEvent, bool, error)
 }
 
-// Interrupted is the error of everything a restart closed.
-const Interrupted = "interrupted: server restarted"
+// interruptedByRestart is the error of everything a restart closed.
+const interruptedByRestart = "interrupted: server restarted"
 
 // Recover closes what a crash left open (SPEC §4.7): every subagent still
 // queued or running gets a failed subagent.end and a ToolMessage, every
@@ -38,7 +38,7 @@ func (rt *Runtime) Recover(ctx context.Context, st RecoveryStore) (int, error) {
 }
 
 func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Run) error {
-	events, _, err := st.Events(ctx, r.ThreadID, models.EventFilter{RunID: r.ID, Category: CategorySubagent})
+	events, _, err := st.Events(ctx, r.ThreadID, models.EventFilter{RunID: r.ID, Category: categorySubagent})
 	if err != nil {
 		return err
 	}
@@ -47,13 +47,13 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	for _, t := range openTasks(events) {
 		end := TaskEnd{
 			TaskRef: TaskRef{TaskID: t.start.TaskID, ExecutionID: t.start.ExecutionID, RunID: r.ID, Version: t.version + 1},
-			Status:  StatusFailed, Error: Interrupted, ModelName: t.start.ModelName, Usage: t.usage,
+			Status:  StatusFailed, Error: interruptedByRestart, ModelName: t.start.ModelName, Usage: t.usage,
 		}
 		ev, err := eventRecord(r.ThreadID, end.TaskID, end)
 		if err != nil {
 			return err
 		}
-		msg, err := rt.interruptedToolMessage(r, end.TaskID, ToolTask, Outcome{Status: StatusFailed, Error: Interrupted, ModelName: end.ModelName, Usage: end.Usage})
+		msg, err := rt.interruptedToolMessage(r, end.TaskID, ToolTask, Outcome{Status: StatusFailed, Error: interruptedByRestart, ModelName: end.ModelName, Usage: end.Usage})
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 		if closed[c.ID] {
 			continue
 		}
-		msg, err := rt.interruptedToolMessage(r, c.ID, c.Name, Outcome{Status: StatusFailed, Error: Interrupted})
+		msg, err := rt.interruptedToolMessage(r, c.ID, c.Name, Outcome{Status: StatusFailed, Error: interruptedByRestart})
 		if err != nil {
 			return err
 		}
@@ -77,12 +77,12 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	}
 
 	now := rt.now().UTC()
-	end, err := eventRecord(r.ThreadID, "", RunEnd{RunID: r.ID, Status: models.RunFailed, Error: Interrupted})
+	end, err := eventRecord(r.ThreadID, "", RunEnd{RunID: r.ID, Status: models.RunFailed, Error: interruptedByRestart})
 	if err != nil {
 		return err
 	}
 	run := r
-	run.Status, run.Error, run.EndedAt = models.RunFailed, Interrupted, &now
+	run.Status, run.Error, run.EndedAt = models.RunFailed, interruptedByRestart, &now
 	recs = append(recs, models.Record{Run: &run}, end)
 	return rt.journal.Write(ctx, recs...)
 }
@@ -173,7 +173,7 @@ func openTasks(events []models.RunEvent) []openTask {
 func (rt *Runtime) interruptedToolMessage(r models.Run, callID, name string, o Outcome) (models.Record, error) {
 	m := &models.Message{ID: rt.newID(), ThreadID: r.ThreadID, RunID: r.ID, Type: TypeTool, ToolCallID: callID, Name: name}
 	if name != ToolTask {
-		m.Content = "Error: " + Interrupted
+		m.Content = "Error: " + interruptedByRestart
 		return models.Record{Message: m}, nil
 	}
 	content, kwargs, err := o.ToolMessage()

@@ -52,7 +52,7 @@ func TestCrashRecoveryReusedCallID(t *testing.T) {
 			results = append(results, m)
 		}
 	}
-	if len(results) != 1 || results[0].ToolCallID != "call_0" || !strings.Contains(results[0].Content, Interrupted) {
+	if len(results) != 1 || results[0].ToolCallID != "call_0" || !strings.Contains(results[0].Content, interruptedByRestart) {
 		t.Fatalf("results of the interrupted run = %+v, want one interrupted result for call_0", results)
 	}
 }

@@ -5,24 +5,24 @@ import (
 	"time"
 )
 
-// Registry holds live executions by execution id. An entry is removed once
+// registry holds live executions by execution id. An entry is removed once
 // its terminal state has been delivered (the ToolMessage persisted), or by
 // a janitor when it never is.
-type Registry struct {
+type registry struct {
 	mu     sync.Mutex
-	byExec map[string]*Execution
+	byExec map[string]*execution
 }
 
-func newRegistry() *Registry { return &Registry{byExec: map[string]*Execution{}} }
+func newRegistry() *registry { return &registry{byExec: map[string]*execution{}} }
 
-func (g *Registry) add(e *Execution) {
+func (g *registry) add(e *execution) {
 	g.mu.Lock()
 	g.byExec[e.ID] = e
 	g.mu.Unlock()
 }
 
 // delivered removes e once its terminal state reached the lead.
-func (g *Registry) delivered(e *Execution) {
+func (g *registry) delivered(e *execution) {
 	e.mu.Lock()
 	if e.janitor != nil {
 		e.janitor.Stop()
@@ -39,7 +39,7 @@ const janitorGrace = 2 * time.Minute
 
 // scheduleJanitor arms the removal of a terminal execution that is never
 // delivered; delivered disarms it. The caller holds e.mu.
-func (g *Registry) scheduleJanitor(e *Execution, grace time.Duration) {
+func (g *registry) scheduleJanitor(e *execution, grace time.Duration) {
 	e.janitor = time.AfterFunc(grace, func() {
 		g.mu.Lock()
 		_, still := g.byExec[e.ID]
@@ -51,20 +51,20 @@ func (g *Registry) scheduleJanitor(e *Execution, grace time.Duration) {
 	})
 }
 
-func (g *Registry) all() []*Execution {
+func (g *registry) all() []*execution {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make([]*Execution, 0, len(g.byExec))
+	out := make([]*execution, 0, len(g.byExec))
 	for _, e := range g.byExec {
 		out = append(out, e)
 	}
 	return out
 }
 
-func (g *Registry) byRun(runID string) []*Execution {
+func (g *registry) byRun(runID string) []*execution {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []*Execution
+	var out []*execution
 	for _, e := range g.byExec {
 		if e.RunID == runID {
 			out = append(out, e)
@@ -74,7 +74,7 @@ func (g *Registry) byRun(runID string) []*Execution {
 }
 
 // Len is the number of live executions.
-func (g *Registry) Len() int {
+func (g *registry) Len() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.byExec)

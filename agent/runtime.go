@@ -90,7 +90,7 @@ type Runtime struct {
 // where to persist and stream, the lead's tools, the executor for task
 // calls, a clock and ids. Runs hold it, never the Runtime.
 type runEnv struct {
-	exec      *Executor
+	exec      *executor
 	journal   Journal
 	history   History
 	pub       Publisher
@@ -223,8 +223,8 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	return Started{RunID: r.id, MessageID: msgID, ModelName: model.Config.Name}, nil
 }
 
-// ErrStopped is the cancellation cause of a run the user stopped.
-var ErrStopped = errors.New("stopped by user")
+// errStopped is the cancellation cause of a run the user stopped.
+var errStopped = errors.New("stopped by user")
 
 // Cancel stops run runID of thread threadID: every in-flight LLM call, tool
 // and subagent of it. It returns at once; the run writes its end shortly.
@@ -235,7 +235,7 @@ func (rt *Runtime) Cancel(threadID, runID string) error {
 	if r == nil || r.id != runID {
 		return ErrNoActiveRun
 	}
-	r.cancel(ErrStopped)
+	r.cancel(errStopped)
 	return nil
 }
 

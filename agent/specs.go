@@ -37,7 +37,7 @@ type subagentSpec struct {
 // buildSpecs resolves every subagent type with this precedence:
 // subagents.agents.<name>.<field> > global subagents.timeout_seconds
 // (built-ins only) > the agent's own default (docs/DESIGN.md §Subagents).
-func (x *Executor) buildSpecs(all *tools.Set) error {
+func (x *executor) buildSpecs(all *tools.Set) error {
 	builtinTimeout := time.Duration(x.cfg.TimeoutSeconds) * time.Second
 	gp := &subagentSpec{
 		name:         SubagentGeneral,
@@ -65,7 +65,7 @@ func (x *Executor) buildSpecs(all *tools.Set) error {
 }
 
 // buildCustom adds the custom subagents of the config, by name.
-func (x *Executor) buildCustom(all *tools.Set) error {
+func (x *executor) buildCustom(all *tools.Set) error {
 	names := make([]string, 0, len(x.cfg.Agents))
 	for n := range x.cfg.Agents {
 		if n != SubagentGeneral && n != SubagentBash {
@@ -99,7 +99,7 @@ func (x *Executor) buildCustom(all *tools.Set) error {
 }
 
 // globalTurns is subagents.max_turns when set, else def.
-func (x *Executor) globalTurns(def int) int {
+func (x *executor) globalTurns(def int) int {
 	if x.cfg.MaxTurns != nil {
 		return *x.cfg.MaxTurns
 	}
@@ -122,7 +122,7 @@ func (spec *subagentSpec) override(ac AgentConfig) {
 	}
 }
 
-func (x *Executor) add(s *subagentSpec) {
+func (x *executor) add(s *subagentSpec) {
 	if s.model == "" {
 		s.model = "inherit"
 	}
@@ -133,7 +133,7 @@ func (x *Executor) add(s *subagentSpec) {
 	x.order = append(x.order, s.name)
 }
 
-func (x *Executor) catalog() []catalogEntry {
+func (x *executor) catalog() []catalogEntry {
 	out := make([]catalogEntry, 0, len(x.order))
 	for _, n := range x.order {
 		out = append(out, catalogEntry{name: n, description: x.specs[n].description})
@@ -143,7 +143,7 @@ func (x *Executor) catalog() []catalogEntry {
 
 // resolveModel returns the effective model: inherit → the lead's model for
 // this run. Resolved once per dispatch and used for every call and event.
-func (x *Executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
+func (x *executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
 	if spec.model != "inherit" {
 		if m, ok := x.models[spec.model]; ok {
 			return m

@@ -15,7 +15,7 @@ func taskRefused(reason string) Outcome { return Outcome{Status: StatusFailed, E
 // execute is the subagent's own loop: LLM call → tools → next call, until a
 // final answer, a cap, an error or the end of ctx (its execution deadline,
 // a cancel). It returns the outcome; finish makes it terminal.
-func (e *Execution) execute(ctx context.Context) (o Outcome) {
+func (e *execution) execute(ctx context.Context) (o Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.Error("subagent panicked", "panic", p)
@@ -31,7 +31,7 @@ func (e *Execution) execute(ctx context.Context) (o Outcome) {
 	lastText := ""
 	for turn := 1; ; turn++ {
 		if turn > e.spec.maxTurns {
-			return capped(StopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
+			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
 		resp, err := e.model.Provider.Complete(ctx, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
 		if err != nil {
@@ -41,7 +41,7 @@ func (e *Execution) execute(ctx context.Context) (o Outcome) {
 		if entry := e.sink.recordUsage(ctx, e.TaskID, resp); entry != nil {
 			e.collector.Record(entry)
 		}
-		e.emitStep(StepAI, resp.Text, resp.ToolCalls, "")
+		e.emitStep(stepAI, resp.Text, resp.ToolCalls, "")
 		if t := strings.TrimSpace(resp.Text); t != "" {
 			lastText = resp.Text
 		}
@@ -53,14 +53,14 @@ func (e *Execution) execute(ctx context.Context) (o Outcome) {
 		}
 		if b := e.spec.tokenBudget; b > 0 {
 			if u := e.collector.Snapshot(); u != nil && u.TotalTokens >= b {
-				return capped(StopTokenCapped, lastText, fmt.Sprintf("used %d tokens of a %d token budget before a final answer", u.TotalTokens, b))
+				return capped(stopTokenCapped, lastText, fmt.Sprintf("used %d tokens of a %d token budget before a final answer", u.TotalTokens, b))
 			}
 		}
 		for _, c := range resp.ToolCalls {
 			key := c.Name + "\x00" + canonicalJSON(c.Args)
 			repeats[key]++
 			if repeats[key] >= e.loopLimit {
-				return capped(StopLoopCapped, lastText, fmt.Sprintf("called %s with the same arguments %d times", c.Name, repeats[key]))
+				return capped(stopLoopCapped, lastText, fmt.Sprintf("called %s with the same arguments %d times", c.Name, repeats[key]))
 			}
 		}
 		msgs = append(msgs, Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls})
@@ -82,13 +82,13 @@ func capped(reason, output, why string) Outcome {
 
 // interrupted maps an error after ctx ended (or a provider error) to its
 // terminal outcome.
-func (e *Execution) interrupted(ctx context.Context, err error) Outcome {
+func (e *execution) interrupted(ctx context.Context, err error) Outcome {
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		switch {
 		case errors.Is(cause, context.DeadlineExceeded):
-			return Outcome{Status: StatusTimedOut, Error: fmt.Sprintf("Execution timed out after %d seconds", int(e.spec.timeout.Seconds()))}
-		case errors.Is(cause, errTaskCancelled), errors.Is(cause, ErrStopped):
+			return Outcome{Status: StatusTimedOut, Error: fmt.Sprintf("execution timed out after %d seconds", int(e.spec.timeout.Seconds()))}
+		case errors.Is(cause, errTaskCancelled), errors.Is(cause, errStopped):
 			return Outcome{Status: StatusCancelled}
 		case errors.Is(cause, ErrShuttingDown):
 			return Outcome{Status: StatusCancelled, Error: "interrupted: server shutting down"}
@@ -100,7 +100,7 @@ func (e *Execution) interrupted(ctx context.Context, err error) Outcome {
 
 // runTools runs one response's tool calls in parallel and emits a step for
 // each result, in call order.
-func (e *Execution) runTools(ctx context.Context, calls []ToolCall) []Message {
+func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	out := make([]Message, len(calls))
 	var wg sync.WaitGroup
 	for i, c := range calls {
@@ -110,12 +110,12 @@ func (e *Execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	}
 	wg.Wait()
 	for _, m := range out {
-		e.emitStep(StepTool, m.Content, nil, m.Name)
+		e.emitStep(stepTool, m.Content, nil, m.Name)
 	}
 	return out
 }
 
-func (e *Execution) runTool(ctx context.Context, c ToolCall) (result string) {
+func (e *execution) runTool(ctx context.Context, c ToolCall) (result string) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.Error("tool panicked", "tool", c.Name, "panic", p)
