@@ -17,11 +17,13 @@ package openaitest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -394,95 +396,119 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req
 // chunks builds the data events of a reply that ends normally, without the
 // [DONE] sentinel.
 func chunks(reply Reply, req ChatRequest) [][]byte {
-	model := reply.Model
-	if model == "" {
-		model = req.Model
+	e := chunkEncoder{
+		model:     cmp.Or(reply.Model, req.Model),
+		withUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 	}
-	withUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	chunk := func(choices []any) []byte {
-		c := map[string]any{
-			"id":      CompletionID,
-			"object":  "chat.completion.chunk",
-			"created": 1700000000,
-			"model":   model,
-			"choices": choices,
-		}
-		if withUsage {
-			// The real API sends "usage": null on every chunk but the last
-			// when usage was asked for.
-			c["usage"] = nil
-		}
-		b, _ := json.Marshal(c)
-		return b
-	}
-	choice := func(delta map[string]any, finish any) []any {
-		return []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}
-	}
-
-	out := [][]byte{chunk(choice(map[string]any{"role": "assistant", "content": ""}, nil))}
+	out := [][]byte{e.delta(map[string]any{"role": "assistant", "content": ""}, nil)}
 	for _, text := range reply.Chunks {
-		out = append(out, chunk(choice(map[string]any{"content": text}, nil)))
+		out = append(out, e.delta(map[string]any{"content": text}, nil))
 	}
-
-	perCall := make([][][]byte, len(reply.ToolCalls))
-	for i, tc := range reply.ToolCalls {
-		head := map[string]any{"index": i, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": ""}}
-		if tc.ID != "" {
-			head["id"] = tc.ID
-		}
-		perCall[i] = append(perCall[i], chunk(choice(map[string]any{"tool_calls": []any{head}}, nil)))
-		for _, piece := range split(tc.Args, argPieces) {
-			part := map[string]any{"index": i, "function": map[string]any{"arguments": piece}}
-			perCall[i] = append(perCall[i], chunk(choice(map[string]any{"tool_calls": []any{part}}, nil)))
-		}
-	}
-	if reply.InterleaveToolCalls {
-		for j := 0; ; j++ {
-			wrote := false
-			for _, evs := range perCall {
-				if j < len(evs) {
-					out = append(out, evs[j])
-					wrote = true
-				}
-			}
-			if !wrote {
-				break
-			}
-		}
-	} else {
-		for _, evs := range perCall {
-			out = append(out, evs...)
-		}
-	}
-
-	finish := reply.FinishReason
-	if finish == "" {
-		finish = "stop"
-		if len(reply.ToolCalls) > 0 {
-			finish = "tool_calls"
-		}
-	}
-	out = append(out, chunk(choice(map[string]any{}, finish)))
-
-	if withUsage && reply.Usage != nil {
-		u := reply.Usage
-		c := map[string]any{
-			"id":      CompletionID,
-			"object":  "chat.completion.chunk",
-			"created": 1700000000,
-			"model":   model,
-			"choices": []any{},
-			"usage": map[string]any{
-				"prompt_tokens":         u.PromptTokens,
-				"completion_tokens":     u.CompletionTokens,
-				"total_tokens":          u.TotalTokens,
-				"prompt_tokens_details": map[string]any{"cached_tokens": u.CachedTokens, "audio_tokens": 0},
-			},
-		}
-		b, _ := json.Marshal(c)
-		out = append(out, b)
+	out = append(out, toolCallChunks(e, reply)...)
+	out = append(out, e.delta(map[string]any{}, finishReason(reply)))
+	if e.withUsage && reply.Usage != nil {
+		out = append(out, e.usage(*reply.Usage))
 	}
 	return out
+}
+
+// toolCallChunks streams every call of the reply, one after the other or
+// interleaved as the reply asks.
+func toolCallChunks(e chunkEncoder, reply Reply) [][]byte {
+	perCall := make([][][]byte, len(reply.ToolCalls))
+	for i, tc := range reply.ToolCalls {
+		perCall[i] = e.toolCall(i, tc)
+	}
+	if reply.InterleaveToolCalls {
+		return interleave(perCall)
+	}
+	return slices.Concat(perCall...)
+}
+
+// interleave takes the calls' chunks round-robin, so a client cannot
+// assume one call is complete before the next begins.
+func interleave(perCall [][][]byte) [][]byte {
+	var out [][]byte
+	for j := 0; ; j++ {
+		wrote := false
+		for _, evs := range perCall {
+			if j < len(evs) {
+				out = append(out, evs[j])
+				wrote = true
+			}
+		}
+		if !wrote {
+			return out
+		}
+	}
+}
+
+func finishReason(reply Reply) string {
+	switch {
+	case reply.FinishReason != "":
+		return reply.FinishReason
+	case len(reply.ToolCalls) > 0:
+		return "tool_calls"
+	default:
+		return "stop"
+	}
+}
+
+// chunkEncoder encodes the chat.completion.chunk objects of one reply.
+type chunkEncoder struct {
+	model     string
+	withUsage bool
+}
+
+// envelope is the part every chunk shares.
+func (e chunkEncoder) envelope(choices []any) map[string]any {
+	return map[string]any{
+		"id":      CompletionID,
+		"object":  "chat.completion.chunk",
+		"created": 1700000000,
+		"model":   e.model,
+		"choices": choices,
+	}
+}
+
+// delta encodes a chunk whose only choice carries delta and finish.
+func (e chunkEncoder) delta(delta map[string]any, finish any) []byte {
+	c := e.envelope([]any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}})
+	if e.withUsage {
+		// The real API sends "usage": null on every chunk but the last
+		// when usage was asked for.
+		c["usage"] = nil
+	}
+	b, _ := json.Marshal(c)
+	return b
+}
+
+// toolCall encodes call i as a head chunk with its id and name, then its
+// arguments split across argPieces chunks.
+func (e chunkEncoder) toolCall(i int, tc ToolCall) [][]byte {
+	head := map[string]any{"index": i, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": ""}}
+	if tc.ID != "" {
+		head["id"] = tc.ID
+	}
+	evs := [][]byte{e.delta(map[string]any{"tool_calls": []any{head}}, nil)}
+	for _, piece := range split(tc.Args, argPieces) {
+		part := map[string]any{"index": i, "function": map[string]any{"arguments": piece}}
+		evs = append(evs, e.delta(map[string]any{"tool_calls": []any{part}}, nil))
+	}
+	return evs
+}
+
+// usage encodes the last chunk: no choices, only the token totals.
+func (e chunkEncoder) usage(u Usage) []byte {
+	c := e.envelope([]any{})
+	c["usage"] = map[string]any{
+		"prompt_tokens":         u.PromptTokens,
+		"completion_tokens":     u.CompletionTokens,
+		"total_tokens":          u.TotalTokens,
+		"prompt_tokens_details": map[string]any{"cached_tokens": u.CachedTokens, "audio_tokens": 0},
+	}
+	b, _ := json.Marshal(c)
+	return b
 }
 
 // split cuts s into at most n pieces of about equal length on rune
