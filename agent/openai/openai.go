@@ -177,27 +177,32 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	ctx, cancel := context.WithTimeoutCause(ctx, p.timeout, errCallTimedOut)
 	defer cancel()
 
-	attempts, lastStatus := 0, 0
-	countAttempts := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		attempts++
-		if attempts > 1 {
-			p.log.Info("openai: retrying", "model", p.name, "attempt", attempts, "previous_status", lastStatus)
-		}
-		res, err := next(r)
-		lastStatus = 0
-		if res != nil {
-			lastStatus = res.StatusCode
-		}
-		return res, err
-	})
+	attempts := 0
+	res, err := p.openStream(ctx, params, &attempts)
+	if err != nil {
+		return agent.Response{}, err
+	}
+	acc, err := p.readStream(ctx, res, onDelta)
+	if err != nil {
+		return agent.Response{}, err
+	}
 
+	resp := acc.response(callID, model)
+	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
+		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts)
+	return resp, nil
+}
+
+// openStream sends the request and returns the response carrying the event
+// stream, counting the HTTP attempts into *attempts.
+func (p *Provider) openStream(ctx context.Context, params oai.ChatCompletionNewParams, attempts *int) (*http.Response, error) {
 	// The stream is opened by hand rather than with NewStreaming so that a
 	// stream that ends without [DONE] can be told from a complete one: the
 	// SDK's stream reports both as a clean end.
 	var res *http.Response
-	err = p.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true), countAttempts)
+	err := p.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true), p.countAttempts(attempts))
 	if err != nil {
-		return agent.Response{}, p.requestError(ctx, err, res, attempts)
+		return nil, p.requestError(ctx, err, res, *attempts)
 	}
 	// Some servers and proxies ignore stream: true, or answer 200 with an
 	// error object; the SSE decoder would see neither as anything but an
@@ -206,37 +211,57 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		_ = res.Body.Close()
 		if err != nil {
-			return agent.Response{}, p.streamError(ctx, err, 0)
+			return nil, p.streamError(ctx, err, 0)
 		}
-		return agent.Response{}, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
+		return nil, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
 	}
+	return res, nil
+}
+
+// countAttempts counts the HTTP attempts of one call into *n and logs each
+// retry, since the SDK retries out of sight.
+func (p *Provider) countAttempts(n *int) option.RequestOption {
+	lastStatus := 0
+	return option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		*n++
+		if *n > 1 {
+			p.log.Info("openai: retrying", "model", p.name, "attempt", *n, "previous_status", lastStatus)
+		}
+		res, err := next(r)
+		lastStatus = 0
+		if res != nil {
+			lastStatus = res.StatusCode
+		}
+		return res, err
+	})
+}
+
+// readStream accumulates the stream's chunks, passing text to onDelta as it
+// arrives, and fails a stream that ends without a finish_reason and [DONE].
+func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta func(string)) (*streamAccumulator, error) {
 	dec := &doneDecoder{Decoder: ssestream.NewDecoder(res)}
 	stream := ssestream.NewStream[oai.ChatCompletionChunk](dec, nil)
 	defer stream.Close()
 
-	acc := streamAccumulator{byIndex: map[int64]int{}}
+	acc := &streamAccumulator{byIndex: map[int64]int{}}
 	for stream.Next() {
 		// Chunks already buffered when ctx ends are dropped, so no text
 		// reaches onDelta after the caller has stopped the call.
 		if ctx.Err() != nil {
-			return agent.Response{}, p.contextError(ctx)
+			return nil, p.contextError(ctx)
 		}
 		acc.add(stream.Current(), onDelta)
 	}
 	if err := stream.Err(); err != nil {
-		return agent.Response{}, p.streamError(ctx, err, acc.chunks)
+		return nil, p.streamError(ctx, err, acc.chunks)
 	}
 	if !dec.done {
-		return agent.Response{}, p.errorf("stream cut short: the connection closed before [DONE], after %d chunks", acc.chunks)
+		return nil, p.errorf("stream cut short: the connection closed before [DONE], after %d chunks", acc.chunks)
 	}
 	if acc.finishReason == "" {
-		return agent.Response{}, p.errorf("stream cut short: [DONE] arrived without a finish_reason, after %d chunks", acc.chunks)
+		return nil, p.errorf("stream cut short: [DONE] arrived without a finish_reason, after %d chunks", acc.chunks)
 	}
-
-	resp := acc.response(callID, model)
-	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
-		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts)
-	return resp, nil
+	return acc, nil
 }
 
 // chatParams maps a Request onto the chat-completions request body.
