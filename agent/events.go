@@ -95,16 +95,24 @@ type StepCall struct {
 }
 
 // TaskStep is subagent.step: one bounded step with the cumulative usage.
+// The step's own fields (StepBody) are flat in the row and nested under
+// "step" in the frame.
 type TaskStep struct {
 	TaskRef
-	MessageIndex int64       `json:"message_index" kind:"index"`
-	Kind         string      `json:"kind" kind:"stepkind"`
-	Text         string      `json:"text" kind:"string"`
-	Truncated    bool        `json:"truncated" kind:"bool"`
-	ToolCalls    []StepCall  `json:"tool_calls,omitempty" kind:"calls"`
-	ToolName     string      `json:"tool_name,omitempty" kind:"string"`
-	Usage        *TokenUsage `json:"usage,omitempty" kind:"usage"`
-	ModelName    string      `json:"model_name,omitempty" kind:"string"`
+	MessageIndex int64 `json:"message_index" kind:"index"`
+	StepBody
+	Usage     *TokenUsage `json:"usage,omitempty" kind:"usage"`
+	ModelName string      `json:"model_name,omitempty" kind:"string"`
+}
+
+// StepBody is what one step did: the AI's text and tool calls, or a tool's
+// result.
+type StepBody struct {
+	Kind      string     `json:"kind" kind:"stepkind"`
+	Text      string     `json:"text" kind:"string"`
+	Truncated bool       `json:"truncated" kind:"bool"`
+	ToolCalls []StepCall `json:"tool_calls,omitempty" kind:"calls"`
+	ToolName  string     `json:"tool_name,omitempty" kind:"string"`
 }
 
 // TaskEnd is subagent.end: the one terminal event of a task.

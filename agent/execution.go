@@ -114,7 +114,7 @@ func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName strin
 		return
 	}
 	e.steps++
-	st := TaskStep{TaskRef: e.nextRefLocked(), MessageIndex: e.steps, Kind: kind, ModelName: e.ModelName, Usage: e.collector.Snapshot()}
+	st := TaskStep{TaskRef: e.nextRefLocked(), MessageIndex: e.steps, StepBody: StepBody{Kind: kind}, ModelName: e.ModelName, Usage: e.collector.Snapshot()}
 	st.Text, st.Truncated = cut(text, eventTextCap)
 	if kind == stepAI {
 		for _, tc := range calls {

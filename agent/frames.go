@@ -22,26 +22,21 @@ func (f frameUsage) MarshalJSON() ([]byte, error) {
 	return json.Marshal(*f.u)
 }
 
-type stepFrame struct {
-	Kind      string     `json:"kind"`
-	Text      string     `json:"text"`
-	Truncated bool       `json:"truncated"`
-	ToolCalls []StepCall `json:"tool_calls,omitempty"`
-	ToolName  string     `json:"tool_name,omitempty"`
-}
-
 type runningFrame struct {
 	TaskRef
 	MessageIndex int64      `json:"message_index"`
 	ModelName    string     `json:"model_name,omitempty"`
-	Step         stepFrame  `json:"step"`
+	Step         StepBody   `json:"step"`
 	Usage        frameUsage `json:"usage,omitzero"`
 }
 
+// endFrame is a TaskEnd with every field it has, except those whose
+// presence depends on the status: its own fields of the same JSON names are
+// shallower, so they hide the payload's (encoding/json's dominance rule),
+// and a field added to TaskEnd reaches the frame by itself.
 type endFrame struct {
-	TaskRef
+	TaskEnd
 	Status          string     `json:"status,omitempty"` // timed-out frames tell which layer
-	ModelName       string     `json:"model_name,omitempty"`
 	StopReason      string     `json:"stop_reason,omitempty"`
 	Usage           frameUsage `json:"usage,omitzero"`
 	Result          *string    `json:"result,omitempty"`
@@ -66,12 +61,11 @@ func (e RunEnd) Frame(o FrameOptions) (string, any) {
 	return eventRunEnd, e
 }
 
-// Frame of a step nests the step's shape under "step".
+// Frame of a step nests the step's body under "step".
 func (e TaskStep) Frame(o FrameOptions) (string, any) {
 	return frameTaskRunning, runningFrame{
 		TaskRef: e.TaskRef, MessageIndex: e.MessageIndex, ModelName: e.ModelName,
-		Step:  stepFrame{Kind: e.Kind, Text: e.Text, Truncated: e.Truncated, ToolCalls: e.ToolCalls, ToolName: e.ToolName},
-		Usage: frameUsage{u: e.Usage, hide: o.Redact},
+		Step: e.StepBody, Usage: frameUsage{u: e.Usage, hide: o.Redact},
 	}
 }
 
@@ -79,19 +73,18 @@ func (e TaskStep) Frame(o FrameOptions) (string, any) {
 // with the status and error, or task_failed/task_cancelled with the error.
 // Only a capped run (completed or failed) carries a stop reason.
 func (e TaskEnd) Frame(o FrameOptions) (string, any) {
-	f := endFrame{TaskRef: e.TaskRef, ModelName: e.ModelName, Usage: frameUsage{u: e.Usage, hide: o.Redact}}
+	f := endFrame{TaskEnd: e, Usage: frameUsage{u: e.Usage, hide: o.Redact}}
 	if e.Status == StatusCompleted || e.Status == StatusFailed {
 		f.StopReason = e.StopReason
 	}
 	var typ string
 	switch e.Status {
 	case StatusCompleted:
-		typ = frameTaskCompleted
 		f.Result, f.ResultTruncated = &e.Result, e.ResultTruncated
 		if e.Result != "" && o.HTML != nil {
 			f.ResultHTML = o.HTML(e.Result)
 		}
-		return typ, f
+		return frameTaskCompleted, f
 	case StatusTimedOut, StatusPollingTimedOut:
 		typ, f.Status = frameTaskTimedOut, e.Status
 	case StatusCancelled:
