@@ -165,16 +165,11 @@ func (readFileTool) Run(_ context.Context, env Env, args json.RawMessage) (strin
 	if p.Limit != nil {
 		limit = min(*p.Limit, maxReadLines)
 	}
-	root, err := openWorkspace(env)
+	root, f, err := openWorkspaceFile(env, p.Path)
 	if err != nil {
 		return "", err
 	}
 	defer root.Close()
-
-	f, err := openRegular(root, p.Path)
-	if err != nil {
-		return "", err
-	}
 	defer f.Close()
 
 	br := bufio.NewReaderSize(f, 64<<10)
@@ -345,55 +340,78 @@ func (strReplaceTool) Run(_ context.Context, env Env, args json.RawMessage) (str
 	if p.OldStr == p.NewStr {
 		return "", fmt.Errorf("%w: old_str and new_str are identical, so nothing would change", ErrBadArgs)
 	}
-	root, err := openWorkspace(env)
+	root, f, err := openWorkspaceFile(env, p.Path)
 	if err != nil {
 		return "", err
 	}
 	defer root.Close()
-
-	f, err := openRegular(root, p.Path)
+	text, err := readEditable(f, p.Path)
 	if err != nil {
 		return "", err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	f.Close()
+	updated, at, err := replaceOnce(text, p.OldStr, p.NewStr, p.Path)
 	if err != nil {
-		return "", workspaceError(p.Path, err)
+		return "", err
 	}
-	if len(data) > maxFileBytes {
-		return "", fmt.Errorf("path %q is larger than %d bytes; str_replace edits smaller files only", p.Path, maxFileBytes)
-	}
-	if bytes.IndexByte(data[:min(len(data), binarySniffBytes)], 0) >= 0 {
-		return "", fmt.Errorf("path %q looks like a binary file (it contains NUL bytes); str_replace edits text only", p.Path)
-	}
-	text := string(data)
-	switch n := countOverlapping(text, p.OldStr); n {
-	case 0:
-		return "", fmt.Errorf("old_str not found in %q (0 occurrences); it must match the file exactly, whitespace and indentation included; nothing was changed", p.Path)
-	case 1:
-	default:
-		return "", fmt.Errorf("old_str occurs %d times in %q; it must occur exactly once: include more surrounding lines; nothing was changed", n, p.Path)
-	}
-	at := strings.Index(text, p.OldStr)
-	updated := text[:at] + p.NewStr + text[at+len(p.OldStr):]
-	if len(updated) > maxFileBytes {
-		return "", fmt.Errorf("the edited file would be %d bytes; at most %d are allowed; nothing was changed", len(updated), maxFileBytes)
-	}
-	// O_TRUNC without O_CREATE keeps the file's mode and fails rather than
-	// recreate a file removed since it was read.
-	out, err := root.OpenFile(p.Path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return "", workspaceError(p.Path, err)
-	}
-	if _, err := io.WriteString(out, updated); err != nil {
-		out.Close()
-		return "", workspaceError(p.Path, err)
-	}
-	if err := out.Close(); err != nil {
-		return "", workspaceError(p.Path, err)
+	if err := overwrite(root, p.Path, updated); err != nil {
+		return "", err
 	}
 	line := strings.Count(text[:at], "\n") + 1
 	return fmt.Sprintf("replaced 1 occurrence in %q at line %d", p.Path, line), nil
+}
+
+// readEditable reads the file str_replace edits and closes it, refusing a
+// file too large or too binary to edit as text.
+func readEditable(f *os.File, name string) (string, error) {
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	f.Close()
+	if err != nil {
+		return "", workspaceError(name, err)
+	}
+	if len(data) > maxFileBytes {
+		return "", fmt.Errorf("path %q is larger than %d bytes; str_replace edits smaller files only", name, maxFileBytes)
+	}
+	if bytes.IndexByte(data[:min(len(data), binarySniffBytes)], 0) >= 0 {
+		return "", fmt.Errorf("path %q looks like a binary file (it contains NUL bytes); str_replace edits text only", name)
+	}
+	return string(data), nil
+}
+
+// replaceOnce replaces oldStr in text with newStr and returns the edited
+// text and the offset of the replacement. An oldStr that does not occur
+// exactly once is refused rather than guessed at.
+func replaceOnce(text, oldStr, newStr, name string) (string, int, error) {
+	switch n := countOverlapping(text, oldStr); n {
+	case 0:
+		return "", 0, fmt.Errorf("old_str not found in %q (0 occurrences); it must match the file exactly, whitespace and indentation included; nothing was changed", name)
+	case 1:
+	default:
+		return "", 0, fmt.Errorf("old_str occurs %d times in %q; it must occur exactly once: include more surrounding lines; nothing was changed", n, name)
+	}
+	at := strings.Index(text, oldStr)
+	updated := text[:at] + newStr + text[at+len(oldStr):]
+	if len(updated) > maxFileBytes {
+		return "", 0, fmt.Errorf("the edited file would be %d bytes; at most %d are allowed; nothing was changed", len(updated), maxFileBytes)
+	}
+	return updated, at, nil
+}
+
+// overwrite replaces the content of the existing file name.
+func overwrite(root *os.Root, name, content string) error {
+	// O_TRUNC without O_CREATE keeps the file's mode and fails rather than
+	// recreate a file removed since it was read.
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return workspaceError(name, err)
+	}
+	if _, err := io.WriteString(out, content); err != nil {
+		out.Close()
+		return workspaceError(name, err)
+	}
+	if err := out.Close(); err != nil {
+		return workspaceError(name, err)
+	}
+	return nil
 }
 
 // countOverlapping counts every position where sub starts, so "aa" in
@@ -419,6 +437,22 @@ func openWorkspace(env Env) (*os.Root, error) {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
 	return root, nil
+}
+
+// openWorkspaceFile opens env's workspace and the regular file name in it.
+// The caller closes both: the root stays open so a tool can write the file
+// back through it.
+func openWorkspaceFile(env Env, name string) (*os.Root, *os.File, error) {
+	root, err := openWorkspace(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := openRegular(root, name)
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return root, f, nil
 }
 
 // openRegular opens name for reading and refuses directories, so the
