@@ -168,18 +168,7 @@ var outcomeWords = map[string]string{
 // leadAfterTools answers once the lead's tool calls have returned: a
 // summary citing each task's result, or the other tools' output.
 func leadAfterTools(msgs []agent.Message) reply {
-	start := len(msgs)
-	for start > 0 && msgs[start-1].Type == agent.TypeTool {
-		start--
-	}
-	results := msgs[start:]
-	calls := map[string]agent.ToolCall{}
-	if start > 0 {
-		for _, c := range msgs[start-1].ToolCalls {
-			calls[c.ID] = c
-		}
-	}
-
+	results, calls := lastToolResults(msgs)
 	var b strings.Builder
 	tasks, succeeded := 0, 0
 	for _, m := range results {
@@ -188,29 +177,10 @@ func leadAfterTools(msgs []agent.Message) reply {
 			continue
 		}
 		tasks++
-		var args struct {
-			Description  string `json:"description"`
-			SubagentType string `json:"subagent_type"`
-		}
-		_ = json.Unmarshal(call.Args, &args) // an unreadable call is still reported, as "Task"
-		if args.Description == "" {
-			args.Description = "Task"
-		}
-		status, detail := "did not finish", m.Content
-		if o := taskOutcome.FindStringSubmatch(strings.TrimSpace(m.Content)); o != nil {
-			status, detail = outcomeWords[o[1]]+o[2], o[3]
-			if o[1] == "Succeeded" {
-				succeeded++
-			}
-		}
-		fmt.Fprintf(&b, "- **%s**", args.Description)
-		if args.SubagentType != "" {
-			fmt.Fprintf(&b, " (%s)", args.SubagentType)
-		}
-		if excerpt := oneLine(detail, 200); excerpt != "" {
-			fmt.Fprintf(&b, " %s: %s\n", status, excerpt)
-		} else {
-			fmt.Fprintf(&b, " %s, with nothing to report.\n", status)
+		item, ok := taskItem(call, m)
+		b.WriteString(item)
+		if ok {
+			succeeded++
 		}
 	}
 	if tasks == 0 {
@@ -227,6 +197,50 @@ func leadAfterTools(msgs []agent.Message) reply {
 	}
 	return reply{text: head + b.String() + closing +
 		" (Summary by the offline demo model, in the subagents' own words.)"}
+}
+
+// lastToolResults returns the tool messages that end msgs and, by id, the
+// calls of the assistant message before them that they answer.
+func lastToolResults(msgs []agent.Message) ([]agent.Message, map[string]agent.ToolCall) {
+	start := len(msgs)
+	for start > 0 && msgs[start-1].Type == agent.TypeTool {
+		start--
+	}
+	calls := map[string]agent.ToolCall{}
+	if start > 0 {
+		for _, c := range msgs[start-1].ToolCalls {
+			calls[c.ID] = c
+		}
+	}
+	return msgs[start:], calls
+}
+
+// taskItem renders a task's result m as a list item in the subagent's own
+// words, and reports whether the task succeeded.
+func taskItem(call agent.ToolCall, m agent.Message) (string, bool) {
+	var args struct {
+		Description  string `json:"description"`
+		SubagentType string `json:"subagent_type"`
+	}
+	_ = json.Unmarshal(call.Args, &args) // an unreadable call is still reported, as "Task"
+	if args.Description == "" {
+		args.Description = "Task"
+	}
+	status, detail, succeeded := "did not finish", m.Content, false
+	if o := taskOutcome.FindStringSubmatch(strings.TrimSpace(m.Content)); o != nil {
+		status, detail, succeeded = outcomeWords[o[1]]+o[2], o[3], o[1] == "Succeeded"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "- **%s**", args.Description)
+	if args.SubagentType != "" {
+		fmt.Fprintf(&b, " (%s)", args.SubagentType)
+	}
+	if excerpt := oneLine(detail, 200); excerpt != "" {
+		fmt.Fprintf(&b, " %s: %s\n", status, excerpt)
+	} else {
+		fmt.Fprintf(&b, " %s, with nothing to report.\n", status)
+	}
+	return b.String(), succeeded
 }
 
 func toolsAnswer(results []agent.Message) reply {
