@@ -23,7 +23,7 @@ import (
 )
 
 // These tests run the real binary, kill or stop it mid-run, and start it
-// again on the same data directory (SPEC §4.7).
+// again on the same data directory (docs/DESIGN.md §11).
 
 var (
 	buildOnce sync.Once

@@ -67,7 +67,7 @@ func (env *benchEnv) close(b *testing.B) {
 const benchTasks = 1000
 
 // BenchmarkTaskHandoff measures the completion-to-return latency of the
-// task tool (SPEC §4.3): from the moment a subagent's loop has returned its
+// task tool (docs/DESIGN.md §5): from the moment a subagent's loop has returned its
 // terminal outcome (execution.decidedAt) to the moment the blocking
 // delegate returns it to the lead. That span is the real path: finish sets
 // the terminal state, writes subagent.end through the Writer and waits for

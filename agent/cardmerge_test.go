@@ -59,7 +59,7 @@ type cardState struct {
 }
 
 // eventTypes maps a task frame to the event type of its persisted row
-// (SPEC §5.2): every terminal frame is a subagent.end.
+// (docs/DESIGN.md §7): every terminal frame is a subagent.end.
 var eventTypes = map[string]string{
 	"task_queued":    "subagent.queued",
 	"task_started":   "subagent.start",

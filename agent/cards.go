@@ -7,7 +7,7 @@ import (
 	"herd/models"
 )
 
-// Card is the state of one subagent card (SPEC §6.2 "task"): a projection
+// Card is the state of one subagent card (docs/API.md "task"): a projection
 // of the thread's messages and persisted events. It never writes anything.
 type Card struct {
 	TaskID       string      `json:"task_id"`
@@ -48,7 +48,7 @@ type CardSource struct {
 const noResult = "the run ended before this subagent reported a result"
 
 // ProjectCards rebuilds every card of a thread, in the order of the task
-// calls (SPEC §5.5). The ToolMessage's metadata is the source of truth for
+// calls (docs/DESIGN.md §9). The ToolMessage's metadata is the source of truth for
 // a finished card; events fill in live state (model, usage, activity) for
 // the active run; a card whose run ended without a ToolMessage is failed,
 // never left running.

@@ -9,7 +9,7 @@ import (
 // ledgerEntry turns one response's usage into a ledger row, or ok false when
 // the response reported none worth recording: no usage, or input, output and
 // total all ≤ 0 (never a fabricated zero). A missing total is input +
-// output; cache-read is kept only when > 0 (SPEC §4.6).
+// output; cache-read is kept only when > 0 (docs/DESIGN.md §6).
 func ledgerEntry(threadID, runID, taskID string, resp Response) (*models.UsageEntry, bool) {
 	u := resp.Usage
 	if u == nil || (u.InputTokens <= 0 && u.OutputTokens <= 0 && u.TotalTokens <= 0) {

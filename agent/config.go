@@ -1,6 +1,6 @@
 package agent
 
-// ModelConfig is one entry of the models list (SPEC §3.1).
+// ModelConfig is one entry of the models list (docs/DESIGN.md §12).
 type ModelConfig struct {
 	Name           string `yaml:"name" json:"name"`
 	DisplayName    string `yaml:"display_name" json:"display_name"`
@@ -38,7 +38,7 @@ type LeadConfig struct {
 }
 
 // AgentConfig is one entry of subagents.agents: overrides for a built-in,
-// or the definition of a custom subagent (SPEC §4.4). Pointer fields are
+// or the definition of a custom subagent (docs/DESIGN.md §5). Pointer fields are
 // unset when nil, so precedence can tell "absent" from "zero".
 type AgentConfig struct {
 	Description     string    `yaml:"description"`

@@ -22,7 +22,7 @@ const (
 	StatusPollingTimedOut = "polling_timed_out"
 )
 
-// Stop reasons for guardrail caps (SPEC §4.5).
+// Stop reasons for guardrail caps (docs/DESIGN.md §5).
 const (
 	stopTokenCapped = "token_capped"
 	stopTurnCapped  = "turn_capped"
@@ -63,7 +63,7 @@ func capLabel(reason string) string {
 	return ""
 }
 
-// Bounds (SPEC §5.3, §5.4).
+// Bounds (docs/DESIGN.md §8, §7).
 const (
 	metadataTextCap = 2000
 	eventTextCap    = 8192
@@ -195,7 +195,7 @@ type Outcome struct {
 var errContract = errors.New("outside the subagent status contract")
 
 // ToolMessage builds the terminal ToolMessage's content (what the lead LLM
-// reads) and additional_kwargs (the single source for reload), SPEC §5.3.
+// reads) and additional_kwargs (the single source for reload), docs/DESIGN.md §8.
 func (o Outcome) ToolMessage() (content string, kwargs map[string]any, err error) {
 	if !isTerminal(o.Status) {
 		return "", nil, fmt.Errorf("%w: status %q", errContract, o.Status)

@@ -85,7 +85,7 @@ func TestStatusContract(t *testing.T) {
 	}
 }
 
-// TestToolMessageTable covers every row of SPEC §5.3's content formats and
+// TestToolMessageTable covers every row of docs/DESIGN.md §8's content formats and
 // metadata table.
 func TestToolMessageTable(t *testing.T) {
 	long := strings.Repeat("a", 1500) + strings.Repeat("b", 1500)

@@ -61,7 +61,7 @@ func (r *run) begin(ctx context.Context, msgID, content string) error {
 	return nil
 }
 
-// loop is the lead loop (SPEC §4.1): model call → tool calls (in parallel)
+// loop is the lead loop (docs/DESIGN.md §3): model call → tool calls (in parallel)
 // → results → next call, until a response without tool calls.
 func (r *run) loop() {
 	defer close(r.done)

@@ -15,7 +15,7 @@ import (
 	"herd/models"
 )
 
-// TestSubagentSpecs covers the precedence of SPEC §4.4, recursion, the
+// TestSubagentSpecs covers the precedence of docs/DESIGN.md §5, recursion, the
 // bash type's availability and the effective model.
 func TestSubagentSpecs(t *testing.T) {
 	fast := model("fast", llmFunc(func(context.Context, Request, func(string)) (Response, error) { return reply("x", nil), nil }))

@@ -8,7 +8,7 @@ import (
 	"herd/agent/tools"
 )
 
-// Message types, in the seeds' LangChain vocabulary (SPEC §6.2).
+// Message types, in the seeds' LangChain vocabulary (docs/API.md).
 const (
 	TypeSystem = "system"
 	TypeHuman  = "human"

@@ -18,7 +18,7 @@ type RecoveryStore interface {
 // interruptedByRestart is the error of everything a restart closed.
 const interruptedByRestart = "interrupted: server restarted"
 
-// Recover closes what a crash left open (SPEC §4.7): every subagent still
+// Recover closes what a crash left open (docs/DESIGN.md §11): every subagent still
 // queued or running gets a failed subagent.end and a ToolMessage, every
 // tool call without a result gets one, and every running run fails — so a
 // reload never shows a card spinning forever. Call it at start, before

@@ -8,7 +8,7 @@ import (
 	"herd/agent/tools"
 )
 
-// taskArgs are the task tool's arguments (SPEC §4.3).
+// taskArgs are the task tool's arguments (docs/DESIGN.md §5).
 type taskArgs struct {
 	Description        string `json:"description"`
 	Prompt             string `json:"prompt"`

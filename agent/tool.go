@@ -12,7 +12,7 @@ func ToolNames() []string {
 	return append([]string{ToolTask}, tools.Names()...)
 }
 
-// Built-in subagent types (SPEC §4.4).
+// Built-in subagent types (docs/DESIGN.md §5).
 const (
 	SubagentGeneral = "general-purpose"
 	SubagentBash    = "bash"

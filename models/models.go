@@ -16,7 +16,7 @@ const (
 	RoleAdmin = "admin"
 )
 
-// Run statuses (SPEC §6.2).
+// Run statuses (docs/API.md).
 const (
 	RunRunning   = "running"
 	RunCompleted = "completed"
@@ -67,7 +67,7 @@ type APIToken struct {
 }
 
 // Thread is a conversation. LastSeq is the last value of the thread's
-// sequence (SPEC §5.1), advanced only by the Writer.
+// sequence (docs/DESIGN.md §7), advanced only by the Writer.
 type Thread struct {
 	ID        string `gorm:"primaryKey;size:36"`
 	UserID    string `gorm:"index:idx_threads_user_updated,priority:1;not null;size:36"`
@@ -106,7 +106,7 @@ type Run struct {
 	EndedAt   *time.Time
 }
 
-// RunEvent is one persisted event of a thread's log (SPEC §5.4).
+// RunEvent is one persisted event of a thread's log (docs/DESIGN.md §7).
 type RunEvent struct {
 	ID        int64  `gorm:"primaryKey;autoIncrement"`
 	ThreadID  string `gorm:"uniqueIndex:idx_events_thread_seq,priority:1;index:idx_events_thread_task_seq,priority:1;not null;size:36"`
@@ -125,7 +125,7 @@ type RunEvent struct {
 }
 
 // UsageEntry is one LLM call in the usage ledger, keyed by the call id so
-// that reporting a call twice counts it once (SPEC §4.6).
+// that reporting a call twice counts it once (docs/DESIGN.md §6).
 type UsageEntry struct {
 	CallID          string `gorm:"primaryKey"`
 	ThreadID        string `gorm:"index;not null;size:36"`

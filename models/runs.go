@@ -35,7 +35,7 @@ type UsageTotals struct {
 	Calls           int64 `json:"calls"`
 }
 
-// UsageReport is the ledger aggregated for a thread or run (SPEC §4.6).
+// UsageReport is the ledger aggregated for a thread or run (docs/DESIGN.md §6).
 type UsageReport struct {
 	Total     UsageTotals            `json:"total"`
 	Lead      UsageTotals            `json:"lead"`

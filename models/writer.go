@@ -418,6 +418,31 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 			_ = tx.Rollback()
 		}
 	}()
+	next, gone, err := w.reserveSeqs(tx, recs, now)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := w.placeRecords(tx, recs, next, gone, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.insertLog(tx, rows); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	select {
+	case w.ckpt <- struct{}{}:
+	default: // a checkpoint is already due
+	}
+	return gone, nil
+}
+
+// reserveSeqs reserves each thread's block of sequence numbers for recs
+// and returns the first of each block. Threads that no longer exist are
+// reported in gone.
+func (w *Writer) reserveSeqs(tx *sql.Tx, recs []Record, now time.Time) (next map[string]int64, gone map[string]bool, err error) {
 	// One UPDATE per thread reserves a block of sequence numbers.
 	counts := map[string]int64{}
 	var order []string
@@ -431,7 +456,7 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 		}
 		counts[id]++
 	}
-	next := make(map[string]int64, len(order))
+	next = make(map[string]int64, len(order))
 	for _, id := range order {
 		var last int64
 		err := tx.Stmt(w.stmts.reserve).QueryRow(counts[id], now, id).Scan(&last)
@@ -443,15 +468,26 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reserve seq: %w", err)
+			return nil, nil, fmt.Errorf("reserve seq: %w", err)
 		}
 		next[id] = last - counts[id] + 1
 	}
-	var (
-		msgs   []*Message
-		events []*RunEvent
-		usage  []*UsageEntry
-	)
+	return next, gone, nil
+}
+
+// logRows are a transaction's message, event and usage rows, each in
+// sequence order, for the multi-row INSERTs.
+type logRows struct {
+	msgs   []*Message
+	events []*RunEvent
+	usage  []*UsageEntry
+}
+
+// placeRecords gives each record of a live thread its Seq (from next) and
+// its creation time, upserts run rows as it meets them and collects the
+// other rows by table.
+func (w *Writer) placeRecords(tx *sql.Tx, recs []Record, next map[string]int64, gone map[string]bool, now time.Time) (logRows, error) {
+	var rows logRows
 	for _, r := range recs {
 		if gone[r.ThreadID()] {
 			continue
@@ -466,31 +502,36 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 			if r.Message.CreatedAt.IsZero() {
 				r.Message.CreatedAt = now
 			}
-			msgs = append(msgs, r.Message)
+			rows.msgs = append(rows.msgs, r.Message)
 		case r.Event != nil:
 			if r.Event.CreatedAt.IsZero() {
 				r.Event.CreatedAt = now
 			}
-			events = append(events, r.Event)
+			rows.events = append(rows.events, r.Event)
 		case r.Usage != nil:
 			if r.Usage.CreatedAt.IsZero() {
 				r.Usage.CreatedAt = now
 			}
-			usage = append(usage, r.Usage)
+			rows.usage = append(rows.usage, r.Usage)
 		case r.Run != nil:
 			// Runs are written in order with the log so that a run's
 			// end row never precedes its last event.
 			t := w.stmts.tables.runs
 			if _, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, 1}]).Exec(t.appendRow(nil, r.Run)...); err != nil {
-				return nil, fmt.Errorf("upsert run: %w", err)
+				return logRows{}, fmt.Errorf("upsert run: %w", err)
 			}
 		}
 	}
+	return rows, nil
+}
+
+// insertLog inserts rows in tx and sets each event's ID.
+func (w *Writer) insertLog(tx *sql.Tx, rows logRows) error {
 	tables := w.stmts.tables
-	if err := insertRows(w.stmts, tx, tables.messages, msgs, nil); err != nil {
-		return nil, fmt.Errorf("insert messages: %w", err)
+	if err := insertRows(w.stmts, tx, tables.messages, rows.msgs, nil); err != nil {
+		return fmt.Errorf("insert messages: %w", err)
 	}
-	err = insertRows(w.stmts, tx, tables.events, events, func(chunk []*RunEvent, lastID int64) {
+	err := insertRows(w.stmts, tx, tables.events, rows.events, func(chunk []*RunEvent, lastID int64) {
 		// One INSERT takes consecutive AUTOINCREMENT ids: the writer
 		// holds the only write lock.
 		for i, e := range chunk {
@@ -498,19 +539,12 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
+		return fmt.Errorf("insert events: %w", err)
 	}
-	if err := insertRows(w.stmts, tx, tables.usage, usage, nil); err != nil {
-		return nil, fmt.Errorf("insert usage: %w", err)
+	if err := insertRows(w.stmts, tx, tables.usage, rows.usage, nil); err != nil {
+		return fmt.Errorf("insert usage: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
-	}
-	select {
-	case w.ckpt <- struct{}{}:
-	default: // a checkpoint is already due
-	}
-	return gone, nil
+	return nil
 }
 
 const reserveSeqSQL = "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? WHERE id = ? RETURNING last_seq"

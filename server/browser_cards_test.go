@@ -24,7 +24,7 @@ import (
 	"herd/views"
 )
 
-// Browser tests of the subagent cards (SPEC §6.5): static/cards.js and its modules in a
+// Browser tests of the subagent cards (docs/DESIGN.md §9): static/cards.js and its modules in a
 // real Chromium against the real server and demo models.
 
 func withSubagents(cfg agent.SubagentsConfig) appOption {

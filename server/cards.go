@@ -9,7 +9,7 @@ import (
 	"herd/views"
 )
 
-// cardJSON is a card on the wire (SPEC §6.2 "task"). Under the token gate
+// cardJSON is a card on the wire (docs/API.md "task"). Under the token gate
 // usage is left out, not zeroed.
 type cardJSON struct {
 	agent.Card

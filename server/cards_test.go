@@ -57,7 +57,7 @@ func (a *testApp) seedCards(threadID, userID string, n, stepsPer int) {
 }
 
 // TestThreadPageQueryCount: a reload costs the same number of queries with
-// 1 card and with 200 (SPEC §5.5: no request per card, no N+1).
+// 1 card and with 200 (docs/DESIGN.md §9: no request per card, no N+1).
 func TestThreadPageQueryCount(t *testing.T) {
 	a := newApp(t)
 	u := a.newUser("ann@example.com", false)

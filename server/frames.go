@@ -9,7 +9,7 @@ import (
 	"herd/models"
 )
 
-// Frame types that are not task frames (SPEC §6.3).
+// Frame types that are not task frames (docs/API.md).
 const (
 	FrameMessage  = "message"
 	FrameAIDelta  = "ai_delta"
@@ -17,7 +17,7 @@ const (
 	FramePing     = "ping"
 )
 
-// envelope is the WebSocket frame (SPEC §6.3).
+// envelope is the WebSocket frame (docs/API.md).
 type envelope struct {
 	Seq      *int64 `json:"seq"`
 	Type     string `json:"type"`
@@ -29,7 +29,7 @@ type envelope struct {
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 }
 
-// messageJSON is a message on the wire (SPEC §6.2), plus html: the content
+// messageJSON is a message on the wire (docs/API.md), plus html: the content
 // rendered and sanitized by the server, so pages never render Markdown.
 type messageJSON struct {
 	ID               string          `json:"id"`
@@ -51,7 +51,7 @@ type messageJSON struct {
 var tokenKwargs = []string{"subagent_token_usage"}
 
 // newMessageJSON converts a stored message; with redact, every token
-// figure is left out (the token gate, SPEC §6.5).
+// figure is left out (the token gate, docs/DESIGN.md §9).
 func newMessageJSON(m *models.Message, html string, redact bool) messageJSON {
 	out := messageJSON{
 		ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, Content: m.Content,

@@ -67,7 +67,7 @@ func TestSecondRunConflicts(t *testing.T) {
 }
 
 // TestOwnershipMatrix checks every thread route for every kind of caller:
-// a thread is visible to its owner only, admins included (SPEC §6.1).
+// a thread is visible to its owner only, admins included (docs/DESIGN.md §10).
 func TestOwnershipMatrix(t *testing.T) {
 	a := newApp(t)
 	owner := a.newUser("owner@example.com", false)

@@ -95,7 +95,7 @@ func (s *Server) apiTaskCancel(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, map[string]string{"task_id": taskID, "status": "cancelling"})
 }
 
-// eventJSON is a persisted event on the wire (SPEC §6.2).
+// eventJSON is a persisted event on the wire (docs/API.md).
 type eventJSON struct {
 	Seq       int64           `json:"seq"`
 	ThreadID  string          `json:"thread_id"`
@@ -123,7 +123,7 @@ func (s *Server) ownThreadAfter(c echo.Context) (*models.Thread, int64, error) {
 	return t, after, nil
 }
 
-// apiEvents pages a thread's events by seq (SPEC §6.2).
+// apiEvents pages a thread's events by seq (docs/API.md).
 func (s *Server) apiEvents(c echo.Context) error {
 	t, after, err := s.ownThreadAfter(c)
 	if err != nil {

@@ -40,7 +40,7 @@ type Settings struct {
 
 // NewSettings loads the settings from store. tokenUsageDefault (the config
 // file's token_usage.enabled) holds until the admin first uses the toggle
-// (SPEC §7).
+// (docs/DESIGN.md §12).
 func NewSettings(ctx context.Context, store SettingStore, tokenUsageDefault bool) (*Settings, error) {
 	s := &Settings{store: store}
 	v, err := store.Setting(ctx, settingTokenUsage)

@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// stream upgrades GET /api/threads/{id}/stream?after_seq=N (SPEC §6.3).
+// stream upgrades GET /api/threads/{id}/stream?after_seq=N (docs/API.md).
 // Ownership is checked before the upgrade, so a foreign thread is a plain
 // 404. Cookie-authenticated upgrades must come from this origin.
 func (s *Server) stream(c echo.Context) error {

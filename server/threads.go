@@ -40,7 +40,7 @@ type runJSON struct {
 }
 
 // ownThread loads the :id thread if the current user owns it; any other id
-// is 404, whoever asks (SPEC §6.1).
+// is 404, whoever asks (docs/DESIGN.md §10).
 func (s *Server) ownThread(c echo.Context) (*models.Thread, error) {
 	id, err := pathID(c, "id", "thread")
 	if err != nil {

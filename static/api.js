@@ -1,5 +1,5 @@
 // The JSON API as the page calls it: posts carry the page's CSRF token,
-// and a failed request reads as the server's error message (SPEC §6.2).
+// and a failed request reads as the server's error message (docs/API.md).
 
 export function post(path, body) {
 	const headers = { "X-CSRF-Token": document.querySelector('meta[name="csrf-token"]')?.content ?? "" };

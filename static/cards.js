@@ -1,5 +1,5 @@
-// The subagent cards of one thread page (SPEC §6.5): each card's state is
-// merged from the thread's task frames and its task ToolMessage
+// The subagent cards of one thread page (docs/DESIGN.md §9): each card's
+// state is merged from the thread's task frames and its task ToolMessage
 // (merge.js), shown in the markup of views.Card (card-view.js), with a
 // step timeline (steps.js) and the thread's usage panel (usage-panel.js).
 // The server projects the same state from history (agent.ProjectCards),

@@ -1,7 +1,7 @@
-// A subagent card's state and how frames and messages merge into it (SPEC
-// §6.5), as agent/cards.go projects it from history, so a reload shows
-// what was shown live. contracts/card_merge_contract.json holds the rules
-// as cases that both run. Pure functions: no DOM.
+// A subagent card's state and how frames and messages merge into it
+// (docs/DESIGN.md §9), as agent/cards.go projects it from history, so a
+// reload shows what was shown live. contracts/card_merge_contract.json
+// holds the rules as cases that both run. Pure functions: no DOM.
 
 import { isTerminal, stopLabel } from "./format.js";
 import { afterMarker, normalizeUsage, readMetadata, statusFromContent, str } from "./metadata.js";

@@ -1,4 +1,4 @@
-// The thread's WebSocket (SPEC §6.3), reconnecting with backoff: each
+// The thread's WebSocket (docs/API.md), reconnecting with backoff: each
 // connection asks for what came after the last seq the page has, so a
 // reconnect misses nothing.
 

@@ -1,4 +1,4 @@
-// A card's step timeline (SPEC §6.5 "Expanded"): steps that arrive live
+// A card's step timeline (docs/DESIGN.md §9 "Expanded"): steps that arrive live
 // and steps backfilled from the events API, one entry per seq, in seq
 // order. The timeline lives on the card's state: c.timeline (seq → step)
 // and c.complete (whether it holds every step so far).

@@ -1,4 +1,4 @@
-// The thread's usage panel (SPEC §6.4): filled from the usage API, cloned
+// The thread's usage panel (docs/DESIGN.md §10): filled from the usage API, cloned
 // from <template id="usage-template"> when the page was rendered without
 // it (token usage was off).
 

@@ -5,15 +5,15 @@ import (
 	"strings"
 )
 
-// Card formatting. static/cards.js formats live updates with the same rules;
+// Card formatting. static/format.js formats live updates with the same rules;
 // contracts/card_format_contract.json holds the examples both are tested
-// against, and TestBrowserCardContract also compares cards.js with
+// against, and TestBrowserCardContract also compares format.js with
 // TokenLabel itself.
 
 // TokenLabel formats a token count: "1,234 tokens" below ten thousand,
 // "12.3K tokens" below a million, "1.2M tokens" above. Tenths are rounded
 // half up in integers, and the unit is chosen after rounding (999,950 is
-// "1.0M", not "1000.0K"), so Go and app.js agree to the digit. Without
+// "1.0M", not "1000.0K"), so Go and format.js agree to the digit. Without
 // usage it says "collecting…" while the card is live and "usage
 // unavailable" once it is terminal — never 0.
 func TokenLabel(total *int64, terminal bool) string {

@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 // Card is one subagent card. The same component renders the cards of the
 // page and, inside <template id="card-template">, the empty card that
-// static/cards.js clones for cards that appear live; cards.js then sets the
+// static/card-view.js clones for cards that appear live; card-view.js then sets the
 // fields below, and reads them back from server-rendered cards. Its
 // contract:
 //
@@ -29,7 +29,7 @@ import templruntime "github.com/a-h/templ/runtime"
 //	  .card-body[hidden]
 //	    .card-meta      subagent type
 //	    pre.card-prompt the prompt
-//	    ol.card-steps   the step timeline, filled on expand (cards.js):
+//	    ol.card-steps   the step timeline, filled on expand (steps.js):
 //	      li.card-step.card-step-ai|tool[data-seq]  one per step, in seq order
 //	        p.step-text             ai: its text
 //	        p.step-call             ai: span.step-tool name, code.step-args
@@ -423,7 +423,7 @@ func Card(c CardView) templ.Component {
 }
 
 // UsagePanel is the thread's token usage: ledger totals, each LLM call
-// counted once. static/cards.js refreshes the numbers in place (data-usage
+// counted once. static/usage-panel.js refreshes the numbers in place (data-usage
 // fields) and clones <template id="usage-template"> when the token gate
 // opens on an open page.
 func UsagePanel(u UsageView) templ.Component {

@@ -26,7 +26,7 @@ func userPath(id, suffix string) string {
 }
 
 // modelLabel names a model in pickers; demo models say so, since nothing
-// may pretend to be a real LLM (SPEC §3.3).
+// may pretend to be a real LLM (docs/DESIGN.md §12).
 func modelLabel(m ModelOption) string {
 	label := m.Label
 	if label == "" {
@@ -63,7 +63,7 @@ func machineTime(t time.Time) string {
 }
 
 // threadMessages nests each tool message under the call that asked for it,
-// as app.js does with live messages. Provider tool-call ids may repeat
+// as static/messages.js does with live messages. Provider tool-call ids may repeat
 // across runs, so a result belongs to the latest call with its id. Tool
 // messages with no compact call to sit under are dropped: task results
 // belong to their cards.

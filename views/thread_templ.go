@@ -15,17 +15,17 @@ import (
 )
 
 // Thread is one conversation. The message list and the composer are
-// server-rendered; static/app.js makes them live from the JSON data block
-// #herd-state. The ids and classes below are app.js's contract:
+// server-rendered; static/thread.js makes them live from the JSON data block
+// #herd-state. The ids and classes below are the scripts' contract:
 //
 //	#herd-state       the page's initial state (JSON, never executed)
 //	#thread-title     the title
 //	#conn-status      "Reconnecting…" / "Session ended" line, hidden when connected
-//	#messages         the message list; app.js appends to it
+//	#messages         the message list; messages.js appends to it
 //	#empty-state      inside #messages; removed with the first message
 //	#composer         the form; #composer-input (textarea), #composer-model
 //	                  (select), #send-button, #stop-button, #composer-error
-//	#card-template, #usage-template  what static/cards.js clones
+//	#card-template, #usage-template  what static/card-view.js and usage-panel.js clone
 //	#message-template, #tool-result-template, #stream-template
 //	                  what static/messages.js clones for live messages: the
 //	                  Message component with every optional part, which the

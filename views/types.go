@@ -75,12 +75,12 @@ type ModelOption struct {
 type ToolCallView struct {
 	ID   string
 	Name string
-	Args string // the arguments as compact JSON, as app.js shows them live
+	Args string // the arguments as compact JSON, as static/messages.js shows them live
 	// Card is the subagent card of a task call (nil for other tools).
 	Card *CardView
 
 	// result is the tool's ToolMessage; Thread attaches it so the result
-	// shows under its call, as app.js does live. Handlers leave it nil.
+	// shows under its call, as static/messages.js does live. Handlers leave it nil.
 	result *MessageView
 }
 
@@ -113,7 +113,7 @@ type ThreadPage struct {
 	// Usage is the thread's usage panel; nil when token figures are hidden
 	// from this user.
 	Usage *UsageView
-	// StateJSON is the page's initial state for static/app.js, embedded as
+	// StateJSON is the page's initial state for static/thread.js, embedded as
 	// a JSON data block (never executed).
 	StateJSON string
 }
@@ -160,7 +160,7 @@ type ErrorPage struct {
 	Message string
 }
 
-// CardView is one subagent card (SPEC §6.5). static/cards.js renders live
+// CardView is one subagent card (docs/DESIGN.md §9). static/card-view.js renders live
 // updates into the same markup, from a <template> holding an empty card.
 type CardView struct {
 	TaskID       string
@@ -198,7 +198,7 @@ type ModelUsage struct {
 
 // UsageView is the thread usage panel: ledger totals, each call once.
 type UsageView struct {
-	// Blank renders the panel without figures: the <template> app.js
+	// Blank renders the panel without figures: the <template> static/usage-panel.js
 	// clones when token usage is turned on while a page is open.
 	Blank     bool
 	Total     UsageTotals

@@ -21,7 +21,7 @@ import (
 // show as steps on its card before the answer.
 const defaultSubagentTurns = 4
 
-// Provider is the offline demo provider (SPEC §3.3): a deterministic,
+// Provider is the offline demo provider (docs/DESIGN.md §12): a deterministic,
 // rule-based stand-in for an LLM, so herd runs with no key and still
 // exercises delegation, tools, streaming, usage and failures for real.
 //

@@ -153,7 +153,7 @@ func directAnswer(human, cmd string, types []string, label string) reply {
 	return reply{text: strings.TrimRight(b.String(), "\n")}
 }
 
-// taskOutcome parses a task ToolMessage (SPEC §5.3) into its status and
+// taskOutcome parses a task ToolMessage (docs/DESIGN.md §8) into its status and
 // the subagent's own words; the safety net's bare error text matches
 // nothing and is quoted whole.
 var taskOutcome = regexp.MustCompile(`(?s)^Task (Succeeded|failed|cancelled by user|timed out)( \(capped: [^)]*\))?\.(?: (?:Result|Error): (.*))?$`)

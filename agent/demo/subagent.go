@@ -36,7 +36,7 @@ func subagent(msgs []agent.Message, offered map[string]bool, turns int) reply {
 
 // subagentPlan lists the tool-calling turns of the general path, using
 // only offered tools. Every call's arguments differ, so a long plan never
-// looks like a loop (SPEC §4.5 loop_capped); it runs short only when
+// looks like a loop (docs/DESIGN.md §5 loop_capped); it runs short only when
 // write_file is missing, because without it nothing new can be looked at.
 func subagentPlan(topic string, offered map[string]bool, n int) []reply {
 	var plan []reply

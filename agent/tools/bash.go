@@ -37,7 +37,7 @@ type bashTool struct {
 	sysMounts []string
 }
 
-// NewBash returns the bash tool configured by cfg (SPEC §4.2). An empty
+// NewBash returns the bash tool configured by cfg (docs/DESIGN.md §4). An empty
 // mode means host. In bwrap mode it checks that bubblewrap is installed
 // and can create its namespaces, and returns an error saying why when it
 // cannot. Whether the tool is offered at all (sandbox.allow_host_bash) and

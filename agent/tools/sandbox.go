@@ -17,7 +17,7 @@ const (
 	SandboxBwrap = "bwrap"
 )
 
-// SandboxConfig governs the bash tool (SPEC §4.2).
+// SandboxConfig governs the bash tool (docs/DESIGN.md §4).
 type SandboxConfig struct {
 	Mode                string `yaml:"mode"`
 	AllowHostBash       bool   `yaml:"allow_host_bash"`
@@ -101,7 +101,7 @@ func systemMounts() []string {
 	return args
 }
 
-// CheckBashAllowed applies the start-up rule of SPEC §4.2 to the listen
+// CheckBashAllowed applies the start-up rule of docs/DESIGN.md §4 to the listen
 // address addr: host bash (mode host, or empty) on an address other than
 // loopback (127.0.0.0/8, ::1, localhost) is refused unless
 // sandbox.allow_host_bash_public is set, because anyone who reaches the

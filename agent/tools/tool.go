@@ -7,7 +7,7 @@ import (
 )
 
 // Tool is a capability a model may call, registered by name with a JSON
-// schema for its arguments (SPEC §4.2). Run's error is shown to the model
+// schema for its arguments (docs/DESIGN.md §4). Run's error is shown to the model
 // as the tool's result; it never ends the run.
 type Tool interface {
 	Spec() Spec

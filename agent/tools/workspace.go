@@ -33,7 +33,7 @@ const (
 var errOutsideWorkspace = errors.New("outside the workspace")
 
 // Workspace returns the file tools confined to Env.Workspace:
-// ls, read_file, write_file and str_replace (SPEC §4.2). Every path is
+// ls, read_file, write_file and str_replace (docs/DESIGN.md §4). Every path is
 // relative to the workspace root and resolved through os.Root, so no path,
 // symlink included, can reach a file outside the workspace.
 func Workspace() []Tool {

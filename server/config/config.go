@@ -1,4 +1,4 @@
-// Package config loads herd's configuration (SPEC §7): the built-in
+// Package config loads herd's configuration (docs/DESIGN.md §12): the built-in
 // defaults, then an optional YAML file, then HERD_* environment variables,
 // then the command-line flags, each layer overriding the one before.
 package config
@@ -70,7 +70,7 @@ type Overrides struct {
 }
 
 // HERD_ variables that are not config keys: main reads them to create the
-// admin at start on an empty instance (SPEC §6.1).
+// admin at start on an empty instance (docs/DESIGN.md §10).
 const (
 	EnvAdminEmail    = "HERD_ADMIN_EMAIL"
 	EnvAdminPassword = "HERD_ADMIN_PASSWORD"

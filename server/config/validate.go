@@ -20,7 +20,7 @@ const (
 	providerDemo   = "demo"
 )
 
-// Model defaults filled in by Load (SPEC §3.1).
+// Model defaults filled in by Load (docs/DESIGN.md §12).
 const (
 	defaultOpenAIBaseURL = "https://api.openai.com/v1"
 	defaultOpenAITimeout = 300
@@ -35,7 +35,7 @@ var (
 	agentName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 )
 
-// fillModelDefaults gives each model the values SPEC §3.1 promises, so
+// fillModelDefaults gives each model the values docs/DESIGN.md §12 promises, so
 // providers need not know them. Options of the other provider stay unset.
 func fillModelDefaults(c *Config) {
 	for i := range c.Models {
