@@ -398,12 +398,7 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 	defer func() {
 		if err != nil {
 			gone = nil
-			for _, r := range recs {
-				r.setSeq(0)
-				if r.Event != nil {
-					r.Event.ID = 0
-				}
-			}
+			unassign(recs)
 		}
 	}()
 	if err := w.stmts.ready(); err != nil {
@@ -439,9 +434,20 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 	return gone, nil
 }
 
-// reserveSeqs reserves each thread's block of sequence numbers for recs
-// and returns the first of each block. Threads that no longer exist are
-// reported in gone.
+// unassign clears the Seq and event ID a failed transaction gave recs, so
+// that no caller sees a number the database never kept.
+func unassign(recs []Record) {
+	for _, r := range recs {
+		r.setSeq(0)
+		if r.Event != nil {
+			r.Event.ID = 0
+		}
+	}
+}
+
+// reserveSeqs returns, for each thread of recs' sequenced records, the
+// first number of the block reserved for them; threads that no longer
+// exist are reported in gone.
 func (w *Writer) reserveSeqs(tx *sql.Tx, recs []Record, now time.Time) (next map[string]int64, gone map[string]bool, err error) {
 	// One UPDATE per thread reserves a block of sequence numbers.
 	counts := map[string]int64{}
