@@ -109,41 +109,78 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// serve builds herd's parts in dependency order (the store, the hub and
+// the writer; the runtime; the server), serves until ctx ends and shuts
+// down gracefully.
 func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.Logger) error {
 	if err := tools.CheckBashAllowed(cfg.Sandbox, cfg.Server.Addr); err != nil {
 		return err
 	}
-	store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
+	b, err := openBase(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-
-	settings, err := server.NewSettings(ctx, store, cfg.TokenUsage.Enabled)
+	defer b.close()
+	rt, err := startRuntime(ctx, cfg, b, log)
 	if err != nil {
 		return err
+	}
+	srv, err := newServer(ctx, cfg, environ, b, rt, log)
+	if err != nil {
+		return err
+	}
+	return listen(ctx, cfg, log, srv, b, rt)
+}
+
+// base is what the runtime and the server are built on: the store, the
+// hub that broadcasts what the writer commits, and the services both read.
+type base struct {
+	store    *models.Store
+	settings *server.Settings
+	metrics  *server.Metrics
+	md       *server.Markdown
+	hub      *server.Hub
+	writer   *models.Writer
+}
+
+func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
+	store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	settings, err := server.NewSettings(ctx, store, cfg.TokenUsage.Enabled)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
 	}
 	metrics := server.NewMetrics()
 	md := server.NewMarkdown()
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
 	settings.Notify(hub)
 	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, OnBatch: metrics.OnBatch, Logger: log})
-	defer writer.Close()
+	return &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub, writer: writer}, nil
+}
 
+// close stops the writer first: it commits what is still queued, so the
+// store must stay open until it returns.
+func (b *base) close() {
+	b.writer.Close()
+	_ = b.store.Close()
+}
+
+// startRuntime builds the agent runtime on the configured models and
+// tools, then closes the runs a crash interrupted.
+func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Logger) (*agent.Runtime, error) {
 	llms, err := buildModels(cfg.Models)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, m := range llms {
-		m.Provider = metrics.Instrument(m.Config.Name, m.Provider)
+		m.Provider = b.metrics.Instrument(m.Config.Name, m.Provider)
 	}
-	toolset := tools.Workspace()
-	if cfg.Sandbox.AllowHostBash || cfg.Sandbox.Mode == tools.SandboxBwrap {
-		bash, err := tools.NewBash(cfg.Sandbox)
-		if err != nil {
-			return fmt.Errorf("sandbox: %w", err)
-		}
-		toolset = append(toolset, bash)
+	toolset, err := buildTools(cfg.Sandbox)
+	if err != nil {
+		return nil, err
 	}
 	rt, err := agent.New(agent.Options{
 		Models:        llms,
@@ -151,27 +188,46 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		Subagents:     cfg.Subagents,
 		WorkspaceRoot: filepath.Join(cfg.Server.DataDir, "workspaces"),
 		Tools:         toolset,
-		Journal:       writer,
-		History:       store,
-		Publisher:     hub,
+		Journal:       b.writer,
+		History:       b.store,
+		Publisher:     b.hub,
 		Logger:        log,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	metrics.Watch(server.Sources{Runtime: rt, Hub: hub, Writer: writer})
-	if n, err := rt.Recover(ctx, store); err != nil {
-		return fmt.Errorf("crash recovery: %w", err)
+	b.metrics.Watch(server.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer})
+	if n, err := rt.Recover(ctx, b.store); err != nil {
+		return nil, fmt.Errorf("crash recovery: %w", err)
 	} else if n > 0 {
 		log.Warn("crash recovery closed interrupted runs", "runs", n)
 	}
+	return rt, nil
+}
+
+// buildTools is the workspace tools, and bash when the sandbox allows it.
+func buildTools(sandbox tools.SandboxConfig) ([]tools.Tool, error) {
+	toolset := tools.Workspace()
+	if sandbox.AllowHostBash || sandbox.Mode == tools.SandboxBwrap {
+		bash, err := tools.NewBash(sandbox)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		toolset = append(toolset, bash)
+	}
+	return toolset, nil
+}
+
+// newServer builds the HTTP server, makes sure the configured admin
+// exists and drops expired sessions.
+func newServer(ctx context.Context, cfg *config.Config, environ []string, b *base, rt *agent.Runtime, log *slog.Logger) (*server.Server, error) {
 	srv, err := server.New(server.Options{
-		Store:          store,
+		Store:          b.store,
 		Runtime:        rt,
-		Hub:            hub,
-		Settings:       settings,
-		Markdown:       md,
-		Metrics:        metrics,
+		Hub:            b.hub,
+		Settings:       b.settings,
+		Markdown:       b.md,
+		Metrics:        b.metrics,
 		Static:         static.FS,
 		Logger:         log,
 		PublicURL:      cfg.Server.PublicURL,
@@ -181,15 +237,20 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		RunsPerMinute:  cfg.Auth.RunsPerMinute,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := srv.EnsureAdmin(ctx, lookup(environ, config.EnvAdminEmail), lookup(environ, config.EnvAdminPassword)); err != nil {
-		return err
+		return nil, err
 	}
-	if err := store.DeleteExpiredSessions(ctx); err != nil {
-		return err
+	if err := b.store.DeleteExpiredSessions(ctx); err != nil {
+		return nil, err
 	}
+	return srv, nil
+}
 
+// listen serves srv on the configured address until ctx ends or serving
+// fails, then shuts down.
+func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv http.Handler, b *base, rt *agent.Runtime) error {
 	ln, err := net.Listen("tcp", cfg.Server.Addr)
 	if err != nil {
 		return err
@@ -197,14 +258,17 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- httpSrv.Serve(ln) }()
-	log.Info("herd is listening", "url", "http://"+ln.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(llms))
+	log.Info("herd is listening", "url", "http://"+ln.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
 
 	select {
 	case <-ctx.Done():
 	case err := <-served:
 		return err
 	}
+	return shutdown(cfg, log, b, rt, httpSrv, served)
+}
 
+func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, httpSrv *http.Server, served <-chan error) error {
 	// Graceful shutdown (SPEC §4.7): refuse new runs and cancel the running
 	// ones while sockets still carry their terminal frames, then close the
 	// sockets with going-away, stop HTTP and flush the database.
@@ -215,7 +279,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err := rt.Shutdown(sctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := hub.Close(sctx); err != nil {
+	if err := b.hub.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := httpSrv.Shutdown(sctx); err != nil {
@@ -224,7 +288,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}
-	writer.Close()
+	b.writer.Close()
 	return errors.Join(errs...)
 }
 
