@@ -63,7 +63,36 @@ func Open(path string, opts Options) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	cfg := &gorm.Config{
+	cfg := gormConfig(now)
+	w, err := openWriter(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{path: path, w: w, now: now}
+	// Until the readers are open, Close closes the writer alone.
+	if err := s.migrate(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	r, err := openReaders(path, cfg)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.r = r
+	for _, db := range []*gorm.DB{r, w} {
+		if err := s.countReads(db); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("store: register query counter: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// gormConfig is shared by both pools, so the readers and the writer see
+// one clock.
+func gormConfig(now func() time.Time) *gorm.Config {
+	return &gorm.Config{
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return now().UTC() },
 		SkipDefaultTransaction: true, // every multi-row write here is already in an explicit transaction
@@ -74,6 +103,12 @@ func Open(path string, opts Options) (*Store, error) {
 		PrepareStmtTTL: 10 * 365 * 24 * time.Hour,
 		TranslateError: true,
 	}
+}
+
+// openWriter opens the pool of the one writer connection, which is never
+// recycled: the Writer's prepared statements and its wal_autocheckpoint
+// setting live on it.
+func openWriter(path string, cfg *gorm.Config) (*gorm.DB, error) {
 	w, err := gorm.Open(sqlite.Open(dsn(path, false)), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -85,32 +120,23 @@ func Open(path string, opts Options) (*Store, error) {
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
+	return w, nil
+}
 
-	s := &Store{path: path, w: w, now: now}
-	if err := s.migrate(); err != nil {
-		_ = wdb.Close()
-		return nil, err
-	}
+// openReaders opens the query-only pool that WAL lets read beside the
+// writer.
+func openReaders(path string, cfg *gorm.Config) (*gorm.DB, error) {
 	r, err := gorm.Open(sqlite.Open(dsn(path, true)), cfg)
 	if err != nil {
-		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
 	}
 	rdb, err := r.DB()
 	if err != nil {
-		_ = wdb.Close()
 		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
-	s.r = r
-	for _, db := range []*gorm.DB{r, w} {
-		if err := s.countReads(db); err != nil {
-			_ = s.Close()
-			return nil, fmt.Errorf("store: register query counter: %w", err)
-		}
-	}
-	return s, nil
+	return r, nil
 }
 
 // dsn builds a go-sqlite3 DSN. The driver ignores parameters it does not
