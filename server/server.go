@@ -84,30 +84,7 @@ func New(o Options) (*Server, error) {
 	if o.Settings == nil || o.Markdown == nil {
 		return nil, errors.New("server: Options.Settings and Options.Markdown are required")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = 30 * 24 * time.Hour
-	}
-	if o.LoginPerMinute <= 0 {
-		o.LoginPerMinute = 10
-	}
-	if o.RunsPerMinute <= 0 {
-		o.RunsPerMinute = 30
-	}
-	if o.BcryptCost == 0 {
-		o.BcryptCost = DefaultBcryptCost
-	}
-	if o.MaxContentBytes <= 0 {
-		o.MaxContentBytes = 100 << 10
-	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 1 << 20
-	}
+	o = o.withDefaults()
 	s := &Server{
 		store:         o.Store,
 		rt:            o.Runtime,
@@ -149,13 +126,44 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
+// withDefaults fills in the options left at zero.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 30 * 24 * time.Hour
+	}
+	if o.LoginPerMinute <= 0 {
+		o.LoginPerMinute = 10
+	}
+	if o.RunsPerMinute <= 0 {
+		o.RunsPerMinute = 30
+	}
+	if o.BcryptCost == 0 {
+		o.BcryptCost = DefaultBcryptCost
+	}
+	if o.MaxContentBytes <= 0 {
+		o.MaxContentBytes = 100 << 10
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	return o
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
 
 // TokenUsageEnabled reports the effective token-usage setting.
 func (s *Server) TokenUsageEnabled() bool { return s.settings.TokenUsage() }
 
-// routes lists every route in one place.
+// routes lists every route in one place: the middleware and the routes
+// outside the app's session here, then the pages (pageRoutes) and the
+// JSON API (apiRoutes), each listed whole just below.
 func (s *Server) routes() {
 	e := s.e
 	e.Use(middleware.RequestID())
@@ -172,8 +180,12 @@ func (s *Server) routes() {
 	e.GET("/static/*", s.serveStatic)
 
 	app := e.Group("", s.authenticate, s.csrf)
+	s.pageRoutes(app)
+	s.apiRoutes(app.Group("/api"))
+}
 
-	// Pages.
+// pageRoutes lists the pages and the forms they post.
+func (s *Server) pageRoutes(app *echo.Group) {
 	app.GET("/setup", s.setupPage)
 	app.POST("/setup", s.setupSubmit)
 	app.GET("/login", s.loginPage)
@@ -194,9 +206,10 @@ func (s *Server) routes() {
 	app.POST("/admin/users", s.adminUserCreateSubmit, requireAdmin)
 	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, requireAdmin)
 	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, requireAdmin)
+}
 
-	// JSON API (SPEC §6.2).
-	api := app.Group("/api")
+// apiRoutes lists the JSON API (SPEC §6.2) under api, the /api group.
+func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/auth/login", s.apiLogin)
 	api.POST("/auth/logout", s.apiLogout, requireUser)
 	api.GET("/auth/me", s.apiMe, requireUser)
