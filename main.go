@@ -269,7 +269,7 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv http.
 }
 
 func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, httpSrv *http.Server, served <-chan error) error {
-	// Graceful shutdown (SPEC §4.7): refuse new runs and cancel the running
+	// Graceful shutdown (docs/DESIGN.md §11): refuse new runs and cancel the running
 	// ones while sockets still carry their terminal frames, then close the
 	// sockets with going-away, stop HTTP and flush the database.
 	log.Info("shutting down")

@@ -95,7 +95,7 @@ type job struct {
 	done chan error // nil when nobody waits
 }
 
-// Writer is the single writer of the thread log (SPEC §5.1, §5.4). It
+// Writer is the single writer of the thread log (docs/DESIGN.md §7). It
 // batches concurrent submissions into one transaction (group commit),
 // assigns each record the next value of its thread's sequence inside that
 // transaction, and hands committed records to OnCommit in order, so a

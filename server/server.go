@@ -208,7 +208,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, requireAdmin)
 }
 
-// apiRoutes lists the JSON API (SPEC §6.2) under api, the /api group.
+// apiRoutes lists the JSON API (docs/API.md) under api, the /api group.
 func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/auth/login", s.apiLogin)
 	api.POST("/auth/logout", s.apiLogout, requireUser)
