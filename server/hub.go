@@ -53,9 +53,12 @@ type Hub struct {
 	md     *Markdown
 	mu     sync.RWMutex
 	subs   map[string]map[*client]struct{}
-	closed bool
-	wg     sync.WaitGroup
-	count  atomic.Int64
+	closed bool // Close has begun: no client joins
+	cut    bool // Close ran out of time: no client subscribes
+	// wg counts the clients of Serve from before their handshake, so
+	// Close waits for every client that was told it is connected.
+	wg    sync.WaitGroup
+	count atomic.Int64
 	// closing is closed by Close: each client delivers what it has, then
 	// says going-away, and the shards stop.
 	closing    chan struct{}
@@ -266,15 +269,34 @@ func (c *client) offer(f *frame) {
 	}
 }
 
+// ErrClosed is Serve's answer once the hub is closing.
+var ErrClosed = errors.New("hub: closed")
+
 // Serve runs one WebSocket client of thread threadID until it disconnects,
 // is cut, or ctx ends: subscribe first, replay every record with
-// seq > afterSeq from the database, then stream live (SPEC §6.3).
-func (h *Hub) Serve(ctx context.Context, conn *websocket.Conn, threadID string, afterSeq int64, admin bool) {
+// seq > afterSeq from the database, then stream live (docs/API.md).
+//
+// upgrade completes the WebSocket handshake. Serve calls it only once the
+// hub has taken the client on, so a client that has been told it is
+// connected is one Close waits for and says farewell to. With the
+// handshake first, a shutdown that closed the hub in between (the runtime
+// stops in about a millisecond) left a client connected before SIGTERM
+// with a bare going-away and none of the terminal frames
+// (TestCloseDuringHandshake). Once the hub is closing, Serve returns
+// ErrClosed without calling upgrade; an upgrade error is returned as is.
+func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64, admin bool) error {
+	if !h.join() {
+		return ErrClosed
+	}
+	defer h.wg.Done()
+	conn, err := upgrade()
+	if err != nil {
+		return err
+	}
 	c := &client{h: h, threadID: threadID, admin: admin, conn: conn, send: make(chan *frame, h.opts.SendBuffer), wake: make(chan struct{}, 1), pong: make(chan string, 1)}
 	if !h.subscribe(c) {
-		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
 		_ = conn.Close()
-		return
+		return nil
 	}
 	defer h.unsubscribe(c)
 	h.count.Add(1)
@@ -291,30 +313,43 @@ func (h *Hub) Serve(ctx context.Context, conn *websocket.Conn, threadID string, 
 	c.writeLoop(ctx, afterSeq)
 	_ = conn.Close()
 	<-readDone
+	return nil
 }
 
-func (h *Hub) subscribe(c *client) bool {
+// join counts a client Close must wait for, unless the hub is closing.
+func (h *Hub) join() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
+		return false
+	}
+	h.wg.Add(1)
+	return true
+}
+
+// subscribe adds a joined client to its thread, even while the hub closes
+// (the client then says farewell), unless Close has already cut the
+// clients it waited for too long.
+func (h *Hub) subscribe(c *client) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cut {
 		return false
 	}
 	if h.subs[c.threadID] == nil {
 		h.subs[c.threadID] = map[*client]struct{}{}
 	}
 	h.subs[c.threadID][c] = struct{}{}
-	h.wg.Add(1)
 	return true
 }
 
 func (h *Hub) unsubscribe(c *client) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	delete(h.subs[c.threadID], c)
 	if len(h.subs[c.threadID]) == 0 {
 		delete(h.subs, c.threadID)
 	}
-	h.mu.Unlock()
-	h.wg.Done()
 }
 
 // Close disconnects every client with a going-away frame and waits (until
@@ -325,12 +360,6 @@ func (h *Hub) Close(ctx context.Context) error {
 		h.closed = true
 		close(h.closing)
 	}
-	var all []*client
-	for _, cs := range h.subs {
-		for c := range cs {
-			all = append(all, c)
-		}
-	}
 	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); h.shardsDone.Wait(); close(done) }()
@@ -338,10 +367,16 @@ func (h *Hub) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		// Clients that could not take their last frames in time are cut.
-		for _, c := range all {
-			_ = c.conn.Close()
+		// Clients that could not take their last frames in time are cut,
+		// and one still in its handshake will not start.
+		h.mu.Lock()
+		h.cut = true
+		for _, cs := range h.subs {
+			for c := range cs {
+				_ = c.conn.Close()
+			}
 		}
+		h.mu.Unlock()
 		<-done
 		return fmt.Errorf("hub: close: %w", ctx.Err())
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -28,12 +29,11 @@ func (s *Server) stream(c echo.Context) error {
 	if !bearer && !s.sameOrigin(c.Request()) {
 		return &apiError{http.StatusForbidden, "bad_origin", "cross-origin WebSocket refused"}
 	}
-	conn, err := up.Upgrade(c.Response(), c.Request(), nil)
-	if err != nil {
-		return nil // the upgrader has answered
+	upgrade := func() (*websocket.Conn, error) { return up.Upgrade(c.Response(), c.Request(), nil) }
+	if errors.Is(s.hub.Serve(c.Request().Context(), upgrade, t.ID, after, currentUser(c).IsAdmin()), ErrClosed) {
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	}
-	s.hub.Serve(c.Request().Context(), conn, t.ID, after, currentUser(c).IsAdmin())
-	return nil
+	return nil // the upgrader has answered its own errors
 }
 
 // sameOrigin accepts a request whose Origin is this server: the configured

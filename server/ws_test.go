@@ -510,3 +510,51 @@ func TestBatchedFrames(t *testing.T) {
 		t.Error("the client's ping was not answered")
 	}
 }
+
+// TestCloseDuringHandshake: a client whose handshake completes while the
+// hub closes — connected before SIGTERM, as far as it can tell — still
+// gets every record, then going-away; one that comes after Close is
+// refused before the handshake.
+func TestCloseDuringHandshake(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	const records = 5
+	for range records {
+		ev := &models.RunEvent{ThreadID: th, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}
+		if err := a.writer.Write(t.Context(), models.Record{Event: ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upgrade := func() (*websocket.Conn, error) {
+			go func() { closed <- a.hub.Close(context.Background()) }()
+			<-a.hub.closing // the hub takes no new client from here on
+			return (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		}
+		if err := a.hub.Serve(r.Context(), upgrade, th, 0, false); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}))
+	defer srv.Close()
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	seqs, err := collect(conn, records, 5*time.Second)
+	if len(seqs) != records {
+		t.Fatalf("got seqs %v (%v) before the close, want 1..%d", seqs, err, records)
+	}
+	_, _, err = readFrameErr(conn, 5*time.Second)
+	if ce := (*websocket.CloseError)(nil); !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway {
+		t.Errorf("after the records: %v, want a going-away close frame", err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("hub close: %v", err)
+	}
+	if _, err := u.dial(th, 0); err == nil || !strings.Contains(err.Error(), "HTTP 503") {
+		t.Errorf("dial after close: %v, want HTTP 503", err)
+	}
+}
