@@ -28,7 +28,7 @@ type Replayer interface {
 // HubOptions tunes a Hub.
 type HubOptions struct {
 	SendBuffer   int           // frames a client may lag before it is cut
-	PingInterval time.Duration // SPEC §6.3: 30 s
+	PingInterval time.Duration // docs/API.md: 30 s
 	WriteTimeout time.Duration
 	ReadLimit    int64 // bytes of one client frame
 	ReplayPage   int
