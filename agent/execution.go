@@ -12,10 +12,11 @@ import (
 )
 
 // taskSink is what an execution needs from the run it belongs to: persist
-// its events (wait: until committed) and record an LLM call in the usage
-// ledger, once per call.
+// its events, its end with its ToolMessage (returning once committed), and
+// record an LLM call in the usage ledger, once per call.
 type taskSink interface {
-	emit(ctx context.Context, taskID string, ev Event, wait bool)
+	emit(ctx context.Context, taskID string, ev Event)
+	deliver(ctx context.Context, end TaskEnd, o Outcome)
 	recordUsage(ctx context.Context, taskID string, resp Response) *models.UsageEntry
 }
 
@@ -93,7 +94,7 @@ func (e *execution) introLocked() TaskIntro {
 func (e *execution) emitQueued() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.sink.emit(e.ctx, e.TaskID, TaskQueued{e.introLocked()}, false)
+	e.sink.emit(e.ctx, e.TaskID, TaskQueued{e.introLocked()})
 }
 
 func (e *execution) emitStarted() {
@@ -103,7 +104,7 @@ func (e *execution) emitStarted() {
 		return
 	}
 	e.state = StatusRunning
-	e.sink.emit(e.ctx, e.TaskID, TaskStarted{e.introLocked()}, false)
+	e.sink.emit(e.ctx, e.TaskID, TaskStarted{e.introLocked()})
 }
 
 // emitStep publishes one bounded step with the cumulative usage snapshot.
@@ -125,13 +126,13 @@ func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName strin
 	} else {
 		st.ToolName = toolName
 	}
-	e.sink.emit(e.ctx, e.TaskID, st, false)
+	e.sink.emit(e.ctx, e.TaskID, st)
 }
 
 // finish sets the terminal state if none is set yet (the first terminal
-// wins), persists subagent.end and then signals done, so whoever sees done
-// also sees the payload and a committed end row. It reports whether this
-// call won.
+// wins), persists subagent.end with the task's ToolMessage and then
+// signals done, so whoever sees done also sees the payload and committed
+// rows. It reports whether this call won.
 func (e *execution) finish(o Outcome) bool {
 	e.mu.Lock()
 	if isTerminal(e.state) {
@@ -153,7 +154,7 @@ func (e *execution) finish(o Outcome) bool {
 	if msg := strings.TrimSpace(o.Error); msg != "" && o.Status != StatusCompleted {
 		end.Error, end.ErrorTruncated = cut(msg, eventTextCap)
 	}
-	e.sink.emit(e.ctx, e.TaskID, end, true)
+	e.sink.deliver(e.ctx, end, o)
 	e.onEnd(e)
 	e.mu.Unlock()
 	close(e.done)

@@ -210,24 +210,56 @@ func (r *run) finishTool(call ToolCall, result string) Message {
 	return m
 }
 
-// finishTask persists a task call's ToolMessage, then lets the executor
-// forget the execution: its terminal state has been delivered.
+// finishTask hands a task call's outcome to the lead. An execution has
+// already persisted its ToolMessage with its end (deliver), so release
+// only lets the executor forget it; a call refused before any execution
+// (release nil: a limit, bad arguments, an unknown type) is persisted here.
 func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
-	content, kwargs, err := o.ToolMessage()
-	if err != nil {
-		r.logger().Error("task outcome outside the contract", "task", call.ID, "err", err)
-		content, kwargs, _ = Outcome{Status: StatusFailed, Error: "internal error: " + err.Error()}.ToolMessage()
-	}
-	if err := r.persist(&models.Message{
-		ID: r.env.newID(), Type: TypeTool, Content: content, ToolCallID: call.ID, Name: ToolTask,
-		AdditionalKwargs: models.MustJSON(kwargs), ModelName: o.ModelName,
-	}); err != nil {
-		r.logger().Error("persist task result", "task", call.ID, "err", err)
-	}
+	content, kwargs := r.taskOutcome(call.ID, o)
 	if release != nil {
 		release()
+	} else if err := r.persist(r.taskMessage(call.ID, content, kwargs, o)); err != nil {
+		r.logger().Error("persist task result", "task", call.ID, "err", err)
 	}
 	return Message{Type: TypeTool, Content: content, ToolCallID: call.ID, Name: ToolTask}
+}
+
+// deliver persists a task's end and its ToolMessage in one commit
+// (taskSink): the end is what a card shows, the message what the lead and
+// a reload read, and one commit instead of two halves the writer's work
+// on the task tool's hand-off (docs/PERFORMANCE.md).
+func (r *run) deliver(ctx context.Context, end TaskEnd, o Outcome) {
+	content, kwargs := r.taskOutcome(end.TaskID, o)
+	recs := []models.Record{{Message: r.taskMessage(end.TaskID, content, kwargs, o)}}
+	if ev, err := eventRecord(r.threadID, end.TaskID, end); err != nil {
+		r.logger().Error("event rejected at the producer", "type", end.EventType(), "task", end.TaskID, "err", err)
+	} else {
+		recs = append([]models.Record{ev}, recs...)
+	}
+	ctx, cancel := r.env.persistCtx(ctx)
+	defer cancel()
+	if err := r.env.journal.Write(ctx, recs...); err != nil {
+		r.logger().Error("persist task end", "task", end.TaskID, "err", err)
+	}
+}
+
+// taskOutcome is a task's ToolMessage content and metadata; an outcome
+// outside the status contract is a bug, and reads as an internal failure
+// rather than a lost result.
+func (r *run) taskOutcome(taskID string, o Outcome) (string, map[string]any) {
+	content, kwargs, err := o.ToolMessage()
+	if err != nil {
+		r.logger().Error("task outcome outside the contract", "task", taskID, "err", err)
+		content, kwargs, _ = Outcome{Status: StatusFailed, Error: "internal error: " + err.Error()}.ToolMessage()
+	}
+	return content, kwargs
+}
+
+func (r *run) taskMessage(taskID, content string, kwargs map[string]any, o Outcome) *models.Message {
+	return &models.Message{
+		ID: r.env.newID(), ThreadID: r.threadID, RunID: r.id, Type: TypeTool, Content: content,
+		ToolCallID: taskID, Name: ToolTask, AdditionalKwargs: models.MustJSON(kwargs), ModelName: o.ModelName,
+	}
 }
 
 // persist writes one message of the run, even after the run was stopped.
@@ -243,9 +275,9 @@ func (r *run) scope() taskScope {
 	return taskScope{ctx: r.ctx, runID: r.id, threadID: r.threadID, model: r.model, workspace: r.workspace, log: r.logger(), sink: r}
 }
 
-// emit validates and persists one event of task taskID (taskSink), even
-// after the run was stopped: a cancelled task still writes its end.
-func (r *run) emit(ctx context.Context, taskID string, ev Event, wait bool) {
+// emit validates and queues one event of task taskID for the writer
+// (taskSink), even after the run was stopped.
+func (r *run) emit(ctx context.Context, taskID string, ev Event) {
 	rec, err := eventRecord(r.threadID, taskID, ev)
 	if err != nil {
 		r.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
@@ -253,12 +285,7 @@ func (r *run) emit(ctx context.Context, taskID string, ev Event, wait bool) {
 	}
 	ctx, cancel := r.env.persistCtx(ctx)
 	defer cancel()
-	if wait {
-		err = r.env.journal.Write(ctx, rec)
-	} else {
-		err = r.env.journal.Enqueue(ctx, rec)
-	}
-	if err != nil {
+	if err := r.env.journal.Enqueue(ctx, rec); err != nil {
 		r.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
 	}
 }
