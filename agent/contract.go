@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -161,8 +162,10 @@ func wholeNumber(v any) (int64, bool) {
 // UnmarshalJSON reads a snapshot as strictly as normalizeUsage: all three
 // counts present, integers, ≥ 0.
 func (u *TokenUsage) UnmarshalJSON(b []byte) error {
-	m, err := DecodeContent(b)
-	if err != nil {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // integers stay exact; normalizeUsage refuses floats
+	if dec.Decode(&m) != nil {
 		return errors.New("usage: want an object")
 	}
 	n := normalizeUsage(m)

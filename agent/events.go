@@ -11,7 +11,7 @@ import (
 	"herd/models"
 )
 
-// Persisted event types (docs/DESIGN.md §Events) and their category.
+// Persisted event types (docs/DESIGN.md §7) and their category.
 const (
 	eventRunStart       = "run.start"
 	eventRunEnd         = "run.end"

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,7 +15,7 @@ import (
 )
 
 // executor runs subagents: admission, the two timeout layers, cancellation
-// and the registry of executions (docs/DESIGN.md §executor). It holds its
+// and the registry of executions (docs/DESIGN.md §5). It holds its
 // configuration, the models a subagent type may name and a clock; what a
 // task needs of its run comes with each dispatch (taskScope).
 type executor struct {
@@ -70,7 +69,6 @@ func newExecutor(cfg SubagentsConfig, all *tools.Set, models map[string]*Model, 
 	x := &executor{
 		cfg:    cfg,
 		models: models,
-		specs:  map[string]*subagentSpec{},
 		slots:  semaphore.NewWeighted(int64(cfg.MaxRunning)),
 		reg:    newRegistry(),
 		now:    now,
@@ -78,17 +76,32 @@ func newExecutor(cfg SubagentsConfig, all *tools.Set, models map[string]*Model, 
 
 		janitorGrace: janitorGrace,
 	}
-	if err := x.buildSpecs(all); err != nil {
+	set, err := buildSpecs(cfg, all, models)
+	if err != nil {
 		return nil, err
 	}
+	x.specs, x.order = set.byName, set.order
 	return x, nil
 }
 
-// Sentinel causes that tell how an execution's context ended.
-var (
-	errTaskCancelled = errors.New("task cancelled by user")
-	errSafetyNet     = errors.New("safety net: stopped waiting")
-)
+func (x *executor) catalog() []catalogEntry {
+	out := make([]catalogEntry, 0, len(x.order))
+	for _, n := range x.order {
+		out = append(out, catalogEntry{name: n, description: x.specs[n].description})
+	}
+	return out
+}
+
+// resolveModel returns the effective model: inherit → the lead's model for
+// this run. Resolved once per dispatch and used for every call and event.
+func (x *executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
+	if spec.model != "inherit" {
+		if m, ok := x.models[spec.model]; ok {
+			return m
+		}
+	}
+	return lead
+}
 
 // delegate runs one task call to its terminal state and returns the outcome
 // with a release func the caller calls once the ToolMessage is persisted.

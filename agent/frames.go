@@ -4,7 +4,7 @@ import "encoding/json"
 
 // The data of each live frame, built from an event's payload by its Frame
 // method. Live frames and replays both go through it, so a replay is
-// indistinguishable from having been there (docs/DESIGN.md §Events).
+// indistinguishable from having been there (docs/DESIGN.md §7).
 
 // frameUsage is a usage snapshot on a frame: null while none was reported,
 // left out entirely when the token gate redacts it.

@@ -6,13 +6,82 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
 
 	"herd/agent/tools"
 	"herd/models"
 )
+
+// Journal persists what runs produce, in order; models.Writer implements
+// it. Write returns once the records are committed (and broadcast);
+// Enqueue returns once they are queued.
+type Journal interface {
+	Write(ctx context.Context, recs ...models.Record) error
+	Enqueue(ctx context.Context, recs ...models.Record) error
+}
+
+// History reads a thread's messages for the lead's prompt; models.Store
+// implements it.
+type History interface {
+	Messages(ctx context.Context, threadID string) ([]models.Message, error)
+}
+
+// Publisher streams what is not persisted: the text of the AI message
+// being written. The server's hub implements it; it must not block.
+type Publisher interface {
+	Delta(threadID, runID, messageID, text string)
+}
+
+// runEnv is what every run needs, built once by New and read-only after:
+// where to persist and stream, the lead's tools, the executor for task
+// calls, a clock and ids. Runs hold it, never the Runtime.
+type runEnv struct {
+	exec      *executor
+	journal   Journal
+	history   History
+	pub       Publisher
+	lead      LeadConfig
+	tools     *tools.Set
+	toolSpecs []tools.Spec // the lead's tools with task last
+	wsRoot    string
+	log       *slog.Logger
+	now       func() time.Time
+	newID     func() string
+	persistTO time.Duration
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) Delta(string, string, string, string) {}
+
+// workspace returns the thread's workspace directory, creating it.
+func (env *runEnv) workspace(threadID string) (string, error) {
+	if _, err := uuid.Parse(threadID); err != nil {
+		return "", fmt.Errorf("agent: workspace: bad thread id %q", threadID)
+	}
+	dir := filepath.Join(env.wsRoot, threadID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("agent: workspace: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("agent: workspace: %w", err)
+	}
+	return abs, nil
+}
+
+// persistCtx bounds a write that must happen even when ctx was cancelled
+// (a run's end, a cancelled subagent's terminal state).
+func (env *runEnv) persistCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), env.persistTO)
+}
 
 // run is one user message and everything the lead does for it.
 type run struct {
@@ -172,6 +241,9 @@ func (r *run) runTools(calls []ToolCall) []Message {
 	wg.Wait()
 	return out
 }
+
+// taskRefused is the outcome of a task call a limit refused.
+func taskRefused(reason string) Outcome { return Outcome{Status: StatusFailed, Error: reason} }
 
 func (r *run) admitTask(nthInResponse int) string {
 	cfg := r.env.exec.cfg

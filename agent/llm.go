@@ -72,3 +72,9 @@ type Provider interface {
 // ErrProvider wraps every error a provider returns, so callers can tell an
 // LLM failure from their own.
 var ErrProvider = errors.New("llm provider")
+
+// Model is a configured model with its provider.
+type Model struct {
+	Config   ModelConfig
+	Provider Provider
+}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,41 +12,6 @@ import (
 
 	"herd/agent/tools"
 	"herd/models"
-)
-
-// Journal persists what runs produce, in order; models.Writer implements
-// it. Write returns once the records are committed (and broadcast);
-// Enqueue returns once they are queued.
-type Journal interface {
-	Write(ctx context.Context, recs ...models.Record) error
-	Enqueue(ctx context.Context, recs ...models.Record) error
-}
-
-// History reads a thread's messages for the lead's prompt; models.Store
-// implements it.
-type History interface {
-	Messages(ctx context.Context, threadID string) ([]models.Message, error)
-}
-
-// Publisher streams what is not persisted: the text of the AI message
-// being written. The server's hub implements it; it must not block.
-type Publisher interface {
-	Delta(threadID, runID, messageID, text string)
-}
-
-// Model is a configured model with its provider.
-type Model struct {
-	Config   ModelConfig
-	Provider Provider
-}
-
-// Errors Start and Cancel return.
-var (
-	ErrRunActive    = errors.New("a run is already active in this thread")
-	ErrUnknownModel = errors.New("unknown model")
-	ErrNoActiveRun  = errors.New("no such active run")
-	ErrNoTask       = errors.New("no such running task")
-	ErrShuttingDown = errors.New("server is shutting down")
 )
 
 // Options builds a Runtime.
@@ -84,24 +47,6 @@ type Runtime struct {
 	mu     sync.Mutex
 	closed bool
 	active map[string]*run // by thread id
-}
-
-// runEnv is what every run needs, built once by New and read-only after:
-// where to persist and stream, the lead's tools, the executor for task
-// calls, a clock and ids. Runs hold it, never the Runtime.
-type runEnv struct {
-	exec      *executor
-	journal   Journal
-	history   History
-	pub       Publisher
-	lead      LeadConfig
-	tools     *tools.Set
-	toolSpecs []tools.Spec // the lead's tools with task last
-	wsRoot    string
-	log       *slog.Logger
-	now       func() time.Time
-	newID     func() string
-	persistTO time.Duration
 }
 
 // New builds a Runtime.
@@ -151,10 +96,6 @@ func New(o Options) (*Runtime, error) {
 	rt.toolSpecs = append(set.Specs(), taskToolSpec(exec.catalog()))
 	return rt, nil
 }
-
-type nopPublisher struct{}
-
-func (nopPublisher) Delta(string, string, string, string) {}
 
 // StartRequest is one user message.
 type StartRequest struct {
@@ -222,9 +163,6 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	rt.wg.Go(r.loop)
 	return Started{RunID: r.id, MessageID: msgID, ModelName: model.Config.Name}, nil
 }
-
-// errStopped is the cancellation cause of a run the user stopped.
-var errStopped = errors.New("stopped by user")
 
 // Cancel stops run runID of thread threadID: every in-flight LLM call, tool
 // and subagent of it. It returns at once; the run writes its end shortly.
@@ -325,28 +263,6 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		rt.stopBase()
 		return fmt.Errorf("agent: shutdown: %w", ctx.Err())
 	}
-}
-
-// workspace returns the thread's workspace directory, creating it.
-func (env *runEnv) workspace(threadID string) (string, error) {
-	if _, err := uuid.Parse(threadID); err != nil {
-		return "", fmt.Errorf("agent: workspace: bad thread id %q", threadID)
-	}
-	dir := filepath.Join(env.wsRoot, threadID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("agent: workspace: %w", err)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("agent: workspace: %w", err)
-	}
-	return abs, nil
-}
-
-// persistCtx bounds a write that must happen even when ctx was cancelled
-// (a run's end, a cancelled subagent's terminal state).
-func (env *runEnv) persistCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), env.persistTO)
 }
 
 // ActiveRuns is the number of runs in progress.

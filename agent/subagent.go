@@ -10,8 +10,6 @@ import (
 	"herd/agent/tools"
 )
 
-func taskRefused(reason string) Outcome { return Outcome{Status: StatusFailed, Error: reason} }
-
 // execute is the subagent's own loop: LLM call → tools → next call, until a
 // final answer, a cap, an error or the end of ctx (its execution deadline,
 // a cancel). It returns the outcome; finish makes it terminal.

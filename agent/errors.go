@@ -1,0 +1,20 @@
+package agent
+
+import "errors"
+
+// Errors Start, Cancel and CancelTask return.
+var (
+	ErrRunActive    = errors.New("a run is already active in this thread")
+	ErrUnknownModel = errors.New("unknown model")
+	ErrNoActiveRun  = errors.New("no such active run")
+	ErrNoTask       = errors.New("no such running task")
+	ErrShuttingDown = errors.New("server is shutting down")
+)
+
+// Cancellation causes that tell how a run's or an execution's context
+// ended: a Stop, a per-task cancel, the task tool's safety net.
+var (
+	errStopped       = errors.New("stopped by user")
+	errTaskCancelled = errors.New("task cancelled by user")
+	errSafetyNet     = errors.New("safety net: stopped waiting")
+)
