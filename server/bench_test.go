@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,8 +23,9 @@ import (
 
 // markProvider answers like a subagent that takes turns, stamping each
 // response with the moment it completed so a client can measure how long
-// the step took to reach it.
-func markProvider(turns int, latency time.Duration) agent.Provider {
+// the step took to reach it. Each turn takes latency × (1 ± jitter), drawn
+// at random per call; jitter 0 keeps every subagent in lockstep.
+func markProvider(turns int, latency time.Duration, jitter float64) agent.Provider {
 	return benchLLM(func(ctx context.Context, req agent.Request, _ func(string)) (agent.Response, error) {
 		lead := slices.ContainsFunc(req.Tools, func(t tools.Spec) bool { return t.Name == agent.ToolTask })
 		used := 0
@@ -46,8 +48,12 @@ func markProvider(turns int, latency time.Duration) agent.Provider {
 			}
 			return agent.Response{CallID: uuid.NewString(), ToolCalls: calls}, nil
 		}
+		wait := latency
+		if jitter > 0 {
+			wait = time.Duration(float64(latency) * (1 + jitter*(2*rand.Float64()-1)))
+		}
 		select {
-		case <-time.After(latency):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return agent.Response{}, ctx.Err()
 		}
@@ -86,12 +92,20 @@ func (noopTool) Run(context.Context, tools.Env, json.RawMessage) (string, error)
 //
 // Each subagent takes 10 turns of 100 ms (a fast LLM answers in seconds):
 // 100 subagents then make about 2,000 events a second, each delivered to
-// 50 clients.
+// 50 clients. In lockstep every turn of every subagent ends in the same
+// millisecond, so each turn is a burst of ~10,000 messages: the worst
+// case. When jittered, each turn takes 50–150 ms, as a real provider's
+// answers vary, and the same events arrive spread out.
 func BenchmarkLiveLatency(b *testing.B) {
+	b.Run("lockstep", func(b *testing.B) { benchLive(b, 0) })
+	b.Run("jittered", func(b *testing.B) { benchLive(b, 0.5) })
+}
+
+func benchLive(b *testing.B, jitter float64) {
 	const clients, turns, turnLatency = 50, 10, 100 * time.Millisecond
 	var all, fromCommit []time.Duration
 	for range b.N {
-		a := newBenchApp(b, markProvider(turns, turnLatency))
+		a := newBenchApp(b, markProvider(turns, turnLatency, jitter))
 		u := a.newUser(fmt.Sprintf("bench%d@example.com", len(all)), false)
 		th := u.newThread("live")
 		var (
