@@ -169,8 +169,8 @@ func messageRow(t *testing.T, f mergeFrame) models.Message {
 	}
 }
 
-// eventRow undoes agent.FrameData: a step's fields sit flat in its row, an
-// end row holds its status, a null usage is no usage, and result_html is
+// eventRow undoes a payload's Frame (agent/frames.go): a step's fields sit
+// flat in its row, an end row holds its status, a null usage is no usage, and result_html is
 // rendered for the frame only.
 func eventRow(t *testing.T, f mergeFrame) models.RunEvent {
 	t.Helper()
