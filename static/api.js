@@ -26,3 +26,18 @@ export async function getJSON(path) {
 	if (!res.ok) throw new Error(await errorMessage(res));
 	return res.json();
 }
+
+// postFromButton posts to path with button disabled until the answer
+// comes; a refusal shows the server's message through showError, an
+// unreachable server shows unreachable.
+export async function postFromButton(button, path, showError, unreachable) {
+	button.disabled = true;
+	try {
+		const res = await post(path);
+		if (!res.ok) showError(await errorMessage(res));
+	} catch {
+		showError(unreachable);
+	} finally {
+		button.disabled = false;
+	}
+}

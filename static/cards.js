@@ -5,7 +5,7 @@
 // The server projects the same state from history (agent.ProjectCards),
 // so a reload shows what was shown live.
 
-import { getJSON, errorMessage, post } from "./api.js";
+import { getJSON, postFromButton } from "./api.js";
 import { cardNode, readCard, renderCard } from "./card-view.js";
 import { intAttr } from "./dom.js";
 import { isTerminal } from "./format.js";
@@ -123,16 +123,13 @@ export class Cards {
 		setExpanded(c, open, this.steps);
 	}
 
-	async cancel(c, button) {
-		button.disabled = true;
-		try {
-			const res = await post(`/api/threads/${this.threadID}/tasks/${encodeURIComponent(c.taskID)}/cancel`);
-			if (!res.ok) this.showError(await errorMessage(res));
-		} catch {
-			this.showError("Could not reach the server to cancel the subagent.");
-		} finally {
-			button.disabled = false;
-		}
+	cancel(c, button) {
+		postFromButton(
+			button,
+			`/api/threads/${this.threadID}/tasks/${encodeURIComponent(c.taskID)}/cancel`,
+			this.showError,
+			"Could not reach the server to cancel the subagent.",
+		);
 	}
 
 	// ---- token figures ----

@@ -2,7 +2,7 @@
 // and shows what went wrong on its error line. One run at a time: Send is
 // disabled while a run is active.
 
-import { errorMessage, post } from "./api.js";
+import { errorMessage, post, postFromButton } from "./api.js";
 import { keepPinned } from "./pinned.js";
 
 export class Composer {
@@ -83,16 +83,13 @@ export class Composer {
 		}
 	}
 
-	async cancel() {
+	cancel() {
 		if (this.activeRun === null) return;
-		this.stop.disabled = true;
-		try {
-			const res = await post(`/api/threads/${this.threadID}/runs/${encodeURIComponent(this.activeRun)}/cancel`);
-			if (!res.ok) this.showError(await errorMessage(res));
-		} catch {
-			this.showError("Could not reach the server to stop the run.");
-		} finally {
-			this.stop.disabled = false;
-		}
+		postFromButton(
+			this.stop,
+			`/api/threads/${this.threadID}/runs/${encodeURIComponent(this.activeRun)}/cancel`,
+			(text) => this.showError(text),
+			"Could not reach the server to stop the run.",
+		);
 	}
 }
