@@ -27,7 +27,7 @@ import (
 )
 
 const (
-	defaultBaseURL = "https://api.oai.com/v1"
+	defaultBaseURL = "https://api.openai.com/v1"
 	// defaultTimeout applies when timeout_seconds is unset, so a
 	// server that stops answering cannot hold a run forever.
 	defaultTimeout    = 5 * time.Minute
@@ -60,7 +60,7 @@ var envKey = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A
 // is sent back in a later request the model sees exactly what it wrote.
 type Provider struct {
 	name        string // the configured model name, for error text and logs
-	model       string // the provider's model id when a agent.Request names none
+	model       string // the provider's model id when an agent.Request names none
 	client      oai.Client
 	streamUsage bool
 	timeout     time.Duration

@@ -968,3 +968,20 @@ func TestIgnoresAmbientEnvironment(t *testing.T) {
 		t.Errorf("Authorization = %q, want none without an api_key", auth)
 	}
 }
+
+func TestDefaultBaseURL(t *testing.T) {
+	var got string
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r.URL.String()
+		return nil, errors.New("not sent")
+	})}
+	p, err := New(agent.ModelConfig{Name: "test-model", MaxRetries: new(0)},
+		WithHTTPClient(client), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	_, _ = p.Complete(context.Background(), hello(), nil)
+	if want := "https://api.openai.com/v1/chat/completions"; got != want {
+		t.Errorf("request URL = %q, want %q", got, want)
+	}
+}
