@@ -15,9 +15,9 @@ type Setting struct {
 
 // Setting returns the value of key, or ErrNotFound.
 func (s *Store) Setting(ctx context.Context, key string) (string, error) {
-	var st Setting
-	if err := s.r.WithContext(ctx).Where("key = ?", key).Take(&st).Error; err != nil {
-		return "", notFound(err, "setting "+key)
+	st, err := take[Setting](s.r.WithContext(ctx).Where("key = ?", key), "setting "+key)
+	if err != nil {
+		return "", err
 	}
 	return st.Value, nil
 }
