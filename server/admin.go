@@ -69,11 +69,7 @@ func (s *Server) createUser(ctx context.Context, email, password, role string) (
 	if !validRole(role) {
 		return nil, errUnprocessable("role must be user or admin")
 	}
-	hash, err := s.hashPassword(password)
-	if err != nil {
-		return nil, err
-	}
-	u, err := s.store.CreateUser(ctx, email, hash, role, false)
+	u, err := s.storeUser(ctx, email, password, role, false)
 	if errors.Is(err, models.ErrConflict) {
 		return nil, errConflict("a user with this email already exists")
 	}
