@@ -135,15 +135,8 @@ func (s *Server) isLastAdmin(ctx context.Context, id string) (bool, error) {
 }
 
 func (s *Server) apiAdminUsers(c echo.Context) error {
-	us, err := s.store.Users(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	out := make([]userJSON, len(us))
-	for i := range us {
-		out[i] = newUserJSON(&us[i])
-	}
-	return c.JSON(http.StatusOK, map[string]any{"users": out})
+	everyone := func(ctx context.Context, _ string) ([]models.User, error) { return s.store.Users(ctx) }
+	return listJSON(c, "users", everyone, newUserJSON)
 }
 
 func (s *Server) apiAdminUserCreate(c echo.Context) error {
