@@ -145,6 +145,19 @@ func (b *browser) openThread(id, query string) {
 	b.ready()
 }
 
+// openEmptyThread signs a new user in to a new, empty thread page of a
+// default app: the page where tests import and run the static modules.
+func openEmptyThread(t *testing.T, title string) (*testApp, *browser) {
+	t.Helper()
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread(title)
+	b := newBrowser(t, a.http.URL)
+	b.signIn(u.email, "password123")
+	b.openThread(th, "")
+	return a, b
+}
+
 func (b *browser) reload() {
 	b.t.Helper()
 	b.do("reload", chromedp.Reload())
@@ -277,12 +290,7 @@ func label(total int64) string { return views.TokenLabel(&total, true) }
 // card format example, exactly the statuses, stop reasons and task frame
 // types, and Go's own TokenLabel on values the examples do not cover.
 func TestBrowserCardContract(t *testing.T) {
-	a := newApp(t)
-	u := a.newUser("ann@example.com", false)
-	th := u.newThread("contract")
-	b := newBrowser(t, a.http.URL)
-	b.signIn(u.email, "password123")
-	b.openThread(th, "")
+	_, b := openEmptyThread(t, "contract")
 
 	read := func(name string) string {
 		raw, err := os.ReadFile("../contracts/" + name)
@@ -379,12 +387,7 @@ func TestBrowserCardContract(t *testing.T) {
 // newest frame, its status never leaves a terminal state and its total
 // never goes down.
 func TestBrowserCardMerge(t *testing.T) {
-	a := newApp(t)
-	u := a.newUser("ann@example.com", false)
-	th := u.newThread("merge")
-	b := newBrowser(t, a.http.URL)
-	b.signIn(u.email, "password123")
-	b.openThread(th, "")
+	_, b := openEmptyThread(t, "merge")
 	problems := evalAwait[[]string](b, `(async () => {
 		const m = { ...(await import("/static/format.js")), ...(await import("/static/metadata.js")), ...(await import("/static/merge.js")) };
 		const problems = [];

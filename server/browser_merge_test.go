@@ -13,12 +13,7 @@ import (
 // case expects. agent/cardmerge_test.go runs the same cases through
 // agent.ProjectCards.
 func TestBrowserCardMergeContract(t *testing.T) {
-	a := newApp(t)
-	u := a.newUser("ann@example.com", false)
-	th := u.newThread("merge contract")
-	b := newBrowser(t, a.http.URL)
-	b.signIn(u.email, "password123")
-	b.openThread(th, "")
+	_, b := openEmptyThread(t, "merge contract")
 	contract, err := os.ReadFile("../contracts/card_merge_contract.json")
 	if err != nil {
 		t.Fatal(err)

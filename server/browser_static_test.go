@@ -15,12 +15,7 @@ import (
 // revalidated (no-cache with the content hash as ETag, 304 when
 // unchanged) while the hashed URL of the entry point stays immutable.
 func TestBrowserStaticModules(t *testing.T) {
-	a := newApp(t)
-	u := a.newUser("ann@example.com", false)
-	th := u.newThread("modules")
-	b := newBrowser(t, a.http.URL)
-	b.signIn(u.email, "password123")
-	b.openThread(th, "")
+	a, b := openEmptyThread(t, "modules")
 
 	loaded := evalAs[[]string](b, `performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.endsWith(".js"))`)
 	modules, err := fs.Glob(static.FS, "*.js")
