@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 )
 
 // Tool is a capability a model may call, registered by name with a JSON
@@ -50,18 +51,26 @@ func Names() []string {
 type Set struct {
 	order []string
 	tools map[string]Tool
+	// specs are the tools' specs in order, built once: every subagent
+	// sends them, and a spec is marshalled anew on each Spec call.
+	specs []Spec
 }
 
 // NewSet registers tools by their spec's name; a later tool with the same
 // name replaces the earlier one.
 func NewSet(tools ...Tool) *Set {
 	s := &Set{tools: make(map[string]Tool, len(tools))}
+	at := make(map[string]int, len(tools))
 	for _, t := range tools {
-		name := t.Spec().Name
-		if _, dup := s.tools[name]; !dup {
-			s.order = append(s.order, name)
+		spec := t.Spec()
+		if i, dup := at[spec.Name]; dup {
+			s.specs[i] = spec
+		} else {
+			at[spec.Name] = len(s.order)
+			s.order = append(s.order, spec.Name)
+			s.specs = append(s.specs, spec)
 		}
-		s.tools[name] = t
+		s.tools[spec.Name] = t
 	}
 	return s
 }
@@ -76,13 +85,7 @@ func (s *Set) Get(name string) (Tool, bool) {
 func (s *Set) Names() []string { return append([]string(nil), s.order...) }
 
 // Specs lists the tools' specs in registration order.
-func (s *Set) Specs() []Spec {
-	specs := make([]Spec, 0, len(s.order))
-	for _, n := range s.order {
-		specs = append(specs, s.tools[n].Spec())
-	}
-	return specs
-}
+func (s *Set) Specs() []Spec { return slices.Clone(s.specs) }
 
 // Filter returns the subset of s allowed by allow (nil = all) minus deny.
 func (s *Set) Filter(allow *[]string, deny []string) *Set {
