@@ -18,28 +18,22 @@ import (
 )
 
 // taskSpec is the task tool's schema as the lead sees it, reduced to
-// what the demo reads.
-func taskSpec(t *testing.T, types ...string) tools.Spec {
-	t.Helper()
-	params, err := json.Marshal(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"description":         map[string]any{"type": "string"},
-			"prompt":              map[string]any{"type": "string"},
-			"subagent_type":       map[string]any{"type": "string", "enum": types},
-			"acceptance_criteria": map[string]any{"type": "string"},
+// what the demo reads, and encoded as the runtime encodes it.
+func taskSpec(types ...string) tools.Spec {
+	return tools.Schema{
+		Properties: map[string]tools.Prop{
+			"description":         {Type: "string"},
+			"prompt":              {Type: "string"},
+			"subagent_type":       {Type: "string", Enum: types},
+			"acceptance_criteria": {Type: "string"},
 		},
-		"required": []string{"description", "prompt", "subagent_type"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tools.Spec{Name: agent.ToolTask, Description: "Delegate.", Parameters: params}
+		Required: []string{"description", "prompt", "subagent_type"},
+	}.Spec(agent.ToolTask, "Delegate.")
 }
 
 func leadRequest(t *testing.T, types []string, msgs ...agent.Message) agent.Request {
 	t.Helper()
-	specs := []tools.Spec{taskSpec(t, types...), {Name: tools.Ls, Parameters: json.RawMessage(`{"type":"object"}`)}}
+	specs := []tools.Spec{taskSpec(types...), {Name: tools.Ls, Parameters: json.RawMessage(`{"type":"object"}`)}}
 	return agent.Request{Model: "demo-fast", Messages: msgs, Tools: specs}
 }
 
