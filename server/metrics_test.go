@@ -10,12 +10,7 @@ func TestMetrics(t *testing.T) {
 	a := newApp(t)
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("t")
-	conn, err := u.dial(th, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitClients(t, a.hub, 1)
+	u.watch(th)
 	u.startRun(th, "Compare:\n- alpha\n- beta")
 	a.waitIdle(th)
 	r := a.anonymous().do("GET", "/metrics", nil)

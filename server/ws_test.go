@@ -46,6 +46,20 @@ func (u *user) dial(threadID string, after int64) (*websocket.Conn, error) {
 	return conn, err
 }
 
+// watch opens the thread's stream as its first watcher from seq 0, closes
+// it when the test ends, and returns once the hub counts the client.
+func (u *user) watch(threadID string) *websocket.Conn {
+	t := u.a.t
+	t.Helper()
+	conn, err := u.dial(threadID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	waitClients(t, u.a.hub, 1)
+	return conn
+}
+
 func readFrame(conn *websocket.Conn, timeout time.Duration) (wsFrame, error) {
 	_ = conn.SetReadDeadline(time.Now().Add(timeout))
 	var f wsFrame
@@ -302,12 +316,7 @@ func TestLiveRunStreams(t *testing.T) {
 	a := newApp(t, withModels(demoModel("demo-fast", 20, 2)))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("t")
-	conn, err := u.dial(th, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitClients(t, a.hub, 1)
+	conn := u.watch(th)
 	u.startRun(th, "Tell me about herd")
 	var types []string
 	var deltas strings.Builder
@@ -467,12 +476,7 @@ func TestBatchedFrames(t *testing.T) {
 	a := newApp(t)
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("t")
-	conn, err := u.dial(th, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitClients(t, a.hub, 1)
+	conn := u.watch(th)
 	pongs := make(chan string, 1)
 	conn.SetPongHandler(func(data string) error { pongs <- data; return nil })
 
