@@ -17,7 +17,7 @@ export const TASK_FRAME_TYPES = ["task_queued", "task_started", "task_running", 
 
 // The error of a card whose run ended without its ToolMessage: the text of
 // agent.NoResult, so a live card reads as it will after a reload.
-export const NO_RESULT = "the run ended before this subagent reported a result";
+const NO_RESULT = "the run ended before this subagent reported a result";
 
 export function newCard(runID, taskID) {
 	return {
