@@ -126,8 +126,6 @@ func (d *Provider) model() string {
 	return d.cfg.Name
 }
 
-// wait pauses for ms milliseconds, or only checks ctx when ms is zero, so
-// a cancelled request stops at the next wait whatever the configuration.
 // latency is LatencyMS spread by LatencyJitter: a pseudo-random factor in
 // [1-j, 1+j) drawn from the request itself, so the same request always
 // waits the same and parallel subagents do not answer in lockstep.
@@ -153,6 +151,8 @@ func (d *Provider) latency(req agent.Request) int {
 	return int(float64(d.cfg.LatencyMS) * (1 - j + 2*j*u))
 }
 
+// wait pauses for ms milliseconds, or only checks ctx when ms is zero, so
+// a cancelled request stops at the next wait whatever the configuration.
 func (d *Provider) wait(ctx context.Context, ms int) error {
 	err := ctx.Err()
 	if err == nil && ms > 0 {
