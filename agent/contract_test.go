@@ -465,3 +465,22 @@ func TestValidateEventRejects(t *testing.T) {
 		}
 	}
 }
+
+// frameTypeOf returns the live frame type of a persisted event type, to
+// check it against the contract; a subagent.end's frame type depends on
+// its status. Production code never needs it: a frame's type comes with
+// its data from the payload's Frame method.
+func frameTypeOf(eventType, status string) string {
+	switch eventType {
+	case eventSubagentQueued:
+		return frameTaskQueued
+	case eventSubagentStart:
+		return frameTaskStarted
+	case eventSubagentStep:
+		return frameTaskRunning
+	case eventSubagentEnd:
+		typ, _ := TaskEnd{Status: status}.Frame(FrameOptions{})
+		return typ
+	}
+	return eventType
+}

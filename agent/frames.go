@@ -95,20 +95,3 @@ func (e TaskEnd) Frame(o FrameOptions) (string, any) {
 	f.Error, f.ErrorTruncated = &e.Error, e.ErrorTruncated
 	return typ, f
 }
-
-// frameTypeOf returns the live frame type of a persisted event type; a
-// subagent.end's frame type depends on its status.
-func frameTypeOf(eventType, status string) string {
-	switch eventType {
-	case eventSubagentQueued:
-		return frameTaskQueued
-	case eventSubagentStart:
-		return frameTaskStarted
-	case eventSubagentStep:
-		return frameTaskRunning
-	case eventSubagentEnd:
-		typ, _ := TaskEnd{Status: status}.Frame(FrameOptions{})
-		return typ
-	}
-	return eventType
-}
