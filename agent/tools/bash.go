@@ -115,7 +115,7 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 		return "", fmt.Errorf("%w: field \"command\" must not be empty", ErrBadArgs)
 	}
 	if env.Workspace == "" {
-		return "", errors.New("no workspace is set for this tool call")
+		return "", errNoWorkspace
 	}
 	timeout := t.timeout
 	if p.TimeoutSeconds != nil {

@@ -32,6 +32,10 @@ type Env struct {
 // ErrBadArgs marks arguments that do not match a tool's schema.
 var ErrBadArgs = errors.New("invalid arguments")
 
+// errNoWorkspace refuses a call whose Env names no workspace: every tool
+// runs in one.
+var errNoWorkspace = errors.New("no workspace is set for this tool call")
+
 // Names of the tools this package provides. Config validation checks
 // allow- and deny-lists against them.
 const (

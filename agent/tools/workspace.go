@@ -430,7 +430,7 @@ func countOverlapping(s, sub string) int {
 
 func openWorkspace(env Env) (*os.Root, error) {
 	if env.Workspace == "" {
-		return nil, errors.New("no workspace is set for this tool call")
+		return nil, errNoWorkspace
 	}
 	root, err := os.OpenRoot(env.Workspace)
 	if err != nil {
