@@ -11,13 +11,8 @@ import (
 // every committed write; Close gives the connection SQLite's automatic
 // checkpoint back.
 func TestWriterCheckpointsBesideIt(t *testing.T) {
-	s := newStore(t)
+	s, th, w := newThreadWriter(t)
 	ctx := context.Background()
-	th, err := s.CreateThread(ctx, "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := s.NewWriter(WriterOptions{})
 	if got, _ := s.pragma(ctx, "wal_autocheckpoint"); got != "10000" {
 		t.Errorf("wal_autocheckpoint with a Writer open = %s, want the 10000-page backstop", got)
 	}

@@ -13,14 +13,8 @@ import (
 // any moment: the page must still be a gapless run of seqs, or a replaying
 // client would skip the message.
 func TestSinceReadsOneSnapshot(t *testing.T) {
-	s := newStore(t)
+	s, th, w := newThreadWriter(t)
 	ctx := context.Background()
-	th, err := s.CreateThread(ctx, "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := s.NewWriter(WriterOptions{})
-	defer w.Close()
 	n := 0
 	write := func() {
 		n++
@@ -33,7 +27,7 @@ func TestSinceReadsOneSnapshot(t *testing.T) {
 	}
 	write() // seq 1 and 2
 	between := false
-	err = s.r.Callback().Query().After("gorm:query").Register("test:commit-between", func(db *gorm.DB) {
+	err := s.r.Callback().Query().After("gorm:query").Register("test:commit-between", func(db *gorm.DB) {
 		if db.Statement.Table == "messages" && !between {
 			between = true
 			write() // seq 3 and 4

@@ -25,6 +25,20 @@ func newStore(t testing.TB) *Store {
 	return s
 }
 
+// newThreadWriter opens a fresh store with one thread of user u1 and a
+// Writer on it, which the test's end closes.
+func newThreadWriter(t testing.TB) (*Store, *Thread, *Writer) {
+	t.Helper()
+	s := newStore(t)
+	th, err := s.CreateThread(context.Background(), "u1", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWriter(WriterOptions{})
+	t.Cleanup(w.Close)
+	return s, th, w
+}
+
 func TestOpenPragmas(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()

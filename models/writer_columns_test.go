@@ -15,12 +15,8 @@ import (
 // reflection, so a field added to a model is covered without editing
 // this test.
 func TestWriterWritesEveryField(t *testing.T) {
-	s := newStore(t)
+	s, th, w := newThreadWriter(t)
 	ctx := context.Background()
-	th, err := s.CreateThread(ctx, "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var msg Message
 	var ev RunEvent
@@ -30,8 +26,6 @@ func TestWriterWritesEveryField(t *testing.T) {
 		fill(t, m, at)
 		reflect.ValueOf(m).Elem().FieldByName("ThreadID").SetString(th.ID)
 	}
-	w := s.NewWriter(WriterOptions{})
-	defer w.Close()
 	if err := w.Write(ctx, Record{Run: &run}, Record{Message: &msg}, Record{Event: &ev}, Record{Usage: &use}); err != nil {
 		t.Fatal(err)
 	}
