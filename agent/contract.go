@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -35,7 +36,7 @@ func TerminalStatuses() []string {
 	return []string{StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut, StatusPollingTimedOut}
 }
 
-// StopReasons lists the values valid as subagent_stop_reason.
+// stopReasons lists the values valid as subagent_stop_reason.
 func stopReasons() []string { return []string{stopTokenCapped, stopTurnCapped, stopLoopCapped} }
 
 // isTerminal reports whether status is one of TerminalStatuses.
@@ -47,9 +48,7 @@ func isTerminal(status string) bool {
 	return false
 }
 
-func validStopReason(r string) bool {
-	return r == stopTokenCapped || r == stopTurnCapped || r == stopLoopCapped
-}
+func validStopReason(r string) bool { return slices.Contains(stopReasons(), r) }
 
 // capLabel is how a stop reason reads in the ToolMessage and on the card.
 func capLabel(reason string) string {
