@@ -253,7 +253,7 @@ func (o Outcome) ToolMessage() (content string, kwargs map[string]any, err error
 	return content, kwargs, nil
 }
 
-// Metadata is what readMetadata recovers from a ToolMessage.
+// taskMetadata is what readMetadata recovers from a ToolMessage.
 type taskMetadata struct {
 	Status       string
 	StopReason   string
