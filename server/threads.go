@@ -297,8 +297,8 @@ func (s *Server) apiThreads(c echo.Context) error {
 	return listJSON(c, "threads", s.store.Threads, newThreadJSON)
 }
 
-// listJSON answers {key: [...]}: the current user's rows, each as toJSON
-// makes it.
+// listJSON answers {key: [...]}: the rows list returns for the current
+// user (an admin's list of users ignores the id), each as toJSON makes it.
 func listJSON[T, J any](c echo.Context, key string, list func(ctx context.Context, userID string) ([]T, error), toJSON func(*T) J) error {
 	rows, err := list(c.Request().Context(), currentUser(c).ID)
 	if err != nil {
