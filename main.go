@@ -36,40 +36,61 @@ var defaultConfig []byte
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Environ(), os.Stderr)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run starts herd and blocks until ctx ends (a signal), then shuts down
-// gracefully. It returns the process exit code.
-func run(ctx context.Context, args, environ []string, stderr io.Writer) int {
-	backup := len(args) > 0 && args[0] == "backup"
-	if backup {
-		args = args[1:]
-	}
-	fs := flag.NewFlagSet("herd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "YAML config file (default ./herd.yaml when present)")
-	addr := fs.String("addr", "", "listen address (default 127.0.0.1:8080)")
-	dataDir := fs.String("data-dir", "", "data directory: database and workspaces (default ./data)")
-	if err := fs.Parse(args); err != nil {
+// run parses the command line strictly (an unknown sub-command or a stray
+// argument is an error, never a server start), then runs the sub-command.
+// serve blocks until ctx ends (a signal), then shuts down gracefully. It
+// returns the process exit code: 0, 1 on failure, 2 on bad usage.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	name, args := splitCommand(args)
+	switch name {
+	case "version":
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "herd: version takes no arguments, got %q\n", args[0])
+			return 2
+		}
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	case "help":
+		printHelp(stdout)
+		return 0
+	case "serve", "backup":
+	default:
+		fmt.Fprintf(stderr, "herd: unknown command %q; herd --help lists the commands\n", name)
 		return 2
 	}
-	path := *cfgPath
+	fs, flags := newFlagSet(stderr)
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout)
+		return 0
+	} else if err != nil {
+		return 2
+	}
+	if name == "serve" && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "herd: unexpected argument %q; herd --help lists the commands\n", fs.Arg(0))
+		return 2
+	}
+	path := flags.config
 	if path == "" {
 		if _, err := os.Stat("herd.yaml"); err == nil {
 			path = "herd.yaml"
 		}
 	}
-	cfg, err := config.Load(defaultConfig, path, environ, config.Overrides{Addr: *addr, DataDir: *dataDir})
+	cfg, err := config.Load(defaultConfig, path, environ, config.Overrides{Addr: flags.addr, DataDir: flags.dataDir})
 	if err != nil {
 		fmt.Fprintf(stderr, "herd: %v\n", err)
 		return 2
 	}
-	log := newLogger(cfg.Log, stderr)
-	if backup {
+	if name == "backup" {
 		return runBackup(ctx, cfg, fs.Args(), stderr)
+	}
+	log := newLogger(cfg.Log, stderr)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
 	}
 	if err := serve(ctx, cfg, environ, log); err != nil {
 		log.Error("herd stopped", "err", err)
@@ -79,19 +100,14 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) int {
 }
 
 // runBackup is `herd backup FILE`: a consistent copy of the database,
-// safe to take while herd serves.
+// safe to take while herd serves. It reads the database read-only and
+// refuses a data directory that has none.
 func runBackup(ctx context.Context, cfg *config.Config, args []string, stderr io.Writer) int {
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "usage: herd backup [--config FILE] [--data-dir DIR] BACKUP_FILE")
 		return 2
 	}
-	store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{})
-	if err != nil {
-		fmt.Fprintf(stderr, "herd: backup: %v\n", err)
-		return 1
-	}
-	defer store.Close()
-	if err := store.Backup(ctx, args[0]); err != nil {
+	if err := models.Backup(ctx, filepath.Join(cfg.Server.DataDir, "herd.db"), args[0]); err != nil {
 		fmt.Fprintf(stderr, "herd: %v\n", err)
 		return 1
 	}
@@ -116,11 +132,19 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err := tools.CheckBashAllowed(cfg.Sandbox, cfg.Server.Addr); err != nil {
 		return err
 	}
+	// The lock comes before anything touches the database: a second server
+	// must not run crash recovery over a live server's runs.
+	lock, err := lockDataDir(cfg.Server.DataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	b, err := openBase(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer b.close()
+	b.owner = lock
 	rt, err := startRuntime(ctx, cfg, b, log)
 	if err != nil {
 		return err
@@ -141,6 +165,7 @@ type base struct {
 	md       *server.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
+	owner    *dataDirLock // the data directory's lock, which records the address
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
@@ -258,6 +283,9 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv http.
 	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- httpSrv.Serve(ln) }()
+	if err := b.owner.record(ln.Addr().String()); err != nil {
+		log.Warn("could not record the address in the data directory's lock file", "err", err)
+	}
 	log.Info("herd is listening", "url", "http://"+ln.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
 
 	select {

@@ -61,7 +61,7 @@ func TestBadConfigNamesTheKeyAndExits(t *testing.T) {
 				args = append(args, "--config", cfg)
 			}
 			var out syncBuffer
-			code := run(context.Background(), args, c.env, &out)
+			code := run(context.Background(), args, c.env, &out, &out)
 			if code == 0 {
 				t.Fatalf("exit code 0 with a bad config")
 			}
@@ -78,7 +78,7 @@ func TestRunStartsAndStops(t *testing.T) {
 	var out syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out)
+		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out, &out)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "herd is listening") {
@@ -118,7 +118,7 @@ func TestBackupCommand(t *testing.T) {
 	var out syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out)
+		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out, &out)
 	}()
 	for !strings.Contains(out.String(), "herd is listening") {
 		time.Sleep(20 * time.Millisecond)
@@ -126,12 +126,12 @@ func TestBackupCommand(t *testing.T) {
 	// While herd serves.
 	file := filepath.Join(t.TempDir(), "copy.db")
 	var bout syncBuffer
-	if code := run(context.Background(), []string{"backup", "--data-dir", dir, file}, nil, &bout); code != 0 {
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir, file}, nil, &bout, &bout); code != 0 {
 		t.Fatalf("backup exit %d: %s", code, bout.String())
 	}
 	cancel()
 	<-done
-	if code := run(context.Background(), []string{"backup", "--data-dir", dir}, nil, &bout); code != 2 {
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir}, nil, &bout, &bout); code != 2 {
 		t.Errorf("backup without a file: exit %d, want 2", code)
 	}
 	// The copy is a working database with the admin in it.
@@ -149,7 +149,7 @@ func TestBackupCommand(t *testing.T) {
 	if err := os.Rename(file, filepath.Join(copyDir, "herd.db")); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- run(ctx2, []string{"--data-dir", copyDir, "--addr", "127.0.0.1:0"}, nil, &sout) }()
+	go func() { done <- run(ctx2, []string{"--data-dir", copyDir, "--addr", "127.0.0.1:0"}, nil, &sout, &sout) }()
 	for !strings.Contains(sout.String(), "herd is listening") {
 		time.Sleep(20 * time.Millisecond)
 	}

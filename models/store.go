@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -205,22 +204,3 @@ func (s *Store) pragma(ctx context.Context, name string) (string, error) {
 	return v, nil
 }
 
-// Backup writes a consistent copy of the database to path while herd runs
-// (VACUUM INTO reads one snapshot; WAL lets writers go on meanwhile). The
-// file must not exist yet.
-func (s *Store) Backup(ctx context.Context, path string) error {
-	if _, err := os.Stat(path); err == nil {
-		return fmt.Errorf("store: backup: %s already exists", path)
-	}
-	// Its own connection: the readers are query-only, and the writer's
-	// single connection must not be held for the whole copy.
-	db, err := sql.Open("sqlite3", dsn(s.path, false))
-	if err != nil {
-		return fmt.Errorf("store: backup: %w", err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
-		return fmt.Errorf("store: backup to %s: %w", path, err)
-	}
-	return nil
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -224,13 +225,20 @@ func TestBackupWhileWriting(t *testing.T) {
 	})
 	time.Sleep(50 * time.Millisecond)
 	path := filepath.Join(t.TempDir(), "backup.db")
-	if err := s.Backup(ctx, path); err != nil {
+	if err := Backup(ctx, s.path, path); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
 	wg.Wait()
-	if err := s.Backup(ctx, path); err == nil {
+	if err := Backup(ctx, s.path, path); err == nil {
 		t.Error("a backup overwrote an existing file")
+	}
+	dir := t.TempDir()
+	if err := Backup(ctx, filepath.Join(dir, "herd.db"), filepath.Join(dir, "x.db")); err == nil {
+		t.Error("a backup of a missing database succeeded")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a failed backup left %d files behind", len(entries))
 	}
 	b, err := Open(path, Options{})
 	if err != nil {

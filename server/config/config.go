@@ -28,6 +28,10 @@ type Config struct {
 	Lead       agent.LeadConfig      `yaml:"lead"`
 	Subagents  agent.SubagentsConfig `yaml:"subagents"`
 	Sandbox    tools.SandboxConfig   `yaml:"sandbox"`
+
+	// Warnings are problems Load tolerated (a HERD_ variable that resembles
+	// no key), for main to log once the logger exists.
+	Warnings []string `yaml:"-"`
 }
 
 // ServerConfig is where and how herd serves.
@@ -95,8 +99,10 @@ const (
 // HERD_SUBAGENTS_AGENTS_RESEARCHER_MODEL). A value is read as YAML into
 // the key's type, so a list or map can be given whole, except that a
 // string key takes the value verbatim. A HERD_ variable that names no key
-// is an error, unless it is listed in Overrides.NonKeyEnv, is one of the
-// Env* names, or is referenced by an api_key.
+// is an error when it is near one (within two edits of a real variable,
+// or an entry missing from a list or map) and a warning in
+// Config.Warnings otherwise, unless it is listed in Overrides.NonKeyEnv,
+// is one of the Env* names, or is referenced by an api_key.
 //
 // An api_key of exactly $NAME or ${NAME} is read from environ. Load then
 // fills model defaults (model = name; for openai base_url, stream_usage,
@@ -134,8 +140,12 @@ func load(defaults []byte, path string, file []byte, environ []string, o Overrid
 	refs := l.expandAPIKeys(&c, env)
 	allowed := append([]string{EnvAdminEmail, EnvAdminPassword}, o.NonKeyEnv...)
 	for _, u := range unmatched {
-		if !slices.Contains(allowed, u.name) && !refs[u.name] {
+		switch {
+		case slices.Contains(allowed, u.name) || refs[u.name]:
+		case u.near:
 			l.errs = append(l.errs, u.err)
+		default:
+			c.Warnings = append(c.Warnings, u.err.Error()+"; ignored")
 		}
 	}
 	fillModelDefaults(&c)

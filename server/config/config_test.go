@@ -521,7 +521,6 @@ func TestErrors(t *testing.T) {
 		{name: "env not an integer", env: []string{"HERD_SUBAGENTS_MAX_RUNNING=x"}, want: []string{`config: HERD_SUBAGENTS_MAX_RUNNING: expected an integer, got "x"`}},
 		{name: "env not a boolean", env: []string{"HERD_AUTH_ALLOW_SIGNUP=maybe"}, want: []string{`config: HERD_AUTH_ALLOW_SIGNUP: expected true or false, got "maybe"`}},
 		{name: "env unknown, near a key", env: []string{"HERD_SUBAGENT_MAX_RUNNING=3"}, want: []string{`config: HERD_SUBAGENT_MAX_RUNNING: matches no config key (did you mean HERD_SUBAGENTS_MAX_RUNNING?)`}},
-		{name: "env unknown", env: []string{"HERD_TELEMETRY=on"}, want: []string{`config: HERD_TELEMETRY: matches no config key`}},
 		{name: "env list entry missing", env: []string{"HERD_MODELS_7_NAME=x"}, want: []string{`config: HERD_MODELS_7_NAME: matches no config key: models has no such entry (set it whole with HERD_MODELS)`}},
 		{name: "env map entry missing", env: []string{"HERD_SUBAGENTS_AGENTS_BASH_MODEL=demo-fast"}, want: []string{`config: HERD_SUBAGENTS_AGENTS_BASH_MODEL: matches no config key: subagents.agents has no such entry (set it whole with HERD_SUBAGENTS_AGENTS)`}},
 		{name: "env bad YAML", env: []string{"HERD_MODELS=[{name: x"}, want: []string{`config: HERD_MODELS: invalid YAML: [1:2] could not find flow mapping end token '}'`}},
@@ -755,4 +754,42 @@ func FuzzLoad(f *testing.F) {
 			t.Errorf("String shows the key: %s", c)
 		}
 	})
+}
+
+// A HERD_ variable that resembles no key is warned about, not refused: a
+// shared environment may hold HERD_ settings of other programs.
+func TestUnknownEnvIsAWarning(t *testing.T) {
+	c, err := loadYAML(t, "", []string{"HERD_TELEMETRY=on", "HERD_ADMIN_EMAIL=a@example.com"}, Overrides{})
+	if err != nil {
+		t.Fatalf("an unrelated HERD_ variable stopped the load: %v", err)
+	}
+	want := []string{"config: HERD_TELEMETRY: matches no config key; ignored"}
+	if !slices.Equal(c.Warnings, want) {
+		t.Errorf("warnings %q, want %q", c.Warnings, want)
+	}
+	if _, err := loadYAML(t, "", []string{"HERD_SUBAGENT_MAX_RUNNING=3"}, Overrides{}); err == nil {
+		t.Error("a near-miss of a real key loaded; it must stay an error naming the key")
+	}
+}
+
+func TestVariablesNameRealKeys(t *testing.T) {
+	names, err := Variables(readExample(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"HERD_SERVER_ADDR", "HERD_SUBAGENTS_MAX_RUNNING", "HERD_MODELS", "HERD_SUBAGENTS_AGENTS", "HERD_SANDBOX_MODE"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s missing from %v", want, names)
+		}
+	}
+	// Each listed variable is accepted by Load, so the help cannot name a
+	// variable herd refuses.
+	for _, n := range names {
+		if n == "HERD_MODELS" || n == "HERD_SUBAGENTS_AGENTS" || n == "HERD_LEAD_SYSTEM_PROMPT" {
+			continue
+		}
+		if _, err := loadYAML(t, "", []string{n + "=" + "1"}, Overrides{}); err != nil && strings.Contains(err.Error(), "matches no config key") {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
 }

@@ -75,10 +75,15 @@ func indexEnv(v reflect.Value, path []string, idx map[string][]envKey) {
 }
 
 // unmatchedVar is a HERD_ variable that names no key, with the error it is
-// worth unless the caller knows it for something else.
+// worth unless the caller knows it for something else. near marks a
+// variable that is close to a real key (a typo, or an entry missing from a
+// list or map): that is an error. One that resembles no key is only
+// warned about, because HERD_ is a common prefix for unrelated settings
+// in a shared environment.
 type unmatchedVar struct {
 	name string
 	err  error
+	near bool
 }
 
 // applyEnv applies the HERD_ variables of env to root. A shallower key is
@@ -105,7 +110,8 @@ func (l *loader) applyEnv(root reflect.Value, env map[string]string) []unmatched
 		if best < 0 {
 			unmatched := make([]unmatchedVar, len(pending))
 			for i, name := range pending {
-				unmatched[i] = unmatchedVar{name: name, err: unknownEnv(name, idx)}
+				err, near := unknownEnv(name, idx)
+				unmatched[i] = unmatchedVar{name: name, err: err, near: near}
 			}
 			return unmatched
 		}
@@ -172,8 +178,12 @@ func update(v reflect.Value, path []string, fn func(reflect.Value)) {
 	}
 }
 
-func unknownEnv(name string, idx map[string][]envKey) error {
+// unknownEnv explains a variable that names no key and reports whether it
+// is near one: an entry missing from a list or map, or within two edits
+// of a real variable.
+func unknownEnv(name string, idx map[string][]envKey) (error, bool) {
 	problem := "matches no config key"
+	near := true
 	parent := ""
 	for n := range idx {
 		if strings.HasPrefix(name, n+"_") && len(n) > len(parent) {
@@ -182,10 +192,12 @@ func unknownEnv(name string, idx map[string][]envKey) error {
 	}
 	if k := idx[parent]; parent != "" && (k[0].kind == reflect.Slice || k[0].kind == reflect.Map) {
 		problem += fmt.Sprintf(": %s has no such entry (set it whole with %s)", strings.Join(k[0].path, "."), parent)
-	} else if near := closest(name, slices.Sorted(maps.Keys(idx))); near != "" {
-		problem += fmt.Sprintf(" (did you mean %s?)", near)
+	} else if key := closest(name, slices.Sorted(maps.Keys(idx))); key != "" {
+		problem += fmt.Sprintf(" (did you mean %s?)", key)
+	} else {
+		near = false
 	}
-	return &keyError{src: source{name: name}, problem: problem}
+	return &keyError{src: source{name: name}, problem: problem}, near
 }
 
 var apiKeyRef = regexp.MustCompile(`^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})$`)
@@ -209,4 +221,37 @@ func (l *loader) expandAPIKeys(c *Config, env map[string]string) map[string]bool
 		}
 	}
 	return refs
+}
+
+// Variables lists the HERD_ variables of the configuration defaults
+// describes (the embedded config.example.yaml), for herd --help: every key
+// of a section, and a list or map as the one variable that sets it whole.
+func Variables(defaults []byte) ([]string, error) {
+	c, err := load(defaults, "", nil, nil, Overrides{})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var walk func(t reflect.Type, path []string)
+	walk = func(t reflect.Type, path []string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name := yamlName(f)
+			if name == "" {
+				continue
+			}
+			p := append(slices.Clip(path), name)
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				walk(ft, p)
+				continue
+			}
+			names = append(names, envName(p))
+		}
+	}
+	walk(reflect.TypeOf(*c), nil)
+	return names, nil
 }
