@@ -203,4 +203,3 @@ func (s *Store) pragma(ctx context.Context, name string) (string, error) {
 	}
 	return v, nil
 }
-
