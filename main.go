@@ -253,6 +253,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		Settings:       b.settings,
 		Markdown:       b.md,
 		Metrics:        b.metrics,
+		Storage:        b.writer,
 		Static:         static.FS,
 		Logger:         log,
 		PublicURL:      cfg.Server.PublicURL,

@@ -150,3 +150,87 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// fillDisk makes the database full the way a full disk does (SQLITE_FULL,
+// "database or disk is full"): its page count may not grow. free lifts it.
+func fillDisk(t *testing.T, s *Store) (free func()) {
+	t.Helper()
+	var pages int
+	if err := s.w.Raw("PRAGMA page_count").Scan(&pages).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.w.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", pages)).Error; err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := s.w.Exec("PRAGMA max_page_count = 1073741823").Error; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A full disk does not lose a record: the writer keeps it, reports the
+// fault, and commits it once space returns, without a restart.
+func TestWriterKeepsRecordsThroughAFullDisk(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, _ := s.CreateThread(ctx, "u", "t")
+	committed := make(chan Record, 4)
+	w := s.NewWriter(WriterOptions{
+		Backoff:  []time.Duration{5 * time.Millisecond, 20 * time.Millisecond},
+		OnCommit: func(recs []Record) { committed <- recs[0] },
+	})
+	defer w.Close()
+	free := fillDisk(t, s)
+	big := JSON(`{"text":"` + strings.Repeat("x", 64<<10) + `"}`)
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.end", Category: CategoryRun, Content: big}})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the write returned while the disk was full: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	f := w.Fault()
+	if f == nil || f.Reason != "the disk is full" {
+		t.Fatalf("fault = %v, want the disk is full", f)
+	}
+	free()
+	if err := <-done; err != nil {
+		t.Fatalf("the kept record failed after space returned: %v", err)
+	}
+	if r := <-committed; r.Seq() != 1 {
+		t.Errorf("committed seq %d, want 1", r.Seq())
+	}
+	if f := w.Fault(); f != nil {
+		t.Errorf("fault still reported after recovery: %v", f)
+	}
+}
+
+// A writer closed during a storage fault gives up after its grace and
+// fails the records it could not commit, rather than hanging shutdown.
+func TestWriterCloseGivesUpOnAFault(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, _ := s.CreateThread(ctx, "u", "t")
+	w := s.NewWriter(WriterOptions{Backoff: []time.Duration{5 * time.Millisecond, 20 * time.Millisecond}, CloseGrace: 200 * time.Millisecond})
+	free := fillDisk(t, s)
+	defer free()
+	big := JSON(`{"text":"` + strings.Repeat("x", 64<<10) + `"}`)
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.end", Category: CategoryRun, Content: big}})
+	}()
+	for w.Fault() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	w.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %v through a fault; want about its grace", d)
+	}
+	if err := <-done; !errors.Is(err, errWriterGaveUp) {
+		t.Errorf("write = %v, want the give-up error", err)
+	}
+}

@@ -2,11 +2,13 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +30,7 @@ type Store struct {
 	// reads counts the read statements run, so a test can assert that a
 	// page costs a constant number of queries whatever its size.
 	reads atomic.Int64
+	probe prober // readiness's own connection (Probe)
 }
 
 // Reads returns how many read statements the store has run.
@@ -143,10 +146,16 @@ func openReaders(path string, cfg *gorm.Config) (*gorm.DB, error) {
 // effective values. _txlock=immediate makes a write transaction take the
 // write lock at BEGIN, so it waits on the busy timeout instead of failing
 // with SQLITE_BUSY when it upgrades from a read.
+// busyTimeout is how long a statement waits for a write lock held by
+// another connection or process.
+const busyTimeout = 5 * time.Second
+
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
-	q.Set("_busy_timeout", "10000")
+	// A lock held elsewhere fails a statement after busyTimeout: the writer
+	// then retries on its own (storage faults) and a request answers 503.
+	q.Set("_busy_timeout", strconv.Itoa(int(busyTimeout.Milliseconds())))
 	q.Set("_foreign_keys", "on")
 	q.Set("_synchronous", "NORMAL")
 	if readOnly {
@@ -165,9 +174,17 @@ func (s *Store) migrate() error {
 	return nil
 }
 
-// Close closes both connection pools.
+var errStoreClosed = errors.New("store: closed")
+
+// Close closes both connection pools and the probe's connection.
 func (s *Store) Close() error {
 	var first error
+	// Once syncs with a probe opening its connection, or keeps one from
+	// opening after Close.
+	s.probe.once.Do(func() { s.probe.err = errStoreClosed })
+	if s.probe.db != nil {
+		first = s.probe.db.Close()
+	}
 	for _, db := range []*gorm.DB{s.r, s.w} {
 		if db == nil {
 			continue
@@ -179,19 +196,6 @@ func (s *Store) Close() error {
 		}
 	}
 	return first
-}
-
-// Ping checks that the database answers and accepts writes (readiness).
-func (s *Store) Ping(ctx context.Context) error {
-	// BEGIN IMMEDIATE (the writer's _txlock) takes the write lock, so a
-	// database that cannot be written fails here.
-	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return tx.Exec("DELETE FROM settings WHERE key = ?", "herd.ping").Error
-	})
-	if err != nil {
-		return fmt.Errorf("store: ping: %w", err)
-	}
-	return nil
 }
 
 // pragma returns the value of a PRAGMA on the writer connection, for tests

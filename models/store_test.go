@@ -45,7 +45,7 @@ func TestOpenPragmas(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ pragma, want string }{
 		{"journal_mode", "wal"},
-		{"busy_timeout", "10000"},
+		{"busy_timeout", "5000"},
 		{"foreign_keys", "1"},
 		{"synchronous", "1"}, // NORMAL
 	} {
@@ -61,8 +61,8 @@ func TestOpenPragmas(t *testing.T) {
 	if err := s.r.Raw("PRAGMA journal_mode").Scan(&mode).Error; err != nil || mode != "wal" {
 		t.Errorf("reader journal_mode = %q, %v; want wal", mode, err)
 	}
-	if err := s.Ping(ctx); err != nil {
-		t.Errorf("ping: %v", err)
+	if err := s.Probe(ctx); err != nil {
+		t.Errorf("probe: %v", err)
 	}
 }
 

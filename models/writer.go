@@ -85,9 +85,14 @@ type WriterOptions struct {
 	// MaxBatch caps the records committed in one transaction.
 	MaxBatch int
 	// Backoff lists the waits between attempts of a failing batch; its
-	// length bounds the retries.
+	// length bounds the retries of a batch whose records fail. A storage
+	// fault (full disk, locked database) is retried without bound, waiting
+	// the last Backoff between attempts.
 	Backoff []time.Duration
-	Logger  *slog.Logger
+	// CloseGrace is how long Close keeps retrying through a storage fault
+	// before it fails what is still uncommitted (default 5 s).
+	CloseGrace time.Duration
+	Logger     *slog.Logger
 }
 
 type job struct {
@@ -112,6 +117,10 @@ type Writer struct {
 	done   chan struct{}
 	ckpt   chan struct{} // a transaction committed; capacity 1, so signals coalesce
 	stmts  *stmtCache
+
+	fault    faultState
+	closing  chan struct{} // closed by Close: a storage fault's retries end soon
+	giveUpAt time.Time     // set once closing: the end of CloseGrace (writer goroutine only)
 }
 
 // WAL checkpoints. SQLite's automatic checkpoint runs inside the COMMIT
@@ -150,11 +159,14 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 	if opts.OnCommit == nil {
 		opts.OnCommit = func([]Record) {}
 	}
+	if opts.CloseGrace <= 0 {
+		opts.CloseGrace = 5 * time.Second
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{s: s, opts: opts, log: log, in: make(chan *job, opts.Queue), done: make(chan struct{}), ckpt: make(chan struct{}, 1)}
+	w := &Writer{s: s, opts: opts, log: log, in: make(chan *job, opts.Queue), done: make(chan struct{}), ckpt: make(chan struct{}, 1), closing: make(chan struct{})}
 	w.stmts = &stmtCache{}
 	w.stmts.db, w.stmts.err = s.w.DB()
 	if w.stmts.err == nil {
@@ -195,6 +207,10 @@ func (w *Writer) Enqueue(ctx context.Context, recs ...Record) error {
 // Flush returns once everything submitted before it is committed.
 func (w *Writer) Flush(ctx context.Context) error { return w.Write(ctx) }
 
+// Fault is the storage fault the writer is retrying through, nil while
+// commits succeed. Readiness and new work read it (docs/DESIGN.md §7).
+func (w *Writer) Fault() *StorageFault { return w.fault.get() }
+
 // QueueLen is the number of submissions waiting.
 func (w *Writer) QueueLen() int { return len(w.in) }
 
@@ -218,6 +234,7 @@ func (w *Writer) Close() {
 	if !w.closed {
 		w.closed = true
 		close(w.in)
+		close(w.closing)
 	}
 	w.mu.Unlock()
 	<-w.done
@@ -268,7 +285,17 @@ func (w *Writer) commit(batch []*job) {
 	)
 	for attempts = 1; ; attempts++ {
 		gone, err = w.tx(recs)
-		if err == nil || attempts > len(w.opts.Backoff) {
+		if err == nil {
+			w.recovered()
+			break
+		}
+		if reason, ok := storageFault(err); ok {
+			if w.waitOutFault(reason, err, attempts) {
+				continue
+			}
+			break
+		}
+		if attempts > len(w.opts.Backoff) {
 			break
 		}
 		w.log.Warn("store: batch write failed, retrying", "records", len(recs), "attempt", attempts, "err", err)
@@ -279,6 +306,14 @@ func (w *Writer) commit(batch []*job) {
 	}
 	if err == nil {
 		w.deliver(batch, gone)
+		return
+	}
+	if f := w.fault.get(); f != nil {
+		w.log.Error("store: writer closed with records it could not commit; crash recovery closes their runs at the next start",
+			"records", len(recs), "reason", f.Reason, "err", err)
+		for _, j := range batch {
+			finish(j, gaveUp(f))
+		}
 		return
 	}
 	if len(batch) == 1 {
@@ -294,6 +329,45 @@ func (w *Writer) commit(batch []*job) {
 			continue
 		}
 		w.deliver([]*job{j}, gone)
+	}
+}
+
+// waitOutFault records a storage fault and waits before the next attempt.
+// The batch is kept, in order, however long the fault lasts: terminal
+// records (subagent ends, tool results, run ends) must reach the database
+// without a restart. Only a closing writer gives up, after CloseGrace.
+// It reports whether to try again.
+func (w *Writer) waitOutFault(reason string, err error, attempts int) bool {
+	if w.fault.get() == nil {
+		w.log.Error("store: cannot write; keeping the records and retrying until it can", "reason", reason, "err", err)
+	}
+	w.fault.set(reason, err, w.s.now())
+	delay := w.opts.Backoff[min(attempts, len(w.opts.Backoff))-1]
+	select {
+	case <-w.closing:
+		// Closing: further attempts only within the grace.
+		if w.giveUpAt.IsZero() {
+			w.giveUpAt = time.Now().Add(w.opts.CloseGrace)
+		}
+		if time.Now().Add(delay).After(w.giveUpAt) {
+			return false
+		}
+		time.Sleep(delay)
+		return true
+	default:
+	}
+	select {
+	case <-time.After(delay):
+	case <-w.closing: // try once more at once; the grace applies from here
+	}
+	return true
+}
+
+// recovered clears a storage fault after a commit.
+func (w *Writer) recovered() {
+	if f := w.fault.get(); f != nil {
+		w.fault.clear()
+		w.log.Info("store: writing again", "after", w.s.now().Sub(f.Since).Round(time.Millisecond), "reason_was", f.Reason)
 	}
 }
 

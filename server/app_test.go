@@ -33,6 +33,7 @@ type testApp struct {
 	metrics  *Metrics
 	rt       *agent.Runtime
 	srv      *Server
+	dbPath   string
 	http     *httptest.Server
 }
 
@@ -106,7 +107,8 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		t.Fatal(err)
 	}
 	a.metrics.Watch(Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
-	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000})
+	a.dbPath = filepath.Join(dir, "herd.db")
+	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	ae := s.toAPIError(err, c)
+	if ae.Status == http.StatusServiceUnavailable {
+		// Every 503 of herd is transient: shutting down, storage failing.
+		c.Response().Header().Set("Retry-After", "5")
+	}
 	if strings.HasPrefix(c.Request().URL.Path, "/api/") || strings.HasPrefix(c.Request().URL.Path, "/healthz") || strings.HasPrefix(c.Request().URL.Path, "/readyz") {
 		_ = c.JSON(ae.Status, map[string]any{"error": map[string]string{"code": ae.Code, "message": ae.Message}})
 		return
@@ -79,6 +83,10 @@ func (s *Server) toAPIError(err error, c echo.Context) *apiError {
 	}
 	if errors.Is(err, models.ErrNotFound) {
 		return errNotFound("resource")
+	}
+	if f, ok := models.AsStorageFault(err); ok {
+		s.log.Warn("request failed on storage", "method", c.Request().Method, "path", c.Request().URL.Path, "reason", f.Reason, "err", err)
+		return storageUnavailable(f)
 	}
 	s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", err)
 	return &apiError{http.StatusInternalServerError, "internal", "something went wrong on our side"}

@@ -39,6 +39,11 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if !utf8.ValidString(*req.Content) {
 		return errUnprocessable("content must be valid UTF-8")
 	}
+	// New work is refused while the writer retries through a storage
+	// fault: its records would only queue behind the ones being kept.
+	if f := s.storage.Fault(); f != nil {
+		return storageUnavailable(f)
+	}
 	if !s.runLimiter.allow("user:" + currentUser(c).ID) {
 		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
 	}

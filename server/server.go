@@ -37,9 +37,12 @@ type Options struct {
 	// same one.
 	Markdown *Markdown
 	Metrics  *Metrics // nil: no /metrics
-	Static   fs.FS    // app.css, app.js, …
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Storage reports the writer's storage fault, if any (readiness, new
+	// runs); nil: none is ever reported.
+	Storage interface{ Fault() *models.StorageFault }
+	Static  fs.FS // app.css, app.js, …
+	Logger  *slog.Logger
+	Now     func() time.Time
 
 	// PublicURL is the origin behind a TLS proxy ("" = the request's host).
 	PublicURL          string
@@ -61,6 +64,7 @@ type Server struct {
 	hub           *Hub
 	settings      *Settings
 	metrics       *Metrics
+	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
 	now           func() time.Time
 	md            *Markdown
@@ -91,6 +95,7 @@ func New(o Options) (*Server, error) {
 		hub:           o.Hub,
 		settings:      o.Settings,
 		metrics:       o.Metrics,
+		storage:       o.Storage,
 		log:           o.Logger,
 		now:           o.Now,
 		md:            o.Markdown,
@@ -134,6 +139,9 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Storage == nil {
+		o.Storage = noFaults{}
+	}
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 30 * 24 * time.Hour
 	}
@@ -154,6 +162,10 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+type noFaults struct{}
+
+func (noFaults) Fault() *models.StorageFault { return nil }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
@@ -365,12 +377,36 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz answers within its 2 s deadline whether herd can take work:
+// 503 while the writer is retrying through a storage fault or the probe
+// finds the disk full or the database locked, 200 again by itself once
+// the fault passes (docs/DESIGN.md §10). It never queues behind the
+// writer.
 func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		s.log.Error("readiness check failed", "err", err)
-		return &apiError{http.StatusServiceUnavailable, "unavailable", "the database is not writable"}
+	if err := s.storageReady(c.Request().Context()); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// storageReady is nil when the database can be written now, else the 503
+// that says why.
+func (s *Server) storageReady(ctx context.Context) error {
+	f := s.storage.Fault()
+	if f == nil {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := s.store.Probe(ctx); err != nil {
+			f, _ = models.AsStorageFault(err)
+		}
+	}
+	if f == nil {
+		return nil
+	}
+	return storageUnavailable(f)
+}
+
+func storageUnavailable(f *models.StorageFault) *apiError {
+	return &apiError{http.StatusServiceUnavailable, "storage_unavailable",
+		"herd cannot write to its database right now: " + f.Reason + "; try again shortly"}
 }
