@@ -44,6 +44,7 @@ func herdCmd(t *testing.T, dir string, args ...string) (int, string) {
 // A second herd on a live data directory exits at once, names the holder
 // and changes nothing: the first server's run ends exactly once.
 func TestSecondServerOnLiveDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startHerd(t, dir)
 	c := p.signIn()
