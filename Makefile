@@ -5,7 +5,7 @@ DATA_DIR ?= ./data
 # cgo is needed by the SQLite driver.
 export CGO_ENABLED = 1
 
-.PHONY: run build test bench load generate lint fmt fuzz clean
+.PHONY: run build test bench load soak generate lint fmt fuzz clean
 
 # Fuzz targets: package:target. `make fuzz` runs each for FUZZTIME; their
 # seed corpora already run with `make test`.
@@ -48,6 +48,11 @@ load: build ## drive a real herd on loopback: 50 threads, 200 clients, 500 subag
 	$(GO) run ./server/loadtest -bin ./herd -shm-workspaces $(LOAD_FLAGS)
 	@echo "== workspaces on disk (reported, not gated: see docs/PERFORMANCE.md)"
 	$(GO) run ./server/loadtest -bin ./herd -p99 0 $(LOAD_FLAGS)
+
+# SOAK_FLAGS: e.g. -soak 2m for a shorter check.
+SOAK_FLAGS ?= -soak 10m
+soak: build ## 10 minutes of load rounds on loopback; RSS, goroutines, fds and WAL must stay flat
+	$(GO) run ./server/loadtest -bin ./herd -shm-workspaces -threads 10 -clients 2 -items 5 -latency 100 -p99 0 $(SOAK_FLAGS)
 
 generate: ## regenerate the templ components (commit the *_templ.go files)
 	$(GO) tool templ generate

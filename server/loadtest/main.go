@@ -9,6 +9,7 @@
 // when a bar is missed.
 //
 //	make load            # builds ./herd and runs this with the defaults
+//	make soak            # 10 minutes of rounds; RSS, goroutines, fds, WAL must stay flat
 //	go run ./server/loadtest -bin ./herd -threads 50 -clients 4 -items 10
 package main
 
@@ -36,6 +37,7 @@ type options struct {
 	timeout   time.Duration
 	p99Bar    time.Duration
 	shmWS     bool
+	soak      time.Duration
 }
 
 func main() {
@@ -49,7 +51,11 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up after this long")
 	flag.DurationVar(&o.p99Bar, "p99", 100*time.Millisecond, "bar for the p99 frame latency (0: report only)")
 	flag.BoolVar(&o.shmWS, "shm-workspaces", false, "keep the thread workspaces on /dev/shm (the database stays on disk)")
+	flag.DurationVar(&o.soak, "soak", 0, "repeat rounds for this long and check that RSS, goroutines, fds and the WAL stay flat (0: one round)")
 	flag.Parse()
+	if o.soak > 0 {
+		o.timeout = max(o.timeout, o.soak+5*time.Minute)
+	}
 	if o.threads < 1 || o.threads > 500 || o.clients < 1 || o.clients > 20 || o.items < 1 || o.items > 50 {
 		fmt.Fprintln(os.Stderr, "loadtest: threads 1..500, clients 1..20, items 1..50")
 		os.Exit(2)
@@ -81,6 +87,9 @@ func drive(ctx context.Context, o options) error {
 	defer h.stop()
 	if err := h.signIn(); err != nil {
 		return fmt.Errorf("sign in: %w", err)
+	}
+	if o.soak > 0 {
+		return soak(ctx, o, h, dataDir)
 	}
 	f, err := load(ctx, o, h)
 	if err != nil {
