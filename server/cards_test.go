@@ -141,66 +141,72 @@ func TestEventsCursor(t *testing.T) {
 
 var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-total-tokens="\d|\d[\d,.]*[KM]? tokens|class="card-tokens">[^<]|data-usage="[a-z-]+">\d`)
 
-// TestTokenGate: with token usage off, no token figure reaches a non-admin
-// — not in the page, the JSON or the frames — while model labels still
-// show; admins keep seeing them; turning it on shows them to everyone.
+// TestTokenGate: with token usage off, no token figure reaches anyone's
+// chat view — an admin's included — not in the page, the thread JSON (its
+// messages' usage and metadata, its cards), the events API, the usage API
+// or the frames, replayed or live; model labels still show. Each surface
+// carries figures while the switch is on, so each absence is proven.
 func TestTokenGate(t *testing.T) {
 	a := newApp(t)
 	admin := a.newUser("admin@example.com", true)
 	u := a.newUser("ann@example.com", false)
-	th := u.newThread("t")
-	u.startRun(th, "Compare:\n- alpha\n- beta")
-	a.waitIdle(th)
-	adminTh := admin.newThread("mine")
-	admin.startRun(adminTh, "Compare:\n- gamma")
-	a.waitIdle(adminTh)
-
-	surfaces := func(who *user, thread string) map[string]string {
-		out := map[string]string{}
-		for _, p := range []string{"/threads/" + thread, "/api/threads/" + thread, "/api/threads/" + thread + "/events?limit=1000", "/api/threads/" + thread + "/usage"} {
-			r := who.do("GET", p, nil)
-			if r.status != 200 {
-				t.Fatalf("GET %s: %d", p, r.status)
-			}
-			out[p] = string(r.body)
-		}
-		conn, err := who.dial(thread, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, _ := a.store.LastSeq(context.Background(), thread)
-		var frames strings.Builder
-		for {
-			f, err := readFrame(conn, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := json.Marshal(f)
-			frames.Write(b)
-			if f.Seq != nil && *f.Seq >= last {
-				break
-			}
-		}
-		conn.Close()
-		out["frames"] = frames.String()
-		return out
+	threads := map[*user]string{u: u.newThread("t"), admin: admin.newThread("mine")}
+	for who, th := range threads {
+		who.startRun(th, "Compare:\n- alpha\n- beta")
+		a.waitIdle(th)
 	}
-	check := func(name string, got map[string]string, wantFigures bool) {
+	check := func(name string, who *user, wantFigures bool) {
 		t.Helper()
-		for where, body := range got {
+		th := threads[who]
+		for where, body := range gateSurfaces(t, who, th) {
 			has := figure.MatchString(body)
 			if has != wantFigures {
 				t.Errorf("%s: %s has token figures = %v, want %v (%s)", name, where, has, wantFigures, figure.FindString(body))
 			}
-			if where != "/api/threads/"+th+"/usage" && !strings.Contains(body, "demo-fast") {
+			if !strings.HasSuffix(where, "/usage") && !strings.Contains(body, "demo-fast") {
 				t.Errorf("%s: %s lost the model name", name, where)
 			}
 		}
+		var usage map[string]any
+		who.mustJSON("GET", "/api/threads/"+th+"/usage", nil, http.StatusOK, &usage)
+		if on, _ := usage["token_usage_enabled"].(bool); on != wantFigures || (!wantFigures && len(usage) != 1) {
+			t.Errorf("%s: the usage API answers %v", name, usage)
+		}
 	}
-	check("on, user", surfaces(u, th), true)
-	admin.mustJSON("PUT", "/api/admin/settings", map[string]bool{"token_usage_enabled": false}, http.StatusOK, nil)
-	check("off, user", surfaces(u, th), false)
-	check("off, admin", surfaces(admin, adminTh), true)
+	gate := func(on bool) {
+		admin.mustJSON("PUT", "/api/admin/settings", map[string]bool{"token_usage_enabled": on}, http.StatusOK, nil)
+	}
+	check("on, user", u, true)
+	check("on, admin", admin, true)
+	gate(false)
+	for _, who := range []*user{u, admin} {
+		name := map[bool]string{false: "off, user", true: "off, admin"}[who.admin]
+		check(name, who, false)
+		// A run while the switch is off: its live frames carry no figure.
+		th := threads[who]
+		last, err := a.store.LastSeq(context.Background(), th)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := who.dial(th, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		who.startRun(th, "Again:\n- gamma")
+		live := framesUntil(t, conn, "run.end")
+		conn.Close()
+		a.waitIdle(th)
+		var all strings.Builder
+		for _, f := range live {
+			all.Write(f)
+		}
+		if strings.Count(all.String(), `"type":"task_`) == 0 {
+			t.Fatalf("%s: no task frames in the live run: %s", name, all.String())
+		}
+		if figure.MatchString(all.String()) || strings.Contains(all.String(), "_tokens") {
+			t.Errorf("%s: a live frame carries a token figure: %s", name, figure.FindString(all.String()))
+		}
+	}
 	var s struct {
 		On bool `json:"token_usage_enabled"`
 	}
@@ -208,6 +214,67 @@ func TestTokenGate(t *testing.T) {
 	if s.On {
 		t.Error("settings still say on")
 	}
-	admin.mustJSON("PUT", "/api/admin/settings", map[string]bool{"token_usage_enabled": true}, http.StatusOK, nil)
-	check("on again, user", surfaces(u, th), true)
+	gate(true)
+	check("on again, user", u, true)
+	check("on again, admin", admin, true)
+}
+
+// gateSurfaces is every chat view of a thread as who sees it: the page,
+// the thread JSON and, split out of it, its messages' usage, their
+// metadata and the cards, the events API and the replayed frames.
+func gateSurfaces(t *testing.T, who *user, thread string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, p := range []string{"/threads/" + thread, "/api/threads/" + thread, "/api/threads/" + thread + "/events?limit=1000"} {
+		r := who.do("GET", p, nil)
+		if r.status != 200 {
+			t.Fatalf("GET %s: %d", p, r.status)
+		}
+		out[p] = string(r.body)
+	}
+	var body struct {
+		Messages []struct {
+			Usage     json.RawMessage `json:"usage"`
+			Metadata  json.RawMessage `json:"additional_kwargs"`
+			ModelName string          `json:"model_name"`
+			Name      string          `json:"name"`
+		} `json:"messages"`
+		Tasks json.RawMessage `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(out["/api/threads/"+thread]), &body); err != nil {
+		t.Fatal(err)
+	}
+	var usage, metadata strings.Builder
+	for _, m := range body.Messages {
+		if m.ModelName != "" {
+			usage.WriteString(m.ModelName + ": " + string(m.Usage) + "\n")
+		}
+		if m.Name == agent.ToolTask {
+			metadata.Write(m.Metadata)
+		}
+	}
+	out["messages' usage"] = usage.String()
+	out["messages' metadata"] = metadata.String()
+	out["cards"] = string(body.Tasks)
+
+	conn, err := who.dial(thread, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	last, _ := who.a.store.LastSeq(context.Background(), thread)
+	var frames strings.Builder
+	for {
+		f, err := readFrame(conn, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(f)
+		frames.Write(b)
+		if f.Seq != nil && *f.Seq >= last {
+			break
+		}
+	}
+	out["replayed frames"] = frames.String()
+	return out
 }

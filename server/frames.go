@@ -128,14 +128,14 @@ type frame struct {
 	seq  int64 // 0 for ephemeral frames
 	full []byte
 	// redact builds the token-gated variant, only when a client needs it
-	// (a non-admin while the gate is off); nil when the frame has no
-	// token figure to hide.
+	// (any client while the gate is off); nil when the frame has no token
+	// figure to hide.
 	redact   func() []byte
 	once     sync.Once
 	redacted []byte
 }
 
-// bytes returns the frame as a client with these rights may see it.
+// bytes returns the frame with its token figures, or without them.
 func (f *frame) bytes(figures bool) []byte {
 	if figures || f.redact == nil {
 		return f.full

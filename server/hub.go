@@ -36,9 +36,9 @@ type HubOptions struct {
 	// OnDrop is told when a client that stopped reading is cut.
 	OnDrop func()
 	// TokenUsage is the token gate (Settings.TokenUsage): whether token
-	// figures may reach non-admin clients. It is read as each frame is
-	// written, so a toggle applies to the next frame of every client; nil
-	// keeps them from non-admins.
+	// figures may reach any client, admins included. It is read as each
+	// frame is written, so a toggle applies to the next frame of every
+	// client; nil keeps them from everyone.
 	TokenUsage func() bool
 }
 
@@ -572,7 +572,7 @@ func (c *client) add(f *frame) bool {
 	if len(c.out) >= maxWriteBytes && !c.flush() {
 		return false
 	}
-	c.out = appendTextFrame(c.out, f.bytes(c.admin || c.h.opts.TokenUsage()))
+	c.out = appendTextFrame(c.out, f.bytes(c.h.opts.TokenUsage()))
 	return true
 }
 

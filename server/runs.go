@@ -156,7 +156,7 @@ func (s *Server) apiEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	redact := !s.showTokens(c)
+	redact := !s.showTokens()
 	out := make([]eventJSON, 0, len(events))
 	next := after
 	for i := range events {
@@ -184,7 +184,7 @@ func (s *Server) apiUsage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !s.showTokens(c) {
+	if !s.showTokens() {
 		return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": false})
 	}
 	rep, err := s.store.Usage(c.Request().Context(), t.ID, "")

@@ -25,7 +25,8 @@ type Broadcaster interface {
 }
 
 // Settings owns the instance-wide settings an admin changes at run time:
-// today the token gate, whether token figures may reach non-admins. It
+// today the token gate, whether token figures may reach any chat view,
+// admins' included (docs/DESIGN.md §9). It
 // persists a change, applies it, and tells every open page. The hub reads
 // the gate through TokenUsage when it writes each frame, so a toggle
 // applies to the next frame of every client.
@@ -63,7 +64,8 @@ func (s *Settings) Notify(b Broadcaster) {
 	s.pages = b
 }
 
-// TokenUsage reports whether token figures may reach non-admins.
+// TokenUsage reports whether token figures may reach chat views: pages,
+// cards, frames, message metadata and the thread JSON, for everyone.
 func (s *Settings) TokenUsage() bool { return s.tokens.Load() }
 
 // SetTokenUsage stores the token gate, applies it and tells every open

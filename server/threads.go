@@ -61,11 +61,10 @@ func cleanTitle(raw string) (string, *apiError) {
 	return t, nil
 }
 
-// showTokens reports whether token figures may reach the current user.
-func (s *Server) showTokens(c echo.Context) bool {
-	u := currentUser(c)
-	return s.settings.TokenUsage() || (u != nil && u.IsAdmin())
-}
+// showTokens reports whether token figures may reach a chat view. The
+// token gate alone decides, for users and admins alike: an admin reads the
+// accounting on the usage page (docs/DESIGN.md §9).
+func (s *Server) showTokens() bool { return s.settings.TokenUsage() }
 
 // threadView gathers everything a thread's page and JSON show.
 type threadView struct {
@@ -213,8 +212,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		return err
 	}
 	t := v.thread
-	u := currentUser(c)
-	show := s.showTokens(c)
+	show := s.showTokens()
 	page := views.ThreadPage{
 		Page:         s.page(c, threadItem(t).Title),
 		Thread:       threadItem(t),
@@ -228,7 +226,6 @@ func (s *Server) threadPage(c echo.Context) error {
 		"last_seq":            v.lastSeq,
 		"active_run_id":       nil,
 		"token_usage_enabled": s.settings.TokenUsage(),
-		"is_admin":            u.IsAdmin(),
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID
@@ -342,7 +339,7 @@ func (s *Server) apiThread(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	redact := !s.showTokens(c)
+	redact := !s.showTokens()
 	msgs := make([]messageJSON, len(v.messages))
 	for i := range v.messages {
 		msgs[i] = newMessageJSON(&v.messages[i], "", redact)

@@ -47,9 +47,8 @@ function remember(card, open) {
 // Cards runs the cards of one thread page; thread.js feeds it frames and
 // messages.
 export class Cards {
-	constructor({ threadID, isAdmin, tokenUsage, showError }) {
+	constructor({ threadID, tokenUsage, showError }) {
 		this.threadID = threadID;
-		this.isAdmin = isAdmin;
 		this.tokensOn = tokenUsage;
 		this.showError = showError;
 		this.cards = new Map(); // cardKey → card state, with its DOM node once placed
@@ -65,8 +64,10 @@ export class Cards {
 		document.addEventListener("click", (ev) => this.onClick(ev));
 	}
 
+	// showTokens is the token gate as this page knows it: the same for
+	// users and admins (docs/DESIGN.md §9).
 	showTokens() {
-		return this.isAdmin || this.tokensOn;
+		return this.tokensOn;
 	}
 
 	card(runID, taskID) {
@@ -225,7 +226,7 @@ export class Cards {
 	}
 
 	setTokenUsage(on) {
-		if (this.isAdmin || on === this.tokensOn) return; // admins always see the figures
+		if (on === this.tokensOn) return;
 		this.tokensOn = on;
 		this.gateEpoch++;
 		if (on) {

@@ -18,7 +18,6 @@ export class ThreadPage {
 		this.composer = new Composer({ threadID: this.threadID, activeRun: state.active_run_id });
 		this.cards = new Cards({
 			threadID: this.threadID,
-			isAdmin: state.is_admin === true,
 			tokenUsage: state.token_usage_enabled === true,
 			showError: (text) => this.composer.showError(text),
 		});

@@ -59,7 +59,7 @@ func threadPage(t *testing.T, u *User, title string) ThreadPage {
 		LastSeq:      5,
 		StateJSON: stateJSON(t, map[string]any{
 			"thread_id": "th-1", "title": title, "last_seq": 5, "active_run_id": nil,
-			"token_usage_enabled": true, "is_admin": u.Admin,
+			"token_usage_enabled": true,
 		}),
 	}
 }
