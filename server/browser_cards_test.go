@@ -903,13 +903,23 @@ func TestBrowserCardsReplay(t *testing.T) {
 }
 
 // TestBrowserCardsTokenGate toggles the token gate as the admin while a
-// user's page is open: the figures go within a second and come back
-// within a second, with no reload; model labels stay; while off neither
-// the page nor its frames carry a token figure.
+// page is open, a user's and the admin's own: the figures go within a
+// second and come back within a second, with no reload; model labels
+// stay; while off neither the page nor its frames carry a token figure,
+// for the admin as for anyone (docs/DESIGN.md §9).
 func TestBrowserCardsTokenGate(t *testing.T) {
+	for _, role := range []string{"user", "admin"} {
+		t.Run(role, func(t *testing.T) { testBrowserTokenGate(t, role == "admin") })
+	}
+}
+
+func testBrowserTokenGate(t *testing.T, asAdmin bool) {
 	a := newApp(t, withModels(demoModel("demo-fast", 150, 2), demoModel("demo-deep", 150, 2)))
 	root := a.newUser("root@example.com", true)
 	u := a.newUser("ann@example.com", false)
+	if asAdmin {
+		u = root
+	}
 	th := u.newThread("gate")
 	b := newBrowser(t, a.http.URL)
 	b.signIn(u.email, "password123")
