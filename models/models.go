@@ -136,7 +136,9 @@ type UsageEntry struct {
 	OutputTokens    int64  `gorm:"not null"`
 	TotalTokens     int64  `gorm:"not null"`
 	CacheReadTokens int64  `gorm:"not null;default:0"`
-	CreatedAt       time.Time
+	// CreatedAt is indexed for the admin's usage history, which reads the
+	// ledger by day across every thread.
+	CreatedAt time.Time `gorm:"index"`
 }
 
 // JSON is a JSON document stored as text. A nil JSON is SQL NULL.

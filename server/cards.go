@@ -40,6 +40,11 @@ func (s *Server) loadCards(ctx context.Context, v *threadView) error {
 	return nil
 }
 
+// viewTotals is a ledger sum as the views show it.
+func viewTotals(t models.UsageTotals) views.UsageTotals {
+	return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls}
+}
+
 func (s *Server) cardJSON(c agent.Card, showTokens bool) cardJSON {
 	out := cardJSON{Card: c, DisplayModel: s.modelLabel(c.ModelName)}
 	if showTokens {
@@ -69,12 +74,9 @@ func (s *Server) cardView(c agent.Card, showTokens bool) *views.CardView {
 
 // usageView is the thread's usage panel from the ledger.
 func (s *Server) usageView(rep models.UsageReport) *views.UsageView {
-	conv := func(t models.UsageTotals) views.UsageTotals {
-		return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls}
-	}
-	v := &views.UsageView{Total: conv(rep.Total), Lead: conv(rep.Lead), Subagents: conv(rep.Subagents)}
+	v := &views.UsageView{Total: viewTotals(rep.Total), Lead: viewTotals(rep.Lead), Subagents: viewTotals(rep.Subagents)}
 	for name, t := range rep.ByModel {
-		v.ByModel = append(v.ByModel, views.ModelUsage{Model: name, Label: s.modelLabel(name), UsageTotals: conv(t)})
+		v.ByModel = append(v.ByModel, views.ModelUsage{Model: name, Label: s.modelLabel(name), UsageTotals: viewTotals(t)})
 	}
 	sort.Slice(v.ByModel, func(i, j int) bool { return v.ByModel[i].Model < v.ByModel[j].Model })
 	return v

@@ -1,0 +1,120 @@
+package models
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// dayLayout is how a usage history names its UTC days.
+const dayLayout = "2006-01-02"
+
+// UsageSeries is one line of a usage history: a user's or a model's ledger
+// totals, per day and over the whole range.
+type UsageSeries struct {
+	// Key is the user id or the model name.
+	Key string
+	// Label is the user's email ("" when the ledger names a user that no
+	// longer exists); for a model, its name.
+	Label string
+	// Days is aligned with UsageHistory.Days.
+	Days  []UsageTotals
+	Total UsageTotals
+}
+
+// UsageHistory is the usage ledger over whole UTC days, per user (the
+// thread's owner) and per model: the admin's accounting, which the token
+// gate never hides (docs/DESIGN.md §6).
+type UsageHistory struct {
+	// Days is every day of the range, oldest first, as 2006-01-02: days
+	// without a call are there too, with zero totals.
+	Days    []string
+	ByUser  []UsageSeries // most tokens first
+	ByModel []UsageSeries // most tokens first
+	Total   UsageSeries
+}
+
+// usageDay is the ledger summed for one day, one user and one model.
+type usageDay struct {
+	Day       string
+	UserID    string
+	Email     string
+	ModelName string
+	UsageTotals
+}
+
+// UsageHistory sums the ledger over the n whole UTC days that end with the
+// day holding last, in one query grouped by day, user and model. n must be
+// at least 1.
+func (s *Store) UsageHistory(ctx context.Context, last time.Time, n int) (UsageHistory, error) {
+	if n < 1 {
+		return UsageHistory{}, fmt.Errorf("store: usage history: %d days", n)
+	}
+	end := last.UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
+	start := end.AddDate(0, 0, -n)
+	var rows []usageDay
+	// The writer stores UTC times; date() also reads an offset, so a day is
+	// a UTC day whatever wrote the row. LEFT JOINs keep a row whose thread or
+	// user is gone: the totals are the ledger's, whole.
+	err := s.r.WithContext(ctx).Table("usage_entries AS u").
+		Select("date(u.created_at) AS day, COALESCE(t.user_id, '') AS user_id, COALESCE(us.email, '') AS email, u.model_name, "+
+			"SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens, SUM(u.total_tokens) AS total_tokens, "+
+			"SUM(u.cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls").
+		Joins("LEFT JOIN threads AS t ON t.id = u.thread_id").
+		Joins("LEFT JOIN users AS us ON us.id = t.user_id").
+		Where("u.created_at >= ? AND u.created_at < ?", start, end).
+		Group("day, t.user_id, u.model_name").
+		Scan(&rows).Error
+	if err != nil {
+		return UsageHistory{}, fmt.Errorf("store: usage history: %w", err)
+	}
+	return buildHistory(start, n, rows), nil
+}
+
+// buildHistory spreads the grouped rows over the n days from start.
+func buildHistory(start time.Time, n int, rows []usageDay) UsageHistory {
+	h := UsageHistory{Days: make([]string, n), Total: UsageSeries{Days: make([]UsageTotals, n)}}
+	index := make(map[string]int, n)
+	for i := range n {
+		h.Days[i] = start.AddDate(0, 0, i).Format(dayLayout)
+		index[h.Days[i]] = i
+	}
+	users, models := map[string]*UsageSeries{}, map[string]*UsageSeries{}
+	series := func(in map[string]*UsageSeries, key, label string) *UsageSeries {
+		if s, ok := in[key]; ok {
+			return s
+		}
+		s := &UsageSeries{Key: key, Label: label, Days: make([]UsageTotals, n)}
+		in[key] = s
+		return s
+	}
+	for _, r := range rows {
+		i, ok := index[r.Day]
+		if !ok {
+			continue // outside the range: the query's bounds make this impossible
+		}
+		for _, s := range []*UsageSeries{series(users, r.UserID, r.Email), series(models, r.ModelName, r.ModelName), &h.Total} {
+			s.Days[i].add(r.UsageTotals)
+			s.Total.add(r.UsageTotals)
+		}
+	}
+	h.ByUser, h.ByModel = ranked(users), ranked(models)
+	return h
+}
+
+// ranked lists the series with the most tokens first, then by label.
+func ranked(in map[string]*UsageSeries) []UsageSeries {
+	out := make([]UsageSeries, 0, len(in))
+	for _, s := range in {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b UsageSeries) int {
+		if c := cmp.Compare(b.Total.TotalTokens, a.Total.TotalTokens); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.Label, b.Label), cmp.Compare(a.Key, b.Key))
+	})
+	return out
+}
