@@ -28,6 +28,11 @@ func usagePage(n int) UsagePage {
 	p.ByUser = []UsageLine{line("ann@example.com", 1200, 0, 30), line("bob@example.com", 800), line("<b>eve</b>")}
 	p.ByModel = []UsageLine{line("Demo", 2000, 0, 30)}
 	p.Total = line("Total", 2000, 0, 30)
+	for i, v := range p.Total.PerDay {
+		if v > 0 {
+			p.PerDay[i] = UsageTotals{Total: v, Calls: 1}
+		}
+	}
 	return p
 }
 
@@ -101,8 +106,16 @@ func TestAdminUsagePage(t *testing.T) {
 		t.Fatalf("range options: %d", len(opts))
 	}
 	rows := elements(one(t, doc, "#usage-by-day", byID("usage-by-day")), byTag("tr"))
-	if len(rows) != 1 { // the header only: usagePage's PerDay is zero
-		t.Errorf("%d rows in the per-day table, want the header alone", len(rows))
+	var got []string
+	for _, r := range rows[1:] {
+		var cells []string
+		for _, td := range elements(r, byTag("td")) {
+			cells = append(cells, text(td))
+		}
+		got = append(got, strings.Join(cells, "|"))
+	}
+	if want := "30 Nov 2026|1|0|0|30 28 Nov 2026|1|0|0|2,000"; strings.Join(got, " ") != want {
+		t.Errorf("per-day rows %q, want %q", strings.Join(got, " "), want)
 	}
 
 	empty := usagePage(3)
