@@ -311,3 +311,66 @@ func TestAdminUsageQueryCount(t *testing.T) {
 		t.Errorf("queries: %d for one user on one day, %d for 13 users over 140 days", one, many)
 	}
 }
+
+// TestAdminUsageOfRuns: real runs of two users on two models land in the
+// history exactly as in their threads' own usage: the same ledger, summed
+// per user and per model.
+func TestAdminUsageOfRuns(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("root@example.com", true)
+	ann := a.newUser("ann@example.com", false)
+	type threadUsage struct {
+		Total   models.UsageTotals            `json:"total"`
+		ByModel map[string]models.UsageTotals `json:"by_model"`
+	}
+	wantUser := map[string]models.UsageTotals{}
+	wantModel := map[string]models.UsageTotals{}
+	var wantTotal models.UsageTotals
+	add := func(into *models.UsageTotals, t models.UsageTotals) {
+		into.InputTokens += t.InputTokens
+		into.OutputTokens += t.OutputTokens
+		into.TotalTokens += t.TotalTokens
+		into.CacheReadTokens += t.CacheReadTokens
+		into.Calls += t.Calls
+	}
+	for _, run := range []struct {
+		who   *user
+		model string
+	}{{ann, "demo-deep"}, {ann, "demo-fast"}, {admin, "demo-fast"}} {
+		th := run.who.newThread(run.model)
+		run.who.mustJSON("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "Compare:\n- alpha\n- beta", "model": run.model}, http.StatusAccepted, nil)
+		a.waitIdle(th)
+		var u threadUsage
+		run.who.mustJSON("GET", "/api/threads/"+th+"/usage", nil, http.StatusOK, &u)
+		if u.Total.Calls == 0 {
+			t.Fatalf("the %s run reported no usage", run.model)
+		}
+		w := wantUser[run.who.id]
+		add(&w, u.Total)
+		wantUser[run.who.id] = w
+		add(&wantTotal, u.Total)
+		for m, mt := range u.ByModel {
+			w := wantModel[m]
+			add(&w, mt)
+			wantModel[m] = w
+		}
+	}
+	var got usageHistoryReply
+	admin.mustJSON("GET", "/api/admin/usage?days=2", nil, http.StatusOK, &got) // 2: a run may cross midnight
+	if got.Totals.Total != wantTotal {
+		t.Errorf("total %+v, want the threads' %+v", got.Totals.Total, wantTotal)
+	}
+	if len(got.ByUser) != 2 || len(got.ByModel) != len(wantModel) {
+		t.Fatalf("%d users and %d models, want 2 and %d", len(got.ByUser), len(got.ByModel), len(wantModel))
+	}
+	for _, u := range got.ByUser {
+		if u.Total != wantUser[u.UserID] {
+			t.Errorf("%s: %+v, want %+v", u.Email, u.Total, wantUser[u.UserID])
+		}
+	}
+	for _, m := range got.ByModel {
+		if m.Total != wantModel[m.Model] {
+			t.Errorf("%s: %+v, want %+v", m.Model, m.Total, wantModel[m.Model])
+		}
+	}
+}

@@ -167,6 +167,8 @@ func TestAdminRoutesForbidUsers(t *testing.T) {
 	admin := a.newUser("admin@example.com", true)
 	for _, rt := range []struct{ method, path string }{
 		{"GET", "/admin"},
+		{"GET", "/admin/usage"},
+		{"GET", "/api/admin/usage"},
 		{"PUT", "/api/admin/settings"},
 		{"GET", "/api/admin/users"},
 		{"POST", "/api/admin/users"},
