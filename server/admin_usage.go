@@ -112,8 +112,8 @@ func (s *Server) adminUsagePage(c echo.Context) error {
 	}
 	for _, u := range h.ByUser {
 		label := u.Label
-		if label == "" {
-			label = "deleted user " + u.Key
+		if label == "" { // the ledger outlived its user's row
+			label = "(deleted user)"
 		}
 		p.ByUser = append(p.ByUser, usageLine(label, u.Key, u))
 	}
