@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -209,7 +208,13 @@ func TestBackupWhileWriting(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	th, _ := s.CreateThread(ctx, "u1", "a")
-	w := s.NewWriter(WriterOptions{})
+	committed := make(chan struct{}, 1)
+	w := s.NewWriter(WriterOptions{OnCommit: func([]Record) {
+		select {
+		case committed <- struct{}{}:
+		default:
+		}
+	}})
 	defer w.Close()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -223,7 +228,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			_ = w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: CategoryRun}})
 		}
 	})
-	time.Sleep(50 * time.Millisecond)
+	<-committed // the backup runs while writes go on, with some already in
 	path := filepath.Join(t.TempDir(), "backup.db")
 	if err := Backup(ctx, s.path, path); err != nil {
 		t.Fatal(err)
