@@ -40,6 +40,12 @@ type ServerConfig struct {
 	DataDir                string `yaml:"data_dir"`
 	PublicURL              string `yaml:"public_url"`
 	ShutdownTimeoutSeconds int    `yaml:"shutdown_timeout_seconds"`
+	// AllowedHosts are further Host header names herd answers to, beside
+	// the loopback names and public_url's host (docs/OPERATIONS.md).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// TrustedProxies are the CIDRs of reverse proxies whose
+	// X-Forwarded-For herd believes for the client's address.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // LogConfig sets the slog level (debug, info, warn, error) and handler

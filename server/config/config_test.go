@@ -55,7 +55,7 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("load defaults: %v", err)
 	}
 	want := &Config{
-		Server:     ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15},
+		Server:     ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, AllowedHosts: []string{}, TrustedProxies: []string{}},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30},
 		TokenUsage: TokenUsageConfig{Enabled: true},
@@ -548,6 +548,8 @@ func TestErrors(t *testing.T) {
 		{name: "public_url scheme", file: "server: {public_url: 'ftp://example.com'}\n", want: []string{`config: herd.yaml: server.public_url: must be an http(s) origin such as https://herd.example.com, got "ftp://example.com"`}},
 		{name: "public_url relative", file: "server: {public_url: example.com}\n", want: []string{`config: herd.yaml: server.public_url: must be an http(s) origin such as https://herd.example.com, got "example.com"`}},
 		{name: "public_url query", file: "server: {public_url: 'https://example.com/?a=1'}\n", want: []string{`config: herd.yaml: server.public_url: must be an http(s) origin such as https://herd.example.com, got "https://example.com/?a=1"`}},
+		{name: "allowed_hosts with port", file: "server: {allowed_hosts: ['herd.lan:8080']}\n", want: []string{`config: herd.yaml: server.allowed_hosts.0: must be a host name or IP address without scheme, port or path, got "herd.lan:8080"`}},
+		{name: "trusted_proxies not a CIDR", file: "server: {trusted_proxies: [10.0.0.1]}\n", want: []string{`config: herd.yaml: server.trusted_proxies.0: must be a CIDR such as 10.0.0.0/8 or 127.0.0.1/32, got "10.0.0.1"`}},
 		{name: "shutdown timeout", file: "server: {shutdown_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: server.shutdown_timeout_seconds: must be at least 1, got 0`}},
 		{name: "log level", file: "log: {level: verbose}\n", want: []string{`config: herd.yaml: log.level: must be one of debug, info, warn, error, got "verbose"`}},
 		{name: "log format", file: "log: {format: xml}\n", want: []string{`config: herd.yaml: log.format: must be one of text, json, got "xml"`}},
@@ -638,6 +640,7 @@ func TestValid(t *testing.T) {
 		{name: "built-in with its four fields", file: "subagents:\n  agents:\n    bash: {model: demo-fast, max_turns: 5, timeout_seconds: 60, token_budget: 1000}\n"},
 		{name: "custom agent on inherit with tools", file: "subagents:\n  agents:\n    x: {description: d, model: inherit, tools: [ls, bash], disallowed_tools: [task]}\n"},
 		{name: "public url with slash", file: "server: {public_url: 'https://herd.example.com/'}\n"},
+		{name: "allowed hosts and proxies", file: "server: {allowed_hosts: [herd.lan, 192.168.1.20, '[::1]', 'fe80::1'], trusted_proxies: [127.0.0.1/32, 10.0.0.0/8, '::1/128']}\n"},
 		{name: "any interface, port 0", o: Overrides{Addr: ":0"}},
 		{name: "ipv6 origin", env: []string{"HERD_SERVER_ADDR=[::1]:8080", "HERD_SERVER_PUBLIC_URL=http://[::1]:8080"}},
 		{name: "empty file", file: "# nothing yet\n"},

@@ -33,6 +33,7 @@ const inheritModel = "inherit"
 var (
 	modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 	agentName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	hostName  = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
 )
 
 // fillModelDefaults gives each model the values docs/DESIGN.md §12 promises, so
@@ -142,6 +143,25 @@ func (l *loader) validateServer(s ServerConfig) {
 		}
 	}
 	l.atLeast("server.shutdown_timeout_seconds", s.ShutdownTimeoutSeconds, 1)
+	for i, h := range s.AllowedHosts {
+		if !validHostName(h) {
+			l.invalid("server.allowed_hosts."+strconv.Itoa(i), "must be a host name or IP address without scheme, port or path, got %q", h)
+		}
+	}
+	for i, p := range s.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil {
+			l.invalid("server.trusted_proxies."+strconv.Itoa(i), "must be a CIDR such as 10.0.0.0/8 or 127.0.0.1/32, got %q", p)
+		}
+	}
+}
+
+// validHostName accepts what a Host header names: a DNS name or an IP
+// address (IPv6 with or without brackets), without a port.
+func validHostName(h string) bool {
+	if net.ParseIP(strings.Trim(h, "[]")) != nil {
+		return true
+	}
+	return hostName.MatchString(h)
 }
 
 func isHTTPURL(u *url.URL) bool {
