@@ -257,6 +257,8 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		Static:         static.FS,
 		Logger:         log,
 		PublicURL:      cfg.Server.PublicURL,
+		AllowedHosts:   cfg.Server.AllowedHosts,
+		TrustedProxies: cfg.Server.TrustedProxies,
 		AllowSignup:    cfg.Auth.AllowSignup,
 		SessionTTL:     time.Duration(cfg.Auth.SessionHours) * time.Hour,
 		LoginPerMinute: cfg.Auth.LoginAttemptsPerMinute,
@@ -276,7 +278,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 
 // listen serves srv on the configured address until ctx ends or serving
 // fails, then shuts down.
-func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv http.Handler, b *base, rt *agent.Runtime) error {
+func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv *server.Server, b *base, rt *agent.Runtime) error {
 	ln, err := net.Listen("tcp", cfg.Server.Addr)
 	if err != nil {
 		return err
@@ -288,6 +290,7 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv http.
 		log.Warn("could not record the address in the data directory's lock file", "err", err)
 	}
 	log.Info("herd is listening", "url", "http://"+ln.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
+	announceSetup(ctx, cfg, log, srv, ln.Addr())
 
 	select {
 	case <-ctx.Done():
@@ -295,6 +298,21 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv http.
 		return err
 	}
 	return shutdown(cfg, log, b, rt, httpSrv, served)
+}
+
+// announceSetup prints the one-time set-up link while no user exists:
+// only who can read herd's output can create the first admin.
+func announceSetup(ctx context.Context, cfg *config.Config, log *slog.Logger, srv *server.Server, addr net.Addr) {
+	base := cfg.Server.PublicURL
+	if base == "" {
+		base = "http://" + server.BrowsableAddr(addr.String())
+	}
+	link, err := srv.SetupURL(ctx, base)
+	if err != nil {
+		log.Error("set-up link", "err", err)
+	} else if link != "" {
+		log.Info("no account yet: open " + link + " to create the admin (the link works once, until herd restarts)")
+	}
 }
 
 func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, httpSrv *http.Server, served <-chan error) error {

@@ -52,6 +52,11 @@ type Session struct {
 	CSRFToken string `gorm:"not null"`
 	CreatedAt time.Time
 	ExpiresAt time.Time `gorm:"index"`
+	// LastSeenAt, UserAgent and IP let the user tell their sessions apart
+	// (the account page); LastSeenAt is refreshed at most once a minute.
+	LastSeenAt *time.Time
+	UserAgent  string `gorm:"not null;default:''"`
+	IP         string `gorm:"not null;default:''"`
 }
 
 // APIToken is a personal bearer token. Hash is the SHA-256 of the token;

@@ -72,13 +72,17 @@ type UserUpdate struct {
 }
 
 // UpdateUser applies up to user id, refusing to leave no enabled admin.
-// Disabling a user ends their sessions.
+// Disabling a user or changing their role ends their sessions, in the same
+// transaction, so no request is served with the old rights after it. A
+// new password does not: the caller decides which sessions stay
+// (DeleteUserSessions).
 func (s *Store) UpdateUser(ctx context.Context, id string, up UserUpdate) (*User, error) {
 	var u User
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("id = ?", id).Take(&u).Error; err != nil {
 			return err
 		}
+		was := u
 		wasActiveAdmin := u.Role == RoleAdmin && !u.Disabled
 		if up.Role != nil {
 			u.Role = *up.Role
@@ -97,7 +101,7 @@ func (s *Store) UpdateUser(ctx context.Context, id string, up UserUpdate) (*User
 		if err := tx.Save(&u).Error; err != nil {
 			return err
 		}
-		if u.Disabled {
+		if u.Disabled || up.Role != nil && *up.Role != was.Role {
 			return tx.Where("user_id = ?", id).Delete(&Session{}).Error
 		}
 		return nil
@@ -188,6 +192,46 @@ func (s *Store) SessionUser(ctx context.Context, id string) (*Session, *User, er
 		return nil, nil, fmt.Errorf("store: session: %w", ErrNotFound)
 	}
 	return sess, u, nil
+}
+
+// Sessions lists userID's unexpired sessions, newest first.
+func (s *Store) Sessions(ctx context.Context, userID string) ([]Session, error) {
+	return list[Session](s.r.WithContext(ctx).Where("user_id = ? AND expires_at > ?", userID, s.now().UTC()).Order("created_at DESC"), "sessions")
+}
+
+// TouchSession records that session id was used now, from ip with
+// userAgent, at most once a minute so that reads stay reads.
+func (s *Store) TouchSession(ctx context.Context, sess *Session, ip, userAgent string) error {
+	now := s.now().UTC()
+	if sess.LastSeenAt != nil && now.Sub(*sess.LastSeenAt) < time.Minute && sess.IP == ip && sess.UserAgent == userAgent {
+		return nil
+	}
+	err := s.w.WithContext(ctx).Model(&Session{}).Where("id = ?", sess.ID).Updates(map[string]any{"last_seen_at": now, "ip": ip, "user_agent": userAgent}).Error
+	if err != nil {
+		return fmt.Errorf("store: touch session: %w", err)
+	}
+	sess.LastSeenAt, sess.IP, sess.UserAgent = &now, ip, userAgent
+	return nil
+}
+
+// DeleteUserSessions removes every session of userID but those with the
+// ids in keep, and returns the ids removed.
+func (s *Store) DeleteUserSessions(ctx context.Context, userID string, keep ...string) ([]string, error) {
+	var ids []string
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		q := tx.Model(&Session{}).Where("user_id = ?", userID)
+		if len(keep) > 0 {
+			q = q.Where("id NOT IN ?", keep)
+		}
+		if err := q.Pluck("id", &ids).Error; err != nil || len(ids) == 0 {
+			return err
+		}
+		return tx.Where("id IN ?", ids).Delete(&Session{}).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: delete sessions: %w", err)
+	}
+	return ids, nil
 }
 
 // DeleteSession removes the session with hash id.

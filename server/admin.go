@@ -81,14 +81,29 @@ func (s *Server) updateUser(ctx context.Context, id string, role *string, disabl
 	if role != nil && !validRole(*role) {
 		return nil, errUnprocessable("role must be user or admin")
 	}
+	before, err := s.store.User(ctx, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, errNotFound("user")
+	} else if err != nil {
+		return nil, err
+	}
 	u, err := s.store.UpdateUser(ctx, id, models.UserUpdate{Role: role, Disabled: disabled})
 	switch {
 	case errors.Is(err, models.ErrLastAdmin):
 		return nil, errConflict("the last admin cannot be removed, disabled or demoted")
 	case errors.Is(err, models.ErrNotFound):
 		return nil, errNotFound("user")
+	case err != nil:
+		return nil, err
 	}
-	return u, err
+	// The store ended their sessions with the change; their sockets and
+	// runs go now, so nothing carries on with the old rights.
+	if u.Role != before.Role || u.Disabled && !before.Disabled {
+		if err := s.revokeUser(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
 }
 
 func (s *Server) deleteUser(ctx context.Context, id string) error {
@@ -114,8 +129,10 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 		return errConflict("the last admin cannot be removed, disabled or demoted")
 	case errors.Is(err, models.ErrNotFound):
 		return errNotFound("user")
+	case err != nil:
+		return err
 	}
-	return err
+	return s.revokeUser(ctx, id)
 }
 
 // isLastAdmin reports whether user id is the only enabled admin.

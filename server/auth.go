@@ -10,12 +10,10 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/time/rate"
 
 	"herd/models"
 )
@@ -29,8 +27,10 @@ const (
 	csrfHeader    = "X-CSRF-Token"
 	// DefaultBcryptCost is the cost of stored password hashes.
 	DefaultBcryptCost = 12
-	minPassword       = 8
-	maxPassword       = 256 // bcrypt reads 72 bytes; longer input is refused rather than silently cut
+	// hostPrefix marks cookies the browser keeps only for this exact
+	// origin, over HTTPS, on path /: no sibling subdomain can set or
+	// overwrite them (used when public_url is https).
+	hostPrefix = "__Host-"
 )
 
 // Context keys of the authenticated request.
@@ -38,6 +38,9 @@ const (
 	ctxUser    = "herd.user"
 	ctxSession = "herd.session"
 	ctxBearer  = "herd.bearer"
+	// ctxCredential names what signed the request in (a session or a
+	// token; see sockets.go), so what revokes it can close its sockets.
+	ctxCredential = "herd.credential"
 )
 
 func randomToken() string {
@@ -68,17 +71,6 @@ func (s *Server) storeUser(ctx context.Context, email, password, role string, on
 	return s.store.CreateUser(ctx, email, hash, role, onlyIfEmpty)
 }
 
-// checkPassword reports whether pw has an acceptable length.
-func checkPassword(pw string) *apiError {
-	switch {
-	case len(pw) < minPassword:
-		return errUnprocessable("the password needs at least %d characters", minPassword)
-	case len(pw) > maxPassword:
-		return errUnprocessable("the password may have at most %d characters", maxPassword)
-	}
-	return nil
-}
-
 func checkEmail(email string) *apiError {
 	e := strings.TrimSpace(email)
 	at := strings.LastIndexByte(e, '@')
@@ -98,7 +90,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if !ok || strings.TrimSpace(tok) == "" {
 				return errUnauthorized
 			}
-			u, err := s.store.TokenUser(req.Context(), hashToken(strings.TrimSpace(tok)))
+			hash := hashToken(strings.TrimSpace(tok))
+			u, err := s.store.TokenUser(req.Context(), hash)
 			if err != nil {
 				if errors.Is(err, models.ErrNotFound) {
 					return &apiError{http.StatusUnauthorized, "unauthorized", "invalid API token"}
@@ -107,22 +100,48 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			c.Set(ctxUser, u)
 			c.Set(ctxBearer, true)
+			c.Set(ctxCredential, tokenCredential(hash))
 			return next(c)
 		}
-		if ck, err := req.Cookie(sessionCookie); err == nil && ck.Value != "" {
-			sess, u, err := s.store.SessionUser(req.Context(), hashToken(ck.Value))
-			switch {
-			case err == nil:
-				c.Set(ctxUser, u)
-				c.Set(ctxSession, sess)
-			case errors.Is(err, models.ErrNotFound):
-				s.clearCookie(c, sessionCookie)
-			default:
-				return err
-			}
+		if err := s.sessionFromCookie(c); err != nil {
+			return err
 		}
 		return next(c)
 	}
+}
+
+// sessionFromCookie signs the request in with its session cookie, if it
+// names a live session, and notes where the session was last seen.
+func (s *Server) sessionFromCookie(c echo.Context) error {
+	req := c.Request()
+	ck, err := req.Cookie(s.cookieName(sessionCookie))
+	if err != nil || ck.Value == "" {
+		return nil
+	}
+	sess, u, err := s.store.SessionUser(req.Context(), hashToken(ck.Value))
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		s.clearCookie(c, sessionCookie)
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := s.store.TouchSession(req.Context(), sess, c.RealIP(), userAgent(req)); err != nil {
+		s.log.Warn("session: last seen", "err", err)
+	}
+	c.Set(ctxUser, u)
+	c.Set(ctxSession, sess)
+	c.Set(ctxCredential, sessionCredential(sess.ID))
+	return nil
+}
+
+// userAgent is the request's User-Agent, cut to what a list shows.
+func userAgent(r *http.Request) string {
+	ua := r.UserAgent()
+	if len(ua) > 256 {
+		ua = strings.ToValidUTF8(ua[:256], "")
+	}
+	return ua
 }
 
 func currentUser(c echo.Context) *models.User {
@@ -166,7 +185,9 @@ func isSafeMethod(m string) bool {
 // csrf protects every state change made with the session cookie: the
 // request must carry the session's token in X-CSRF-Token or the _csrf form
 // field. Bearer requests need none (a browser never adds the header on its
-// own). Signed-out forms use a double-submit cookie.
+// own). Signed-out forms use a double-submit cookie whose token the server
+// signed (csrf.go), so a planted cookie of the attacker's making is no
+// use.
 func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -186,17 +207,27 @@ func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 		if sent == "" && isForm(req) {
 			sent = c.FormValue(csrfField)
 		}
-		want := ""
-		if sess := currentSession(c); sess != nil {
-			want = sess.CSRFToken
-		} else if ck, err := req.Cookie(preCSRFCookie); err == nil {
-			want = ck.Value
-		}
-		if want == "" || sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(want)) != 1 {
+		if !s.csrfMatches(c, sent) {
 			return errCSRF
 		}
 		return next(c)
 	}
+}
+
+// csrfMatches checks sent against the session's token, or for a signed-out
+// form against the signed token in the pre-sign-in cookie.
+func (s *Server) csrfMatches(c echo.Context, sent string) bool {
+	if sent == "" {
+		return false
+	}
+	if sess := currentSession(c); sess != nil {
+		return subtle.ConstantTimeCompare([]byte(sent), []byte(sess.CSRFToken)) == 1
+	}
+	ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie))
+	if err != nil || subtle.ConstantTimeCompare([]byte(sent), []byte(ck.Value)) != 1 {
+		return false
+	}
+	return s.csrfKey.valid(ck.Value, s.now())
 }
 
 func isForm(r *http.Request) bool {
@@ -206,10 +237,10 @@ func isForm(r *http.Request) bool {
 
 // preCSRF returns the signed-out form token, setting its cookie if needed.
 func (s *Server) preCSRF(c echo.Context) string {
-	if ck, err := c.Request().Cookie(preCSRFCookie); err == nil && len(ck.Value) >= 32 {
+	if ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie)); err == nil && s.csrfKey.fresh(ck.Value, s.now()) {
 		return ck.Value
 	}
-	tok := randomToken()
+	tok := s.csrfKey.issue(s.now())
 	c.SetCookie(s.cookie(preCSRFCookie, tok, time.Time{}))
 	return tok
 }
@@ -225,9 +256,17 @@ func (s *Server) pageCSRF(c echo.Context) string {
 	return s.preCSRF(c)
 }
 
+// cookieName is name with the __Host- prefix when cookies are secure.
+func (s *Server) cookieName(name string) string {
+	if s.secureCookies {
+		return hostPrefix + name
+	}
+	return name
+}
+
 func (s *Server) cookie(name, value string, expires time.Time) *http.Cookie {
 	return &http.Cookie{
-		Name: name, Value: value, Path: "/", Expires: expires,
+		Name: s.cookieName(name), Value: value, Path: "/", Expires: expires,
 		HttpOnly: true, Secure: s.secureCookies, SameSite: http.SameSiteLaxMode,
 	}
 }
@@ -241,48 +280,77 @@ func (s *Server) clearCookie(c echo.Context, name string) {
 // signIn starts a new session for u (rotating any previous one) and
 // returns its CSRF token.
 func (s *Server) signIn(c echo.Context, u *models.User) (string, error) {
-	ctx := c.Request().Context()
-	if ck, err := c.Request().Cookie(sessionCookie); err == nil && ck.Value != "" {
-		_ = s.store.DeleteSession(ctx, hashToken(ck.Value))
+	req := c.Request()
+	if ck, err := req.Cookie(s.cookieName(sessionCookie)); err == nil && ck.Value != "" {
+		_ = s.store.DeleteSession(req.Context(), hashToken(ck.Value))
 	}
 	tok := randomToken()
 	now := s.now().UTC()
 	sess := &models.Session{
 		ID: hashToken(tok), UserID: u.ID, CSRFToken: randomToken(),
 		CreatedAt: now, ExpiresAt: now.Add(s.sessionTTL),
+		LastSeenAt: &now, IP: c.RealIP(), UserAgent: userAgent(req),
 	}
-	if err := s.store.CreateSession(ctx, sess); err != nil {
+	if err := s.store.CreateSession(req.Context(), sess); err != nil {
 		return "", err
 	}
 	c.SetCookie(s.cookie(sessionCookie, tok, sess.ExpiresAt))
 	s.clearCookie(c, preCSRFCookie)
 	c.Set(ctxUser, u)
 	c.Set(ctxSession, sess)
+	c.Set(ctxCredential, sessionCredential(sess.ID))
 	return sess.CSRFToken, nil
 }
 
+// signOut ends this request's session and closes its sockets.
 func (s *Server) signOut(c echo.Context) error {
-	if ck, err := c.Request().Cookie(sessionCookie); err == nil && ck.Value != "" {
-		if err := s.store.DeleteSession(c.Request().Context(), hashToken(ck.Value)); err != nil {
+	if ck, err := c.Request().Cookie(s.cookieName(sessionCookie)); err == nil && ck.Value != "" {
+		id := hashToken(ck.Value)
+		if err := s.store.DeleteSession(c.Request().Context(), id); err != nil {
 			return err
 		}
+		s.sockets.close(closeSignedOut, sessionCredential(id))
 	}
 	s.clearCookie(c, sessionCookie)
 	return nil
 }
 
-// verifyLogin checks credentials under the rate limit. It takes the same
-// time whether or not the email exists.
+// verifyLogin checks credentials under the limits (ratelimit.go): an
+// address that has failed too often is refused before any check, and so
+// is an account inside its back-off window; only a failure counts against
+// either. It takes the same time whether or not the email exists.
 func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.User, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
-	if !s.limiter.allow("ip:"+c.RealIP()) || !s.limiter.allow("email:"+email) {
-		return nil, errRateLimited
+	ipKey := "login:" + c.RealIP()
+	if !s.limits.failures.ready(ipKey) {
+		return nil, rateLimited(c, s.limits.failures.retryAfter(ipKey), "too many failed sign-ins from your address; wait a minute and try again")
 	}
-	bad := &apiError{http.StatusUnauthorized, "invalid_credentials", "wrong email or password"}
-	if len(password) > maxPassword {
-		return nil, bad
+	if wait := s.limits.accounts.wait(email); wait > 0 {
+		return nil, rateLimited(c, wait, "too many failed sign-ins for this account; try again in a few seconds")
 	}
-	u, err := s.store.UserByEmail(c.Request().Context(), email)
+	u, err := s.checkCredentials(c.Request().Context(), email, password)
+	if err != nil {
+		if errors.Is(err, errBadCredentials) {
+			s.limits.failures.allow(ipKey)
+			s.limits.accounts.fail(email)
+		}
+		return nil, err
+	}
+	s.limits.accounts.reset(email)
+	if u.Disabled {
+		return nil, &apiError{http.StatusForbidden, "disabled", "this account is disabled"}
+	}
+	return u, nil
+}
+
+var errBadCredentials = &apiError{http.StatusUnauthorized, "invalid_credentials", "wrong email or password"}
+
+// checkCredentials returns the user with email if password is theirs.
+func (s *Server) checkCredentials(ctx context.Context, email, password string) (*models.User, error) {
+	if len(password) > maxPasswordBytes {
+		return nil, errBadCredentials // no stored password is longer
+	}
+	u, err := s.store.UserByEmail(ctx, email)
 	if err != nil {
 		if !errors.Is(err, models.ErrNotFound) {
 			return nil, err
@@ -290,52 +358,10 @@ func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.Us
 		// Spend the same time as a real check, so response times do not
 		// tell which emails have accounts.
 		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
-		return nil, bad
+		return nil, errBadCredentials
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
-		return nil, bad
-	}
-	if u.Disabled {
-		return nil, &apiError{http.StatusForbidden, "disabled", "this account is disabled"}
+		return nil, errBadCredentials
 	}
 	return u, nil
-}
-
-// limiter is a per-key token bucket: N attempts a minute, burst N. Stale
-// keys are dropped as new ones arrive, so memory stays bounded.
-type limiter struct {
-	mu       sync.Mutex
-	perMin   int
-	buckets  map[string]*bucket
-	now      func() time.Time
-	maxItems int
-}
-
-type bucket struct {
-	l    *rate.Limiter
-	seen time.Time
-}
-
-func newLimiter(perMinute int, now func() time.Time) *limiter {
-	return &limiter{perMin: perMinute, buckets: map[string]*bucket{}, now: now, maxItems: 10000}
-}
-
-func (l *limiter) allow(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if len(l.buckets) >= l.maxItems {
-		for k, b := range l.buckets {
-			if now.Sub(b.seen) > time.Minute {
-				delete(l.buckets, k)
-			}
-		}
-	}
-	b := l.buckets[key]
-	if b == nil {
-		b = &bucket{l: rate.NewLimiter(rate.Limit(float64(l.perMin)/60), l.perMin)}
-		l.buckets[key] = b
-	}
-	b.seen = now
-	return b.l.AllowN(now, 1)
 }

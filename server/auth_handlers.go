@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -51,18 +52,42 @@ func (s *Server) setupPage(c echo.Context) error {
 	if !empty {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
-	return s.render(c, http.StatusOK, views.Setup(views.SetupPage{Page: s.page(c, "Set up herd")}))
+	switch tok := c.QueryParam("token"); {
+	case tok == "":
+		return s.renderSetup(c, http.StatusOK, "", "", "") // how to get the link
+	case !s.setup.valid(tok):
+		return s.renderSetup(c, http.StatusForbidden, "", "", errSetupToken.Message)
+	}
+	return s.renderSetup(c, http.StatusOK, c.QueryParam("token"), "", "")
 }
 
+var errSetupToken = &apiError{http.StatusForbidden, "setup_token", "this set-up link is not valid: open the one herd printed when it started"}
+
+func (s *Server) renderSetup(c echo.Context, status int, token, email, errMsg string) error {
+	p := s.page(c, "Set up herd")
+	p.Error = errMsg
+	return s.render(c, status, views.Setup(views.SetupPage{Page: p, Email: email, Token: token}))
+}
+
+// setupSubmit creates the first admin. Whether users exist is checked
+// first, before any password is hashed, so a set-up instance spends
+// nothing on the form; then the address's limit, then the token.
 func (s *Server) setupSubmit(c echo.Context) error {
-	email, pw, confirm := c.FormValue("email"), c.FormValue("password"), c.FormValue("password_confirm")
-	fail := func(status int, msg string) error {
-		p := s.page(c, "Set up herd")
-		p.Error = msg
-		return s.render(c, status, views.Setup(views.SetupPage{Page: p, Email: email}))
+	if empty, err := s.needsSetup(c); err != nil {
+		return err
+	} else if !empty {
+		return c.Redirect(http.StatusSeeOther, "/login")
 	}
-	if ae := checkNewAccount(email, pw, confirm); ae != nil {
-		return fail(ae.Status, ae.Message)
+	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")
+	if !s.limits.attempts.allow("setup:" + c.RealIP()) {
+		ae := rateLimited(c, time.Minute, errRateLimited.Message)
+		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
+	}
+	if !s.setup.valid(tok) {
+		return s.renderSetup(c, errSetupToken.Status, "", "", errSetupToken.Message)
+	}
+	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
+		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
 	}
 	u, err := s.storeUser(c.Request().Context(), email, pw, models.RoleAdmin, true)
 	if errors.Is(err, models.ErrConflict) {
@@ -71,6 +96,7 @@ func (s *Server) setupSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.setup.use()
 	if _, err := s.signIn(c, u); err != nil {
 		return err
 	}
@@ -108,8 +134,15 @@ func (s *Server) loginPage(c echo.Context) error {
 	if currentUser(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return s.render(c, http.StatusOK, views.Login(views.LoginPage{Page: s.page(c, "Sign in"), AllowSignup: s.allowSignup, Next: safeNext(c.QueryParam("next"))}))
+	p := s.page(c, "Sign in")
+	if c.QueryParam("signed_up") != "" {
+		p.Flash = signedUpNotice
+	}
+	return s.render(c, http.StatusOK, views.Login(views.LoginPage{Page: p, AllowSignup: s.allowSignup, Next: safeNext(c.QueryParam("next"))}))
 }
+
+// signedUpNotice is what every sign-up reads, new address or not.
+const signedUpNotice = "If this address had no account, it has one now: sign in with the password you chose. If it had one already, nothing changed."
 
 func (s *Server) loginSubmit(c echo.Context) error {
 	email, next := c.FormValue("email"), safeNext(c.FormValue("next"))
@@ -143,33 +176,33 @@ func (s *Server) signupPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.Signup(views.SignupPage{Page: s.page(c, "Create an account")}))
 }
 
+// signupSubmit creates an account if the address has none, and answers
+// the same either way: a redirect to sign-in that says the account exists
+// now if the address could sign up. Both ways hash the password and try
+// one insert, so the timing is the same too, and an existing account is
+// left untouched. Signing the new user in at once would tell an
+// existing address from a new one, so the user signs in next.
 func (s *Server) signupSubmit(c echo.Context) error {
 	if !s.allowSignup {
 		return errNotFound("page")
 	}
 	email, pw := c.FormValue("email"), c.FormValue("password")
-	fail := func(status int, msg string) error {
+	fail := func(ae *apiError) error {
 		p := s.page(c, "Create an account")
-		p.Error = msg
-		return s.render(c, status, views.Signup(views.SignupPage{Page: p, Email: email}))
+		p.Error = ae.Message
+		return s.render(c, ae.Status, views.Signup(views.SignupPage{Page: p, Email: email}))
+	}
+	if !s.limits.attempts.allow("signup:" + c.RealIP()) {
+		return fail(rateLimited(c, time.Minute, errRateLimited.Message))
 	}
 	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
-		return fail(ae.Status, ae.Message)
+		return fail(ae)
 	}
-	if !s.limiter.allow("ip:" + c.RealIP()) {
-		return fail(errRateLimited.Status, errRateLimited.Message)
-	}
-	u, err := s.storeUser(c.Request().Context(), email, pw, models.RoleUser, false)
-	if errors.Is(err, models.ErrConflict) {
-		return fail(http.StatusConflict, "an account with this email already exists")
-	}
-	if err != nil {
+	_, err := s.storeUser(c.Request().Context(), email, pw, models.RoleUser, false)
+	if err != nil && !errors.Is(err, models.ErrConflict) {
 		return err
 	}
-	if _, err := s.signIn(c, u); err != nil {
-		return err
-	}
-	return c.Redirect(http.StatusSeeOther, "/")
+	return c.Redirect(http.StatusSeeOther, "/login?signed_up=1")
 }
 
 type loginRequest struct {

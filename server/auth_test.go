@@ -13,7 +13,7 @@ import (
 
 func TestLoginRateLimit(t *testing.T) {
 	a := newApp(t)
-	a.srv.limiter = newLimiter(3, time.Now)
+	a.srv.limits = newAuthLimits(3, time.Now)
 	a.newUserNoLogin("ann@example.com")
 	anon := a.anonymous()
 	var statuses []int
@@ -94,17 +94,12 @@ func csrfOf(t *testing.T, u *user) string {
 func TestSetupOnlyOnEmptyInstance(t *testing.T) {
 	a := newApp(t)
 	anon := a.anonymous()
-	page := anon.do("GET", "/setup", nil)
+	link := a.setupLink()
+	page := anon.do("GET", link, nil)
 	if page.status != 200 {
 		t.Fatalf("setup page: %d", page.status)
 	}
-	tok := ""
-	for _, c := range anon.c.Jar.Cookies(mustURL(a.http.URL)) {
-		if c.Name == preCSRFCookie {
-			tok = c.Value
-		}
-	}
-	form := url.Values{"email": {"admin@example.com"}, "password": {"long enough"}, "password_confirm": {"long enough"}, "_csrf": {tok}}
+	form := url.Values{"email": {"admin@example.com"}, "password": {strongPassword}, "password_confirm": {strongPassword}, "_csrf": {preCSRFOf(t, anon)}, "token": {tokenOf(link)}}
 	if r := anon.do("POST", "/setup", form); r.status != http.StatusSeeOther {
 		t.Fatalf("setup: %d %s", r.status, r.body)
 	}
@@ -145,11 +140,11 @@ func TestAdminManagesUsers(t *testing.T) {
 	a := newApp(t)
 	admin := a.newUser("admin@example.com", true)
 	var created userJSON
-	admin.mustJSON("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": "password123"}, http.StatusCreated, &created)
+	admin.mustJSON("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": strongPassword}, http.StatusCreated, &created)
 	if created.Role != models.RoleUser {
 		t.Errorf("new user role %q", created.Role)
 	}
-	if r := admin.do("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": "password123"}); r.status != http.StatusConflict {
+	if r := admin.do("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": strongPassword}); r.status != http.StatusConflict {
 		t.Errorf("duplicate email: %d", r.status)
 	}
 	if r := admin.do("PATCH", "/api/admin/users/"+admin.id, map[string]string{"role": "user"}); r.status != http.StatusConflict || !strings.Contains(string(r.body), "last admin") {
@@ -162,12 +157,12 @@ func TestAdminManagesUsers(t *testing.T) {
 		t.Errorf("bad role: %d", r.status)
 	}
 	bob := a.anonymous()
-	bob.mustJSON("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": "password123"}, http.StatusOK, nil)
+	bob.mustJSON("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": strongPassword}, http.StatusOK, nil)
 	admin.mustJSON("PATCH", "/api/admin/users/"+created.ID, map[string]bool{"disabled": true}, http.StatusOK, nil)
 	if r := bob.do("GET", "/api/threads", nil); r.status != http.StatusUnauthorized {
 		t.Errorf("disabled user's session: %d, want 401", r.status)
 	}
-	if r := bob.do("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": "password123"}); r.status != http.StatusForbidden {
+	if r := bob.do("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": strongPassword}); r.status != http.StatusForbidden {
 		t.Errorf("disabled user's login: %d, want 403", r.status)
 	}
 	admin.mustJSON("DELETE", "/api/admin/users/"+created.ID, nil, http.StatusNoContent, nil)
@@ -260,4 +255,31 @@ func TestLastAdminKeepsRunning(t *testing.T) {
 	if r, _ := a.store.Run(context.Background(), th, runID); r.Status != "completed" {
 		t.Errorf("run %s, want completed", r.Status)
 	}
+}
+
+// strongPassword passes the password rules.
+const strongPassword = "tall ocean lantern"
+
+// setupLink is the path and query of the one-time set-up link.
+func (a *testApp) setupLink() string {
+	a.t.Helper()
+	link, err := a.srv.SetupURL(context.Background(), "")
+	if err != nil || link == "" {
+		a.t.Fatalf("set-up link %q, %v", link, err)
+	}
+	return link
+}
+
+func tokenOf(link string) string { return mustURL(link).Query().Get("token") }
+
+// preCSRFOf is the signed-out form token in u's cookie jar.
+func preCSRFOf(t *testing.T, u *user) string {
+	t.Helper()
+	for _, c := range u.c.Jar.Cookies(mustURL(u.a.http.URL)) {
+		if c.Name == preCSRFCookie {
+			return c.Value
+		}
+	}
+	t.Fatal("no pre-sign-in CSRF cookie")
+	return ""
 }

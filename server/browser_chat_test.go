@@ -18,8 +18,15 @@ func TestBrowserChat(t *testing.T) {
 	a := newApp(t, withModels(demoModel("demo-fast", 200, 25), demoModel("demo-deep", 200, 25)))
 	b := newBrowser(t, a.http.URL)
 
-	// An empty instance sends everyone to set-up.
+	// An empty instance sends everyone to set-up, which asks for the
+	// link herd printed; that link shows the form.
 	b.navigate("/")
+	b.waitFor("the set-up instructions", `location.pathname === "/setup" && document.body.innerText.includes("set-up link herd printed")`, 10*time.Second)
+	link, err := a.srv.SetupURL(context.Background(), "")
+	if err != nil || link == "" {
+		t.Fatalf("set-up link %q, %v", link, err)
+	}
+	b.navigate(link)
 	b.do("set-up page", chromedp.WaitVisible(chromedp.CSS(`form[action="/setup"]`)))
 	b.shot("setup")
 	b.do("create the admin",

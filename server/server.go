@@ -45,7 +45,11 @@ type Options struct {
 	Now     func() time.Time
 
 	// PublicURL is the origin behind a TLS proxy ("" = the request's host).
-	PublicURL          string
+	PublicURL string
+	// AllowedHosts are Host names served beside loopback and PublicURL's.
+	AllowedHosts []string
+	// TrustedProxies are the CIDRs whose X-Forwarded-For is believed.
+	TrustedProxies     []string
 	AllowSignup        bool
 	SessionTTL         time.Duration
 	LoginPerMinute     int
@@ -74,7 +78,11 @@ type Server struct {
 	secureCookies bool
 	allowSignup   bool
 	sessionTTL    time.Duration
-	limiter       *limiter
+	hosts         hostGuard
+	setup         *setupGate
+	csrfKey       *formSigner
+	limits        *authLimits
+	sockets       *sockets
 	runLimiter    *limiter
 	bcryptCost    int
 	dummyHash     func() []byte
@@ -104,7 +112,10 @@ func New(o Options) (*Server, error) {
 		secureCookies: strings.HasPrefix(o.PublicURL, "https://"),
 		allowSignup:   o.AllowSignup,
 		sessionTTL:    o.SessionTTL,
-		limiter:       newLimiter(o.LoginPerMinute, o.Now),
+		hosts:         newHostGuard(o.PublicURL, o.AllowedHosts),
+		setup:         newSetupGate(),
+		limits:        newAuthLimits(o.LoginPerMinute, o.Now),
+		sockets:       newSockets(),
 		runLimiter:    newLimiter(o.RunsPerMinute, o.Now),
 		bcryptCost:    o.BcryptCost,
 		maxContent:    o.MaxContentBytes,
@@ -123,7 +134,13 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.assets = assets
+	if s.csrfKey, err = loadFormSigner(context.Background(), o.Store); err != nil {
+		return nil, err
+	}
 	s.e = echo.New()
+	if s.e.IPExtractor, err = ipExtractor(o.TrustedProxies); err != nil {
+		return nil, err
+	}
 	s.e.HideBanner = true
 	s.e.HidePort = true
 	s.e.HTTPErrorHandler = s.errorHandler
@@ -181,6 +198,7 @@ func (s *Server) routes() {
 	e.Use(middleware.RequestID())
 	e.Use(s.recoverPanics)
 	e.Use(s.logRequests)
+	e.Use(s.checkHost)
 	e.Use(securityHeaders)
 	e.Use(middleware.BodyLimit(bodyLimitString(s.maxBody)))
 
@@ -213,6 +231,10 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.GET("/settings", s.settingsPage, requireUser)
 	app.POST("/settings/tokens", s.tokenCreateSubmit, requireUser)
 	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, requireUser)
+	app.GET("/account", s.accountPage, requireUser)
+	app.POST("/account/password", s.passwordSubmit, requireUser)
+	app.POST("/account/sessions/delete", s.sessionsDeleteSubmit, requireUser)
+	app.POST("/account/sessions/:id/delete", s.sessionDeleteSubmit, requireUser)
 	app.GET("/admin", s.adminPage, requireAdmin)
 	app.GET("/admin/usage", s.adminUsagePage, requireAdmin)
 	app.POST("/admin/settings", s.adminSettingsSubmit, requireAdmin)
@@ -226,6 +248,10 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/auth/login", s.apiLogin)
 	api.POST("/auth/logout", s.apiLogout, requireUser)
 	api.GET("/auth/me", s.apiMe, requireUser)
+	api.POST("/account/password", s.apiPassword, requireUser)
+	api.GET("/account/sessions", s.apiSessions, requireUser)
+	api.DELETE("/account/sessions", s.apiSessionsDelete, requireUser)
+	api.DELETE("/account/sessions/:id", s.apiSessionDelete, requireUser)
 	api.GET("/models", s.apiModels, requireUser)
 	api.GET("/settings", s.apiSettings, requireUser)
 	api.PUT("/admin/settings", s.apiAdminSettings, requireAdmin)

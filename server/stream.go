@@ -30,7 +30,13 @@ func (s *Server) stream(c echo.Context) error {
 		return &apiError{http.StatusForbidden, "bad_origin", "cross-origin WebSocket refused"}
 	}
 	upgrade := func() (*websocket.Conn, error) { return up.Upgrade(c.Response(), c.Request(), nil) }
-	if errors.Is(s.hub.Serve(c.Request().Context(), upgrade, t.ID, after, currentUser(c).IsAdmin()), ErrClosed) {
+	// The socket lives only as long as what signed it in (sockets.go).
+	cred, _ := c.Get(ctxCredential).(string)
+	ctx, upgrade, done := s.sockets.track(c.Request().Context(), currentUser(c).ID, cred, upgrade, s.credentialValid(c))
+	defer done()
+	if err := s.hub.Serve(ctx, upgrade, t.ID, after, currentUser(c).IsAdmin()); errors.Is(err, errCredentialEnded) {
+		return err
+	} else if errors.Is(err, ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	}
 	return nil // the upgrader has answered its own errors

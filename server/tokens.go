@@ -65,10 +65,7 @@ func (s *Server) apiTokenDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteAPIToken(c.Request().Context(), currentUser(c).ID, id); err != nil {
-		if errors.Is(err, models.ErrNotFound) {
-			return errNotFound("token")
-		}
+	if err := s.revokeToken(c.Request().Context(), currentUser(c).ID, id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -109,7 +106,8 @@ func (s *Server) tokenDeleteSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteAPIToken(c.Request().Context(), currentUser(c).ID, id); err != nil && !errors.Is(err, models.ErrNotFound) {
+	var ae *apiError
+	if err := s.revokeToken(c.Request().Context(), currentUser(c).ID, id); err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusNotFound) {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings")

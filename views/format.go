@@ -3,6 +3,7 @@ package views
 import (
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,39 @@ func threadPath(id, suffix string) string {
 
 func tokenDeletePath(id string) string {
 	return "/settings/tokens/" + url.PathEscape(id) + "/delete"
+}
+
+func sessionDeletePath(id string) string {
+	return "/account/sessions/" + url.PathEscape(id) + "/delete"
+}
+
+// browserName is a short name for a User-Agent, for the sessions list.
+func browserName(ua string) string {
+	for _, b := range []struct{ mark, name string }{
+		{"Edg/", "Edge"}, {"OPR/", "Opera"}, {"Firefox/", "Firefox"}, {"Chrome/", "Chrome"}, {"Safari/", "Safari"}, {"curl/", "curl"},
+	} {
+		if strings.Contains(ua, b.mark) {
+			return b.name + platformName(ua)
+		}
+	}
+	if ua == "" {
+		return "Unknown browser"
+	}
+	if len(ua) > 40 {
+		return strings.ToValidUTF8(ua[:40], "") + "…"
+	}
+	return ua
+}
+
+func platformName(ua string) string {
+	for _, p := range []struct{ mark, name string }{
+		{"Android", "Android"}, {"iPhone", "iPhone"}, {"iPad", "iPad"}, {"Windows", "Windows"}, {"Mac OS X", "macOS"}, {"CrOS", "ChromeOS"}, {"Linux", "Linux"},
+	} {
+		if strings.Contains(ua, p.mark) {
+			return " on " + p.name
+		}
+	}
+	return ""
 }
 
 func userPath(id, suffix string) string {

@@ -35,6 +35,7 @@ func (p Page) Asset(name string) string {
 type SetupPage struct {
 	Page
 	Email string
+	Token string // the one-time set-up token; "" shows how to get one
 }
 
 // LoginPage signs a user in.
@@ -43,6 +44,22 @@ type LoginPage struct {
 	Email       string
 	AllowSignup bool
 	Next        string
+}
+
+// SessionView is one signed-in browser of the user.
+type SessionView struct {
+	ID         string
+	CreatedAt  time.Time
+	LastSeenAt *time.Time
+	UserAgent  string
+	IP         string
+	Current    bool // the browser looking at the page
+}
+
+// AccountPage is the user's password and sessions.
+type AccountPage struct {
+	Page
+	Sessions []SessionView
 }
 
 // SignupPage creates an account when open sign-up is on.

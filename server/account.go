@@ -1,0 +1,285 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/crypto/bcrypt"
+
+	"herd/models"
+	"herd/views"
+)
+
+// Sessions follow the account (docs/DESIGN.md §10): whatever ends a
+// session, a token or a user's rights also closes their sockets, and an
+// admin's change to a user stops that user's runs.
+
+// revokeUser ends what an admin's change (disable, demote, delete) leaves
+// behind: the user's runs are stopped and their sockets closed. The store
+// has already deleted their sessions in the change's transaction, so no
+// request is served with the old rights after it.
+func (s *Server) revokeUser(ctx context.Context, userID string) error {
+	s.sockets.closeUser(closeAccountChanged, userID)
+	return s.stopUserRuns(ctx, userID)
+}
+
+// stopUserRuns cancels every active run of userID's threads, then waits
+// for each to write its end.
+func (s *Server) stopUserRuns(ctx context.Context, userID string) error {
+	ts, err := s.store.Threads(ctx, userID)
+	if err != nil {
+		return err
+	}
+	var stopping []string
+	for _, t := range ts {
+		if runID, ok := s.rt.ActiveRun(t.ID); ok {
+			_ = s.rt.Cancel(t.ID, runID)
+			stopping = append(stopping, t.ID)
+		}
+	}
+	for _, id := range stopping {
+		if err := s.stopRun(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// revokeToken deletes userID's API token id and closes the sockets it
+// opened.
+func (s *Server) revokeToken(ctx context.Context, userID, id string) error {
+	ts, err := s.store.APITokens(ctx, userID)
+	if err != nil {
+		return err
+	}
+	hash := ""
+	for _, t := range ts {
+		if t.ID == id {
+			hash = t.Hash
+		}
+	}
+	if err := s.store.DeleteAPIToken(ctx, userID, id); err != nil {
+		if errors.Is(err, models.ErrNotFound) {
+			return errNotFound("token")
+		}
+		return err
+	}
+	s.sockets.close(closeTokenRevoked, tokenCredential(hash))
+	return nil
+}
+
+// endSessions deletes userID's sessions but keep and closes their sockets.
+func (s *Server) endSessions(ctx context.Context, userID string, reason closeReason, keep ...string) error {
+	ids, err := s.store.DeleteUserSessions(ctx, userID, keep...)
+	if err != nil {
+		return err
+	}
+	creds := make([]string, len(ids))
+	for i, id := range ids {
+		creds[i] = sessionCredential(id)
+	}
+	s.sockets.close(reason, creds...)
+	return nil
+}
+
+// publicSessionID names a session on the wire. The stored id is the hash
+// of the cookie; a second hash keeps even that out of pages.
+func publicSessionID(id string) string {
+	sum := sha256.Sum256([]byte("herd session\x00" + id))
+	return hex.EncodeToString(sum[:12])
+}
+
+// sessionJSON is a session on the wire.
+type sessionJSON struct {
+	ID         string     `json:"id"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastSeenAt *time.Time `json:"last_seen_at"`
+	UserAgent  string     `json:"user_agent"`
+	IP         string     `json:"ip"`
+	Current    bool       `json:"current"`
+}
+
+func (s *Server) mySessions(c echo.Context) ([]sessionJSON, error) {
+	ss, err := s.store.Sessions(c.Request().Context(), currentUser(c).ID)
+	if err != nil {
+		return nil, err
+	}
+	cur := currentSession(c)
+	out := make([]sessionJSON, len(ss))
+	for i, x := range ss {
+		out[i] = sessionJSON{ID: publicSessionID(x.ID), CreatedAt: x.CreatedAt.UTC(), LastSeenAt: x.LastSeenAt, UserAgent: x.UserAgent, IP: x.IP, Current: cur != nil && cur.ID == x.ID}
+	}
+	return out, nil
+}
+
+// endMySession signs out the user's session with public id pub. Ending
+// the current one signs this browser out too.
+func (s *Server) endMySession(c echo.Context, pub string) (current bool, err error) {
+	ctx := c.Request().Context()
+	u := currentUser(c)
+	ss, err := s.store.Sessions(ctx, u.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, x := range ss {
+		if publicSessionID(x.ID) != pub {
+			continue
+		}
+		if err := s.store.DeleteSession(ctx, x.ID); err != nil {
+			return false, err
+		}
+		s.sockets.close(closeSignedOut, sessionCredential(x.ID))
+		cur := currentSession(c)
+		return cur != nil && cur.ID == x.ID, nil
+	}
+	return false, errNotFound("session")
+}
+
+// signOutEverywhere ends every session of the user, this one included.
+func (s *Server) signOutEverywhere(c echo.Context) error {
+	if err := s.endSessions(c.Request().Context(), currentUser(c).ID, closeSignedOut); err != nil {
+		return err
+	}
+	s.clearCookie(c, sessionCookie)
+	return nil
+}
+
+var errWrongPassword = &apiError{http.StatusForbidden, "wrong_password", "the current password is wrong"}
+
+// changePassword sets the user's password after checking the current
+// one (under the sign-in limits, so a borrowed session cannot guess it
+// faster than the sign-in page), then signs out every other session.
+// API tokens stay: they are revoked one by one on the settings page.
+func (s *Server) changePassword(c echo.Context, current, next string) error {
+	u := currentUser(c)
+	ctx := c.Request().Context()
+	if wait := s.limits.accounts.wait(u.Email); wait > 0 {
+		return rateLimited(c, wait, "too many wrong passwords for this account; try again in a few seconds")
+	}
+	if len(current) > maxPasswordBytes || bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
+		s.limits.failures.allow("login:" + c.RealIP())
+		s.limits.accounts.fail(u.Email)
+		return errWrongPassword
+	}
+	if ae := checkPassword(next); ae != nil {
+		return ae
+	}
+	hash, err := s.hashPassword(next)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.UpdateUser(ctx, u.ID, models.UserUpdate{PasswordHash: &hash}); err != nil {
+		return err
+	}
+	var keep []string
+	if sess := currentSession(c); sess != nil {
+		keep = append(keep, sess.ID)
+	}
+	return s.endSessions(ctx, u.ID, closeSessionEnded, keep...)
+}
+
+// JSON API.
+
+func (s *Server) apiSessions(c echo.Context) error {
+	out, err := s.mySessions(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"sessions": out})
+}
+
+func (s *Server) apiSessionDelete(c echo.Context) error {
+	current, err := s.endMySession(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if current {
+		s.clearCookie(c, sessionCookie)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) apiSessionsDelete(c echo.Context) error {
+	if err := s.signOutEverywhere(c); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+type passwordRequest struct {
+	CurrentPassword string `json:"current_password"`
+	NewPassword     string `json:"new_password"`
+}
+
+func (s *Server) apiPassword(c echo.Context) error {
+	var req passwordRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if err := s.changePassword(c, req.CurrentPassword, req.NewPassword); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// Pages.
+
+func (s *Server) accountPage(c echo.Context) error {
+	return s.renderAccount(c, http.StatusOK, "", "")
+}
+
+func (s *Server) renderAccount(c echo.Context, status int, flash, errMsg string) error {
+	ss, err := s.mySessions(c)
+	if err != nil {
+		return err
+	}
+	items := make([]views.SessionView, len(ss))
+	for i, x := range ss {
+		items[i] = views.SessionView{ID: x.ID, CreatedAt: x.CreatedAt, LastSeenAt: x.LastSeenAt, UserAgent: x.UserAgent, IP: x.IP, Current: x.Current}
+	}
+	p := s.page(c, "Account")
+	p.Flash, p.Error = flash, errMsg
+	return s.render(c, status, views.Account(views.AccountPage{Page: p, Sessions: items}))
+}
+
+// accountResult shows an apiError on the account page; other errors go up.
+func (s *Server) accountResult(c echo.Context, err error, flash string) error {
+	if err == nil {
+		return s.renderAccount(c, http.StatusOK, flash, "")
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return s.renderAccount(c, ae.Status, "", ae.Message)
+	}
+	return err
+}
+
+func (s *Server) passwordSubmit(c echo.Context) error {
+	next := c.FormValue("password")
+	if next != c.FormValue("password_confirm") {
+		return s.accountResult(c, errUnprocessable("the new passwords do not match"), "")
+	}
+	err := s.changePassword(c, c.FormValue("current_password"), next)
+	return s.accountResult(c, err, "Password changed. Your other sessions are signed out.")
+}
+
+func (s *Server) sessionDeleteSubmit(c echo.Context) error {
+	current, err := s.endMySession(c, c.Param("id"))
+	if err == nil && current {
+		s.clearCookie(c, sessionCookie)
+		return c.Redirect(http.StatusSeeOther, "/login")
+	}
+	return s.accountResult(c, err, "Session signed out.")
+}
+
+func (s *Server) sessionsDeleteSubmit(c echo.Context) error {
+	if err := s.signOutEverywhere(c); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/login")
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+)
+
+// hostGuard is the set of Host names herd answers to. A DNS-rebinding
+// page reaches herd from the victim's browser under the attacker's own
+// domain name, so refusing every Host herd does not know keeps such a
+// page from reading or changing anything, the set-up form included.
+type hostGuard map[string]bool
+
+// loopbackHosts are always served: a browser on the same machine.
+var loopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
+
+func newHostGuard(publicURL string, allowed []string) hostGuard {
+	g := hostGuard{}
+	for _, h := range loopbackHosts {
+		g[h] = true
+	}
+	if u, err := url.Parse(publicURL); err == nil && u.Hostname() != "" {
+		g[normalHost(u.Hostname())] = true
+	}
+	for _, h := range allowed {
+		g[normalHost(h)] = true
+	}
+	return g
+}
+
+// normalHost is a Host header's name without port, brackets, case or a
+// final dot.
+func normalHost(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+}
+
+func (g hostGuard) allows(host string) bool { return host != "" && g[normalHost(host)] }
+
+// checkHost answers 421 Misdirected Request to a Host herd does not serve,
+// before any other handler runs. The health probes are exempt: an
+// orchestrator probes by address, and their answers tell nothing.
+func (s *Server) checkHost(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if s.hosts.allows(req.Host) || req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
+			return next(c)
+		}
+		msg := "herd does not answer to the host " + strconvQuote(req.Host) + ": browse to it by a configured name, or add this one to server.allowed_hosts"
+		c.Response().Header().Set("Cache-Control", "no-store")
+		if strings.HasPrefix(req.URL.Path, "/api/") {
+			return c.JSON(http.StatusMisdirectedRequest, map[string]any{"error": map[string]string{"code": "unknown_host", "message": msg}})
+		}
+		return c.String(http.StatusMisdirectedRequest, msg+"\n")
+	}
+}
+
+// strconvQuote quotes a header value for a message, cut to a sane length.
+func strconvQuote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
+}
+
+// setupGate holds the one-time token of the set-up page. It lives in
+// memory only: herd prints it at start (SetupURL) while no user exists,
+// so only someone who can read herd's output can create the first admin,
+// not any page the owner's browser happens to open.
+type setupGate struct {
+	mu    sync.Mutex
+	token string // "" once used
+}
+
+func newSetupGate() *setupGate { return &setupGate{token: randomToken()} }
+
+// valid compares tok with the token in constant time (both hashed first,
+// so their lengths tell nothing either).
+func (g *setupGate) valid(tok string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.token == "" || tok == "" {
+		return false
+	}
+	want, got := sha256.Sum256([]byte(g.token)), sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(want[:], got[:]) == 1
+}
+
+// use spends the token: the set-up page works once.
+func (g *setupGate) use() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.token = ""
+}
+
+// SetupURL is the link that creates the first admin, with its one-time
+// token, on base (such as http://127.0.0.1:8080); "" once any user
+// exists. main prints it at start.
+func (s *Server) SetupURL(ctx context.Context, base string) (string, error) {
+	n, err := s.store.CountUsers(ctx)
+	if err != nil || n > 0 {
+		return "", err
+	}
+	s.setup.mu.Lock()
+	defer s.setup.mu.Unlock()
+	if s.setup.token == "" {
+		return "", nil
+	}
+	return strings.TrimRight(base, "/") + "/setup?token=" + url.QueryEscape(s.setup.token), nil
+}
+
+// BrowsableAddr turns a listen address into one a browser on this machine
+// can open: a wildcard host (0.0.0.0, [::]) becomes the loopback address.
+func BrowsableAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip.To4() != nil {
+			host = "127.0.0.1"
+		} else {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}

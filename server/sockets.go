@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+)
+
+// closeReason is how a socket is told that its credential ended. 4401 is
+// one of the codes static/socket.js treats as final ("Session ended"):
+// reconnecting cannot help.
+type closeReason struct {
+	code int
+	text string
+}
+
+var (
+	closeSignedOut      = closeReason{4401, "signed out"}
+	closeSessionEnded   = closeReason{4401, "session ended; sign in again"}
+	closeAccountChanged = closeReason{4401, "your account was changed; sign in again"}
+	closeTokenRevoked   = closeReason{4401, "API token revoked"}
+)
+
+// Credentials name what signed a request in: a session (by the hash of
+// its cookie) or an API token (by its hash).
+func sessionCredential(id string) string { return "session:" + id }
+func tokenCredential(hash string) string { return "token:" + hash }
+
+// sockets knows every open stream by user and credential, so that ending
+// a session, revoking a token or changing an account closes its sockets
+// at once (docs/DESIGN.md §10).
+type sockets struct {
+	mu   sync.Mutex
+	open map[*socket]struct{}
+}
+
+type socket struct {
+	userID     string
+	credential string
+	cancel     context.CancelFunc
+	conn       *websocket.Conn // nil until upgraded
+	ended      *closeReason    // set once closed
+}
+
+func newSockets() *sockets { return &sockets{open: map[*socket]struct{}{}} }
+
+// track registers a stream of userID signed in by credential before its
+// upgrade. It returns the context to serve it with, which ends when the
+// credential does, the upgrade to use instead, and a func to call when
+// the stream is over. The wrapped upgrade refuses a credential that
+// ended between the request's sign-in and its registration (stillValid),
+// so no socket slips past a revocation.
+func (r *sockets) track(ctx context.Context, userID, credential string, upgrade func() (*websocket.Conn, error), stillValid func() bool) (context.Context, func() (*websocket.Conn, error), func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sk := &socket{userID: userID, credential: credential, cancel: cancel}
+	r.mu.Lock()
+	r.open[sk] = struct{}{}
+	r.mu.Unlock()
+	wrapped := func() (*websocket.Conn, error) {
+		if !stillValid() {
+			return nil, errCredentialEnded
+		}
+		conn, err := upgrade()
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		sk.conn = conn
+		if sk.ended != nil {
+			sayClose(conn, *sk.ended)
+		}
+		return conn, nil
+	}
+	done := func() {
+		cancel()
+		r.mu.Lock()
+		delete(r.open, sk)
+		r.mu.Unlock()
+	}
+	return ctx, wrapped, done
+}
+
+var errCredentialEnded = &apiError{http.StatusUnauthorized, "unauthorized", "sign in first"}
+
+// close closes every socket signed in by one of credentials.
+func (r *sockets) close(reason closeReason, credentials ...string) {
+	want := map[string]bool{}
+	for _, c := range credentials {
+		want[c] = true
+	}
+	r.closeWhere(reason, func(sk *socket) bool { return want[sk.credential] })
+}
+
+// closeUser closes every socket of userID, whatever signed it in.
+func (r *sockets) closeUser(reason closeReason, userID string) {
+	r.closeWhere(reason, func(sk *socket) bool { return sk.userID == userID })
+}
+
+func (r *sockets) closeWhere(reason closeReason, match func(*socket) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sk := range r.open {
+		if !match(sk) || sk.ended != nil {
+			continue
+		}
+		sk.ended = &reason
+		if sk.conn != nil {
+			sayClose(sk.conn, reason)
+		}
+		sk.cancel() // the hub's write loop ends and closes the connection
+	}
+}
+
+// sayClose sends the close frame. gorilla allows WriteControl beside the
+// hub's writer; each is one whole Write on the socket.
+func sayClose(conn *websocket.Conn, reason closeReason) {
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(reason.code, reason.text), time.Now().Add(time.Second))
+}
+
+// credentialValid re-reads the request's credential: still there, and
+// the user's rights unchanged.
+func (s *Server) credentialValid(c echo.Context) func() bool {
+	u := currentUser(c)
+	return func() bool {
+		ctx := context.WithoutCancel(c.Request().Context())
+		if sess := currentSession(c); sess != nil {
+			_, now, err := s.store.SessionUser(ctx, sess.ID)
+			return err == nil && now.Role == u.Role
+		}
+		cred, _ := c.Get(ctxCredential).(string)
+		hash, ok := strings.CutPrefix(cred, "token:")
+		if !ok {
+			return false
+		}
+		now, err := s.store.TokenUser(ctx, hash)
+		return err == nil && now.Role == u.Role
+	}
+}
