@@ -1,0 +1,236 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for the limits.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestIPExtractor(t *testing.T) {
+	cases := []struct {
+		name    string
+		trusted []string
+		remote  string
+		xff     string
+		want    string
+	}{
+		{"no proxies: XFF ignored", nil, "203.0.113.9:5000", "1.2.3.4", "203.0.113.9"},
+		{"loopback is not trusted by default", nil, "127.0.0.1:5000", "1.2.3.4", "127.0.0.1"},
+		{"private ranges are not trusted by default", []string{"10.0.0.0/8"}, "192.168.1.1:5000", "1.2.3.4", "192.168.1.1"},
+		{"trusted proxy: last hop", []string{"127.0.0.1/32"}, "127.0.0.1:5000", "1.2.3.4", "1.2.3.4"},
+		{"forged left part skipped", []string{"127.0.0.1/32"}, "127.0.0.1:5000", "6.6.6.6, 1.2.3.4", "1.2.3.4"},
+		{"trusted hops skipped right to left", []string{"127.0.0.1/32", "10.0.0.0/8"}, "127.0.0.1:5000", "9.9.9.9, 1.2.3.4, 10.1.2.3", "1.2.3.4"},
+		{"garbage in XFF", []string{"127.0.0.1/32"}, "127.0.0.1:5000", "not-an-ip", "127.0.0.1"},
+		{"untrusted peer with XFF", []string{"10.0.0.0/8"}, "203.0.113.9:5000", "10.0.0.1", "203.0.113.9"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ext, err := ipExtractor(c.trusted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest("GET", "/", nil)
+			req.RemoteAddr = c.remote
+			req.Header.Set("X-Forwarded-For", c.xff)
+			if got := ext(req); got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+	if _, err := ipExtractor([]string{"10.0.0.1"}); err == nil {
+		t.Error("a CIDR without mask was accepted")
+	}
+}
+
+func loginAs(u *user, email, password, xff string) response {
+	u.a.t.Helper()
+	return u.do("POST", "/api/auth/login", map[string]string{"email": email, "password": password}, "X-Forwarded-For", xff)
+}
+
+// TestForgedForwardedFor: from a peer that is not a trusted proxy, an
+// X-Forwarded-For does not change the key the limit counts by.
+func TestForgedForwardedFor(t *testing.T) {
+	a := newApp(t)
+	a.srv.limits = newAuthLimits(3, time.Now)
+	a.newUserNoLogin("ann@example.com")
+	anon := a.anonymous()
+	var statuses []int
+	for i := range 6 {
+		// A different email each time: only the address limit applies.
+		r := loginAs(anon, fmt.Sprintf("x%d@example.com", i), "wrong-password", fmt.Sprintf("198.51.100.%d", i))
+		statuses = append(statuses, r.status)
+	}
+	if fmt.Sprint(statuses) != "[401 401 401 429 429 429]" {
+		t.Errorf("statuses %v: a forged X-Forwarded-For changed the key", statuses)
+	}
+	r := loginAs(anon, "x9@example.com", "wrong-password", "")
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Errorf("limited address: %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
+	}
+
+	// Behind a trusted proxy the client is the last untrusted hop: what it
+	// prepends is skipped, and other clients keep their own budget.
+	b := newApp(t)
+	b.srv.limits = newAuthLimits(3, time.Now)
+	b.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	anon = b.anonymous()
+	statuses = nil
+	for i := range 5 {
+		r := loginAs(anon, fmt.Sprintf("x%d@example.com", i), "wrong-password", fmt.Sprintf("10.9.9.%d, 203.0.113.7", i))
+		statuses = append(statuses, r.status)
+	}
+	if fmt.Sprint(statuses) != "[401 401 401 429 429]" {
+		t.Errorf("behind the proxy: statuses %v", statuses)
+	}
+	if r := loginAs(anon, "y@example.com", "wrong-password", "203.0.113.8"); r.status != http.StatusUnauthorized {
+		t.Errorf("another client behind the proxy: %d, want 401", r.status)
+	}
+}
+
+// TestOwnerNotLockedOut: an attacker's 1000 failures from one address
+// stop that address and only slow the account down; the owner, from
+// another address, signs in once the back-off window ends, which the
+// answer names.
+func TestOwnerNotLockedOut(t *testing.T) {
+	a := newApp(t)
+	clock := newFakeClock()
+	a.srv.limits = newAuthLimits(10, clock.now)
+	a.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	a.newUserNoLogin("ann@example.com")
+	attacker, owner := a.anonymous(), a.anonymous()
+	counts := map[int]int{}
+	for range 1000 {
+		counts[loginAs(attacker, "ann@example.com", "guess-password", "203.0.113.66").status]++
+	}
+	if counts[http.StatusUnauthorized] > 10 || counts[http.StatusTooManyRequests] < 990 || len(counts) != 2 {
+		t.Fatalf("attacker's answers %v: want at most 10 checked, the rest 429", counts)
+	}
+	ownerSignsIn(t, owner, clock)
+
+	// The attacker keeps guessing once a second for ten minutes: the
+	// account's back-off lets few guesses through, and the owner still
+	// gets in within a minute at the end.
+	checked := 0
+	for range 600 {
+		clock.advance(time.Second)
+		if loginAs(attacker, "ann@example.com", "guess-password", "203.0.113.66").status == http.StatusUnauthorized {
+			checked++
+		}
+	}
+	if checked > 20 {
+		t.Errorf("%d guesses checked in ten minutes", checked)
+	}
+	ownerSignsIn(t, owner, clock)
+}
+
+// ownerSignsIn signs ann in from her own address, waiting out the
+// back-off windows she is told about, each at most a minute.
+func ownerSignsIn(t *testing.T, owner *user, clock *fakeClock) {
+	t.Helper()
+	r := loginAs(owner, "ann@example.com", "password123", "198.51.100.20")
+	for r.status == http.StatusTooManyRequests {
+		wait, err := strconv.Atoi(r.header.Get("Retry-After"))
+		if err != nil || wait < 1 || wait > 60 {
+			t.Fatalf("owner told to wait %q: want 1..60 seconds", r.header.Get("Retry-After"))
+		}
+		clock.advance(time.Duration(wait) * time.Second)
+		r = loginAs(owner, "ann@example.com", "password123", "198.51.100.20")
+	}
+	if r.status != http.StatusOK {
+		t.Fatalf("owner after the attack: %d %s", r.status, r.body)
+	}
+}
+
+// TestOnlyFailuresCount: successful sign-ins never use up the limit.
+func TestOnlyFailuresCount(t *testing.T) {
+	a := newApp(t)
+	a.srv.limits = newAuthLimits(2, time.Now)
+	a.newUserNoLogin("ann@example.com")
+	anon := a.anonymous()
+	for i := range 10 {
+		if r := loginAs(anon, "ann@example.com", "password123", ""); r.status != http.StatusOK {
+			t.Fatalf("sign-in %d: %d", i, r.status)
+		}
+	}
+}
+
+// TestBackoffGrowsAndForgets: the window doubles per failure past the
+// free ones, is capped, and a success resets it.
+func TestBackoffGrowsAndForgets(t *testing.T) {
+	clock := newFakeClock()
+	b := newBackoff(clock.now)
+	var waits []time.Duration
+	for range 14 {
+		b.fail("k")
+		waits = append(waits, b.wait("k"))
+	}
+	want := []time.Duration{0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 60, 60, 60}
+	for i := range want {
+		if waits[i] != want[i]*time.Second {
+			t.Fatalf("waits %v, want %v seconds", waits, want)
+		}
+	}
+	clock.advance(time.Minute)
+	if w := b.wait("k"); w != 0 {
+		t.Errorf("after the window: wait %v", w)
+	}
+	b.reset("k")
+	b.fail("k")
+	if w := b.wait("k"); w != 0 {
+		t.Errorf("after a success the first failure is free again; wait %v", w)
+	}
+}
+
+// TestLimiterMemoryBounded: 100,000 distinct keys leave at most
+// limiterCapacity behind, and a few megabytes.
+func TestLimiterMemoryBounded(t *testing.T) {
+	l := newLimiter(10, time.Now)
+	b := newBackoff(time.Now)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 100000 {
+		key := "ip:" + strconv.Itoa(i)
+		l.allow(key)
+		b.fail(key)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if l.len() > limiterCapacity || b.len() > limiterCapacity {
+		t.Errorf("limiter keeps %d keys, back-off %d; cap %d", l.len(), b.len(), limiterCapacity)
+	}
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 32<<20 {
+		t.Errorf("heap grew by %d MB for 100k keys", grew>>20)
+	}
+	// The newest keys are the ones kept.
+	if _, ok := l.keys.peek("ip:99999"); !ok {
+		t.Error("the newest key was evicted")
+	}
+	if _, ok := l.keys.peek("ip:0"); ok {
+		t.Error("the oldest key was kept")
+	}
+}
