@@ -1,0 +1,73 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestPasswordRules(t *testing.T) {
+	cases := []struct {
+		pw   string
+		want string // "" = accepted, else part of the message
+	}{
+		{"eleven char", "at least 12"},
+		{"éééééééééééé", ""}, // 12 characters, 24 bytes
+		{strings.Repeat("a", 72), ""},
+		{strings.Repeat("b", 73), "at most 72 bytes"},
+		{strings.Repeat("é", 37), "at most 72 bytes"}, // 37 characters, 74 bytes
+		{"password1234", "most common"},
+		{"PASSWORD1234", "most common"},
+		{"Iloveyou2024!", "most common"},
+		{"2024!football", "most common"},
+		{"1qaz2wsx3edc", "most common"}, // listed as is
+		{"qwertyuiop123", "most common"},
+		{"tall ocean lantern", ""},
+		{"football is a sport", ""},
+	}
+	for _, c := range cases {
+		ae := checkPassword(c.pw)
+		switch {
+		case c.want == "" && ae != nil:
+			t.Errorf("%q refused: %s", c.pw, ae.Message)
+		case c.want != "" && (ae == nil || !strings.Contains(ae.Message, c.want) || ae.Status != http.StatusUnprocessableEntity || ae.Code != "weak_password"):
+			t.Errorf("%q: %v, want a 422 weak_password saying %q", c.pw, ae, c.want)
+		}
+	}
+	// 10,000 lines; fewer once case is folded (Password, PASSWORD).
+	if n, lines := len(commonPasswords()), strings.Count(commonPasswordList, "\n"); lines != 10000 || n < 9900 {
+		t.Errorf("the embedded list has %d lines, %d passwords; want 10000 lines", lines, n)
+	}
+}
+
+// TestLongPasswordIs422: a password over bcrypt's 72 bytes is a clear
+// 422 wherever one is set, never a 500.
+func TestLongPasswordIs422(t *testing.T) {
+	long := strings.Repeat("x", 70) + "yz!" // 73 bytes
+	a := newApp(t)
+	anon := a.anonymous()
+	link := a.setupLink()
+	anon.do("GET", link, nil)
+	r := anon.do("POST", "/setup", url.Values{"email": {"admin@example.com"}, "password": {long}, "password_confirm": {long}, "_csrf": {preCSRFOf(t, anon)}, "token": {tokenOf(link)}})
+	if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "72 bytes") {
+		t.Errorf("set-up: %d", r.status)
+	}
+	admin := a.newUser("admin@example.com", true)
+	if r := admin.do("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": long}); r.status != http.StatusUnprocessableEntity || r.errorCode() != "weak_password" {
+		t.Errorf("admin create: %d %s", r.status, r.body)
+	}
+	if r := admin.do("POST", "/api/account/password", map[string]string{"current_password": "password123", "new_password": long}); r.status != http.StatusUnprocessableEntity {
+		t.Errorf("password change: %d %s", r.status, r.body)
+	}
+	a.srv.allowSignup = true
+	anon.do("GET", "/signup", nil)
+	r = anon.do("POST", "/signup", url.Values{"email": {"carl@example.com"}, "password": {long}, "password_confirm": {long}, "_csrf": {preCSRFOf(t, anon)}})
+	if r.status != http.StatusUnprocessableEntity {
+		t.Errorf("sign-up: %d", r.status)
+	}
+	// Signing in with one is just a wrong password.
+	if r := loginAs(anon, "admin@example.com", long, ""); r.status != http.StatusUnauthorized {
+		t.Errorf("sign-in: %d", r.status)
+	}
+}
