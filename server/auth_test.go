@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -282,4 +283,136 @@ func preCSRFOf(t *testing.T, u *user) string {
 	}
 	t.Fatal("no pre-sign-in CSRF cookie")
 	return ""
+}
+
+// TestSignupSameAnswer: signing up with an address that has an account
+// answers exactly as with a new one (status, redirect, cookies, body),
+// and leaves the existing account as it was.
+func TestSignupSameAnswer(t *testing.T) {
+	a := newApp(t)
+	a.srv.allowSignup = true
+	a.newUserNoLogin("ann@example.com")
+	signup := func(email string) response {
+		anon := a.anonymous()
+		anon.do("GET", "/signup", nil)
+		return anon.do("POST", "/signup", url.Values{"email": {email}, "password": {strongPassword}, "password_confirm": {strongPassword}, "_csrf": {preCSRFOf(t, anon)}})
+	}
+	existing, fresh := signup("ann@example.com"), signup("new@example.com")
+	cookieNames := func(r response) []string {
+		var names []string
+		for _, c := range (&http.Response{Header: r.header}).Cookies() {
+			names = append(names, c.Name)
+		}
+		return names
+	}
+	if existing.status != http.StatusSeeOther || existing.status != fresh.status ||
+		existing.header.Get("Location") != fresh.header.Get("Location") ||
+		string(existing.body) != string(fresh.body) ||
+		strings.Join(cookieNames(existing), ",") != strings.Join(cookieNames(fresh), ",") {
+		t.Errorf("existing: %d %s %v %q; new: %d %s %v %q", existing.status, existing.header.Get("Location"), cookieNames(existing), existing.body, fresh.status, fresh.header.Get("Location"), cookieNames(fresh), fresh.body)
+	}
+	for _, n := range cookieNames(fresh) {
+		if n == sessionCookie {
+			t.Error("sign-up signed the new user in: that tells a new address from a taken one")
+		}
+	}
+	anon := a.anonymous()
+	if r := anon.do("GET", fresh.header.Get("Location"), nil); !strings.Contains(string(r.body), "If this address had no account") {
+		t.Errorf("the sign-in page after sign-up lacks the notice")
+	}
+	if r := loginAs(anon, "ann@example.com", "password123", ""); r.status != http.StatusOK {
+		t.Errorf("existing account's own password after a sign-up with its address: %d", r.status)
+	}
+	if r := loginAs(a.anonymous(), "ann@example.com", strongPassword, ""); r.status != http.StatusUnauthorized {
+		t.Errorf("the sign-up's password signs in to the existing account: %d", r.status)
+	}
+	if r := loginAs(a.anonymous(), "new@example.com", strongPassword, ""); r.status != http.StatusOK {
+		t.Errorf("new account: %d", r.status)
+	}
+}
+
+// TestPreSignInCSRFIsSigned: a signed-out form needs a token this server
+// signed, matching its cookie; a planted or expired one is refused, and
+// one from before a restart still works.
+func TestPreSignInCSRFIsSigned(t *testing.T) {
+	a := newApp(t)
+	a.newUserNoLogin("ann@example.com")
+	form := func(tok string) url.Values {
+		return url.Values{"email": {"ann@example.com"}, "password": {"password123"}, "_csrf": {tok}}
+	}
+	post := func(tok string) int {
+		anon := a.anonymous()
+		anon.c.Jar.SetCookies(mustURL(a.http.URL), []*http.Cookie{{Name: preCSRFCookie, Value: tok, Path: "/"}})
+		return anon.do("POST", "/login", form(tok)).status
+	}
+	if got := post("attacker-chosen-value-of-enough-length-000000"); got != http.StatusForbidden {
+		t.Errorf("planted unsigned token: %d, want 403", got)
+	}
+	issued := a.srv.csrfKey.issue(time.Now())
+	if got := post(issued); got != http.StatusSeeOther {
+		t.Errorf("signed token: %d, want 303", got)
+	}
+	nonce, rest, _ := strings.Cut(issued, ".")
+	if got := post(nonce + "x." + rest); got != http.StatusForbidden {
+		t.Errorf("tampered token: %d, want 403", got)
+	}
+	if got := post(a.srv.csrfKey.issue(time.Now().Add(-25 * time.Hour))); got != http.StatusForbidden {
+		t.Errorf("expired token: %d, want 403", got)
+	}
+	// A restart (a new server on the same database) keeps the key.
+	restarted := a.newServer(func(*Options) {})
+	if !restarted.csrfKey.valid(issued, time.Now()) {
+		t.Error("a token issued before the restart is refused after it")
+	}
+	// The cookie and the form must hold the same token.
+	anon := a.anonymous()
+	anon.do("GET", "/login", nil)
+	if r := anon.do("POST", "/login", form(a.srv.csrfKey.issue(time.Now()))); r.status != http.StatusForbidden {
+		t.Errorf("form token other than the cookie's: %d", r.status)
+	}
+}
+
+// TestHostPrefixCookies: with an https public_url, the session and form
+// cookies carry the __Host- prefix, Secure, Path=/ and no Domain.
+func TestHostPrefixCookies(t *testing.T) {
+	a := newApp(t)
+	a.newUserNoLogin("ann@example.com")
+	s := a.newServer(func(o *Options) { o.PublicURL = "https://herd.example.com" })
+	page := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "https://herd.example.com/login", nil)
+	s.ServeHTTP(page, req)
+	pre := page.Result().Cookies()
+	if len(pre) != 1 || pre[0].Name != "__Host-herd_csrf" || !pre[0].Secure || pre[0].Path != "/" || pre[0].Domain != "" {
+		t.Fatalf("form cookie %+v", pre)
+	}
+	body := url.Values{"email": {"ann@example.com"}, "password": {"password123"}, "_csrf": {pre[0].Value}}
+	req = httptest.NewRequest("POST", "https://herd.example.com/login", strings.NewReader(body.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(pre[0])
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	var sess *http.Cookie
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == "__Host-herd_session" {
+			sess = c
+		}
+	}
+	if rec.Code != http.StatusSeeOther || sess == nil || !sess.Secure || !sess.HttpOnly || sess.Path != "/" || sess.Domain != "" {
+		t.Fatalf("sign-in: %d, session cookie %+v", rec.Code, sess)
+	}
+	// The unprefixed name is not read: a sibling subdomain could set it.
+	req = httptest.NewRequest("GET", "https://herd.example.com/api/auth/me", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: sess.Value})
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("unprefixed cookie: %d, want 401", rec.Code)
+	}
+	req = httptest.NewRequest("GET", "https://herd.example.com/api/auth/me", nil)
+	req.AddCookie(sess)
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("prefixed cookie: %d, want 200", rec.Code)
+	}
 }
