@@ -87,7 +87,9 @@ func TestHostAllowList(t *testing.T) {
 		}
 	}
 	r := a.withHost("GET", "/api/threads", "evil.example", nil)
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if json.Unmarshal(r.body, &e) != nil || e.Error.Code != "unknown_host" || !strings.Contains(e.Error.Message, "server.allowed_hosts") {
 		t.Errorf("API refusal %s, want code unknown_host naming server.allowed_hosts", r.body)
 	}
