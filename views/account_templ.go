@@ -52,7 +52,7 @@ func Account(p AccountPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = newPasswordFields().Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = newPasswordFields("New password").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
