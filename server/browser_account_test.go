@@ -68,7 +68,7 @@ func TestBrowserSessionEndedLive(t *testing.T) {
 	b := newBrowser(t, a.http.URL)
 	b.signIn(u.email, "password123")
 	b.navigate("/threads/" + th)
-	b.waitFor("the stream connected", `!!document.querySelector("#herd-state") && document.querySelector("#conn-status").hidden`, 10*time.Second)
+	waitClients(t, a.hub, 1)
 	u.mustJSON("DELETE", "/api/account/sessions", nil, http.StatusNoContent, nil)
 	b.waitFor("the session-ended line", `!document.querySelector("#conn-status").hidden && document.querySelector("#conn-status").textContent.includes("Session ended")`, 5*time.Second)
 	b.shot("session-ended")
