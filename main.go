@@ -311,7 +311,7 @@ func announceSetup(ctx context.Context, cfg *config.Config, log *slog.Logger, sr
 	if err != nil {
 		log.Error("set-up link", "err", err)
 	} else if link != "" {
-		log.Info("no account yet: open " + link + " to create the admin (the link works once, until herd restarts)")
+		log.Info("no account yet: open " + link + " to create the admin (a one-time link; a restart prints a new one)")
 	}
 }
 
