@@ -158,14 +158,18 @@ var errWrongPassword = &apiError{http.StatusForbidden, "wrong_password", "the cu
 func (s *Server) changePassword(c echo.Context, current, next string) error {
 	u := currentUser(c)
 	ctx := c.Request().Context()
-	if wait := s.limits.accounts.wait(u.Email); wait > 0 {
-		return rateLimited(c, wait, "too many wrong passwords for this account; try again in a few seconds")
+	// Its own back-off key: failed sign-ins by others must not keep the
+	// signed-in owner from changing the password.
+	key := "password-change:" + u.ID
+	if wait := s.limits.accounts.wait(key); wait > 0 {
+		return rateLimited(c, wait, "too many wrong passwords; try again in a few seconds")
 	}
 	if len(current) > maxPasswordBytes || bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
 		s.limits.failures.allow("login:" + c.RealIP())
-		s.limits.accounts.fail(u.Email)
+		s.limits.accounts.fail(key)
 		return errWrongPassword
 	}
+	s.limits.accounts.reset(key)
 	if ae := checkPassword(next); ae != nil {
 		return ae
 	}

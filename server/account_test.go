@@ -222,7 +222,16 @@ func TestPasswordChange(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", c.name, r.status, r.body, c.want, c.code)
 		}
 	}
+	// Others' failed sign-ins do not keep the owner from changing it.
+	a.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	for range 20 {
+		loginAs(a.anonymous(), "ann@example.com", "guess-password", "203.0.113.9")
+	}
+	if r := loginAs(a.anonymous(), "ann@example.com", "password123", "198.51.100.1"); r.status != http.StatusTooManyRequests {
+		t.Fatalf("the account is not in a back-off window (%d): the next check proves nothing", r.status)
+	}
 	u.mustJSON("POST", "/api/account/password", map[string]string{"current_password": "password123", "new_password": strongPassword}, http.StatusNoContent, nil)
+	a.srv.limits = newAuthLimits(1000, time.Now)
 	anon := a.anonymous()
 	if r := loginAs(anon, "ann@example.com", "password123", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("old password: %d", r.status)

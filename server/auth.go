@@ -227,7 +227,7 @@ func (s *Server) csrfMatches(c echo.Context, sent string) bool {
 	if err != nil || subtle.ConstantTimeCompare([]byte(sent), []byte(ck.Value)) != 1 {
 		return false
 	}
-	return s.csrfKey.valid(ck.Value, s.now())
+	return s.signer.valid(ck.Value, s.now())
 }
 
 func isForm(r *http.Request) bool {
@@ -237,10 +237,10 @@ func isForm(r *http.Request) bool {
 
 // preCSRF returns the signed-out form token, setting its cookie if needed.
 func (s *Server) preCSRF(c echo.Context) string {
-	if ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie)); err == nil && s.csrfKey.fresh(ck.Value, s.now()) {
+	if ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie)); err == nil && s.signer.fresh(ck.Value, s.now()) {
 		return ck.Value
 	}
-	tok := s.csrfKey.issue(s.now())
+	tok := s.signer.issue(s.now())
 	c.SetCookie(s.cookie(preCSRFCookie, tok, time.Time{}))
 	return tok
 }
@@ -317,7 +317,8 @@ func (s *Server) signOut(c echo.Context) error {
 
 // verifyLogin checks credentials under the limits (ratelimit.go): an
 // address that has failed too often is refused before any check, and so
-// is an account inside its back-off window; only a failure counts against
+// is an account inside its back-off window, unless this browser has
+// signed in to it before (device.go); only a failure counts against
 // either. It takes the same time whether or not the email exists.
 func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.User, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
@@ -325,7 +326,7 @@ func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.Us
 	if !s.limits.failures.ready(ipKey) {
 		return nil, rateLimited(c, s.limits.failures.retryAfter(ipKey), "too many failed sign-ins from your address; wait a minute and try again")
 	}
-	if wait := s.limits.accounts.wait(email); wait > 0 {
+	if wait := s.limits.accounts.wait(email); wait > 0 && !s.knownDevice(c, email) {
 		return nil, rateLimited(c, wait, "too many failed sign-ins for this account; try again in a few seconds")
 	}
 	u, err := s.checkCredentials(c.Request().Context(), email, password)
@@ -340,6 +341,7 @@ func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.Us
 	if u.Disabled {
 		return nil, &apiError{http.StatusForbidden, "disabled", "this account is disabled"}
 	}
+	s.rememberDevice(c, email)
 	return u, nil
 }
 

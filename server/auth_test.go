@@ -348,7 +348,7 @@ func TestPreSignInCSRFIsSigned(t *testing.T) {
 	if got := post("attacker-chosen-value-of-enough-length-000000"); got != http.StatusForbidden {
 		t.Errorf("planted unsigned token: %d, want 403", got)
 	}
-	issued := a.srv.csrfKey.issue(time.Now())
+	issued := a.srv.signer.issue(time.Now())
 	if got := post(issued); got != http.StatusSeeOther {
 		t.Errorf("signed token: %d, want 303", got)
 	}
@@ -356,18 +356,18 @@ func TestPreSignInCSRFIsSigned(t *testing.T) {
 	if got := post(nonce + "x." + rest); got != http.StatusForbidden {
 		t.Errorf("tampered token: %d, want 403", got)
 	}
-	if got := post(a.srv.csrfKey.issue(time.Now().Add(-25 * time.Hour))); got != http.StatusForbidden {
+	if got := post(a.srv.signer.issue(time.Now().Add(-25 * time.Hour))); got != http.StatusForbidden {
 		t.Errorf("expired token: %d, want 403", got)
 	}
 	// A restart (a new server on the same database) keeps the key.
 	restarted := a.newServer(func(*Options) {})
-	if !restarted.csrfKey.valid(issued, time.Now()) {
+	if !restarted.signer.valid(issued, time.Now()) {
 		t.Error("a token issued before the restart is refused after it")
 	}
 	// The cookie and the form must hold the same token.
 	anon := a.anonymous()
 	anon.do("GET", "/login", nil)
-	if r := anon.do("POST", "/login", form(a.srv.csrfKey.issue(time.Now()))); r.status != http.StatusForbidden {
+	if r := anon.do("POST", "/login", form(a.srv.signer.issue(time.Now()))); r.status != http.StatusForbidden {
 		t.Errorf("form token other than the cookie's: %d", r.status)
 	}
 }

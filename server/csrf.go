@@ -54,44 +54,57 @@ func loadFormSigner(ctx context.Context, store *models.Store) (*formSigner, erro
 	return &formSigner{key: key}, nil
 }
 
-// issue returns a new token: nonce.issued.mac.
+// Purposes of the signed tokens: a token made for one is no use as the
+// other.
+const (
+	purposeCSRF   = "herd pre-sign-in csrf"
+	purposeDevice = "herd known device"
+)
+
+// sign returns body.issued.mac for purpose.
+func (f *formSigner) sign(purpose, body string, now time.Time) string {
+	body += "." + strconv.FormatInt(now.Unix(), 10)
+	return body + "." + f.mac(purpose, body)
+}
+
+func (f *formSigner) mac(purpose, body string) string {
+	m := hmac.New(sha256.New, f.key)
+	m.Write([]byte(purpose + "\x00" + body))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// open returns the body and age of tok, if this server signed it for
+// purpose.
+func (f *formSigner) open(purpose, tok string, now time.Time) (string, time.Duration, bool) {
+	i := strings.LastIndexByte(tok, '.')
+	if i < 0 || !hmac.Equal([]byte(tok[i+1:]), []byte(f.mac(purpose, tok[:i]))) {
+		return "", 0, false
+	}
+	j := strings.LastIndexByte(tok[:i], '.')
+	sec, err := strconv.ParseInt(tok[j+1:i], 10, 64)
+	if j < 0 || err != nil {
+		return "", 0, false
+	}
+	return tok[:j], now.Sub(time.Unix(sec, 0)), true
+}
+
+// issue returns a new signed-out form token: nonce.issued.mac.
 func (f *formSigner) issue(now time.Time) string {
 	nonce := make([]byte, 16)
 	if _, err := rand.Read(nonce); err != nil {
 		panic("crypto/rand: " + err.Error())
 	}
-	body := base64.RawURLEncoding.EncodeToString(nonce) + "." + strconv.FormatInt(now.Unix(), 10)
-	return body + "." + f.mac(body)
-}
-
-func (f *formSigner) mac(body string) string {
-	m := hmac.New(sha256.New, f.key)
-	m.Write([]byte("herd pre-sign-in csrf\x00" + body))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// age returns how old tok is, if this server signed it.
-func (f *formSigner) age(tok string, now time.Time) (time.Duration, bool) {
-	i := strings.LastIndexByte(tok, '.')
-	if i < 0 || !hmac.Equal([]byte(tok[i+1:]), []byte(f.mac(tok[:i]))) {
-		return 0, false
-	}
-	_, issued, _ := strings.Cut(tok[:i], ".")
-	sec, err := strconv.ParseInt(issued, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return now.Sub(time.Unix(sec, 0)), true
+	return f.sign(purposeCSRF, base64.RawURLEncoding.EncodeToString(nonce), now)
 }
 
 // valid reports whether tok was signed here and has not expired.
 func (f *formSigner) valid(tok string, now time.Time) bool {
-	age, ok := f.age(tok, now)
+	_, age, ok := f.open(purposeCSRF, tok, now)
 	return ok && age >= -time.Minute && age <= preCSRFTTL
 }
 
 // fresh reports whether tok is valid long enough to be shown in a form.
 func (f *formSigner) fresh(tok string, now time.Time) bool {
-	age, ok := f.age(tok, now)
+	_, age, ok := f.open(purposeCSRF, tok, now)
 	return ok && age >= -time.Minute && age <= preCSRFTTL-preCSRFRenew
 }

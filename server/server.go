@@ -80,7 +80,7 @@ type Server struct {
 	sessionTTL    time.Duration
 	hosts         hostGuard
 	setup         *setupGate
-	csrfKey       *formSigner
+	signer        *formSigner
 	limits        *authLimits
 	sockets       *sockets
 	runLimiter    *limiter
@@ -134,7 +134,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.assets = assets
-	if s.csrfKey, err = loadFormSigner(context.Background(), o.Store); err != nil {
+	if s.signer, err = loadFormSigner(context.Background(), o.Store); err != nil {
 		return nil, err
 	}
 	s.e = echo.New()
