@@ -67,7 +67,7 @@ func threadPage(t *testing.T, u *User, title string) ThreadPage {
 // pages is every full page with representative data.
 func pages(t *testing.T) map[string]templ.Component {
 	return map[string]templ.Component{
-		"setup":  Setup(SetupPage{Page: page(nil), Email: "a@b.c"}),
+		"setup":  Setup(SetupPage{Page: page(nil), Email: "a@b.c", Token: "one-time"}),
 		"login":  Login(LoginPage{Page: page(nil), Email: "a@b.c", AllowSignup: true, Next: "/threads/x"}),
 		"signup": Signup(SignupPage{Page: page(nil)}),
 		"threads": ThreadList(ThreadListPage{Page: page(testUser), Threads: []ThreadItem{
@@ -84,6 +84,10 @@ func pages(t *testing.T) map[string]templ.Component {
 				{ID: "u2", Email: "root@example.com", Role: "admin", CreatedAt: testTime, Self: true},
 				{ID: "u1", Email: "ann@example.com", Role: "user", CreatedAt: testTime, Disabled: true},
 			}}),
+		"account": Account(AccountPage{Page: page(testUser), Sessions: []SessionView{
+			{ID: "s1", CreatedAt: testTime, LastSeenAt: &testTime, UserAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0", IP: "127.0.0.1", Current: true},
+			{ID: "s2", CreatedAt: testTime, UserAgent: "curl/8.0"},
+		}}),
 		"error": Error(ErrorPage{Page: page(testUser), Status: 404, Message: "Thread not found"}),
 		"usage": AdminUsage(usagePage(3)),
 	}
@@ -529,6 +533,23 @@ func TestThreadMessagesRepeatedCallIDs(t *testing.T) {
 			if c.result != nil {
 				t.Errorf("%s: rendering wrote into the handler's messages", m.ID)
 			}
+		}
+	}
+}
+
+func TestBrowserName(t *testing.T) {
+	for ua, want := range map[string]string{
+		"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36":                                       "Chrome on Linux",
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36 Edg/120.0":                   "Edge on Windows",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1": "Safari on iPhone",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 14.0; rv:120.0) Gecko/20100101 Firefox/120.0":                                                     "Firefox on macOS",
+		"curl/8.5.0":            "curl",
+		"":                      "Unknown browser",
+		"Go-http-client/1.1":    "Go-http-client/1.1",
+		strings.Repeat("é", 30): strings.Repeat("é", 20) + "…",
+	} {
+		if got := browserName(ua); got != want {
+			t.Errorf("browserName(%q) = %q, want %q", ua, got, want)
 		}
 	}
 }
