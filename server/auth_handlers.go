@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -79,8 +78,8 @@ func (s *Server) setupSubmit(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")
-	if !s.limits.attempts.allow("setup:" + c.RealIP()) {
-		ae := rateLimited(c, time.Minute, errRateLimited.Message)
+	if key := "setup:" + c.RealIP(); !s.limits.attempts.allow(key) {
+		ae := rateLimited(c, s.limits.attempts.retryAfter(key), errRateLimited.Message)
 		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
 	}
 	if !s.setup.valid(tok) {
@@ -192,8 +191,8 @@ func (s *Server) signupSubmit(c echo.Context) error {
 		p.Error = ae.Message
 		return s.render(c, ae.Status, views.Signup(views.SignupPage{Page: p, Email: email}))
 	}
-	if !s.limits.attempts.allow("signup:" + c.RealIP()) {
-		return fail(rateLimited(c, time.Minute, errRateLimited.Message))
+	if key := "signup:" + c.RealIP(); !s.limits.attempts.allow(key) {
+		return fail(rateLimited(c, s.limits.attempts.retryAfter(key), errRateLimited.Message))
 	}
 	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
 		return fail(ae)

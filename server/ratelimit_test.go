@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"sync"
@@ -249,5 +250,25 @@ func TestLimiterMemoryBounded(t *testing.T) {
 	}
 	if _, ok := l.keys.peek("ip:0"); ok {
 		t.Error("the oldest key was kept")
+	}
+}
+
+// TestFormsLimitedPerAddress: set-up and sign-up count every attempt per
+// real address; a forged X-Forwarded-For does not reset the count.
+func TestFormsLimitedPerAddress(t *testing.T) {
+	a := newApp(t)
+	a.srv.allowSignup = true
+	a.srv.limits = newAuthLimits(3, time.Now)
+	for _, path := range []string{"/setup", "/signup"} {
+		anon := a.anonymous()
+		anon.do("GET", path, nil)
+		var statuses []int
+		for i := range 5 {
+			form := url.Values{"email": {"x@example.com"}, "password": {"short"}, "password_confirm": {"short"}, "_csrf": {preCSRFOf(t, anon)}}
+			statuses = append(statuses, anon.do("POST", path, form, "X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i)).status)
+		}
+		if statuses[3] != http.StatusTooManyRequests || statuses[4] != http.StatusTooManyRequests || statuses[2] == http.StatusTooManyRequests {
+			t.Errorf("%s: statuses %v, want the 4th and 5th limited", path, statuses)
+		}
 	}
 }
