@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 var setupLink = regexp.MustCompile(`open (http://\S+/setup\?token=\S+) to create the admin`)
@@ -98,5 +101,60 @@ func TestFirstStartAsAnAttacker(t *testing.T) {
 	}
 	if statuses[http.StatusUnauthorized] > 10 || statuses[http.StatusTooManyRequests] < 5 {
 		t.Errorf("15 guesses with forged X-Forwarded-For: %v", statuses)
+	}
+}
+
+// TestSessionsFollowTheAccountRealBinary: through the real binary, a
+// user's open socket closes with 4401 the moment an admin disables them,
+// and their cookie is refused after.
+func TestSessionsFollowTheAccountRealBinary(t *testing.T) {
+	p := startHerd(t, t.TempDir())
+	admin := p.signIn()
+	admin.call("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": "tall ocean lantern"}, nil)
+	var bob struct {
+		ID string `json:"id"`
+	}
+	jar, _ := cookiejar.New(nil)
+	b := &client{t: t, base: p.url, http: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+	var login struct {
+		CSRF string `json:"csrf_token"`
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
+	}
+	b.call("POST", "/api/auth/login", map[string]string{"email": "bob@example.com", "password": "tall ocean lantern"}, &login)
+	b.csrf, bob.ID = login.CSRF, login.User.ID
+	var th struct{ ID string }
+	b.call("POST", "/api/threads", map[string]string{"title": "watched"}, &th)
+
+	hdr := http.Header{"Origin": {p.url}}
+	for _, ck := range jar.Cookies(mustParse(p.url)) {
+		hdr.Add("Cookie", ck.Name+"="+ck.Value)
+	}
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(p.url, "http")+"/api/threads/"+th.ID+"/stream", hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin.call("PATCH", "/api/admin/users/"+bob.ID, map[string]bool{"disabled": true}, nil)
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		_, _, err := conn.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != 4401 {
+			t.Fatalf("bob's socket ended with %v, want close 4401", err)
+		}
+		break
+	}
+	resp, err := b.http.Get(p.url + "/api/auth/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("bob's cookie after being disabled: %d", resp.StatusCode)
 	}
 }
