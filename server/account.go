@@ -162,7 +162,7 @@ func (s *Server) changePassword(c echo.Context, current, next string) error {
 	// signed-in owner from changing the password.
 	key := "password-change:" + u.ID
 	if wait := s.limits.accounts.wait(key); wait > 0 {
-		return rateLimited(c, wait, "too many wrong passwords; try again in a few seconds")
+		return rateLimited(c, wait, "too many wrong passwords")
 	}
 	if len(current) > maxPasswordBytes || bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
 		s.limits.failures.allow("login:" + c.RealIP())

@@ -324,10 +324,10 @@ func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.Us
 	email = strings.ToLower(strings.TrimSpace(email))
 	ipKey := "login:" + c.RealIP()
 	if !s.limits.failures.ready(ipKey) {
-		return nil, rateLimited(c, s.limits.failures.retryAfter(ipKey), "too many failed sign-ins from your address; wait a minute and try again")
+		return nil, rateLimited(c, s.limits.failures.retryAfter(ipKey), "too many failed sign-ins from your address")
 	}
 	if wait := s.limits.accounts.wait(email); wait > 0 && !s.knownDevice(c, email) {
-		return nil, rateLimited(c, wait, "too many failed sign-ins for this account; try again in a few seconds")
+		return nil, rateLimited(c, wait, "too many failed sign-ins for this account")
 	}
 	u, err := s.checkCredentials(c.Request().Context(), email, password)
 	if err != nil {

@@ -79,7 +79,7 @@ func (s *Server) setupSubmit(c echo.Context) error {
 	}
 	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")
 	if key := "setup:" + c.RealIP(); !s.limits.attempts.allow(key) {
-		ae := rateLimited(c, s.limits.attempts.retryAfter(key), errRateLimited.Message)
+		ae := rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address")
 		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
 	}
 	if !s.setup.valid(tok) {
@@ -192,7 +192,7 @@ func (s *Server) signupSubmit(c echo.Context) error {
 		return s.render(c, ae.Status, views.Signup(views.SignupPage{Page: p, Email: email}))
 	}
 	if key := "signup:" + c.RealIP(); !s.limits.attempts.allow(key) {
-		return fail(rateLimited(c, s.limits.attempts.retryAfter(key), errRateLimited.Message))
+		return fail(rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address"))
 	}
 	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
 		return fail(ae)

@@ -211,11 +211,19 @@ func newAuthLimits(perMinute int, now func() time.Time) *authLimits {
 	return &authLimits{failures: newLimiter(perMinute, now), accounts: newBackoff(now), attempts: newLimiter(perMinute, now)}
 }
 
-// rateLimited answers 429 with a Retry-After of at least a second.
-func rateLimited(c echo.Context, wait time.Duration, msg string) *apiError {
+// rateLimited answers 429 saying why and how long to wait, also as
+// Retry-After (whole seconds, at least one).
+func rateLimited(c echo.Context, wait time.Duration, why string) *apiError {
 	secs := max(int((wait+time.Second-1)/time.Second), 1)
 	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-	return &apiError{errRateLimited.Status, errRateLimited.Code, msg}
+	after := fmt.Sprintf("%d seconds", secs)
+	switch {
+	case secs == 1:
+		after = "a second"
+	case secs >= 90:
+		after = fmt.Sprintf("%d minutes", (secs+59)/60)
+	}
+	return &apiError{errRateLimited.Status, errRateLimited.Code, why + "; try again in " + after}
 }
 
 // ipExtractor finds the client's address for limits and logs: the

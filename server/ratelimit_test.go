@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,8 +90,8 @@ func TestForgedForwardedFor(t *testing.T) {
 		t.Errorf("statuses %v: a forged X-Forwarded-For changed the key", statuses)
 	}
 	r := loginAs(anon, "x9@example.com", "wrong-password", "")
-	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
-		t.Errorf("limited address: %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "from your address; try again in") {
+		t.Errorf("limited address: %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
 	}
 
 	// Behind a trusted proxy the client is the last untrusted hop: what it
