@@ -6,11 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults of the bash tool when the config leaves a value at zero.
@@ -21,59 +26,43 @@ const (
 
 // bashWaitDelay bounds how long Wait lingers after the command exits or is
 // killed while something outside its process group still holds the
-// output pipe.
+// output pipe: only possible in host mode without a PID namespace.
 const bashWaitDelay = 500 * time.Millisecond
+
+// sandboxExitDelay bounds the wait for the kernel to end a sandbox's last
+// processes once its init is gone.
+const sandboxExitDelay = 5 * time.Second
 
 // defaultPath is the sandbox's PATH, and the host's when the server has none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 type bashTool struct {
-	mode    string
+	sb      *sandbox
 	timeout time.Duration
 	limit   int
-	// bwrap is the bubblewrap binary and sysMounts its read-only view of the
-	// system; both are set only in bwrap mode.
-	bwrap     string
-	sysMounts []string
 }
 
-// NewBash returns the bash tool configured by cfg (docs/DESIGN.md §4). An empty
-// mode means host. In bwrap mode it checks that bubblewrap is installed
-// and can create its namespaces, and returns an error saying why when it
-// cannot. Whether the tool is offered at all (sandbox.allow_host_bash) and
-// on which address (CheckBashAllowed) is the caller's decision.
+// NewBash returns the bash tool configured by cfg (docs/DESIGN.md §4). An
+// empty mode means host; auto is resolved as Resolve does. In bwrap mode
+// it checks that bubblewrap is installed and can create its namespaces,
+// and returns an error saying why when it cannot. Whether the tool is
+// offered at all (sandbox.allow_host_bash), on which address
+// (CheckBashAllowed) and to whom is the caller's decision.
 func NewBash(cfg SandboxConfig) (Tool, error) {
+	sb, err := newSandbox(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bash tool: %w", err)
+	}
 	t := &bashTool{
-		mode:    cfg.Mode,
+		sb:      sb,
 		timeout: time.Duration(cfg.BashTimeoutSeconds) * time.Second,
 		limit:   cfg.OutputLimitBytes,
-	}
-	if t.mode == "" {
-		t.mode = SandboxHost
 	}
 	if cfg.BashTimeoutSeconds <= 0 {
 		t.timeout = defaultBashTimeoutSeconds * time.Second
 	}
 	if t.limit <= 0 {
 		t.limit = defaultOutputLimitBytes
-	}
-	switch t.mode {
-	case SandboxHost:
-		if _, err := exec.LookPath("bash"); err != nil {
-			return nil, fmt.Errorf("bash tool: %w", err)
-		}
-	case SandboxBwrap:
-		bwrap, err := exec.LookPath("bwrap")
-		if err != nil {
-			return nil, fmt.Errorf("bash tool: sandbox.mode is bwrap but bwrap is not installed: %w: %w", errBwrapUnavailable, err)
-		}
-		t.bwrap = bwrap
-		t.sysMounts = systemMounts()
-		if err := t.probe(); err != nil {
-			return nil, fmt.Errorf("bash tool: sandbox.mode is bwrap but %w", err)
-		}
-	default:
-		return nil, fmt.Errorf("bash tool: sandbox.mode %q is not %q or %q", cfg.Mode, SandboxHost, SandboxBwrap)
 	}
 	return t, nil
 }
@@ -88,19 +77,27 @@ var bashSchema = Schema{
 
 func (t *bashTool) Spec() Spec {
 	secs := int(t.timeout / time.Second)
+	l := t.sb.cfg.Limits
 	where := "It runs directly on the host machine."
-	if t.mode == SandboxBwrap {
-		where = "It runs in a sandbox: there is no network, only the workspace is writable, and files outside " +
-			"the workspace and the system directories are not visible."
+	if t.sb.cfg.Mode == SandboxBwrap {
+		net := "there is no network"
+		if t.sb.cfg.Network == NetworkHost {
+			net = "the network is reachable"
+		}
+		where = fmt.Sprintf("It runs in a sandbox: %s, only the workspace and /tmp are writable, files outside "+
+			"the workspace and the system directories are not visible, and /tmp is private and empty at each call. "+
+			"Limits: %d processes, %d MiB of memory and %d s of CPU time per process, files up to %d MiB, "+
+			"/tmp up to %d MiB.", net, l.Processes, l.MemoryMB, l.CPUSeconds, l.FileSizeMB, l.TmpMB)
 	}
 	return bashSchema.Spec(Bash, fmt.Sprintf(
-		"Run a command with `bash -c` in the workspace directory (also HOME). %s stdout and stderr come back "+
+		"Run a command with `bash -c` in the workspace directory (also HOME). %s The workspace may use "+
+			"%d MiB; over that, commands are refused until it shrinks. stdout and stderr come back "+
 			"together; output over %d bytes keeps its beginning and end with a note of how many bytes were cut. "+
 			"A non-zero exit code is reported. The command and everything it started is killed after "+
 			"timeout_seconds (default and maximum %d), and processes left in the background are killed when "+
 			"it returns. There is no stdin and no terminal, so do not start interactive programs. The "+
 			"environment is minimal and holds no credentials. To read or edit files prefer read_file, "+
-			"write_file and str_replace.", where, t.limit, secs))
+			"write_file and str_replace.", where, l.WorkspaceMB, t.limit, secs))
 }
 
 func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (string, error) {
@@ -117,6 +114,10 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	if env.Workspace == "" {
 		return "", errNoWorkspace
 	}
+	quota := workspaceQuota(t.sb.cfg.Limits)
+	if err := quota.refuseOver(ctx, env.Workspace, "bash"); err != nil {
+		return "", err
+	}
 	timeout := t.timeout
 	if p.TimeoutSeconds != nil {
 		timeout = min(timeout, time.Duration(*p.TimeoutSeconds)*time.Second)
@@ -125,60 +126,221 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	defer cancel()
 
 	out := newHeadTail(t.limit)
-	cmd := t.command(runCtx, env.Workspace, p.Command)
-	// One writer for both streams makes exec share a single pipe, which
-	// keeps stdout and stderr in the order the command wrote them.
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	j, err := t.sb.start(runCtx, env.Workspace, p.Command, out)
+	if err != nil {
 		return "", fmt.Errorf("bash: start: %w", err)
 	}
-	waitErr := cmd.Wait()
-	// Background jobs outlive bash; they die with the call so nothing the
-	// model started keeps running unseen. The group is usually gone already.
-	_ = killGroup(cmd.Process.Pid)
+	waitErr := j.run()
 
 	var status string
 	switch {
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("bash: command stopped: %w", ctx.Err())
-	case cmd.ProcessState == nil:
+	case j.cmd.ProcessState == nil:
 		return "", fmt.Errorf("bash: wait: %w", waitErr)
-	case runCtx.Err() != nil && diedOfSIGKILL(cmd.ProcessState):
+	case runCtx.Err() != nil && diedOfSIGKILL(j.cmd.ProcessState):
 		// Checking the kill too keeps a command that finished just as the
 		// deadline passed from being reported as timed out.
-		status = fmt.Sprintf("command timed out after %d seconds; process group killed", int(timeout/time.Second))
+		status = fmt.Sprintf("command timed out after %d seconds; %s", int(timeout/time.Second), t.sb.killedWhat())
 	default:
-		status = exitStatus(cmd.ProcessState)
+		status = t.sb.exitStatus(j.cmd.ProcessState)
+	}
+	if waitErr != nil && j.cmd.ProcessState != nil && errors.Is(waitErr, errSurvivors) {
+		status = strings.TrimPrefix(status+"; "+waitErr.Error(), "; ")
+	}
+	if note := quota.noteOver(ctx, env.Workspace); note != "" {
+		status = strings.TrimPrefix(status+"\n"+note, "\n")
 	}
 	return formatBashResult(out.String(), status), nil
 }
 
-// command builds the process for one command line: its own process group
-// (so a timeout or a stop kills everything it started), the minimal
-// environment, and in bwrap mode the sandbox around it.
-func (t *bashTool) command(ctx context.Context, workspace, line string) *exec.Cmd {
-	var cmd *exec.Cmd
-	env := []string{"HOME=" + workspace, "LANG=C.UTF-8", "TERM=dumb"}
-	if t.mode == SandboxBwrap {
-		args := append(t.bwrapArgs(workspace), "--", "bash", "-c", line)
-		cmd = exec.CommandContext(ctx, t.bwrap, args...)
-		env = append(env, "PATH="+defaultPath, "TMPDIR=/tmp")
+// killedWhat says what a timeout killed, which depends on whether the
+// command had a PID namespace of its own.
+func (sb *sandbox) killedWhat() string {
+	if sb.cfg.Mode == SandboxBwrap || sb.pidns {
+		return "it and every process it started were killed"
+	}
+	return "process group killed"
+}
+
+// errSurvivors marks a sandbox whose processes had not all ended within
+// sandboxExitDelay of its end.
+var errSurvivors = errors.New("some of its processes were still exiting when the call returned")
+
+// job is one started command.
+type job struct {
+	cmd *exec.Cmd
+	// cgroup is the command's pids cgroup, removed when it ends; "" if none.
+	cgroup string
+	// info is the read end of bwrap's --info-fd, which names the sandbox's
+	// init; nil in host mode.
+	info *os.File
+	// group: kill the process group after the command, the only cleanup
+	// host mode has without a PID namespace.
+	group bool
+}
+
+// start starts line in workspace, its output going to out. The caller
+// must call run.
+func (sb *sandbox) start(ctx context.Context, workspace, line string, out io.Writer) (*job, error) {
+	j := &job{}
+	env := []string{"HOME=" + workspace, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp"}
+	var infoW *os.File
+	if sb.cfg.Mode == SandboxBwrap {
+		name, args, err := sb.bwrapCommand(workspace, line, j)
+		if err != nil {
+			return nil, err
+		}
+		j.cmd = exec.CommandContext(ctx, name, args...)
+		j.cmd.Env = append(env, "PATH="+defaultPath)
+		j.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if j.info, infoW, err = os.Pipe(); err != nil {
+			j.removeCgroup()
+			return nil, err
+		}
+		j.cmd.ExtraFiles = []*os.File{infoW}
 	} else {
-		cmd = exec.CommandContext(ctx, "bash", "-c", line)
+		j.cmd = exec.CommandContext(ctx, "bash", "-c", line)
 		// Host bash is meant to use the machine's tools, and PATH holds no
 		// secrets, so it is the one variable taken from the server.
 		path := os.Getenv("PATH")
 		if path == "" {
 			path = defaultPath
 		}
-		env = append(env, "PATH="+path, "TMPDIR=/tmp")
+		j.cmd.Env = append(env, "PATH="+path)
+		j.cmd.SysProcAttr = sb.hostProcAttr()
+		j.group = !sb.pidns
 	}
-	cmd.Dir = workspace
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-	cmd.WaitDelay = bashWaitDelay
-	return cmd
+	j.cmd.Dir = workspace
+	// One writer for both streams makes exec share a single pipe, which
+	// keeps stdout and stderr in the order the command wrote them.
+	if out != nil {
+		j.cmd.Stdout, j.cmd.Stderr = out, out
+	}
+	j.cmd.Cancel = func() error { return killGroup(j.cmd.Process.Pid) }
+	j.cmd.WaitDelay = bashWaitDelay
+	return j, nil
+}
+
+// bwrapCommand is the command line of a bwrap command: joining its pids
+// cgroup (a shell that writes its own pid, then execs, so nothing runs
+// outside it), prlimit setting the rlimits, then bwrap.
+func (sb *sandbox) bwrapCommand(workspace, line string, j *job) (string, []string, error) {
+	l := sb.cfg.Limits
+	limits := []string{
+		fmt.Sprintf("--as=%d", l.MemoryMB*mib),
+		fmt.Sprintf("--cpu=%d:%d", l.CPUSeconds, l.CPUSeconds+1),
+		fmt.Sprintf("--fsize=%d", l.FileSizeMB*mib),
+	}
+	if sb.pids == nil {
+		limits = append(limits, fmt.Sprintf("--nproc=%d", l.Processes))
+	}
+	args := append([]string{sb.prlimit}, limits...)
+	args = append(args, "--", sb.bwrap)
+	args = append(args, sb.bwrapArgs(workspace)...)
+	args = append(args, "--info-fd", "3", "--", "bash", "-c", line)
+	if sb.pids == nil {
+		return args[0], args[1:], nil
+	}
+	dir, err := sb.pids.create(l.Processes)
+	if err != nil {
+		return "", nil, err
+	}
+	j.cgroup = dir
+	join := []string{"-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(dir, "cgroup.procs")}
+	return "/bin/sh", append(join, args...), nil
+}
+
+// run starts the command, waits for it and for every process it started
+// to be gone, and returns Wait's error (or errSurvivors).
+func (j *job) run() error {
+	defer j.removeCgroup()
+	err := j.cmd.Start()
+	if j.info != nil {
+		// Only bwrap may hold the write end: EOF must mean bwrap is done with it.
+		j.cmd.ExtraFiles[0].Close()
+		defer j.info.Close()
+	}
+	if err != nil {
+		return err
+	}
+	init := j.sandboxInit()
+	waitErr := j.cmd.Wait()
+	if j.group {
+		// Background jobs outlive bash; they die with the call so nothing
+		// the model started keeps running unseen.
+		_ = killGroup(j.cmd.Process.Pid)
+	}
+	if init >= 0 && !awaitSandboxEnd(init) && waitErr == nil {
+		waitErr = errSurvivors
+	}
+	return waitErr
+}
+
+// sandboxInit returns a pidfd of the sandbox's init (its pid 1), or -1.
+// The init's end is the end of everything in its PID namespace, so
+// waiting for it after bwrap exits makes "gone when the tool returns"
+// exact even when bwrap was killed first.
+func (j *job) sandboxInit() int {
+	if j.info == nil {
+		return -1
+	}
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(j.info).Decode(&info); err != nil || info.ChildPID <= 0 {
+		return -1
+	}
+	fd, err := unix.PidfdOpen(info.ChildPID, 0)
+	if err != nil {
+		return -1
+	}
+	// bwrap is not yet reaped, so while the pid is still its child it
+	// cannot have been reused: the pidfd is the sandbox's init.
+	if parentOf(info.ChildPID) != j.cmd.Process.Pid {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// awaitSandboxEnd kills the sandbox's init (a no-op when it is gone) and
+// waits until it has ended, which the kernel reports only once every
+// process of its PID namespace is gone. It reports whether that happened
+// within sandboxExitDelay.
+func awaitSandboxEnd(pidfd int) bool {
+	defer unix.Close(pidfd)
+	_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(sandboxExitDelay)
+	for {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		if errors.Is(err, unix.EINTR) && time.Now().Before(deadline) {
+			continue
+		}
+		return err == nil && n > 0
+	}
+}
+
+// parentOf returns the parent pid of pid, or 0 when it cannot be read.
+func parentOf(pid int) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+func (j *job) removeCgroup() {
+	if j.cgroup != "" {
+		_ = os.Remove(j.cgroup)
+	}
 }
 
 // killGroup kills the process group led by pid. A group already gone is
@@ -199,15 +361,27 @@ func diedOfSIGKILL(ps *os.ProcessState) bool {
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
-func exitStatus(ps *os.ProcessState) string {
+// exitStatus says how a command ended when it was not a plain success.
+// bwrap reports a command killed by signal N as exit code 128+N, as a
+// shell does, so in bwrap mode such a code is read as that signal: a limit
+// (SIGXCPU, SIGXFSZ) must be told apart from a failure.
+func (sb *sandbox) exitStatus(ps *os.ProcessState) string {
 	ws, ok := ps.Sys().(syscall.WaitStatus)
 	if ok && ws.Signaled() {
-		return fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
+		return killedBy(ws.Signal())
 	}
-	if code := ps.ExitCode(); code != 0 {
+	code := ps.ExitCode()
+	if sb.cfg.Mode == SandboxBwrap && code > 128 && code < 128+65 {
+		return killedBy(syscall.Signal(code - 128))
+	}
+	if code != 0 {
 		return fmt.Sprintf("exit code %d", code)
 	}
 	return ""
+}
+
+func killedBy(sig syscall.Signal) string {
+	return fmt.Sprintf("killed by signal %d (%v)", int(sig), sig)
 }
 
 // formatBashResult is what the model reads: the output (or a note that

@@ -512,7 +512,7 @@ func TestCheckBashAllowed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckBashAllowed(tc.cfg, tc.addr)
+			err := CheckBashAllowed(tc.cfg, tc.addr, "")
 			if !tc.refused {
 				if err != nil {
 					t.Errorf("CheckBashAllowed(%q) = %v; want nil", tc.addr, err)
