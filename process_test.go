@@ -64,12 +64,20 @@ var listening = regexp.MustCompile(`msg="herd is listening" url=(\S+)`)
 
 func startHerd(t *testing.T, dataDir string) *proc {
 	t.Helper()
+	return startHerdWith(t, dataDir)
+}
+
+// startHerdWith starts herd with further environment variables (config
+// keys as HERD_…).
+func startHerdWith(t *testing.T, dataDir string, env ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(herdBinary(t), "--data-dir", dataDir, "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(),
 		"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw",
 		// Slow demo models, so a run is still in flight when the test strikes.
 		"HERD_MODELS_0_LATENCY_MS=250", "HERD_MODELS_1_LATENCY_MS=250",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	p := &proc{t: t, cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1)}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

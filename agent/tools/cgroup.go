@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -216,14 +215,4 @@ func (c *pidsCgroup) create(max int) (string, error) {
 		return "", fmt.Errorf("pids cgroup: set pids.max: %w", err)
 	}
 	return dir, nil
-}
-
-// cgroupPopulated reports whether a cgroup still holds processes.
-func cgroupPopulated(dir string) bool {
-	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return bufio.NewScanner(f).Scan()
 }

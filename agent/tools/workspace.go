@@ -527,7 +527,7 @@ func checkKind(name string, info fs.FileInfo, dir bool) error {
 	case info.IsDir() && dir, info.Mode().IsRegular() && !dir:
 		return nil
 	case info.IsDir():
-		return fmt.Errorf("path %q is a directory; use ls to list it", name)
+		return fmt.Errorf("path %q is a directory, not a file; use ls to list it", name)
 	case info.Mode().IsRegular():
 		return fmt.Errorf("path %q is a file, not a directory; use read_file to read it", name)
 	default:
