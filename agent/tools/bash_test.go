@@ -520,46 +520,86 @@ func TestCheckBashAllowed(t *testing.T) {
 	public := SandboxConfig{Mode: SandboxHost, AllowHostBash: true, AllowHostBashPublic: true}
 	bwrap := SandboxConfig{Mode: SandboxBwrap, AllowHostBash: true}
 	off := SandboxConfig{Mode: SandboxHost}
-	unset := SandboxConfig{AllowHostBash: true}
 	cases := []struct {
-		name    string
-		cfg     SandboxConfig
-		addr    string
-		refused bool
+		name      string
+		cfg       SandboxConfig
+		addr, url string
+		// refused names what the error must quote; "" = allowed.
+		refused string
 	}{
-		{"host on 127.0.0.1", host, "127.0.0.1:8080", false},
-		{"host on another 127/8 address", host, "127.3.2.1:80", false},
-		{"host on ::1", host, "[::1]:8080", false},
-		{"host on IPv4-mapped loopback", host, "[::ffff:127.0.0.1]:8080", false},
-		{"host on localhost", host, "localhost:8080", false},
-		{"host on LOCALHOST", host, "LOCALHOST:8080", false},
-		{"host on loopback without a port", host, "127.0.0.1", false},
-		{"host on all interfaces", host, "0.0.0.0:8080", true},
-		{"host on an empty host", host, ":8080", true},
-		{"host on IPv6 any", host, "[::]:8080", true},
-		{"host on a LAN address", host, "192.168.1.10:8080", true},
-		{"host on a hostname", host, "herd.example.com:443", true},
-		{"host on a name containing localhost", host, "localhost.example.com:80", true},
-		{"empty mode is host", unset, "0.0.0.0:8080", true},
-		{"host public allowed", public, "0.0.0.0:8080", false},
-		{"bwrap anywhere", bwrap, "0.0.0.0:8080", false},
-		{"bash not offered", off, "0.0.0.0:8080", false},
+		{"host on 127.0.0.1", host, "127.0.0.1:8080", "", ""},
+		{"host on another 127/8 address", host, "127.3.2.1:80", "", ""},
+		{"host on ::1", host, "[::1]:8080", "", ""},
+		{"host on IPv4-mapped loopback", host, "[::ffff:127.0.0.1]:8080", "", ""},
+		{"host on localhost", host, "localhost:8080", "", ""},
+		{"host on LOCALHOST", host, "LOCALHOST:8080", "", ""},
+		{"host on loopback without a port", host, "127.0.0.1", "", ""},
+		{"host with a loopback public_url", host, "127.0.0.1:8080", "http://localhost:8080", ""},
+		{"host with a loopback IP public_url", host, "127.0.0.1:8080", "http://127.0.0.1:8080/", ""},
+		{"host on all interfaces", host, "0.0.0.0:8080", "", `"0.0.0.0:8080"`},
+		{"host on an empty host", host, ":8080", "", `":8080"`},
+		{"host on IPv6 any", host, "[::]:8080", "", `"[::]:8080"`},
+		{"host on a LAN address", host, "192.168.1.10:8080", "", `"192.168.1.10:8080"`},
+		{"host on a hostname", host, "herd.example.com:443", "", `"herd.example.com:443"`},
+		{"host on a name containing localhost", host, "localhost.example.com:80", "", `"localhost.example.com:80"`},
+		{"host behind a TLS proxy", host, "127.0.0.1:8080", "https://herd.example.com", `server.public_url "https://herd.example.com"`},
+		{"host behind a proxy on a LAN address", host, "127.0.0.1:8080", "http://10.0.0.5", `server.public_url "http://10.0.0.5"`},
+		{"host public allowed", public, "0.0.0.0:8080", "https://herd.example.com", ""},
+		{"bwrap anywhere", bwrap, "0.0.0.0:8080", "https://herd.example.com", ""},
+		{"bash not offered", off, "0.0.0.0:8080", "https://herd.example.com", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckBashAllowed(tc.cfg, tc.addr, "")
-			if !tc.refused {
+			err := CheckBashAllowed(tc.cfg, tc.addr, tc.url)
+			if tc.refused == "" {
 				if err != nil {
-					t.Errorf("CheckBashAllowed(%q) = %v; want nil", tc.addr, err)
+					t.Errorf("CheckBashAllowed(%q, %q) = %v; want nil", tc.addr, tc.url, err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("CheckBashAllowed(%q) = nil; want a refusal", tc.addr)
+				t.Fatalf("CheckBashAllowed(%q, %q) = nil; want a refusal", tc.addr, tc.url)
 			}
-			for _, want := range []string{strconv.Quote(tc.addr), "sandbox.allow_host_bash_public", "sandbox.mode"} {
+			for _, want := range []string{tc.refused, "sandbox.allow_host_bash_public", "sandbox.mode", "bubblewrap"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestBashSpecPerMode: the description the model reads says what holds
+// in the mode the tool runs in.
+func TestBashSpecPerMode(t *testing.T) {
+	limits := SandboxLimits{Processes: 77, MemoryMB: 333, CPUSeconds: 44, FileSizeMB: 55, TmpMB: 66, WorkspaceMB: 88}
+	cases := []struct {
+		name       string
+		tool       Tool
+		want, lack []string
+	}{
+		{"host", newHostBash(t, SandboxConfig{Limits: limits}),
+			[]string{"runs directly on the host machine", "may use 88 MiB", "killed when it returns"},
+			[]string{"sandbox", "no network", "77 processes"}},
+		{"bwrap", newBwrapBash(t, SandboxConfig{Limits: limits}),
+			[]string{"runs in a sandbox: there is no network", "77 processes", "333 MiB of memory", "44 s of CPU time",
+				"files up to 55 MiB", "/tmp up to 66 MiB", "may use 88 MiB"},
+			[]string{"host machine", "network is reachable"}},
+		{"bwrap with the host network", newBwrapBash(t, SandboxConfig{Network: NetworkHost}),
+			[]string{"runs in a sandbox: the network is reachable"},
+			[]string{"no network"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.tool.Spec().Description
+			for _, w := range tc.want {
+				if !strings.Contains(d, w) {
+					t.Errorf("description lacks %q: %s", w, d)
+				}
+			}
+			for _, l := range tc.lack {
+				if strings.Contains(d, l) {
+					t.Errorf("description has %q: %s", l, d)
 				}
 			}
 		})

@@ -19,8 +19,11 @@ type pidsCgroup struct {
 	// dir is this server's cgroup, herd-<pid> under the server's own.
 	dir string
 	v2  bool
-	seq atomic.Uint64
 }
+
+// cgroupSeq numbers the commands' cgroups. It is shared by every
+// pidsCgroup of the process, since they all name the same directory.
+var cgroupSeq atomic.Uint64
 
 func (c *pidsCgroup) String() string {
 	if c == nil {
@@ -142,7 +145,7 @@ func unescapeMount(s string) string {
 // claimPidsCgroup makes this server's cgroup under parent and checks that
 // a command's cgroup can be made in it with a pids limit.
 func claimPidsCgroup(parent string, v2 bool) *pidsCgroup {
-	if v2 && !enablePids(parent) {
+	if v2 && !enablePids(parent) && !leaveForLeaf(parent) {
 		return nil
 	}
 	removeStaleCgroups(parent)
@@ -176,6 +179,41 @@ func enablePids(dir string) bool {
 	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0) == nil
 }
 
+// serverLeaf is the cgroup v2 leaf the server moves itself into.
+const serverLeaf = "herd-server"
+
+// leaveForLeaf moves the server from parent into a leaf cgroup of its own
+// and enables pids for parent's children. cgroup v2 allows controllers
+// for a cgroup's children only while it holds no processes itself, so a
+// delegated cgroup (systemd's Delegate=) must be emptied first. It does so
+// only when the pids controller is available in parent and the server is
+// the only process there, and undoes the move when enabling fails.
+func leaveForLeaf(parent string) bool {
+	ctrl, err := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
+	if err != nil || !hasOption(strings.ReplaceAll(strings.TrimSpace(string(ctrl)), " ", ","), "pids") {
+		return false
+	}
+	procs, err := os.ReadFile(filepath.Join(parent, "cgroup.procs"))
+	if err != nil || strings.TrimSpace(string(procs)) != strconv.Itoa(os.Getpid()) {
+		return false
+	}
+	leaf := filepath.Join(parent, serverLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return false
+	}
+	self := []byte(strconv.Itoa(os.Getpid()))
+	if os.WriteFile(filepath.Join(leaf, "cgroup.procs"), self, 0) != nil {
+		_ = os.Remove(leaf)
+		return false
+	}
+	if enablePids(parent) {
+		return true
+	}
+	_ = os.WriteFile(filepath.Join(parent, "cgroup.procs"), self, 0)
+	_ = os.Remove(leaf)
+	return false
+}
+
 // removeStaleCgroups removes the cgroups of servers no longer running.
 // Their commands died with them, so the directories are empty.
 func removeStaleCgroups(parent string) {
@@ -206,7 +244,7 @@ func removeStaleCgroups(parent string) {
 // create makes a command's cgroup allowing max processes and returns its
 // directory; the command joins it by writing its pid to cgroup.procs.
 func (c *pidsCgroup) create(max int) (string, error) {
-	dir := filepath.Join(c.dir, fmt.Sprintf("cmd-%d", c.seq.Add(1)))
+	dir := filepath.Join(c.dir, fmt.Sprintf("cmd-%d", cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", fmt.Errorf("pids cgroup: %w", err)
 	}
