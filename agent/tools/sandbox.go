@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -123,6 +125,7 @@ type sandbox struct {
 // newSandbox resolves cfg: auto becomes bwrap where bubblewrap works and
 // host otherwise; bwrap that cannot work is an error saying why.
 func newSandbox(cfg SandboxConfig) (*sandbox, error) {
+	inheritedOnce.Do(closeInheritedOnExec)
 	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Network == "" {
 		cfg.Network = NetworkNone
@@ -157,6 +160,25 @@ func newSandbox(cfg SandboxConfig) (*sandbox, error) {
 		return sb, sb.setUpHost()
 	default:
 		return nil, fmt.Errorf("sandbox.mode %q is not %q, %q or %q", cfg.Mode, SandboxAuto, SandboxHost, SandboxBwrap)
+	}
+}
+
+var inheritedOnce sync.Once
+
+// closeInheritedOnExec marks the descriptors the server inherited
+// (anything above stderr that is not close-on-exec: Go opens its own
+// with O_CLOEXEC) so that they do not leak into commands: neither exec
+// nor bwrap closes them, and one may be a socket or a file the command
+// must not reach.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
 	}
 }
 

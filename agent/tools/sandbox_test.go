@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -125,6 +126,29 @@ func TestBashNothingOutlives(t *testing.T) {
 			t.Error("the setsid sleeper did not survive a group kill: this control no longer shows what the pid namespace prevents")
 		}
 	})
+}
+
+// TestBashNoInheritedDescriptors: a descriptor the server inherited
+// without close-on-exec does not reach a command.
+func TestBashNoInheritedDescriptors(t *testing.T) {
+	checkToolLeaks(t)
+	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	inheritedOnce = sync.Once{} // as at the server's start, after fd was inherited
+	for name, tool := range map[string]Tool{
+		"host":  newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10}),
+		"bwrap": newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 10}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := runBash(t, tool, t.TempDir(), map[string]any{"command": fmt.Sprintf("test -e /proc/self/fd/%d && echo leaked || echo closed", fd)})
+			if err != nil || got != "closed\n" {
+				t.Errorf("got %q, %v; want descriptor %d closed", got, err, fd)
+			}
+		})
+	}
 }
 
 // serverStandIn starts a process whose environment holds a secret, as
