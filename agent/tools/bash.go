@@ -137,7 +137,7 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("bash: command stopped: %w", ctx.Err())
 	case j.cmd.ProcessState == nil:
-		return "", fmt.Errorf("bash: wait: %w", waitErr)
+		return "", fmt.Errorf("bash: %w", waitErr)
 	case runCtx.Err() != nil && diedOfSIGKILL(j.cmd.ProcessState):
 		// Checking the kill too keeps a command that finished just as the
 		// deadline passed from being reported as timed out.
@@ -145,7 +145,7 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	default:
 		status = t.sb.exitStatus(j.cmd.ProcessState)
 	}
-	if waitErr != nil && j.cmd.ProcessState != nil && errors.Is(waitErr, errSurvivors) {
+	if errors.Is(waitErr, errSurvivors) {
 		status = strings.TrimPrefix(status+"; "+waitErr.Error(), "; ")
 	}
 	if note := quota.noteOver(ctx, env.Workspace); note != "" {
