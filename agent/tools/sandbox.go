@@ -438,9 +438,9 @@ func CheckBashAllowed(cfg SandboxConfig, addr, publicURL string) error {
 }
 
 func refuseHostBash(where string) error {
-	return fmt.Errorf("refusing host bash on %s: sandbox.mode resolved to host (bubblewrap is not installed or "+
-		"cannot run) and sandbox.allow_host_bash is true, which gives admins' runs a shell on this machine; "+
-		"install bubblewrap or set sandbox.mode: bwrap, set sandbox.allow_host_bash: false, listen on 127.0.0.1 "+
+	return fmt.Errorf("refusing host bash on %s: commands would run on this machine (sandbox.mode host, or auto "+
+		"without a working bubblewrap) and sandbox.allow_host_bash is true, which gives admins' runs a shell here; "+
+		"use sandbox.mode: bwrap (install bubblewrap), set sandbox.allow_host_bash: false, listen on 127.0.0.1 "+
 		"without a public server.public_url, or accept the risk with sandbox.allow_host_bash_public: true", where)
 }
 
