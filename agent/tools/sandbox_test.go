@@ -518,3 +518,49 @@ func TestPidsCandidates(t *testing.T) {
 		t.Errorf("no mounts: %v", got)
 	}
 }
+
+// TestReportSaysWhatDoesNotHold: where the machine offers no pid
+// namespace or no pids cgroup, the start-up line says so.
+func TestReportSaysWhatDoesNotHold(t *testing.T) {
+	cfg := SandboxConfig{AllowHostBash: true, Network: NetworkNone, Limits: defaultLimits}
+	host := cfg
+	host.Mode = SandboxHost
+	r := (&sandbox{cfg: host, pidnsErr: errors.New("operation not permitted")}).report()
+	if !strings.HasPrefix(r.Cleanup, "does NOT hold: no pid namespace here (operation not permitted)") {
+		t.Errorf("host without a pid namespace: cleanup = %q", r.Cleanup)
+	}
+	bwrap := cfg
+	bwrap.Mode = SandboxBwrap
+	r = (&sandbox{cfg: bwrap}).report()
+	if !strings.Contains(r.Limits, "processes 256 (RLIMIT_NPROC: counts all processes of the server's user") {
+		t.Errorf("bwrap without a pids cgroup: limits = %q", r.Limits)
+	}
+	if root := os.Geteuid() == 0; root != strings.Contains(r.Limits, "does NOT hold for root") {
+		t.Errorf("root = %v but limits = %q", root, r.Limits)
+	}
+}
+
+// TestBwrapCommandLimits: the rlimits reach prlimit; the process limit is
+// the cgroup's where there is one, RLIMIT_NPROC otherwise.
+func TestBwrapCommandLimits(t *testing.T) {
+	cfg := SandboxConfig{Mode: SandboxBwrap, Network: NetworkNone, Limits: SandboxLimits{
+		Processes: 10, MemoryMB: 100, CPUSeconds: 7, FileSizeMB: 3, TmpMB: 2, WorkspaceMB: 1,
+	}}
+	sb := &sandbox{cfg: cfg, bwrap: "/usr/bin/bwrap", prlimit: "/usr/bin/prlimit", sysMounts: systemMounts(false)}
+	name, args, err := sb.bwrapCommand("/data/workspaces/t1", "true", &job{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := name + " " + strings.Join(args, " ")
+	for _, want := range []string{
+		"/usr/bin/prlimit --as=104857600 --cpu=7:8 --fsize=3145728 --nproc=10 -- /usr/bin/bwrap ",
+		" --size 2097152 --tmpfs /tmp ", " --bind /data/workspaces/t1 /data/workspaces/t1 ", " -- bash -c true",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("command line lacks %q:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "--share-net") {
+		t.Errorf("network none shares the network:\n%s", line)
+	}
+}
