@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -255,7 +256,9 @@ func (sb *sandbox) bwrapCommand(workspace, line string, j *job) (string, []strin
 // to be gone, and returns Wait's error (or errSurvivors).
 func (j *job) run() error {
 	defer j.removeCgroup()
-	err := j.cmd.Start()
+	ended := make(chan struct{})
+	defer close(ended)
+	err := startPinned(j.cmd, ended)
 	if j.info != nil {
 		// Only bwrap may hold the write end: EOF must mean bwrap is done with it.
 		j.cmd.ExtraFiles[0].Close()
@@ -275,6 +278,22 @@ func (j *job) run() error {
 		waitErr = errSurvivors
 	}
 	return waitErr
+}
+
+// startPinned starts cmd from an OS thread that stays alive, locked to
+// one goroutine, until ended is closed. The parent-death signal fires when
+// the thread that started the child ends, not the process, and the Go
+// runtime ends a thread when a goroutine exits while locked to it; pinning
+// the starting thread makes the signal mean "the server died".
+func startPinned(cmd *exec.Cmd, ended <-chan struct{}) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		started <- cmd.Start()
+		<-ended
+	}()
+	return <-started
 }
 
 // sandboxInit returns a pidfd of the sandbox's init (its pid 1), or -1.
