@@ -198,6 +198,12 @@ func (sb *sandbox) setUpBwrap() error {
 	sb.bwrap, sb.prlimit = bwrap, prlimit
 	sb.sysMounts = systemMounts(sb.cfg.Network == NetworkHost)
 	sb.pids = findPidsCgroup()
+	if sb.pids != nil && sb.probeBwrap() != nil {
+		// A cgroup that can be made but not joined must cost the process
+		// limit its cgroup, not the sandbox: the report then says
+		// RLIMIT_NPROC.
+		sb.pids = nil
+	}
 	return sb.probeBwrap()
 }
 
