@@ -186,7 +186,7 @@ func TestHostBashRefusedWhenPublic(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var out syncBuffer
-			code := run(context.Background(), append([]string{"--data-dir", t.TempDir()}, c.args...), c.env, &out)
+			code := run(context.Background(), append([]string{"--data-dir", t.TempDir()}, c.args...), c.env, &out, &out)
 			if code != 1 || !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), "sandbox.allow_host_bash_public") {
 				t.Errorf("exit %d, output %q; want 1 and %q", code, out.String(), c.want)
 			}
