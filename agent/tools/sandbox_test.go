@@ -564,3 +564,36 @@ func TestBwrapCommandLimits(t *testing.T) {
 		t.Errorf("network none shares the network:\n%s", line)
 	}
 }
+
+// TestHostBashUserNamespace runs host commands the way a server that is
+// not root does: a PID namespace inside a user namespace that maps the
+// server's own ids, so files keep their owners and nothing outlives the
+// command.
+func TestHostBashUserNamespace(t *testing.T) {
+	checkToolLeaks(t)
+	tool := newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10}).(*bashTool)
+	sb := *tool.sb
+	sb.userns = true
+	probe := exec.Command("true")
+	probe.SysProcAttr = sb.hostProcAttr()
+	if err := probe.Run(); err != nil {
+		t.Fatalf("a user namespace cannot be created here: %v", err)
+	}
+	tool.sb = &sb
+	ws := t.TempDir()
+	tok := sleepToken()
+	got, err := runBash(t, tool, ws, map[string]any{
+		"command": fmt.Sprintf("setsid sleep %s >/dev/null 2>&1 & id -u; id -g; echo $$; touch made", tok),
+	})
+	if want := fmt.Sprintf("%d\n%d\n1\n", os.Getuid(), os.Getgid()); err != nil || got != want {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+	checkGoneNow(t, tok)
+	info, err := os.Stat(filepath.Join(ws, "made"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := info.Sys().(*syscall.Stat_t); int(st.Uid) != os.Getuid() {
+		t.Errorf("the command's file is owned by %d; want the server's uid %d", st.Uid, os.Getuid())
+	}
+}
