@@ -406,11 +406,11 @@ func TestBashWorkspaceLimit(t *testing.T) {
 			if got, err := run(Bash, map[string]any{"command": "echo hi"}); err == nil || !strings.Contains(err.Error(), "bash is refused") {
 				t.Errorf("bash while over: %q, %v; want a refusal", got, err)
 			}
-			if got, err := run(WriteFile, map[string]any{"path": "more.txt", "content": "x"}); err == nil || !strings.Contains(err.Error(), "over its limit") {
+			if got, err := run(WriteFile, map[string]any{"path": "sub/more.txt", "content": "x"}); err == nil || !strings.Contains(err.Error(), "over its limit") {
 				t.Errorf("growing write while over: %q, %v; want a refusal", got, err)
 			}
-			if _, err := os.Stat(filepath.Join(ws, "more.txt")); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("the refused write created more.txt: %v", err)
+			if _, err := os.Stat(filepath.Join(ws, "sub")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the refused write created its directory: %v", err)
 			}
 			if got, err := run(WriteFile, map[string]any{"path": "big", "content": "small now"}); err != nil {
 				t.Fatalf("shrinking write while over: %q, %v; want it allowed", got, err)

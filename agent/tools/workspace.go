@@ -297,15 +297,7 @@ func (t writeFileTool) Run(ctx context.Context, env Env, args json.RawMessage) (
 	}
 	defer root.Close()
 
-	if dir := filepath.Dir(p.Path); dir != "." {
-		err := root.MkdirAll(dir, 0o755)
-		if errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("path %q: %q exists and is not a directory", p.Path, dir)
-		}
-		if err != nil {
-			return "", workspaceError(p.Path, err)
-		}
-	}
+	// Checked before the parents are made, so a refused write leaves nothing.
 	verb, grow := "created", int64(len(p.Content))
 	if info, err := root.Stat(p.Path); err == nil {
 		if err := checkKind(p.Path, info, wantFile); err != nil {
@@ -315,6 +307,15 @@ func (t writeFileTool) Run(ctx context.Context, env Env, args json.RawMessage) (
 	}
 	if err := t.quota.refuseGrowth(ctx, env.Workspace, grow); err != nil {
 		return "", err
+	}
+	if dir := filepath.Dir(p.Path); dir != "." {
+		err := root.MkdirAll(dir, 0o755)
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("path %q: %q exists and is not a directory", p.Path, dir)
+		}
+		if err != nil {
+			return "", workspaceError(p.Path, err)
+		}
 	}
 	if err := writeRegular(root, p.Path, os.O_CREATE, p.Content); err != nil {
 		return "", err
