@@ -129,7 +129,7 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 // the writer; the runtime; the server), serves until ctx ends and shuts
 // down gracefully.
 func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.Logger) error {
-	if err := tools.CheckBashAllowed(cfg.Sandbox, cfg.Server.Addr); err != nil {
+	if err := resolveSandbox(cfg, log); err != nil {
 		return err
 	}
 	// The lock comes before anything touches the database: a second server
@@ -230,9 +230,26 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 	return rt, nil
 }
 
+// resolveSandbox turns sandbox.mode auto into the mode this machine
+// supports, stores it in cfg (host mode means only admins' runs get bash),
+// applies the start-up rule of docs/DESIGN.md §4 and logs in one line
+// what the sandbox enforces and who can run commands.
+func resolveSandbox(cfg *config.Config, log *slog.Logger) error {
+	resolved, report, err := tools.Resolve(cfg.Sandbox)
+	if err != nil {
+		return err
+	}
+	cfg.Sandbox = resolved
+	if err := tools.CheckBashAllowed(cfg.Sandbox, cfg.Server.Addr, cfg.Server.PublicURL); err != nil {
+		return err
+	}
+	log.Info("sandbox", report.Attrs()...)
+	return nil
+}
+
 // buildTools is the workspace tools, and bash when the sandbox allows it.
 func buildTools(sandbox tools.SandboxConfig) ([]tools.Tool, error) {
-	toolset := tools.Workspace()
+	toolset := tools.WorkspaceTools(sandbox)
 	if sandbox.AllowHostBash || sandbox.Mode == tools.SandboxBwrap {
 		bash, err := tools.NewBash(sandbox)
 		if err != nil {

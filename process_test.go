@@ -64,7 +64,14 @@ var listening = regexp.MustCompile(`msg="herd is listening" url=(\S+)`)
 
 func startHerd(t *testing.T, dataDir string) *proc {
 	t.Helper()
-	return startHerdEnv(t, dataDir, "HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw")
+	return startHerdWith(t, dataDir)
+}
+
+// startHerdWith starts herd with the test admin and further environment
+// variables (config keys as HERD_…).
+func startHerdWith(t *testing.T, dataDir string, env ...string) *proc {
+	t.Helper()
+	return startHerdEnv(t, dataDir, append([]string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, env...)...)
 }
 
 // startHerdEnv starts herd with env added to the test's environment.

@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -19,61 +16,33 @@ const (
 	defaultOutputLimitBytes   = 30_000
 )
 
-// bashWaitDelay bounds how long Wait lingers after the command exits or is
-// killed while something outside its process group still holds the
-// output pipe.
-const bashWaitDelay = 500 * time.Millisecond
-
-// defaultPath is the sandbox's PATH, and the host's when the server has none.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 type bashTool struct {
-	mode    string
+	sb      *sandbox
 	timeout time.Duration
 	limit   int
-	// bwrap is the bubblewrap binary and sysMounts its read-only view of the
-	// system; both are set only in bwrap mode.
-	bwrap     string
-	sysMounts []string
 }
 
-// NewBash returns the bash tool configured by cfg (docs/DESIGN.md §4). An empty
-// mode means host. In bwrap mode it checks that bubblewrap is installed
-// and can create its namespaces, and returns an error saying why when it
-// cannot. Whether the tool is offered at all (sandbox.allow_host_bash) and
-// on which address (CheckBashAllowed) is the caller's decision.
+// NewBash returns the bash tool configured by cfg (docs/DESIGN.md §4). An
+// empty mode means host; auto is resolved as Resolve does. In bwrap mode
+// it checks that bubblewrap is installed and can create its namespaces,
+// and returns an error saying why when it cannot. Whether the tool is
+// offered at all (sandbox.allow_host_bash), on which address
+// (CheckBashAllowed) and to whom is the caller's decision.
 func NewBash(cfg SandboxConfig) (Tool, error) {
+	sb, err := newSandbox(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bash tool: %w", err)
+	}
 	t := &bashTool{
-		mode:    cfg.Mode,
+		sb:      sb,
 		timeout: time.Duration(cfg.BashTimeoutSeconds) * time.Second,
 		limit:   cfg.OutputLimitBytes,
-	}
-	if t.mode == "" {
-		t.mode = SandboxHost
 	}
 	if cfg.BashTimeoutSeconds <= 0 {
 		t.timeout = defaultBashTimeoutSeconds * time.Second
 	}
 	if t.limit <= 0 {
 		t.limit = defaultOutputLimitBytes
-	}
-	switch t.mode {
-	case SandboxHost:
-		if _, err := exec.LookPath("bash"); err != nil {
-			return nil, fmt.Errorf("bash tool: %w", err)
-		}
-	case SandboxBwrap:
-		bwrap, err := exec.LookPath("bwrap")
-		if err != nil {
-			return nil, fmt.Errorf("bash tool: sandbox.mode is bwrap but bwrap is not installed: %w: %w", errBwrapUnavailable, err)
-		}
-		t.bwrap = bwrap
-		t.sysMounts = systemMounts()
-		if err := t.probe(); err != nil {
-			return nil, fmt.Errorf("bash tool: sandbox.mode is bwrap but %w", err)
-		}
-	default:
-		return nil, fmt.Errorf("bash tool: sandbox.mode %q is not %q or %q", cfg.Mode, SandboxHost, SandboxBwrap)
 	}
 	return t, nil
 }
@@ -88,19 +57,27 @@ var bashSchema = Schema{
 
 func (t *bashTool) Spec() Spec {
 	secs := int(t.timeout / time.Second)
+	l := t.sb.cfg.Limits
 	where := "It runs directly on the host machine."
-	if t.mode == SandboxBwrap {
-		where = "It runs in a sandbox: there is no network, only the workspace is writable, and files outside " +
-			"the workspace and the system directories are not visible."
+	if t.sb.cfg.Mode == SandboxBwrap {
+		net := "there is no network"
+		if t.sb.cfg.Network == NetworkHost {
+			net = "the network is reachable"
+		}
+		where = fmt.Sprintf("It runs in a sandbox: %s, only the workspace and /tmp are writable, files outside "+
+			"the workspace and the system directories are not visible, and /tmp is private and empty at each call. "+
+			"Limits: %d processes, %d MiB of memory and %d s of CPU time per process, files up to %d MiB, "+
+			"/tmp up to %d MiB.", net, l.Processes, l.MemoryMB, l.CPUSeconds, l.FileSizeMB, l.TmpMB)
 	}
 	return bashSchema.Spec(Bash, fmt.Sprintf(
-		"Run a command with `bash -c` in the workspace directory (also HOME). %s stdout and stderr come back "+
+		"Run a command with `bash -c` in the workspace directory (also HOME). %s The workspace may use "+
+			"%d MiB; over that, commands are refused until it shrinks. stdout and stderr come back "+
 			"together; output over %d bytes keeps its beginning and end with a note of how many bytes were cut. "+
 			"A non-zero exit code is reported. The command and everything it started is killed after "+
 			"timeout_seconds (default and maximum %d), and processes left in the background are killed when "+
 			"it returns. There is no stdin and no terminal, so do not start interactive programs. The "+
 			"environment is minimal and holds no credentials. To read or edit files prefer read_file, "+
-			"write_file and str_replace.", where, t.limit, secs))
+			"write_file and str_replace.", where, l.WorkspaceMB, t.limit, secs))
 }
 
 func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (string, error) {
@@ -117,6 +94,10 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	if env.Workspace == "" {
 		return "", errNoWorkspace
 	}
+	quota := workspaceQuota(t.sb.cfg.Limits)
+	if err := quota.refuseOver(ctx, env.Workspace, "bash"); err != nil {
+		return "", err
+	}
 	timeout := t.timeout
 	if p.TimeoutSeconds != nil {
 		timeout = min(timeout, time.Duration(*p.TimeoutSeconds)*time.Second)
@@ -125,89 +106,32 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	defer cancel()
 
 	out := newHeadTail(t.limit)
-	cmd := t.command(runCtx, env.Workspace, p.Command)
-	// One writer for both streams makes exec share a single pipe, which
-	// keeps stdout and stderr in the order the command wrote them.
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	j, err := t.sb.start(runCtx, env.Workspace, p.Command, out)
+	if err != nil {
 		return "", fmt.Errorf("bash: start: %w", err)
 	}
-	waitErr := cmd.Wait()
-	// Background jobs outlive bash; they die with the call so nothing the
-	// model started keeps running unseen. The group is usually gone already.
-	_ = killGroup(cmd.Process.Pid)
+	waitErr := j.run()
 
 	var status string
 	switch {
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("bash: command stopped: %w", ctx.Err())
-	case cmd.ProcessState == nil:
-		return "", fmt.Errorf("bash: wait: %w", waitErr)
-	case runCtx.Err() != nil && diedOfSIGKILL(cmd.ProcessState):
+	case j.cmd.ProcessState == nil:
+		return "", fmt.Errorf("bash: %w", waitErr)
+	case runCtx.Err() != nil && diedOfSIGKILL(j.cmd.ProcessState):
 		// Checking the kill too keeps a command that finished just as the
 		// deadline passed from being reported as timed out.
-		status = fmt.Sprintf("command timed out after %d seconds; process group killed", int(timeout/time.Second))
+		status = fmt.Sprintf("command timed out after %d seconds; %s", int(timeout/time.Second), t.sb.killedWhat())
 	default:
-		status = exitStatus(cmd.ProcessState)
+		status = t.sb.exitStatus(j.cmd.ProcessState)
+	}
+	if errors.Is(waitErr, errSurvivors) {
+		status = strings.TrimPrefix(status+"; "+waitErr.Error(), "; ")
+	}
+	if note := quota.noteOver(ctx, env.Workspace); note != "" {
+		status = strings.TrimPrefix(status+"\n"+note, "\n")
 	}
 	return formatBashResult(out.String(), status), nil
-}
-
-// command builds the process for one command line: its own process group
-// (so a timeout or a stop kills everything it started), the minimal
-// environment, and in bwrap mode the sandbox around it.
-func (t *bashTool) command(ctx context.Context, workspace, line string) *exec.Cmd {
-	var cmd *exec.Cmd
-	env := []string{"HOME=" + workspace, "LANG=C.UTF-8", "TERM=dumb"}
-	if t.mode == SandboxBwrap {
-		args := append(t.bwrapArgs(workspace), "--", "bash", "-c", line)
-		cmd = exec.CommandContext(ctx, t.bwrap, args...)
-		env = append(env, "PATH="+defaultPath, "TMPDIR=/tmp")
-	} else {
-		cmd = exec.CommandContext(ctx, "bash", "-c", line)
-		// Host bash is meant to use the machine's tools, and PATH holds no
-		// secrets, so it is the one variable taken from the server.
-		path := os.Getenv("PATH")
-		if path == "" {
-			path = defaultPath
-		}
-		env = append(env, "PATH="+path, "TMPDIR=/tmp")
-	}
-	cmd.Dir = workspace
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-	cmd.WaitDelay = bashWaitDelay
-	return cmd
-}
-
-// killGroup kills the process group led by pid. A group already gone is
-// reported as os.ErrProcessDone, which exec.Cmd treats as nothing to do.
-func killGroup(pid int) error {
-	err := syscall.Kill(-pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return os.ErrProcessDone
-	}
-	if err != nil {
-		return fmt.Errorf("kill process group %d: %w", pid, err)
-	}
-	return nil
-}
-
-func diedOfSIGKILL(ps *os.ProcessState) bool {
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
-}
-
-func exitStatus(ps *os.ProcessState) string {
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
-	}
-	if code := ps.ExitCode(); code != 0 {
-		return fmt.Sprintf("exit code %d", code)
-	}
-	return ""
 }
 
 // formatBashResult is what the model reads: the output (or a note that

@@ -27,18 +27,35 @@ func newHostBash(t *testing.T, cfg SandboxConfig) Tool {
 	return tool
 }
 
-// newBwrapBash returns the bwrap bash tool, skipping t only when the
-// sandbox cannot run on this machine, with the probe's reason.
+// skipBwrapEnv opts a machine without a working bubblewrap out of the
+// bwrap tests. Without it they fail rather than skip: CI (.ci/run)
+// installs bubblewrap, and a sandbox test that silently skips proves
+// nothing.
+const skipBwrapEnv = "HERD_TEST_SKIP_BWRAP"
+
+// newBwrapBash returns the bwrap bash tool. Where the sandbox cannot run
+// it fails t with the probe's reason, unless skipBwrapEnv is set.
 func newBwrapBash(t *testing.T, cfg SandboxConfig) Tool {
 	t.Helper()
 	cfg.Mode = SandboxBwrap
 	tool, err := NewBash(cfg)
-	if errors.Is(err, errBwrapUnavailable) {
-		t.Skipf("bwrap sandbox unavailable here: %v", err)
+	if errors.Is(err, errBwrapUnavailable) && os.Getenv(skipBwrapEnv) != "" {
+		t.Skipf("bwrap sandbox unavailable here (%s is set): %v", skipBwrapEnv, err)
 	}
 	if err != nil {
-		t.Fatalf("NewBash(bwrap): %v", err)
+		t.Fatalf("NewBash(bwrap): %v (set %s=1 to skip the bwrap tests on a machine without bubblewrap)", err, skipBwrapEnv)
 	}
+	return tool
+}
+
+// newGroupOnlyBash returns host bash as it runs where the machine allows
+// no PID namespace: only the process group is killed.
+func newGroupOnlyBash(t *testing.T, cfg SandboxConfig) Tool {
+	t.Helper()
+	tool := newHostBash(t, cfg).(*bashTool)
+	sb := *tool.sb
+	sb.pidns, sb.userns, sb.pidnsErr = false, false, errors.New("disabled by the test")
+	tool.sb = &sb
 	return tool
 }
 
@@ -157,7 +174,6 @@ func TestBashOutput(t *testing.T) {
 		{"exit code without a trailing newline", "printf oops; exit 1", "oops\nexit code 1"},
 		{"exit code and no output", "exit 3", "(no output)\nexit code 3"},
 		{"failing command with stderr", "echo failed >&2; false", "failed\nexit code 1"},
-		{"killed by a signal", "kill -TERM $$", "(no output)\nkilled by signal 15 (terminated)"},
 		{"working directory is the workspace", "pwd -P", realWS + "\n"},
 		{"relative paths resolve in the workspace", "cat hello.txt", "hi from the workspace\n"},
 		{"HOME is the workspace", `echo "$HOME"`, ws + "\n"},
@@ -172,6 +188,25 @@ func TestBashOutput(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("bash(%q) = %q; want %q", tc.command, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBashKilledBySignal: a command killed by a signal says which, in
+// bwrap mode too, where bwrap reports it as exit code 128+N. (With a PID
+// namespace of its own, host bash is its namespace's init, which a signal
+// from inside cannot kill; the group-only host tool stands in for host.)
+func TestBashKilledBySignal(t *testing.T) {
+	checkToolLeaks(t)
+	for name, tool := range map[string]Tool{
+		"host":  newGroupOnlyBash(t, SandboxConfig{BashTimeoutSeconds: 5}),
+		"bwrap": newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 5}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := runBash(t, tool, t.TempDir(), map[string]any{"command": "kill -TERM $$"})
+			if want := "(no output)\nkilled by signal 15 (terminated)"; err != nil || got != want {
+				t.Errorf("got %q, %v; want %q", got, err, want)
 			}
 		})
 	}
@@ -290,31 +325,34 @@ func TestBashTimeoutKillsGroup(t *testing.T) {
 	checkToolLeaks(t)
 	cases := []struct {
 		name        string
+		tool        func(*testing.T, SandboxConfig) Tool
 		cfgSeconds  int
 		argSeconds  int
 		wantSeconds int
+		wantKilled  string
 	}{
-		{"per-call timeout", 5, 1, 1},
-		{"per-call timeout capped at the config", 1, 100, 1},
+		{"per-call timeout", newHostBash, 5, 1, 1, "it and every process it started were killed"},
+		{"per-call timeout capped at the config", newHostBash, 1, 100, 1, "it and every process it started were killed"},
+		{"without a pid namespace", newGroupOnlyBash, 5, 1, 1, "process group killed"},
+		{"bwrap", newBwrapBash, 5, 1, 1, "it and every process it started were killed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := t.TempDir()
-			tool := newHostBash(t, SandboxConfig{BashTimeoutSeconds: tc.cfgSeconds})
+			tool := tc.tool(t, SandboxConfig{BashTimeoutSeconds: tc.cfgSeconds})
 			bg, fg := sleepToken(), sleepToken()
 			start := time.Now()
 			got, err := runBash(t, tool, ws, map[string]any{
-				"command":         fmt.Sprintf("echo started; sleep %s & echo $!; sleep %s", bg, fg),
+				"command":         fmt.Sprintf("echo started; sleep %s & sleep %s", bg, fg),
 				"timeout_seconds": tc.argSeconds,
 			})
 			elapsed := time.Since(start)
 			if err != nil {
 				t.Fatalf("bash: %v", err)
 			}
-			lines := strings.Split(got, "\n")
-			want := fmt.Sprintf("command timed out after %d seconds; process group killed", tc.wantSeconds)
-			if len(lines) != 3 || lines[0] != "started" || lines[2] != want {
-				t.Fatalf("got %q; want the output so far and %q", got, want)
+			want := fmt.Sprintf("started\ncommand timed out after %d seconds; %s", tc.wantSeconds, tc.wantKilled)
+			if got != want {
+				t.Fatalf("got %q; want %q", got, want)
 			}
 			// Under the timeout plus bashWaitDelay: the kill reached the
 			// whole group at once, not bash alone with its children reaped
@@ -322,11 +360,7 @@ func TestBashTimeoutKillsGroup(t *testing.T) {
 			if lo, hi := time.Duration(tc.wantSeconds)*time.Second, time.Duration(tc.wantSeconds)*time.Second+bashWaitDelay*4/5; elapsed < lo || elapsed > hi {
 				t.Errorf("returned after %v; want between %v and %v", elapsed, lo, hi)
 			}
-			grandchild, err := strconv.Atoi(lines[1])
-			if err != nil {
-				t.Fatalf("background pid %q: %v", lines[1], err)
-			}
-			checkGone(t, []int{grandchild}, bg, fg)
+			checkGone(t, nil, bg, fg)
 		})
 	}
 }
@@ -378,32 +412,33 @@ func TestBashCancelKillsGroup(t *testing.T) {
 
 func TestBashBackgroundKilledOnReturn(t *testing.T) {
 	checkToolLeaks(t)
-	tool := newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10})
+	tools := map[string]Tool{
+		"host":                    newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10}),
+		"without a pid namespace": newGroupOnlyBash(t, SandboxConfig{BashTimeoutSeconds: 10}),
+	}
 	cases := []struct {
 		name, redirect string
 	}{
 		{"detached from the output", " >/dev/null 2>&1"},
 		{"holding the output pipe", ""},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			token := sleepToken()
-			start := time.Now()
-			got, err := runBash(t, tool, t.TempDir(), map[string]any{
-				"command": fmt.Sprintf("sleep %s%s & echo $!", token, tc.redirect),
+	for mode, tool := range tools {
+		for _, tc := range cases {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				token := sleepToken()
+				start := time.Now()
+				got, err := runBash(t, tool, t.TempDir(), map[string]any{
+					"command": fmt.Sprintf("sleep %s%s & echo started", token, tc.redirect),
+				})
+				if err != nil || got != "started\n" {
+					t.Fatalf("got %q, %v", got, err)
+				}
+				if elapsed := time.Since(start); elapsed > 2*time.Second {
+					t.Errorf("returned after %v; a background job must not hold the call", elapsed)
+				}
+				checkGone(t, nil, token)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if elapsed := time.Since(start); elapsed > 2*time.Second {
-				t.Errorf("returned after %v; a background job must not hold the call", elapsed)
-			}
-			pid, err := strconv.Atoi(strings.TrimSpace(got))
-			if err != nil {
-				t.Fatalf("output %q is not the background pid", got)
-			}
-			checkGone(t, []int{pid}, token)
-		})
+		}
 	}
 }
 
@@ -444,7 +479,7 @@ func TestNewBash(t *testing.T) {
 	}{
 		{name: "defaults", cfg: SandboxConfig{}, wantTimeout: 120 * time.Second, wantLimit: 30000},
 		{name: "configured", cfg: SandboxConfig{Mode: SandboxHost, BashTimeoutSeconds: 7, OutputLimitBytes: 500}, wantTimeout: 7 * time.Second, wantLimit: 500},
-		{name: "unknown mode", cfg: SandboxConfig{Mode: "docker"}, wantErr: `sandbox.mode "docker" is not "host" or "bwrap"`},
+		{name: "unknown mode", cfg: SandboxConfig{Mode: "docker"}, wantErr: `sandbox.mode "docker" is not "auto", "host" or "bwrap"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -485,46 +520,86 @@ func TestCheckBashAllowed(t *testing.T) {
 	public := SandboxConfig{Mode: SandboxHost, AllowHostBash: true, AllowHostBashPublic: true}
 	bwrap := SandboxConfig{Mode: SandboxBwrap, AllowHostBash: true}
 	off := SandboxConfig{Mode: SandboxHost}
-	unset := SandboxConfig{AllowHostBash: true}
 	cases := []struct {
-		name    string
-		cfg     SandboxConfig
-		addr    string
-		refused bool
+		name      string
+		cfg       SandboxConfig
+		addr, url string
+		// refused names what the error must quote; "" = allowed.
+		refused string
 	}{
-		{"host on 127.0.0.1", host, "127.0.0.1:8080", false},
-		{"host on another 127/8 address", host, "127.3.2.1:80", false},
-		{"host on ::1", host, "[::1]:8080", false},
-		{"host on IPv4-mapped loopback", host, "[::ffff:127.0.0.1]:8080", false},
-		{"host on localhost", host, "localhost:8080", false},
-		{"host on LOCALHOST", host, "LOCALHOST:8080", false},
-		{"host on loopback without a port", host, "127.0.0.1", false},
-		{"host on all interfaces", host, "0.0.0.0:8080", true},
-		{"host on an empty host", host, ":8080", true},
-		{"host on IPv6 any", host, "[::]:8080", true},
-		{"host on a LAN address", host, "192.168.1.10:8080", true},
-		{"host on a hostname", host, "herd.example.com:443", true},
-		{"host on a name containing localhost", host, "localhost.example.com:80", true},
-		{"empty mode is host", unset, "0.0.0.0:8080", true},
-		{"host public allowed", public, "0.0.0.0:8080", false},
-		{"bwrap anywhere", bwrap, "0.0.0.0:8080", false},
-		{"bash not offered", off, "0.0.0.0:8080", false},
+		{"host on 127.0.0.1", host, "127.0.0.1:8080", "", ""},
+		{"host on another 127/8 address", host, "127.3.2.1:80", "", ""},
+		{"host on ::1", host, "[::1]:8080", "", ""},
+		{"host on IPv4-mapped loopback", host, "[::ffff:127.0.0.1]:8080", "", ""},
+		{"host on localhost", host, "localhost:8080", "", ""},
+		{"host on LOCALHOST", host, "LOCALHOST:8080", "", ""},
+		{"host on loopback without a port", host, "127.0.0.1", "", ""},
+		{"host with a loopback public_url", host, "127.0.0.1:8080", "http://localhost:8080", ""},
+		{"host with a loopback IP public_url", host, "127.0.0.1:8080", "http://127.0.0.1:8080/", ""},
+		{"host on all interfaces", host, "0.0.0.0:8080", "", `"0.0.0.0:8080"`},
+		{"host on an empty host", host, ":8080", "", `":8080"`},
+		{"host on IPv6 any", host, "[::]:8080", "", `"[::]:8080"`},
+		{"host on a LAN address", host, "192.168.1.10:8080", "", `"192.168.1.10:8080"`},
+		{"host on a hostname", host, "herd.example.com:443", "", `"herd.example.com:443"`},
+		{"host on a name containing localhost", host, "localhost.example.com:80", "", `"localhost.example.com:80"`},
+		{"host behind a TLS proxy", host, "127.0.0.1:8080", "https://herd.example.com", `server.public_url "https://herd.example.com"`},
+		{"host behind a proxy on a LAN address", host, "127.0.0.1:8080", "http://10.0.0.5", `server.public_url "http://10.0.0.5"`},
+		{"host public allowed", public, "0.0.0.0:8080", "https://herd.example.com", ""},
+		{"bwrap anywhere", bwrap, "0.0.0.0:8080", "https://herd.example.com", ""},
+		{"bash not offered", off, "0.0.0.0:8080", "https://herd.example.com", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckBashAllowed(tc.cfg, tc.addr)
-			if !tc.refused {
+			err := CheckBashAllowed(tc.cfg, tc.addr, tc.url)
+			if tc.refused == "" {
 				if err != nil {
-					t.Errorf("CheckBashAllowed(%q) = %v; want nil", tc.addr, err)
+					t.Errorf("CheckBashAllowed(%q, %q) = %v; want nil", tc.addr, tc.url, err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("CheckBashAllowed(%q) = nil; want a refusal", tc.addr)
+				t.Fatalf("CheckBashAllowed(%q, %q) = nil; want a refusal", tc.addr, tc.url)
 			}
-			for _, want := range []string{strconv.Quote(tc.addr), "sandbox.allow_host_bash_public", "sandbox.mode"} {
+			for _, want := range []string{tc.refused, "sandbox.allow_host_bash_public", "sandbox.mode", "bubblewrap"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestBashSpecPerMode: the description the model reads says what holds
+// in the mode the tool runs in.
+func TestBashSpecPerMode(t *testing.T) {
+	limits := SandboxLimits{Processes: 77, MemoryMB: 333, CPUSeconds: 44, FileSizeMB: 55, TmpMB: 66, WorkspaceMB: 88}
+	cases := []struct {
+		name       string
+		tool       Tool
+		want, lack []string
+	}{
+		{"host", newHostBash(t, SandboxConfig{Limits: limits}),
+			[]string{"runs directly on the host machine", "may use 88 MiB", "killed when it returns"},
+			[]string{"sandbox", "no network", "77 processes"}},
+		{"bwrap", newBwrapBash(t, SandboxConfig{Limits: limits}),
+			[]string{"runs in a sandbox: there is no network", "77 processes", "333 MiB of memory", "44 s of CPU time",
+				"files up to 55 MiB", "/tmp up to 66 MiB", "may use 88 MiB"},
+			[]string{"host machine", "network is reachable"}},
+		{"bwrap with the host network", newBwrapBash(t, SandboxConfig{Network: NetworkHost}),
+			[]string{"runs in a sandbox: the network is reachable"},
+			[]string{"no network"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.tool.Spec().Description
+			for _, w := range tc.want {
+				if !strings.Contains(d, w) {
+					t.Errorf("description lacks %q: %s", w, d)
+				}
+			}
+			for _, l := range tc.lack {
+				if strings.Contains(d, l) {
+					t.Errorf("description has %q: %s", l, d)
 				}
 			}
 		})
@@ -637,7 +712,7 @@ func TestBashBwrap(t *testing.T) {
 			"command":         fmt.Sprintf("sleep %s & sleep %s", bg, fg),
 			"timeout_seconds": 1,
 		})
-		if err != nil || got != "(no output)\ncommand timed out after 1 seconds; process group killed" {
+		if err != nil || got != "(no output)\ncommand timed out after 1 seconds; it and every process it started were killed" {
 			t.Fatalf("got %q, %v", got, err)
 		}
 		checkGone(t, nil, bg, fg)

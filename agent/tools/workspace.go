@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Limits of the workspace tools. They keep one tool result small enough for
@@ -32,12 +33,23 @@ const (
 // errOutsideWorkspace marks a path that resolves outside the workspace.
 var errOutsideWorkspace = errors.New("outside the workspace")
 
-// Workspace returns the file tools confined to Env.Workspace:
-// ls, read_file, write_file and str_replace (docs/DESIGN.md §4). Every path is
-// relative to the workspace root and resolved through os.Root, so no path,
-// symlink included, can reach a file outside the workspace.
+// Workspace returns the file tools confined to Env.Workspace, with the
+// default workspace size limit: see WorkspaceTools.
 func Workspace() []Tool {
-	return []Tool{lsTool{}, readFileTool{}, writeFileTool{}, strReplaceTool{}}
+	return WorkspaceTools(SandboxConfig{})
+}
+
+// WorkspaceTools returns the file tools confined to Env.Workspace: ls,
+// read_file, write_file and str_replace (docs/DESIGN.md §4). Every path
+// is relative to the workspace root and resolved through os.Root, so no
+// path, symlink included, can reach a file outside the workspace. They
+// touch only regular files and directories: a FIFO, socket or device is
+// refused without being opened for reading or writing, so none can block
+// a call. Writes that would take the workspace over
+// cfg.Limits.WorkspaceMB are refused.
+func WorkspaceTools(cfg SandboxConfig) []Tool {
+	q := workspaceQuota(cfg.Limits)
+	return []Tool{lsTool{}, readFileTool{}, writeFileTool{quota: q}, strReplaceTool{quota: q}}
 }
 
 type lsTool struct{}
@@ -55,7 +67,7 @@ func (lsTool) Spec() Spec {
 			"many were omitted. Paths are relative to the workspace root.", maxListEntries))
 }
 
-func (lsTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
+func (lsTool) Run(ctx context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path string `json:"path"`
 	}
@@ -72,21 +84,17 @@ func (lsTool) Run(_ context.Context, env Env, args json.RawMessage) (string, err
 	}
 	defer root.Close()
 
-	f, err := root.Open(dir)
+	f, err := openChecked(root, dir, os.O_RDONLY|syscall.O_DIRECTORY, wantDir)
 	if err != nil {
-		return "", workspaceError(dir, err)
+		return "", err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return "", workspaceError(dir, err)
-	}
-	if !info.IsDir() {
-		return "", fmt.Errorf("path %q is a file, not a directory; use read_file to read it", dir)
-	}
 	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return "", workspaceError(dir, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
 	}
 	if len(entries) == 0 {
 		return "(empty directory)", nil
@@ -122,7 +130,7 @@ func describeEntry(root *os.Root, dir string, e fs.DirEntry) string {
 		}
 		return fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size())
 	default:
-		return e.Name()
+		return fmt.Sprintf("%s (%s)", e.Name(), kindOf(e.Type()))
 	}
 }
 
@@ -146,7 +154,7 @@ func (readFileTool) Spec() Spec {
 		maxReadLines, maxReadBytes, maxLineBytes))
 }
 
-func (readFileTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
+func (readFileTool) Run(ctx context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path   string `json:"path"`
 		Offset *int   `json:"offset"`
@@ -183,15 +191,20 @@ func (readFileTool) Run(_ context.Context, env Env, args json.RawMessage) (strin
 	if bytes.IndexByte(sniff, 0) >= 0 {
 		return "", fmt.Errorf("path %q looks like a binary file (it contains NUL bytes); read_file shows text only", p.Path)
 	}
-	return readLines(br, p.Path, offset, limit)
+	return readLines(ctx, br, p.Path, offset, limit)
 }
 
 // readLines renders lines offset.. of br, numbered, within the line and
 // byte limits, and ends with a note when something is left to read.
-func readLines(br *bufio.Reader, name string, offset, limit int) (string, error) {
+func readLines(ctx context.Context, br *bufio.Reader, name string, offset, limit int) (string, error) {
 	var b strings.Builder
 	lineNo, shown := 0, 0
 	for {
+		// A file of millions of short lines is skipped line by line to
+		// reach offset; a stopped run must not wait for that.
+		if lineNo%1024 == 0 && ctx.Err() != nil {
+			return "", ctx.Err()
+		}
 		line, dropped, err := readCappedLine(br)
 		if errors.Is(err, io.EOF) {
 			break
@@ -247,7 +260,7 @@ func readCappedLine(br *bufio.Reader) (line []byte, dropped int, err error) {
 	}
 }
 
-type writeFileTool struct{}
+type writeFileTool struct{ quota quota }
 
 var writeFileSchema = Schema{
 	Properties: map[string]Prop{
@@ -264,7 +277,7 @@ func (writeFileTool) Spec() Spec {
 		maxFileBytes))
 }
 
-func (writeFileTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
+func (t writeFileTool) Run(ctx context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path    string `json:"path"`
 		Content string `json:"content"`
@@ -284,6 +297,17 @@ func (writeFileTool) Run(_ context.Context, env Env, args json.RawMessage) (stri
 	}
 	defer root.Close()
 
+	// Checked before the parents are made, so a refused write leaves nothing.
+	verb, grow := "created", int64(len(p.Content))
+	if info, err := root.Stat(p.Path); err == nil {
+		if err := checkKind(p.Path, info, wantFile); err != nil {
+			return "", err
+		}
+		verb, grow = "overwrote", grow-info.Size()
+	}
+	if err := t.quota.refuseGrowth(ctx, env.Workspace, grow); err != nil {
+		return "", err
+	}
 	if dir := filepath.Dir(p.Path); dir != "." {
 		err := root.MkdirAll(dir, 0o755)
 		if errors.Is(err, fs.ErrExist) {
@@ -293,17 +317,13 @@ func (writeFileTool) Run(_ context.Context, env Env, args json.RawMessage) (stri
 			return "", workspaceError(p.Path, err)
 		}
 	}
-	verb := "created"
-	if _, err := root.Stat(p.Path); err == nil {
-		verb = "overwrote"
-	}
-	if err := root.WriteFile(p.Path, []byte(p.Content), 0o644); err != nil {
-		return "", workspaceError(p.Path, err)
+	if err := writeRegular(root, p.Path, os.O_CREATE, p.Content); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("%s %q (%d bytes)", verb, p.Path, len(p.Content)), nil
 }
 
-type strReplaceTool struct{}
+type strReplaceTool struct{ quota quota }
 
 var strReplaceSchema = Schema{
 	Properties: map[string]Prop{
@@ -322,7 +342,7 @@ func (strReplaceTool) Spec() Spec {
 			"lines to make it unique. Files up to %d bytes.", maxFileBytes))
 }
 
-func (strReplaceTool) Run(_ context.Context, env Env, args json.RawMessage) (string, error) {
+func (t strReplaceTool) Run(ctx context.Context, env Env, args json.RawMessage) (string, error) {
 	var p struct {
 		Path   string `json:"path"`
 		OldStr string `json:"old_str"`
@@ -353,7 +373,12 @@ func (strReplaceTool) Run(_ context.Context, env Env, args json.RawMessage) (str
 	if err != nil {
 		return "", err
 	}
-	if err := overwrite(root, p.Path, updated); err != nil {
+	if err := t.quota.refuseGrowth(ctx, env.Workspace, int64(len(updated)-len(text))); err != nil {
+		return "", err
+	}
+	// O_TRUNC without O_CREATE keeps the file's mode and fails rather than
+	// recreate a file removed since it was read.
+	if err := writeRegular(root, p.Path, 0, updated); err != nil {
 		return "", err
 	}
 	line := strings.Count(text[:at], "\n") + 1
@@ -396,13 +421,12 @@ func replaceOnce(text, oldStr, newStr, name string) (string, int, error) {
 	return updated, at, nil
 }
 
-// overwrite replaces the content of the existing file name.
-func overwrite(root *os.Root, name, content string) error {
-	// O_TRUNC without O_CREATE keeps the file's mode and fails rather than
-	// recreate a file removed since it was read.
-	out, err := root.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+// writeRegular replaces the content of the regular file name, creating
+// it when flag has os.O_CREATE.
+func writeRegular(root *os.Root, name string, flag int, content string) error {
+	out, err := openChecked(root, name, os.O_WRONLY|os.O_TRUNC|flag, wantFile)
 	if err != nil {
-		return workspaceError(name, err)
+		return err
 	}
 	if _, err := io.WriteString(out, content); err != nil {
 		out.Close()
@@ -455,23 +479,77 @@ func openWorkspaceFile(env Env, name string) (*os.Root, *os.File, error) {
 	return root, f, nil
 }
 
-// openRegular opens name for reading and refuses directories, so the
-// error tells the model which tool to use instead.
+// openRegular opens the regular file name for reading.
 func openRegular(root *os.Root, name string) (*os.File, error) {
-	f, err := root.Open(name)
+	return openChecked(root, name, os.O_RDONLY, wantFile)
+}
+
+// What openChecked expects to find.
+const (
+	wantFile = false
+	wantDir  = true
+)
+
+// openChecked opens name with flag only if it is a regular file (or a
+// directory, with wantDir), so that no tool call can block on a FIFO or
+// touch a device or socket. The type is checked before opening, and again
+// on the open file: O_NONBLOCK makes the open itself return at once even
+// if a FIFO was swapped in between, and the second check refuses it.
+func openChecked(root *os.Root, name string, flag int, dir bool) (*os.File, error) {
+	info, err := root.Stat(name)
+	if err != nil && !(errors.Is(err, fs.ErrNotExist) && flag&os.O_CREATE != 0) {
+		return nil, workspaceError(name, err)
+	}
+	if err == nil {
+		if err := checkKind(name, info, dir); err != nil {
+			return nil, err
+		}
+	}
+	f, err := root.OpenFile(name, flag|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return nil, workspaceError(name, err)
 	}
-	info, err := f.Stat()
-	if err != nil {
+	if info, err = f.Stat(); err != nil {
 		f.Close()
 		return nil, workspaceError(name, err)
 	}
-	if info.IsDir() {
+	if err := checkKind(name, info, dir); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("path %q is a directory; use ls to list it", name)
+		return nil, err
 	}
 	return f, nil
+}
+
+// checkKind refuses anything but a regular file (or a directory, with
+// dir), with an error that tells the model what it found and which tool
+// fits instead.
+func checkKind(name string, info fs.FileInfo, dir bool) error {
+	switch {
+	case info.IsDir() && dir, info.Mode().IsRegular() && !dir:
+		return nil
+	case info.IsDir():
+		return fmt.Errorf("path %q is a directory, not a file; use ls to list it", name)
+	case info.Mode().IsRegular():
+		return fmt.Errorf("path %q is a file, not a directory; use read_file to read it", name)
+	default:
+		return fmt.Errorf("path %q is %s, not a regular file or directory; the workspace tools refuse it", name, kindOf(info.Mode().Type()))
+	}
+}
+
+// kindOf names a file type that is neither a regular file nor a directory.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	default:
+		return "a special file"
+	}
 }
 
 func requirePath(p string) error {

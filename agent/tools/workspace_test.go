@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 // checkToolLeaks fails t if goroutines started during t outlive it.
@@ -340,7 +344,7 @@ func TestReadFile(t *testing.T) {
 			want: "     1\t" + strings.Repeat("x", maxLineBytes) + " [line cut: 3000 more bytes]\n" + "     2\tline 2\n"},
 		{name: "binary refused", args: map[string]any{"path": "binary.bin"},
 			wantErr: `path "binary.bin" looks like a binary file`},
-		{name: "directory refused", args: map[string]any{"path": "dir"}, wantErr: `path "dir" is a directory; use ls`},
+		{name: "directory refused", args: map[string]any{"path": "dir"}, wantErr: `path "dir" is a directory, not a file; use ls`},
 		{name: "missing file", args: map[string]any{"path": "nope.txt"}, wantErr: `path "nope.txt": no such file or directory`},
 	}
 	for _, tc := range cases {
@@ -419,7 +423,7 @@ func TestWriteFile(t *testing.T) {
 		{name: "exactly the size cap", path: "max.txt", content: strings.Repeat("m", maxFileBytes), want: fmt.Sprintf(`created "max.txt" (%d bytes)`, maxFileBytes)},
 		{name: "over the size cap", path: "big.txt", content: strings.Repeat("m", maxFileBytes+1),
 			wantErr: fmt.Sprintf("content is %d bytes; write_file accepts at most %d", maxFileBytes+1, maxFileBytes)},
-		{name: "onto a directory", existing: map[string]string{"d/x": ""}, path: "d", content: "x", wantErr: `path "d": is a directory`},
+		{name: "onto a directory", existing: map[string]string{"d/x": ""}, path: "d", content: "x", wantErr: `path "d" is a directory, not a file`},
 		{name: "under a file", existing: map[string]string{"f": ""}, path: "f/x.txt", content: "x", wantErr: `path "f/x.txt": "f" exists and is not a directory`},
 	}
 	for _, tc := range cases {
@@ -635,4 +639,113 @@ func argsJSON(t *testing.T, v any) json.RawMessage {
 		t.Fatal(err)
 	}
 	return b
+}
+
+type specialFile struct{ name, kind string }
+
+// specialFiles makes a FIFO, a symlink to it, a socket and (as root) a
+// device in ws.
+func specialFiles(t *testing.T, ws string) []specialFile {
+	t.Helper()
+	const fifo = "a named pipe (FIFO)"
+	files := []specialFile{{"fifo", fifo}, {"link-to-fifo", fifo}, {"sock", "a socket"}}
+	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	makeSymlink(t, "fifo", filepath.Join(ws, "link-to-fifo"))
+	ln, err := net.Listen("unix", filepath.Join(ws, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	// /dev/null's numbers: a device that is harmless if the check failed.
+	err = syscall.Mknod(filepath.Join(ws, "null"), syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3)))
+	switch {
+	case err == nil:
+		files = append(files, specialFile{"null", "a character device"})
+	case os.Geteuid() != 0:
+		t.Logf("not root: no device node case (%v)", err)
+	default:
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestWorkspaceSpecialFiles: a FIFO, a socket or a device is refused by
+// every file tool at once, with an error naming what it is; nothing
+// blocks on the FIFO, which has no writer.
+func TestWorkspaceSpecialFiles(t *testing.T) {
+	checkToolLeaks(t)
+	ws := t.TempDir()
+	for _, f := range specialFiles(t, ws) {
+		name, kind := f.name, f.kind
+		for _, tc := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{ReadFile, map[string]any{"path": name}},
+			{WriteFile, map[string]any{"path": name, "content": "x"}},
+			{StrReplace, map[string]any{"path": name, "old_str": "a", "new_str": "b"}},
+			{Ls, map[string]any{"path": name}},
+		} {
+			t.Run(tc.tool+" "+name, func(t *testing.T) {
+				done := make(chan error, 1)
+				go func() {
+					_, err := runWorkspaceTool(t, tc.tool, ws, tc.args)
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					want := fmt.Sprintf("path %q is %s, not a regular file or directory", name, kind)
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("err = %v; want %q", err, want)
+					}
+				case <-time.After(2 * time.Second):
+					t.Fatalf("%s on %s did not return: it blocked", tc.tool, kind)
+				}
+			})
+		}
+	}
+	t.Run("ls names them", func(t *testing.T) {
+		got, err := runWorkspaceTool(t, Ls, ws, map[string]any{})
+		if err != nil || !strings.Contains(got, "fifo (a named pipe (FIFO))\n") || !strings.Contains(got, "sock (a socket)\n") {
+			t.Errorf("ls = %q, %v", got, err)
+		}
+	})
+}
+
+// TestOpenCheckedRace: a FIFO swapped in after the type check is still
+// refused without blocking: the open does not wait for a writer and the
+// open file is checked again.
+func TestOpenCheckedRace(t *testing.T) {
+	ws := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile("fifo", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatalf("a non-blocking open of a FIFO must return at once: %v", err)
+	}
+	info, _ := f.Stat()
+	f.Close()
+	if err := checkKind("fifo", info, wantFile); err == nil || !strings.Contains(err.Error(), "named pipe") {
+		t.Errorf("checkKind on the open FIFO = %v; want a refusal", err)
+	}
+}
+
+// TestReadFileCancelled: a read of a long file stops when its context does.
+func TestReadFileCancelled(t *testing.T) {
+	ws := t.TempDir()
+	writeTestFile(t, filepath.Join(ws, "long.txt"), strings.Repeat("line\n", 200_000))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := workspaceTool(t, ReadFile).Run(ctx, Env{Workspace: ws}, argsJSON(t, map[string]any{"path": "long.txt", "offset": 150_000}))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("read_file with a cancelled context = %.80q, %v; want context.Canceled", got, err)
+	}
 }

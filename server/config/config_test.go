@@ -85,7 +85,10 @@ func TestLoadDefaults(t *testing.T) {
 				},
 			},
 		},
-		Sandbox: tools.SandboxConfig{Mode: "host", AllowHostBash: true, BashTimeoutSeconds: 120, OutputLimitBytes: 30000},
+		Sandbox: tools.SandboxConfig{
+			Mode: "auto", Network: "none", AllowHostBash: true, BashTimeoutSeconds: 120, OutputLimitBytes: 30000,
+			Limits: tools.SandboxLimits{Processes: 256, MemoryMB: 2048, CPUSeconds: 120, FileSizeMB: 512, TmpMB: 256, WorkspaceMB: 1024},
+		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\ngot  %s\nwant %s", got, want)
@@ -610,9 +613,18 @@ func TestErrors(t *testing.T) {
 		{name: "agent token_budget", file: agents + "x: {description: d, token_budget: -1}\n", want: []string{`config: herd.yaml: subagents.agents.x.token_budget: must be at least 0, got -1`}},
 
 		// Validation: sandbox.
-		{name: "sandbox mode", file: "sandbox: {mode: docker}\n", want: []string{`config: herd.yaml: sandbox.mode: must be one of host, bwrap, got "docker"`}},
+		{name: "sandbox mode", file: "sandbox: {mode: docker}\n", want: []string{`config: herd.yaml: sandbox.mode: must be one of auto, bwrap, host, got "docker"`}},
 		{name: "bash timeout", file: "sandbox: {bash_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: sandbox.bash_timeout_seconds: must be at least 1, got 0`}},
 		{name: "output limit", file: "sandbox: {output_limit_bytes: 1023}\n", want: []string{`config: herd.yaml: sandbox.output_limit_bytes: must be at least 1024, got 1023`}},
+		{name: "sandbox network", file: "sandbox: {network: bridge}\n", want: []string{`config: herd.yaml: sandbox.network: must be one of none, host, got "bridge"`}},
+		{name: "sandbox limits", file: "sandbox:\n  limits: {processes: 7, memory_mb: 63, cpu_seconds: 0, file_size_mb: 0, tmp_mb: 0, workspace_mb: 0}\n", want: []string{
+			`config: herd.yaml: sandbox.limits.processes: must be at least 8, got 7`,
+			`config: herd.yaml: sandbox.limits.memory_mb: must be at least 64, got 63`,
+			`config: herd.yaml: sandbox.limits.cpu_seconds: must be at least 1, got 0`,
+			`config: herd.yaml: sandbox.limits.file_size_mb: must be at least 1, got 0`,
+			`config: herd.yaml: sandbox.limits.tmp_mb: must be at least 1, got 0`,
+			`config: herd.yaml: sandbox.limits.workspace_mb: must be at least 1, got 0`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

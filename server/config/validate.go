@@ -277,9 +277,18 @@ func (l *loader) validateTools(key string, tools *[]string) {
 }
 
 func (l *loader) validateSandbox(s tools.SandboxConfig) {
-	l.oneOf("sandbox.mode", s.Mode, tools.SandboxHost, tools.SandboxBwrap)
+	l.oneOf("sandbox.mode", s.Mode, tools.SandboxAuto, tools.SandboxBwrap, tools.SandboxHost)
+	l.oneOf("sandbox.network", s.Network, tools.NetworkNone, tools.NetworkHost)
 	l.atLeast("sandbox.bash_timeout_seconds", s.BashTimeoutSeconds, 1)
 	l.atLeast("sandbox.output_limit_bytes", s.OutputLimitBytes, 1024)
+	// Below these a command cannot start at all: bwrap, bash and the
+	// dynamic loader need a few processes and some address space.
+	l.atLeast("sandbox.limits.processes", s.Limits.Processes, 8)
+	l.atLeast("sandbox.limits.memory_mb", s.Limits.MemoryMB, 64)
+	l.atLeast("sandbox.limits.cpu_seconds", s.Limits.CPUSeconds, 1)
+	l.atLeast("sandbox.limits.file_size_mb", s.Limits.FileSizeMB, 1)
+	l.atLeast("sandbox.limits.tmp_mb", s.Limits.TmpMB, 1)
+	l.atLeast("sandbox.limits.workspace_mb", s.Limits.WorkspaceMB, 1)
 }
 
 func sortedNames(agents map[string]agent.AgentConfig) []string {

@@ -1,0 +1,599 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// checkGoneNow fails t if any process with one of args runs right now:
+// "nothing outlives the tool" means gone when Run returns, not soon after.
+// Survivors are killed so one failure does not leak into other tests.
+func checkGoneNow(t *testing.T, args ...string) {
+	t.Helper()
+	var left []string
+	for _, a := range args {
+		for _, pid := range pidsWithArg(t, a) {
+			left = append(left, fmt.Sprintf("pid %d (sleep %s)", pid, a))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("still running when the tool returned: %s", strings.Join(left, ", "))
+	}
+}
+
+// escapes are the ways a command tries to leave something running after
+// it: a new session, a daemon of its own, ignoring SIGHUP, a double fork
+// re-parented away from bash, a job bash forgets.
+var escapes = []string{
+	"setsid sleep %s >/dev/null 2>&1 &",
+	"setsid -f sleep %s >/dev/null 2>&1",
+	"nohup sleep %s >/dev/null 2>&1 &",
+	"( (sleep %s >/dev/null 2>&1 &) & )",
+	"sleep %s >/dev/null 2>&1 & disown",
+}
+
+// escapeScript runs every escape, each with its own sleep token.
+func escapeScript() (script string, tokens []string) {
+	var b strings.Builder
+	for _, e := range escapes {
+		tok := sleepToken()
+		tokens = append(tokens, tok)
+		fmt.Fprintf(&b, e+"\n", tok)
+	}
+	return b.String(), tokens
+}
+
+// TestBashNothingOutlives: whatever a command starts, setsid, nohup and
+// double forks included, is gone when the tool returns: on success, on a
+// timeout and on a cancel, in host mode (a PID namespace) and in bwrap.
+func TestBashNothingOutlives(t *testing.T) {
+	checkToolLeaks(t)
+	modes := []struct {
+		name string
+		tool Tool
+	}{
+		{"host", newHostBash(t, SandboxConfig{BashTimeoutSeconds: 30})},
+		{"bwrap", newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 30})},
+	}
+	for _, m := range modes {
+		t.Run(m.name+"/return", func(t *testing.T) {
+			script, tokens := escapeScript()
+			// The wait lets every escape reach its sleep before bash ends.
+			got, err := runBash(t, m.tool, t.TempDir(), map[string]any{"command": script + "sleep 0.5; echo started"})
+			if err != nil || got != "started\n" {
+				t.Fatalf("got %q, %v", got, err)
+			}
+			checkGoneNow(t, tokens...)
+		})
+		t.Run(m.name+"/timeout", func(t *testing.T) {
+			script, tokens := escapeScript()
+			got, err := runBash(t, m.tool, t.TempDir(), map[string]any{"command": script + "sleep 60", "timeout_seconds": 1})
+			if err != nil || !strings.Contains(got, "timed out after 1 seconds") {
+				t.Fatalf("got %q, %v", got, err)
+			}
+			checkGoneNow(t, tokens...)
+		})
+		t.Run(m.name+"/cancel", func(t *testing.T) {
+			script, tokens := escapeScript()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := m.tool.Run(ctx, Env{Workspace: t.TempDir()}, argsJSON(t, map[string]any{"command": script + "sleep 60"}))
+				done <- err
+			}()
+			for _, tok := range tokens {
+				waitForProcess(t, tok)
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("Run = %v; want context.Canceled", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Run did not return within 5s of cancel")
+			}
+			checkGoneNow(t, tokens...)
+		})
+	}
+	// The control: without a PID namespace a setsid process leaves the
+	// group and survives, which is what the checks above would catch.
+	t.Run("control: group kill only", func(t *testing.T) {
+		tool := newGroupOnlyBash(t, SandboxConfig{BashTimeoutSeconds: 30})
+		tok := sleepToken()
+		got, err := runBash(t, tool, t.TempDir(), map[string]any{"command": fmt.Sprintf(escapes[0]+" sleep 0.3", tok)})
+		if err != nil || got != "(no output)" {
+			t.Fatalf("got %q, %v", got, err)
+		}
+		pids := pidsWithArg(t, tok)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if len(pids) == 0 {
+			t.Error("the setsid sleeper did not survive a group kill: this control no longer shows what the pid namespace prevents")
+		}
+	})
+}
+
+// TestBashNoInheritedDescriptors: a descriptor the server inherited
+// without close-on-exec does not reach a command.
+func TestBashNoInheritedDescriptors(t *testing.T) {
+	checkToolLeaks(t)
+	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	inheritedOnce = sync.Once{} // as at the server's start, after fd was inherited
+	for name, tool := range map[string]Tool{
+		"host":  newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10}),
+		"bwrap": newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 10}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := runBash(t, tool, t.TempDir(), map[string]any{"command": fmt.Sprintf("test -e /proc/self/fd/%d && echo leaked || echo closed", fd)})
+			if err != nil || got != "closed\n" {
+				t.Errorf("got %q, %v; want descriptor %d closed", got, err, fd)
+			}
+		})
+	}
+}
+
+// serverStandIn starts a process whose environment holds a secret, as
+// herd's holds the admin password and API keys, and returns its pid.
+func serverStandIn(t *testing.T, secret string) int {
+	t.Helper()
+	cmd := exec.Command("sleep", sleepToken())
+	cmd.Env = []string{"HERD_ADMIN_PASSWORD=" + secret, "OPENAI_API_KEY=" + secret}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+// TestBashBwrapConfinement runs each command on the host first, where it
+// must see what it looks for (so the test can fail), then in bwrap, where
+// it must not.
+func TestBashBwrapConfinement(t *testing.T) {
+	checkToolLeaks(t)
+	secret := fmt.Sprintf("do-not-leak-%d", rand.Int())
+	server := serverStandIn(t, secret)
+	data := t.TempDir()
+	ws := filepath.Join(data, "workspaces", "A")
+	writeTestFile(t, filepath.Join(ws, "mine.txt"), "mine\n")
+	writeTestFile(t, filepath.Join(data, "herd.db"), "SQLite format 3 "+secret)
+	writeTestFile(t, filepath.Join(data, "workspaces", "B", "notes.txt"), secret)
+
+	host := newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10})
+	sandboxed := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 10})
+	cases := []struct {
+		name, command string
+	}{
+		{"the server's environment", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ", server)},
+		{"every environment it can list", "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -a do-not-leak"},
+		{"the database", "cat ../../herd.db"},
+		{"another workspace", "cat ../B/notes.txt"},
+		{"the data directory by absolute path", fmt.Sprintf("cat %s/herd.db %s/workspaces/B/notes.txt", data, data)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := runBash(t, host, ws, map[string]any{"command": tc.command})
+			if err != nil || !strings.Contains(got, secret) {
+				t.Fatalf("on the host: %.300q, %v; the control does not see the secret", got, err)
+			}
+			got, err = runBash(t, sandboxed, ws, map[string]any{"command": tc.command})
+			if err != nil || strings.Contains(got, secret) {
+				t.Errorf("in the sandbox: %q, %v; it reads the secret", got, err)
+			}
+		})
+	}
+	t.Run("sees only its own workspace of the data directory", func(t *testing.T) {
+		got, err := runBash(t, sandboxed, ws, map[string]any{"command": "ls -A ../.. ..; cat mine.txt"})
+		if want := "..:\nA\n\n../..:\nworkspaces\nmine\n"; err != nil || got != want {
+			t.Errorf("got %q, %v; want %q", got, err, want)
+		}
+	})
+	t.Run("the parent process is the sandbox's init", func(t *testing.T) {
+		got, err := runBash(t, sandboxed, ws, map[string]any{"command": "echo $PPID; ls /proc | grep -c '^[0-9]'"})
+		// The init, bash, ls and grep (and the subshell of the pipe).
+		if err != nil || !strings.HasPrefix(got, "1\n") {
+			t.Errorf("got %q, %v; want parent pid 1 and only the sandbox's processes", got, err)
+		}
+	})
+}
+
+// TestBashBwrapDataDirUnderSystemDir: a data directory inside a directory
+// the sandbox binds read-only (here /usr/local) is covered over, so the
+// database stays out of sight.
+func TestBashBwrapDataDirUnderSystemDir(t *testing.T) {
+	checkToolLeaks(t)
+	data, err := os.MkdirTemp("/usr/local", "herd-test-data-")
+	if errors.Is(err, os.ErrPermission) {
+		t.Skipf("cannot create a directory in /usr/local: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
+	secret := fmt.Sprintf("do-not-leak-%d", rand.Int())
+	ws := filepath.Join(data, "workspaces", "A")
+	writeTestFile(t, filepath.Join(data, "herd.db"), secret)
+	writeTestFile(t, filepath.Join(data, "workspaces", "B", "notes.txt"), secret)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := runBash(t, newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 10}), ws, map[string]any{
+		"command": "cat ../../herd.db ../B/notes.txt; ls /usr/local >/dev/null && echo usr-visible; echo x > out && cat out",
+	})
+	if err != nil || strings.Contains(got, secret) || !strings.Contains(got, "usr-visible\nx\n") {
+		t.Errorf("got %q, %v; want the data directory hidden, /usr/local and the workspace usable", got, err)
+	}
+}
+
+// TestBashBwrapNetwork: no network by default, the host's with
+// sandbox.network: host.
+func TestBashBwrapNetwork(t *testing.T) {
+	checkToolLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	connect := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", ln.Addr().(*net.TCPAddr).Port)
+	cases := []struct {
+		name    string
+		network string
+		want    func(string) bool
+	}{
+		{"default: none", "", func(out string) bool {
+			return !strings.Contains(out, "connected\n") && strings.HasSuffix(out, "exit code 1")
+		}},
+		{"none", NetworkNone, func(out string) bool {
+			return !strings.Contains(out, "connected\n") && strings.HasSuffix(out, "exit code 1")
+		}},
+		{"host", NetworkHost, func(out string) bool { return out == "connected\n" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 10, Network: tc.network})
+			got, err := runBash(t, tool, t.TempDir(), map[string]any{"command": connect})
+			if err != nil || !tc.want(got) {
+				t.Errorf("got %q, %v", got, err)
+			}
+		})
+	}
+	t.Run("host network sees resolv.conf", func(t *testing.T) {
+		if _, err := os.Stat("/etc/resolv.conf"); err != nil {
+			t.Skipf("this machine has no /etc/resolv.conf: %v", err)
+		}
+		tool := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 10, Network: NetworkHost})
+		got, err := runBash(t, tool, t.TempDir(), map[string]any{"command": "test -r /etc/resolv.conf && echo ok"})
+		if err != nil || got != "ok\n" {
+			t.Errorf("got %q, %v", got, err)
+		}
+	})
+}
+
+// TestBashBwrapLimits: each limit stops what it is for, with a result
+// that says so.
+func TestBashBwrapLimits(t *testing.T) {
+	checkToolLeaks(t)
+	cases := []struct {
+		name    string
+		limits  SandboxLimits
+		command string
+		want    []string
+		check   func(t *testing.T, ws string)
+	}{
+		{
+			name:    "memory",
+			limits:  SandboxLimits{MemoryMB: 64},
+			command: "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}",
+			want:    []string{"cannot allocate"},
+		},
+		{
+			name:    "cpu time",
+			limits:  SandboxLimits{CPUSeconds: 1},
+			command: "while :; do :; done",
+			want:    []string{"killed by signal 24 (CPU time limit exceeded)"},
+		},
+		{
+			name:    "file size",
+			limits:  SandboxLimits{FileSizeMB: 1},
+			command: "head -c 3000000 /dev/zero > big; stat -c %s big",
+			want:    []string{"File size limit exceeded", "\n1048576\n"},
+		},
+		{
+			name:    "tmp size",
+			limits:  SandboxLimits{TmpMB: 1, FileSizeMB: 8},
+			command: "head -c 3000000 /dev/zero > /tmp/big; df -k /tmp | tail -1",
+			want:    []string{"No space left on device", " 1024 "},
+		},
+		{
+			name:    "processes",
+			limits:  SandboxLimits{Processes: 16},
+			command: "for i in $(seq 40); do sleep 0.5 & done; wait",
+			want:    []string{"fork: retry: Resource temporarily unavailable"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 30, Limits: tc.limits})
+			ws := t.TempDir()
+			got, err := runBash(t, tool, ws, map[string]any{"command": tc.command})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("got %q; want it to contain %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestBashBwrapForkBomb: a fork bomb stays within its process limit,
+// ends with the timeout, and leaves nothing behind.
+func TestBashBwrapForkBomb(t *testing.T) {
+	checkToolLeaks(t)
+	const limit = 32
+	tool := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 30, Limits: SandboxLimits{Processes: limit}})
+	tok := sleepToken()
+	done := make(chan string, 1)
+	go func() {
+		got, _ := runBash(t, tool, t.TempDir(), map[string]any{
+			"command":         fmt.Sprintf("bomb() { sleep %s & bomb | bomb & }; bomb; sleep 60", tok),
+			"timeout_seconds": 3,
+		})
+		done <- got
+	}()
+	waitForProcess(t, tok)
+	peak := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		peak = max(peak, len(pidsWithArg(t, tok)))
+	}
+	var got string
+	select {
+	case got = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fork bomb's call did not return")
+	}
+	if !strings.Contains(got, "timed out after 3 seconds") {
+		t.Errorf("got %q; want a timeout", got)
+	}
+	if peak == 0 || peak >= limit {
+		t.Errorf("at most %d of the bomb's sleeps ran at once; want some, and fewer than the limit of %d processes", peak, limit)
+	}
+	checkGoneNow(t, tok)
+}
+
+// TestBashWorkspaceLimit: a command that takes the workspace over its
+// limit is told; then bash and growing writes are refused until a write
+// shrinks it.
+func TestBashWorkspaceLimit(t *testing.T) {
+	checkToolLeaks(t)
+	cfg := SandboxConfig{BashTimeoutSeconds: 10, Limits: SandboxLimits{WorkspaceMB: 1, FileSizeMB: 8}}
+	for name, bash := range map[string]Tool{"host": newHostBash(t, cfg), "bwrap": newBwrapBash(t, cfg)} {
+		t.Run(name, func(t *testing.T) {
+			ws := t.TempDir()
+			set := NewSet(append(WorkspaceTools(cfg), bash)...)
+			run := func(tool string, args map[string]any) (string, error) {
+				t.Helper()
+				tl, _ := set.Get(tool)
+				return tl.Run(context.Background(), Env{Workspace: ws}, argsJSON(t, args))
+			}
+			got, err := run(Bash, map[string]any{"command": "head -c 1500000 /dev/urandom > big; echo wrote"})
+			if err != nil || !strings.HasPrefix(got, "wrote\nthe workspace now uses 1.") || !strings.Contains(got, "over its limit of 1.0 MiB") {
+				t.Fatalf("bash over the limit: %q, %v", got, err)
+			}
+			if got, err := run(Bash, map[string]any{"command": "echo hi"}); err == nil || !strings.Contains(err.Error(), "bash is refused") {
+				t.Errorf("bash while over: %q, %v; want a refusal", got, err)
+			}
+			if got, err := run(WriteFile, map[string]any{"path": "sub/more.txt", "content": "x"}); err == nil || !strings.Contains(err.Error(), "over its limit") {
+				t.Errorf("growing write while over: %q, %v; want a refusal", got, err)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "sub")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the refused write created its directory: %v", err)
+			}
+			if got, err := run(WriteFile, map[string]any{"path": "big", "content": "small now"}); err != nil {
+				t.Fatalf("shrinking write while over: %q, %v; want it allowed", got, err)
+			}
+			if got, err := run(Bash, map[string]any{"command": "cat big"}); err != nil || got != "small now" {
+				t.Errorf("bash after shrinking: %q, %v", got, err)
+			}
+			for _, name := range []string{"a.txt", "b.txt"} {
+				if got, err := run(WriteFile, map[string]any{"path": name, "content": strings.Repeat("x", 400_000) + "MARK"}); err != nil {
+					t.Fatalf("write within the limit: %q, %v", got, err)
+				}
+			}
+			if got, err := run(StrReplace, map[string]any{"path": "a.txt", "old_str": "MARK", "new_str": strings.Repeat("y", 300_000)}); err == nil || !strings.Contains(err.Error(), "would take the workspace to") {
+				t.Errorf("growing str_replace past the limit: %q, %v; want a refusal", got, err)
+			}
+			if got, err := run(StrReplace, map[string]any{"path": "a.txt", "old_str": "MARK", "new_str": "M"}); err != nil {
+				t.Errorf("shrinking str_replace: %q, %v", got, err)
+			}
+			if got, err := run(WriteFile, map[string]any{"path": "other.txt", "content": strings.Repeat("z", 300_000)}); err == nil || !strings.Contains(err.Error(), "would take the workspace to") {
+				t.Errorf("write past the limit: %q, %v; want a refusal", got, err)
+			}
+		})
+	}
+}
+
+// TestResolve: auto picks bwrap where it works and host where it does
+// not, and the report says what holds and who can run commands.
+func TestResolve(t *testing.T) {
+	t.Run("auto with bubblewrap", func(t *testing.T) {
+		newBwrapBash(t, SandboxConfig{}) // fails (or skips) where bwrap cannot run
+		cfg, rep, err := Resolve(SandboxConfig{Mode: SandboxAuto})
+		if err != nil || cfg.Mode != SandboxBwrap {
+			t.Fatalf("Resolve = %q, %v; want bwrap", cfg.Mode, err)
+		}
+		for _, want := range []string{"bwrap: every user's runs get confined bash", "no network", "pid namespace", "processes 256"} {
+			if line := fmt.Sprint(rep.Attrs()...); !strings.Contains(line, want) {
+				t.Errorf("report %s lacks %q", line, want)
+			}
+		}
+		if cfg.Limits != defaultLimits {
+			t.Errorf("limits = %+v; want the defaults %+v", cfg.Limits, defaultLimits)
+		}
+	})
+	t.Run("auto without bubblewrap", func(t *testing.T) {
+		t.Setenv("PATH", pathWith(t, "bash", "true"))
+		cfg, rep, err := Resolve(SandboxConfig{Mode: SandboxAuto, AllowHostBash: true})
+		if err != nil || cfg.Mode != SandboxHost {
+			t.Fatalf("Resolve = %q, %v; want host", cfg.Mode, err)
+		}
+		if !strings.Contains(rep.Why, "bwrap is not installed") || rep.Commands != "host mode: only admins' runs get bash" ||
+			!strings.HasPrefix(rep.Cleanup, "holds: each command runs in its own pid namespace") {
+			t.Errorf("report = %+v", rep)
+		}
+	})
+	t.Run("bwrap without bubblewrap", func(t *testing.T) {
+		t.Setenv("PATH", "/nonexistent")
+		_, _, err := Resolve(SandboxConfig{Mode: SandboxBwrap})
+		if err == nil || !strings.Contains(err.Error(), "sandbox.mode is bwrap but") {
+			t.Errorf("Resolve = %v; want an error", err)
+		}
+	})
+	t.Run("host without bash for anyone", func(t *testing.T) {
+		_, rep, err := Resolve(SandboxConfig{Mode: SandboxHost})
+		if err != nil || !strings.Contains(rep.Commands, "no one") {
+			t.Errorf("Resolve = %+v, %v", rep, err)
+		}
+	})
+	t.Run("bad network", func(t *testing.T) {
+		if _, _, err := Resolve(SandboxConfig{Mode: SandboxHost, Network: "bridge"}); err == nil || !strings.Contains(err.Error(), `sandbox.network "bridge"`) {
+			t.Errorf("Resolve = %v", err)
+		}
+	})
+}
+
+// pathWith returns a PATH that holds only the named programs.
+func pathWith(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range names {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		makeSymlink(t, p, filepath.Join(dir, name))
+	}
+	return dir
+}
+
+func TestPidsCandidates(t *testing.T) {
+	mountinfo := `25 1 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw
+33 25 0:29 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+34 25 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+35 25 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+	self := "8:pids:/user.slice\n4:memory:/x\n0::/system.slice/herd.service\n"
+	got := pidsCandidates(mountinfo, self)
+	want := []cgroupCandidate{
+		{dir: "/sys/fs/cgroup/pids/user.slice"},
+		{dir: "/sys/fs/cgroup/unified/system.slice/herd.service", v2: true},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pidsCandidates = %v; want %v", got, want)
+	}
+	if got := pidsCandidates("", "0::/\n"); len(got) != 0 {
+		t.Errorf("no mounts: %v", got)
+	}
+}
+
+// TestReportSaysWhatDoesNotHold: where the machine offers no pid
+// namespace or no pids cgroup, the start-up line says so.
+func TestReportSaysWhatDoesNotHold(t *testing.T) {
+	cfg := SandboxConfig{AllowHostBash: true, Network: NetworkNone, Limits: defaultLimits}
+	host := cfg
+	host.Mode = SandboxHost
+	r := (&sandbox{cfg: host, pidnsErr: errors.New("operation not permitted")}).report()
+	if !strings.HasPrefix(r.Cleanup, "does NOT hold: no pid namespace here (operation not permitted)") {
+		t.Errorf("host without a pid namespace: cleanup = %q", r.Cleanup)
+	}
+	bwrap := cfg
+	bwrap.Mode = SandboxBwrap
+	r = (&sandbox{cfg: bwrap}).report()
+	if !strings.Contains(r.Limits, "processes 256 (RLIMIT_NPROC: counts all processes of the server's user") {
+		t.Errorf("bwrap without a pids cgroup: limits = %q", r.Limits)
+	}
+	if root := os.Geteuid() == 0; root != strings.Contains(r.Limits, "does NOT hold for root") {
+		t.Errorf("root = %v but limits = %q", root, r.Limits)
+	}
+}
+
+// TestBwrapCommandLimits: the rlimits reach prlimit; the process limit is
+// the cgroup's where there is one, RLIMIT_NPROC otherwise.
+func TestBwrapCommandLimits(t *testing.T) {
+	cfg := SandboxConfig{Mode: SandboxBwrap, Network: NetworkNone, Limits: SandboxLimits{
+		Processes: 10, MemoryMB: 100, CPUSeconds: 7, FileSizeMB: 3, TmpMB: 2, WorkspaceMB: 1,
+	}}
+	sb := &sandbox{cfg: cfg, bwrap: "/usr/bin/bwrap", prlimit: "/usr/bin/prlimit", sysMounts: systemMounts(false)}
+	name, args, err := sb.bwrapCommand("/data/workspaces/t1", "true", &job{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := name + " " + strings.Join(args, " ")
+	for _, want := range []string{
+		"/usr/bin/prlimit --as=104857600 --cpu=7:8 --fsize=3145728 --nproc=10 -- /usr/bin/bwrap ",
+		" --size 2097152 --tmpfs /tmp ", " --bind /data/workspaces/t1 /data/workspaces/t1 ", " -- bash -c true",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("command line lacks %q:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "--share-net") {
+		t.Errorf("network none shares the network:\n%s", line)
+	}
+}
+
+// TestHostBashUserNamespace runs host commands the way a server that is
+// not root does: a PID namespace inside a user namespace that maps the
+// server's own ids, so files keep their owners and nothing outlives the
+// command.
+func TestHostBashUserNamespace(t *testing.T) {
+	checkToolLeaks(t)
+	tool := newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10}).(*bashTool)
+	sb := *tool.sb
+	sb.userns = true
+	probe := exec.Command("true")
+	probe.SysProcAttr = sb.hostProcAttr()
+	if err := probe.Run(); err != nil {
+		t.Fatalf("a user namespace cannot be created here: %v", err)
+	}
+	tool.sb = &sb
+	ws := t.TempDir()
+	tok := sleepToken()
+	got, err := runBash(t, tool, ws, map[string]any{
+		"command": fmt.Sprintf("setsid sleep %s >/dev/null 2>&1 & id -u; id -g; echo $$; touch made", tok),
+	})
+	if want := fmt.Sprintf("%d\n%d\n1\n", os.Getuid(), os.Getgid()); err != nil || got != want {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+	checkGoneNow(t, tok)
+	info, err := os.Stat(filepath.Join(ws, "made"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := info.Sys().(*syscall.Stat_t); int(st.Uid) != os.Getuid() {
+		t.Errorf("the command's file is owned by %d; want the server's uid %d", st.Uid, os.Getuid())
+	}
+}
