@@ -24,6 +24,7 @@ type Config struct {
 	Log        LogConfig             `yaml:"log"`
 	Auth       AuthConfig            `yaml:"auth"`
 	TokenUsage TokenUsageConfig      `yaml:"token_usage"`
+	Metrics    MetricsConfig         `yaml:"metrics"`
 	Models     []agent.ModelConfig   `yaml:"models"`
 	Lead       agent.LeadConfig      `yaml:"lead"`
 	Subagents  agent.SubagentsConfig `yaml:"subagents"`
@@ -46,6 +47,20 @@ type ServerConfig struct {
 	// TrustedProxies are the CIDRs of reverse proxies whose
 	// X-Forwarded-For herd believes for the client's address.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// The HTTP server's limits (docs/OPERATIONS.md "Connection limits").
+	ReadHeaderTimeoutSeconds int `yaml:"read_header_timeout_seconds"`
+	ReadTimeoutSeconds       int `yaml:"read_timeout_seconds"`
+	WriteTimeoutSeconds      int `yaml:"write_timeout_seconds"`
+	IdleTimeoutSeconds       int `yaml:"idle_timeout_seconds"`
+	MaxConnections           int `yaml:"max_connections"`
+}
+
+// MetricsConfig is where /metrics is served: on its own address (Addr,
+// loopback by default; "" for none), and on the main address only for a
+// bearer Token.
+type MetricsConfig struct {
+	Addr  string `yaml:"addr"`
+	Token string `yaml:"token"`
 }
 
 // LogConfig sets the slog level (debug, info, warn, error) and handler

@@ -55,7 +55,9 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("load defaults: %v", err)
 	}
 	want := &Config{
-		Server:     ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, AllowedHosts: []string{}, TrustedProxies: []string{}},
+		Server: ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, AllowedHosts: []string{}, TrustedProxies: []string{},
+			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 1024},
+		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30},
 		TokenUsage: TokenUsageConfig{Enabled: true},
@@ -554,6 +556,14 @@ func TestErrors(t *testing.T) {
 		{name: "allowed_hosts with port", file: "server: {allowed_hosts: ['herd.lan:8080']}\n", want: []string{`config: herd.yaml: server.allowed_hosts.0: must be a host name or IP address without scheme, port or path, got "herd.lan:8080"`}},
 		{name: "trusted_proxies not a CIDR", file: "server: {trusted_proxies: [10.0.0.1]}\n", want: []string{`config: herd.yaml: server.trusted_proxies.0: must be a CIDR such as 10.0.0.0/8 or 127.0.0.1/32, got "10.0.0.1"`}},
 		{name: "shutdown timeout", file: "server: {shutdown_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: server.shutdown_timeout_seconds: must be at least 1, got 0`}},
+		{name: "read header timeout", file: "server: {read_header_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: server.read_header_timeout_seconds: must be at least 1, got 0`}},
+		{name: "read timeout below the header timeout", file: "server: {read_timeout_seconds: 5}\n", want: []string{`config: herd.yaml: server.read_timeout_seconds: must be at least server.read_header_timeout_seconds (10), got 5`}},
+		{name: "write timeout", file: "server: {write_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: server.write_timeout_seconds: must be at least 1, got 0`}},
+		{name: "idle timeout", file: "server: {idle_timeout_seconds: -1}\n", want: []string{`config: herd.yaml: server.idle_timeout_seconds: must be at least 1, got -1`}},
+		{name: "max connections", file: "server: {max_connections: 2}\n", want: []string{`config: herd.yaml: server.max_connections: must be at least 8, got 2`}},
+		{name: "metrics addr", file: "metrics: {addr: 'localhost'}\n", want: []string{`config: herd.yaml: metrics.addr: must be host:port or empty, got "localhost"`}},
+		{name: "public metrics addr without a token", file: "metrics: {addr: ':9180'}\n", want: []string{`config: herd.yaml: metrics.addr: ":9180" is reachable from other machines and /metrics shows usage figures; listen on 127.0.0.1 or set metrics.token`}},
+		{name: "short metrics token", env: []string{"HERD_METRICS_TOKEN=short"}, want: []string{`config: HERD_METRICS_TOKEN: must be at least 16 characters (or empty), got 5`}},
 		{name: "log level", file: "log: {level: verbose}\n", want: []string{`config: herd.yaml: log.level: must be one of debug, info, warn, error, got "verbose"`}},
 		{name: "log format", file: "log: {format: xml}\n", want: []string{`config: herd.yaml: log.format: must be one of text, json, got "xml"`}},
 		{name: "session hours", file: "auth: {session_hours: 0}\n", want: []string{`config: herd.yaml: auth.session_hours: must be at least 1, got 0`}},
@@ -806,5 +816,28 @@ func TestVariablesNameRealKeys(t *testing.T) {
 		if _, err := loadYAML(t, "", []string{n + "=" + "1"}, Overrides{}); err != nil && strings.Contains(err.Error(), "matches no config key") {
 			t.Errorf("%s: %v", n, err)
 		}
+	}
+}
+
+func TestMetricsAddressWithTokenOrEmpty(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		file string
+		env  []string
+		want MetricsConfig
+	}{
+		{name: "no metrics listener", file: "metrics: {addr: ''}\n", want: MetricsConfig{}},
+		{name: "a public address with a token", file: "metrics: {addr: '0.0.0.0:9180'}\n", env: []string{"HERD_METRICS_TOKEN=0123456789abcdef"}, want: MetricsConfig{Addr: "0.0.0.0:9180", Token: "0123456789abcdef"}},
+		{name: "localhost", file: "metrics: {addr: 'localhost:9999'}\n", want: MetricsConfig{Addr: "localhost:9999"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := loadYAML(t, c.file, c.env, Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Metrics != c.want {
+				t.Errorf("metrics = %+v, want %+v", got.Metrics, c.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -116,6 +117,7 @@ func (l *loader) oneOf(key, got string, allowed ...string) {
 
 func (l *loader) validate(c *Config) {
 	l.validateServer(c.Server)
+	l.validateMetrics(c.Metrics)
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 	l.atLeast("auth.session_hours", c.Auth.SessionHours, 1)
@@ -153,6 +155,50 @@ func (l *loader) validateServer(s ServerConfig) {
 			l.invalid("server.trusted_proxies."+strconv.Itoa(i), "must be a CIDR such as 10.0.0.0/8 or 127.0.0.1/32, got %q", p)
 		}
 	}
+	l.atLeast("server.read_header_timeout_seconds", s.ReadHeaderTimeoutSeconds, 1)
+	if s.ReadTimeoutSeconds < max(s.ReadHeaderTimeoutSeconds, 1) {
+		l.invalid("server.read_timeout_seconds", "must be at least server.read_header_timeout_seconds (%d), got %d", max(s.ReadHeaderTimeoutSeconds, 1), s.ReadTimeoutSeconds)
+	}
+	l.atLeast("server.write_timeout_seconds", s.WriteTimeoutSeconds, 1)
+	l.atLeast("server.idle_timeout_seconds", s.IdleTimeoutSeconds, 1)
+	// A few connections are always busy (a browser's WebSocket, its page
+	// loads); below this the cap would queue ordinary use.
+	l.atLeast("server.max_connections", s.MaxConnections, minConnections)
+}
+
+const (
+	minConnections     = 8
+	minMetricsTokenLen = 16
+)
+
+// validateMetrics keeps /metrics private: a metrics address that others
+// can reach needs a token, and a token must not be guessable.
+func (l *loader) validateMetrics(m MetricsConfig) {
+	if m.Token != "" && len(m.Token) < minMetricsTokenLen {
+		l.invalid("metrics.token", "must be at least %d characters (or empty), got %d", minMetricsTokenLen, len(m.Token))
+	}
+	if m.Addr == "" {
+		return
+	}
+	host, port, err := net.SplitHostPort(m.Addr)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		l.invalid("metrics.addr", "must be host:port or empty, got %q", m.Addr)
+		return
+	}
+	if m.Token == "" && !loopbackHost(host) {
+		l.invalid("metrics.addr", "%q is reachable from other machines and /metrics shows usage figures; listen on 127.0.0.1 or set metrics.token", m.Addr)
+	}
+}
+
+// loopbackHost reports whether a listen host binds only loopback: an empty
+// host binds every interface and a name other than localhost may resolve
+// anywhere.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // validHostName accepts what a Host header names: a DNS name or an IP
