@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"time"
@@ -50,9 +51,31 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// Handler serves the registry in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+// Handler serves the registry in the Prometheus text format. With a
+// token, a request must carry it as "Authorization: Bearer <token>" or is
+// answered 401: the figures include token usage and runtime details.
+func (m *Metrics) Handler(token string) http.Handler {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herd metrics"`)
+			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// WatchConns registers the connection gauges of the listener l limits.
+func (m *Metrics) WatchConns(l *ConnLimit) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "herd_http_connections", Help: "HTTP connections held, WebSockets included."}, func() float64 { return float64(l.Open()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "herd_http_connections_evicted_total", Help: "Connections outside a request closed to make room at server.max_connections."}, func() float64 { return float64(l.Evicted()) }),
+	)
 }
 
 // OnDrop counts a WebSocket client cut for not reading (HubOptions.OnDrop).

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"testing"
@@ -13,11 +14,12 @@ func TestMetrics(t *testing.T) {
 	u.watch(th)
 	u.startRun(th, "Compare:\n- alpha\n- beta")
 	a.waitIdle(th)
-	r := a.anonymous().do("GET", "/metrics", nil)
-	if r.status != 200 {
-		t.Fatalf("/metrics: %d", r.status)
+	rec := httptest.NewRecorder()
+	a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics: %d", rec.Code)
 	}
-	body := string(r.body)
+	body := rec.Body.String()
 	value := func(series string) float64 {
 		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
 		if m == nil {

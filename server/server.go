@@ -9,8 +9,8 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -37,6 +37,9 @@ type Options struct {
 	// same one.
 	Markdown *Markdown
 	Metrics  *Metrics // nil: no /metrics
+	// MetricsToken serves /metrics on this handler to bearers of the token;
+	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
+	MetricsToken string
 	// Storage reports the writer's storage fault, if any (readiness, new
 	// runs); nil: none is ever reported.
 	Storage interface{ Fault() *models.StorageFault }
@@ -68,6 +71,7 @@ type Server struct {
 	hub           *Hub
 	settings      *Settings
 	metrics       *Metrics
+	metricsToken  string
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
 	now           func() time.Time
@@ -103,6 +107,7 @@ func New(o Options) (*Server, error) {
 		hub:           o.Hub,
 		settings:      o.Settings,
 		metrics:       o.Metrics,
+		metricsToken:  o.MetricsToken,
 		storage:       o.Storage,
 		log:           o.Logger,
 		now:           o.Now,
@@ -200,12 +205,13 @@ func (s *Server) routes() {
 	e.Use(s.logRequests)
 	e.Use(s.checkHost)
 	e.Use(securityHeaders)
-	e.Use(middleware.BodyLimit(bodyLimitString(s.maxBody)))
+	e.Use(noStoreAPI)
+	e.Use(limitBody(s.maxBody))
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	if s.metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(s.metrics.Handler()))
+	if s.metrics != nil && s.metricsToken != "" {
+		e.GET("/metrics", echo.WrapHandler(s.metrics.Handler(s.metricsToken)))
 	}
 	e.GET("/static/*", s.serveStatic)
 
@@ -277,12 +283,46 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.Any("/*", func(echo.Context) error { return errNotFound("route") })
 }
 
-// bodyLimitString writes a byte count in the form echo's BodyLimit reads.
-func bodyLimitString(n int64) string {
-	if n%(1<<20) == 0 {
-		return strconv.FormatInt(n>>20, 10) + "M"
+// limitBody caps every request body at max bytes, chunked ones included:
+// a declared length over it is refused before anything is read, a chunked
+// body once it passes max, both with 413 (docs/API.md). A form is parsed
+// here, because the handlers' FormValue would drop the error and answer
+// as if a field were missing.
+func limitBody(max int64) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			if req.ContentLength > max {
+				return errTooLarge("the request body is larger than 1 MB")
+			}
+			// The server's own writer, so that an overrun also closes the
+			// connection instead of reading the rest.
+			req.Body = http.MaxBytesReader(c.Response().Writer, req.Body, max)
+			var err error
+			switch mt, _, _ := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); mt {
+			case echo.MIMEApplicationForm:
+				err = req.ParseForm()
+			case echo.MIMEMultipartForm:
+				err = req.ParseMultipartForm(max)
+			}
+			if maxb := (*http.MaxBytesError)(nil); errors.As(err, &maxb) {
+				return errTooLarge("the request body is larger than 1 MB")
+			}
+			return next(c)
+		}
 	}
-	return strconv.FormatInt(n>>10, 10) + "K"
+}
+
+// noStoreAPI keeps every JSON API answer, errors included, out of
+// browser and proxy caches: they hold one user's data. Pages say the same
+// in render.
+func noStoreAPI(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+			c.Response().Header().Set("Cache-Control", "no-store")
+		}
+		return next(c)
+	}
 }
 
 // securityHeaders sets the CSP and friends on every response: no inline

@@ -1,0 +1,174 @@
+package server
+
+import (
+	"container/list"
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// ConnLimit is a listener that holds at most max connections at once,
+// hijacked WebSockets included until they close, so slow or idle clients
+// cannot pile up goroutines and file descriptors (docs/OPERATIONS.md
+// "Connection limits").
+//
+// At the cap a new connection is still accepted, and the connection that
+// has waited longest outside a request (still sending its headers, or
+// idle between requests) is closed to make room: a client that sends its
+// request at once is served even while hundreds of slow ones are
+// connected, and the slow ones lose their place first. Only when every
+// connection is inside a request does Accept wait for one to close,
+// leaving new connections in the kernel's queue.
+//
+// Install it on the http.Server that serves it, which tells it when a
+// request starts (the handler runs) and ends (the connection goes idle).
+type ConnLimit struct {
+	net.Listener
+	max     int
+	done    chan struct{}
+	once    sync.Once
+	freed   chan struct{} // a connection closed; cap 1, never blocks
+	evicted atomic.Int64
+
+	mu      sync.Mutex
+	open    int
+	waiting list.List // *limitedConn outside a request, longest-waiting first
+}
+
+// LimitConns wraps ln to hold at most max connections.
+func LimitConns(ln net.Listener, max int) *ConnLimit {
+	return &ConnLimit{Listener: ln, max: max, done: make(chan struct{}), freed: make(chan struct{}, 1)}
+}
+
+// Install makes srv report request starts and idle connections to l and
+// serve through it. Call it before srv.Serve(l).
+func (l *ConnLimit) Install(srv *http.Server) {
+	next := srv.Handler
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+			l.setWaiting(c, false)
+		}
+		next.ServeHTTP(w, r)
+	})
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		if lc, ok := c.(*limitedConn); ok && st == http.StateIdle {
+			l.setWaiting(lc, true)
+		}
+	}
+}
+
+type connKey struct{}
+
+// Open returns the connections held now.
+func (l *ConnLimit) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+// Evicted returns how many waiting connections were closed to make room.
+func (l *ConnLimit) Evicted() int64 { return l.evicted.Load() }
+
+// Accept accepts the next connection, making room for it first.
+func (l *ConnLimit) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		l.mu.Lock()
+		if l.open < l.max {
+			l.open++
+			lc := &limitedConn{Conn: c, l: l}
+			lc.elem = l.waiting.PushBack(lc)
+			l.mu.Unlock()
+			return lc, nil
+		}
+		var victim *limitedConn
+		if front := l.waiting.Front(); front != nil {
+			victim = l.waiting.Remove(front).(*limitedConn)
+			victim.elem = nil
+		}
+		l.mu.Unlock()
+		if victim != nil {
+			l.evicted.Add(1)
+			_ = victim.Close()
+			continue
+		}
+		select {
+		case <-l.freed:
+		case <-l.done:
+			_ = c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+// Close stops accepting; connections already held stay open.
+func (l *ConnLimit) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// setWaiting moves c into or out of the list eviction picks from; a
+// connection that waits again goes to the back.
+func (l *ConnLimit) setWaiting(c *limitedConn, waiting bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if c.elem != nil {
+		l.waiting.Remove(c.elem)
+		c.elem = nil
+	}
+	if waiting {
+		c.elem = l.waiting.PushBack(c)
+	}
+}
+
+func (l *ConnLimit) release(c *limitedConn) {
+	l.mu.Lock()
+	if c.elem != nil {
+		l.waiting.Remove(c.elem)
+		c.elem = nil
+	}
+	c.closed = true
+	l.open--
+	l.mu.Unlock()
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
+}
+
+// limitedConn gives its slot back on its first Close, whoever calls it:
+// the HTTP server, the WebSocket hub after a hijack, or an eviction.
+type limitedConn struct {
+	net.Conn
+	l    *ConnLimit
+	once sync.Once
+	// elem and closed are guarded by l.mu.
+	elem   *list.Element
+	closed bool
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c) })
+	return err
+}
+
+// CloseWrite keeps the TCP half-close the HTTP server uses to end a
+// response cleanly before closing.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
