@@ -280,6 +280,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		SessionTTL:     time.Duration(cfg.Auth.SessionHours) * time.Hour,
 		LoginPerMinute: cfg.Auth.LoginAttemptsPerMinute,
 		RunsPerMinute:  cfg.Auth.RunsPerMinute,
+		MetricsToken:   cfg.Metrics.Token,
 	})
 	if err != nil {
 		return nil, err
@@ -293,28 +294,43 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 	return srv, nil
 }
 
-// listen serves srv on the configured address until ctx ends or serving
-// fails, then shuts down.
+// listen serves srv on the configured address, and /metrics on its own
+// address when one is set, until ctx ends or serving fails, then shuts
+// down.
 func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv *server.Server, b *base, rt *agent.Runtime) error {
-	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	app, err := newListener(cfg.Server.Addr, cfg.Server, cfg.Server.MaxConnections, srv, log)
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(ln) }()
-	if err := b.owner.record(ln.Addr().String()); err != nil {
+	b.metrics.WatchConns(app.limit)
+	servers := []*httpServer{app}
+	if cfg.Metrics.Addr != "" {
+		m, err := newListener(cfg.Metrics.Addr, cfg.Server, metricsConnections, metricsMux(b.metrics, cfg.Metrics.Token), log)
+		if err != nil {
+			_ = app.limit.Close()
+			return fmt.Errorf("metrics.addr: %w", err)
+		}
+		servers = append(servers, m)
+	}
+	served := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { served <- s.srv.Serve(s.limit) }()
+	}
+	if len(servers) > 1 {
+		log.Info("metrics are listening", "url", "http://"+servers[1].limit.Addr().String()+"/metrics", "token", cfg.Metrics.Token != "")
+	}
+	if err := b.owner.record(app.limit.Addr().String()); err != nil {
 		log.Warn("could not record the address in the data directory's lock file", "err", err)
 	}
-	log.Info("herd is listening", "url", "http://"+ln.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
-	announceSetup(ctx, cfg, log, srv, ln.Addr())
+	log.Info("herd is listening", "url", "http://"+app.limit.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
+	announceSetup(ctx, cfg, log, srv, app.limit.Addr())
 
 	select {
 	case <-ctx.Done():
 	case err := <-served:
-		return err
+		served <- err
 	}
-	return shutdown(cfg, log, b, rt, httpSrv, served)
+	return shutdown(cfg, log, b, rt, servers, served)
 }
 
 // announceSetup prints the one-time set-up link while no user exists:
@@ -332,7 +348,49 @@ func announceSetup(ctx context.Context, cfg *config.Config, log *slog.Logger, sr
 	}
 }
 
-func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, httpSrv *http.Server, served <-chan error) error {
+// metricsConnections caps the metrics listener: a scraper or two.
+const metricsConnections = 16
+
+// httpServer is one listener and the server on it.
+type httpServer struct {
+	srv   *http.Server
+	limit *server.ConnLimit
+}
+
+// newListener listens on addr and builds a server with the configured
+// timeouts and at most maxConns connections (docs/OPERATIONS.md
+// "Connection limits"). The timeouts bound plain requests only: a
+// WebSocket upgrade clears the connection's deadlines and the hub sets
+// its own (server/hub.go), and a hijacked socket keeps its slot until it
+// closes.
+func newListener(addr string, c config.ServerConfig, maxConns int, h http.Handler, log *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: sec(c.ReadHeaderTimeoutSeconds),
+		ReadTimeout:       sec(c.ReadTimeoutSeconds),
+		WriteTimeout:      sec(c.WriteTimeoutSeconds),
+		IdleTimeout:       sec(c.IdleTimeoutSeconds),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	limit := server.LimitConns(ln, maxConns)
+	limit.Install(srv)
+	return &httpServer{srv: srv, limit: limit}, nil
+}
+
+// metricsMux serves /metrics alone, behind the token when one is set.
+func metricsMux(m *server.Metrics, token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler(token))
+	return mux
+}
+
+func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, servers []*httpServer, served <-chan error) error {
 	// Graceful shutdown (docs/DESIGN.md §11): refuse new runs and cancel the running
 	// ones while sockets still carry their terminal frames, then close the
 	// sockets with going-away, stop HTTP and flush the database.
@@ -346,11 +404,15 @@ func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, 
 	if err := b.hub.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := httpSrv.Shutdown(sctx); err != nil {
-		errs = append(errs, err)
+	for _, s := range servers {
+		if err := s.srv.Shutdown(sctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		errs = append(errs, err)
+	for range servers {
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
 	}
 	b.writer.Close()
 	return errors.Join(errs...)

@@ -78,7 +78,7 @@ func TestRunStartsAndStops(t *testing.T) {
 	var out syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out, &out)
+		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw", "HERD_METRICS_ADDR=127.0.0.1:0"}, &out, &out)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "herd is listening") {
@@ -118,7 +118,7 @@ func TestBackupCommand(t *testing.T) {
 	var out syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, &out, &out)
+		done <- run(ctx, []string{"--data-dir", dir, "--addr", "127.0.0.1:0"}, []string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw", "HERD_METRICS_ADDR=127.0.0.1:0"}, &out, &out)
 	}()
 	for !strings.Contains(out.String(), "herd is listening") {
 		time.Sleep(20 * time.Millisecond)
@@ -149,7 +149,7 @@ func TestBackupCommand(t *testing.T) {
 	if err := os.Rename(file, filepath.Join(copyDir, "herd.db")); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- run(ctx2, []string{"--data-dir", copyDir, "--addr", "127.0.0.1:0"}, nil, &sout, &sout) }()
+	go func() { done <- run(ctx2, []string{"--data-dir", copyDir, "--addr", "127.0.0.1:0"}, []string{"HERD_METRICS_ADDR="}, &sout, &sout) }()
 	for !strings.Contains(sout.String(), "herd is listening") {
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -53,14 +53,18 @@ func herdBinary(t *testing.T) string {
 
 // proc is a running herd.
 type proc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	url  string
-	log  *syncBuffer
-	done chan error
+	t          *testing.T
+	cmd        *exec.Cmd
+	url        string
+	metricsURL string // the metrics listener's /metrics
+	log        *syncBuffer
+	done       chan error
 }
 
-var listening = regexp.MustCompile(`msg="herd is listening" url=(\S+)`)
+var (
+	listening        = regexp.MustCompile(`msg="herd is listening" url=(\S+)`)
+	metricsListening = regexp.MustCompile(`msg="metrics are listening" url=(\S+)`)
+)
 
 func startHerd(t *testing.T, dataDir string) *proc {
 	t.Helper()
@@ -81,6 +85,7 @@ func startHerdEnv(t *testing.T, dataDir string, env ...string) *proc {
 	cmd.Env = append(os.Environ(),
 		// Slow demo models, so a run is still in flight when the test strikes.
 		"HERD_MODELS_0_LATENCY_MS=250", "HERD_MODELS_1_LATENCY_MS=250",
+		"HERD_METRICS_ADDR=127.0.0.1:0",
 	)
 	cmd.Env = append(cmd.Env, env...)
 	p := &proc{t: t, cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1)}
@@ -97,6 +102,9 @@ func startHerdEnv(t *testing.T, dataDir string, env ...string) *proc {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(p.log, line)
+			if m := metricsListening.FindStringSubmatch(line); m != nil {
+				p.metricsURL = m[1]
+			}
 			if m := listening.FindStringSubmatch(line); m != nil {
 				urls <- m[1]
 			}

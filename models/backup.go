@@ -41,7 +41,18 @@ func Backup(ctx context.Context, dbPath, out string) error {
 	if tables == 0 {
 		return fmt.Errorf("backup: %s is not a herd database", dbPath)
 	}
+	// VACUUM INTO fills an empty file: creating it first, exclusively,
+	// makes the copy as private as the database (0600, whatever the
+	// umask) and refuses to overwrite one made meanwhile.
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("backup: %s already exists", out)
+	} else if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	_ = f.Close()
 	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", out); err != nil {
+		_ = os.Remove(out)
 		return fmt.Errorf("backup to %s: %w", out, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -56,11 +57,77 @@ type Options struct {
 }
 
 // Open opens (creating if needed) the SQLite database at path in WAL mode
-// and migrates it.
+// and migrates it. The database holds password hashes and session tokens,
+// so it is private to the server's user whatever the umask: a directory
+// Open creates is 0700, the database and its -wal and -shm files are 0600
+// (tightened if an older herd left them looser). A directory that already
+// exists keeps its mode, since it is the operator's; one that others may
+// enter gets a warning.
 func Open(path string, opts Options) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("store: create data dir: %w", err)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	if err := privateDir(filepath.Dir(path), log); err != nil {
+		return nil, err
+	}
+	if err := privateFile(path, true); err != nil {
+		return nil, err
+	}
+	s, err := open(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	// SQLite gives these the database's mode; an older herd's may be looser.
+	for _, f := range []string{path + "-wal", path + "-shm"} {
+		if err := privateFile(f, false); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// privateDir creates dir 0700, or warns when an existing one lets other
+// users in.
+func privateDir(dir string, log *slog.Logger) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("store: create data dir: %w", err)
+		}
+		// MkdirAll's mode passes through the umask.
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("store: create data dir: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("store: data dir: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("store: data dir %s is not a directory", dir)
+	case fi.Mode().Perm()&0o077 != 0:
+		log.Warn("the data directory is open to other users of this machine; herd's own files in it are private, but consider chmod 700",
+			"dir", dir, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
+	}
+	return nil
+}
+
+// privateFile makes path 0600, creating it first when create is set.
+func privateFile(path string, create bool) error {
+	if create {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("store: create %s: %w", path, err)
+		}
+		_ = f.Close()
+	}
+	if err := os.Chmod(path, 0o600); err != nil && !(errors.Is(err, fs.ErrNotExist) && !create) {
+		return fmt.Errorf("store: make %s private: %w", path, err)
+	}
+	return nil
+}
+
+func open(path string, opts Options) (*Store, error) {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
