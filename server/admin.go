@@ -132,7 +132,11 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 	case err != nil:
 		return err
 	}
-	return s.revokeUser(ctx, id)
+	err = s.revokeUser(ctx, id)
+	for _, t := range ts {
+		s.removeWorkspace(t.ID)
+	}
+	return err
 }
 
 // isLastAdmin reports whether user id is the only enabled admin.

@@ -25,7 +25,8 @@ import (
 // loopback listener, with fast demo models.
 type testApp struct {
 	t        testing.TB
-	closed   bool // close is idempotent: benchmarks close apps themselves
+	closed   bool   // close is idempotent: benchmarks close apps themselves
+	dir      string // the data directory: herd.db and workspaces/
 	store    *models.Store
 	writer   *models.Writer
 	hub      *Hub
@@ -72,7 +73,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &testApp{t: t, store: store, metrics: NewMetrics()}
+	a := &testApp{t: t, dir: dir, store: store, metrics: NewMetrics()}
 	if cfg.hub.OnDrop == nil {
 		cfg.hub.OnDrop = a.metrics.OnDrop
 	}

@@ -177,7 +177,7 @@ func (s *Server) threadDeleteSubmit(c echo.Context) error {
 
 // deleteThread deletes the :id thread the current user owns (see
 // ownThread): it stops the thread's run, waits for it to write its end,
-// then deletes everything recorded in the thread.
+// then deletes everything recorded in the thread and its workspace.
 func (s *Server) deleteThread(c echo.Context) error {
 	t, err := s.ownThread(c)
 	if err != nil {
@@ -187,7 +187,19 @@ func (s *Server) deleteThread(c echo.Context) error {
 	if err := s.stopRun(ctx, t.ID); err != nil {
 		return err
 	}
-	return s.store.DeleteThread(ctx, t.UserID, t.ID)
+	if err := s.store.DeleteThread(ctx, t.UserID, t.ID); err != nil {
+		return err
+	}
+	s.removeWorkspace(t.ID)
+	return nil
+}
+
+// removeWorkspace deletes a deleted thread's files. The thread is already
+// gone, so a failure is the operator's to see in the log, not the user's.
+func (s *Server) removeWorkspace(threadID string) {
+	if err := s.rt.RemoveWorkspace(threadID); err != nil {
+		s.log.Error("a deleted thread's workspace was not removed", "thread", threadID, "err", err)
+	}
 }
 
 // stopRun stops the thread's active run, if any, and waits (bounded) for

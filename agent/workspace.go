@@ -1,0 +1,33 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/google/uuid"
+)
+
+// RemoveWorkspace deletes the thread's workspace and everything in it, for
+// a deleted thread (docs/DESIGN.md §4). Call it only once the thread's run
+// has ended: a running tool would write into it again. The removal goes
+// through an os.Root on the workspace root, so neither the thread id nor a
+// symlink a command left in the workspace can reach anything outside it.
+// A workspace that was never created is not an error.
+func (rt *Runtime) RemoveWorkspace(threadID string) error {
+	if _, err := uuid.Parse(threadID); err != nil {
+		return fmt.Errorf("agent: remove workspace: bad thread id %q", threadID)
+	}
+	root, err := os.OpenRoot(rt.wsRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("agent: remove workspace: %w", err)
+	}
+	defer root.Close()
+	if err := root.RemoveAll(threadID); err != nil {
+		return fmt.Errorf("agent: remove workspace %s: %w", threadID, err)
+	}
+	return nil
+}
