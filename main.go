@@ -139,6 +139,12 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		return err
 	}
 	defer lock.release()
+	// Listen first: an address in use stops herd before it opens anything.
+	lns, err := openListeners(cfg)
+	if err != nil {
+		return err
+	}
+	defer lns.close()
 	b, err := openBase(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -153,7 +159,36 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err != nil {
 		return err
 	}
-	return listen(ctx, cfg, log, srv, b, rt)
+	return listen(ctx, cfg, log, lns, srv, b, rt)
+}
+
+// listeners are herd's bound addresses: the app's, and the metrics
+// address's unless metrics.addr is empty.
+type listeners struct{ app, metrics net.Listener }
+
+func openListeners(cfg *config.Config) (*listeners, error) {
+	app, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("server.addr: %w", err)
+	}
+	lns := &listeners{app: app}
+	if cfg.Metrics.Addr != "" {
+		if lns.metrics, err = net.Listen("tcp", cfg.Metrics.Addr); err != nil {
+			_ = app.Close()
+			return nil, fmt.Errorf("metrics.addr: %w", err)
+		}
+	}
+	return lns, nil
+}
+
+// close closes what serving has not: http.Server closes its listener on
+// shutdown.
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.app, l.metrics} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
 }
 
 // base is what the runtime and the server are built on: the store, the
@@ -294,36 +329,26 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 	return srv, nil
 }
 
-// listen serves srv on the configured address, and /metrics on its own
-// address when one is set, until ctx ends or serving fails, then shuts
+// listen serves srv on the app's listener, and /metrics on the metrics
+// listener when there is one, until ctx ends or serving fails, then shuts
 // down.
-func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, srv *server.Server, b *base, rt *agent.Runtime) error {
-	app, err := newListener(cfg.Server.Addr, cfg.Server, cfg.Server.MaxConnections, srv, log)
-	if err != nil {
-		return err
-	}
+func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, lns *listeners, srv *server.Server, b *base, rt *agent.Runtime) error {
+	app := newHTTPServer(lns.app, cfg.Server, cfg.Server.MaxConnections, srv, log)
 	b.metrics.WatchConns(app.limit)
 	servers := []*httpServer{app}
-	if cfg.Metrics.Addr != "" {
-		m, err := newListener(cfg.Metrics.Addr, cfg.Server, metricsConnections, metricsMux(b.metrics, cfg.Metrics.Token), log)
-		if err != nil {
-			_ = app.limit.Close()
-			return fmt.Errorf("metrics.addr: %w", err)
-		}
-		servers = append(servers, m)
+	if lns.metrics != nil {
+		servers = append(servers, newHTTPServer(lns.metrics, cfg.Server, metricsConnections, metricsMux(b.metrics, cfg.Metrics.Token), log))
+		log.Info("metrics are listening", "url", "http://"+lns.metrics.Addr().String()+"/metrics", "token", cfg.Metrics.Token != "")
 	}
 	served := make(chan error, len(servers))
 	for _, s := range servers {
 		go func() { served <- s.srv.Serve(s.limit) }()
 	}
-	if len(servers) > 1 {
-		log.Info("metrics are listening", "url", "http://"+servers[1].limit.Addr().String()+"/metrics", "token", cfg.Metrics.Token != "")
-	}
-	if err := b.owner.record(app.limit.Addr().String()); err != nil {
+	if err := b.owner.record(lns.app.Addr().String()); err != nil {
 		log.Warn("could not record the address in the data directory's lock file", "err", err)
 	}
-	log.Info("herd is listening", "url", "http://"+app.limit.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
-	announceSetup(ctx, cfg, log, srv, app.limit.Addr())
+	log.Info("herd is listening", "url", "http://"+lns.app.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
+	announceSetup(ctx, cfg, log, srv, lns.app.Addr())
 
 	select {
 	case <-ctx.Done():
@@ -357,17 +382,12 @@ type httpServer struct {
 	limit *server.ConnLimit
 }
 
-// newListener listens on addr and builds a server with the configured
-// timeouts and at most maxConns connections (docs/OPERATIONS.md
-// "Connection limits"). The timeouts bound plain requests only: a
-// WebSocket upgrade clears the connection's deadlines and the hub sets
-// its own (server/hub.go), and a hijacked socket keeps its slot until it
-// closes.
-func newListener(addr string, c config.ServerConfig, maxConns int, h http.Handler, log *slog.Logger) (*httpServer, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
+// newHTTPServer builds a server on ln with the configured timeouts and at
+// most maxConns connections (docs/OPERATIONS.md "Connection limits"). The
+// timeouts bound plain requests only: a WebSocket upgrade clears the
+// connection's deadlines and the hub sets its own (server/hub.go), and a
+// hijacked socket keeps its slot until it closes.
+func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.Handler, log *slog.Logger) *httpServer {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	srv := &http.Server{
 		Handler:           h,
@@ -380,7 +400,7 @@ func newListener(addr string, c config.ServerConfig, maxConns int, h http.Handle
 	}
 	limit := server.LimitConns(ln, maxConns)
 	limit.Install(srv)
-	return &httpServer{srv: srv, limit: limit}, nil
+	return &httpServer{srv: srv, limit: limit}
 }
 
 // metricsMux serves /metrics alone, behind the token when one is set.

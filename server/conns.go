@@ -60,6 +60,22 @@ func (l *ConnLimit) Install(srv *http.Server) {
 			l.setWaiting(lc, true)
 		}
 	}
+	// Shutdown waits for connections it thinks active, and one still
+	// sending its headers looks active for five seconds.
+	srv.RegisterOnShutdown(l.closeWaiting)
+}
+
+// closeWaiting closes every connection outside a request.
+func (l *ConnLimit) closeWaiting() {
+	l.mu.Lock()
+	var conns []*limitedConn
+	for e := l.waiting.Front(); e != nil; e = e.Next() {
+		conns = append(conns, e.Value.(*limitedConn))
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 type connKey struct{}
