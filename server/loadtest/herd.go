@@ -21,14 +21,18 @@ import (
 
 // herd is the server under test.
 type herd struct {
-	cmd  *exec.Cmd
-	url  string
-	tok  string
-	http *http.Client
-	done chan error
+	cmd     *exec.Cmd
+	url     string
+	metrics string // the metrics listener's /metrics
+	tok     string
+	http    *http.Client
+	done    chan error
 }
 
-var listening = regexp.MustCompile(`msg="herd is listening" url=(\S+)`)
+var (
+	listening        = regexp.MustCompile(`msg="herd is listening" url=(\S+)`)
+	metricsListening = regexp.MustCompile(`msg="metrics are listening" url=(\S+)`)
+)
 
 func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 	cmd := exec.Command(o.bin, "--data-dir", dataDir, "--addr", "127.0.0.1:0")
@@ -43,6 +47,7 @@ func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 		fmt.Sprintf("HERD_MODELS_0_LATENCY_MS=%d", o.latencyMS),
 		fmt.Sprintf("HERD_MODELS_1_LATENCY_MS=%d", o.latencyMS),
 		"HERD_MODELS_0_CHUNK_MS=5", "HERD_MODELS_1_CHUNK_MS=5",
+		"HERD_METRICS_ADDR=127.0.0.1:0",
 	)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -57,7 +62,10 @@ func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
-			if m := listening.FindStringSubmatch(line); m != nil {
+			// herd logs its metrics address before it says it listens.
+			if m := metricsListening.FindStringSubmatch(line); m != nil {
+				h.metrics = m[1]
+			} else if m := listening.FindStringSubmatch(line); m != nil {
 				urls <- m[1]
 			} else if strings.Contains(line, "level=ERROR") {
 				fmt.Fprintln(os.Stderr, "herd:", line)
@@ -159,7 +167,7 @@ func (h *herd) metric(series string) (float64, error) {
 	// Only the connection of this request is open while the server counts
 	// its goroutines, so counts taken at different times compare.
 	h.http.CloseIdleConnections()
-	resp, err := h.http.Get(h.url + "/metrics")
+	resp, err := h.http.Get(h.metrics)
 	if err != nil {
 		return 0, err
 	}
