@@ -76,9 +76,6 @@ func (s *Server) toAPIError(err error, c echo.Context) *apiError {
 			msg = m
 		}
 		code := strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_")
-		if he.Code == http.StatusRequestEntityTooLarge {
-			msg = "the request body is larger than 1 MB"
-		}
 		return &apiError{he.Code, code, msg}
 	}
 	if errors.Is(err, models.ErrNotFound) {
