@@ -161,8 +161,8 @@ func TestSlowlorisIsCappedAndOthersAreServed(t *testing.T) {
 }
 
 // TestTimeoutsCutSlowClientsButNotWebSockets runs herd with one-second
-// timeouts: a client that never finishes its headers and an idle
-// keep-alive connection are closed, while a WebSocket stays open and
+// timeouts: a client that never finishes its headers or its body and an
+// idle keep-alive connection are closed, while a WebSocket stays open and
 // carries frames long after every timeout has passed.
 func TestTimeoutsCutSlowClientsButNotWebSockets(t *testing.T) {
 	p := startHerdWith(t, t.TempDir(),
@@ -189,6 +189,14 @@ func TestTimeoutsCutSlowClientsButNotWebSockets(t *testing.T) {
 	defer slow.Close()
 	_, _ = io.WriteString(slow, "GET / HTTP/1.1\r\nHost: "+addr+"\r\n")
 	closedWithin("a client that never finishes its headers", slow, 3*time.Second)
+
+	body, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	_, _ = io.WriteString(body, "POST /api/auth/login HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"email\":")
+	closedWithin("a client that never finishes its body", body, 3*time.Second)
 
 	idle, err := net.Dial("tcp", addr)
 	if err != nil {
