@@ -29,7 +29,9 @@ type ConnLimit struct {
 	max     int
 	done    chan struct{}
 	once    sync.Once
-	freed   chan struct{} // a connection closed; cap 1, never blocks
+	// changed wakes a waiting Accept: a connection closed or left its
+	// request. Cap 1, never blocks.
+	changed chan struct{}
 	evicted atomic.Int64
 
 	mu      sync.Mutex
@@ -39,7 +41,7 @@ type ConnLimit struct {
 
 // LimitConns wraps ln to hold at most max connections.
 func LimitConns(ln net.Listener, max int) *ConnLimit {
-	return &ConnLimit{Listener: ln, max: max, done: make(chan struct{}), freed: make(chan struct{}, 1)}
+	return &ConnLimit{Listener: ln, max: max, done: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
 // Install makes srv report request starts and idle connections to l and
@@ -117,7 +119,7 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 			continue
 		}
 		select {
-		case <-l.freed:
+		case <-l.changed:
 		case <-l.done:
 			_ = c.Close()
 			return nil, net.ErrClosed
@@ -135,8 +137,8 @@ func (l *ConnLimit) Close() error {
 // connection that waits again goes to the back.
 func (l *ConnLimit) setWaiting(c *limitedConn, waiting bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if c.closed {
+		l.mu.Unlock()
 		return
 	}
 	if c.elem != nil {
@@ -145,6 +147,17 @@ func (l *ConnLimit) setWaiting(c *limitedConn, waiting bool) {
 	}
 	if waiting {
 		c.elem = l.waiting.PushBack(c)
+	}
+	l.mu.Unlock()
+	if waiting {
+		l.wake()
+	}
+}
+
+func (l *ConnLimit) wake() {
+	select {
+	case l.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -157,10 +170,7 @@ func (l *ConnLimit) release(c *limitedConn) {
 	c.closed = true
 	l.open--
 	l.mu.Unlock()
-	select {
-	case l.freed <- struct{}{}:
-	default:
-	}
+	l.wake()
 }
 
 // limitedConn gives its slot back on its first Close, whoever calls it:

@@ -171,3 +171,53 @@ func TestConnLimitCountsHijackedConnectionsUntilClosed(t *testing.T) {
 	_ = sc.Close()
 	waitFor(t, "the socket's slot to be given back", func() bool { return lim.Open() == 7 })
 }
+
+func TestConnLimitTakesTheSlotOfAConnectionThatGoesIdle(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 9)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	lim, addr := limitedServer(t, 8, h)
+	// Eight keep-alive connections, each inside a request.
+	conns := make([]net.Conn, 8)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+		_, _ = io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+		<-entered
+	}
+	served := make(chan int, 1)
+	go func() { served <- get(t, addr) }()
+	select {
+	case <-entered:
+		t.Fatal("served beyond the cap while every connection was busy")
+	case <-time.After(100 * time.Millisecond):
+	}
+	// One request ends; its connection stays open, idle: the waiting
+	// client takes its slot at once, not after the idle timeout.
+	release <- struct{}{}
+	if resp, err := http.ReadResponse(bufio.NewReader(conns[0]), nil); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("first response: %v", err)
+	}
+	select {
+	case got := <-served:
+		if got != http.StatusNoContent {
+			t.Errorf("status %d, want 204", got)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the waiting client was not served when a connection went idle")
+	}
+	if lim.Evicted() != 1 {
+		t.Errorf("evicted %d, want the one idle connection", lim.Evicted())
+	}
+	close(release)
+}
