@@ -26,9 +26,9 @@ import (
 // request starts (the handler runs) and ends (the connection goes idle).
 type ConnLimit struct {
 	net.Listener
-	max     int
-	done    chan struct{}
-	once    sync.Once
+	max  int
+	done chan struct{}
+	once sync.Once
 	// changed wakes a waiting Accept: a connection closed or left its
 	// request. Cap 1, never blocks.
 	changed chan struct{}
