@@ -19,8 +19,9 @@ import (
 // idle between requests) is closed to make room: a client that sends its
 // request at once is served even while hundreds of slow ones are
 // connected, and the slow ones lose their place first. Only when every
-// connection is inside a request does Accept wait for one to close,
-// leaving new connections in the kernel's queue.
+// connection is inside a request does Accept wait, holding the one it
+// accepted, until another closes or goes idle; later ones wait in the
+// kernel's queue.
 //
 // Install it on the http.Server that serves it, which tells it when a
 // request starts (the handler runs) and ends (the connection goes idle).
