@@ -149,7 +149,9 @@ func TestBackupCommand(t *testing.T) {
 	if err := os.Rename(file, filepath.Join(copyDir, "herd.db")); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- run(ctx2, []string{"--data-dir", copyDir, "--addr", "127.0.0.1:0"}, []string{"HERD_METRICS_ADDR="}, &sout, &sout) }()
+	go func() {
+		done <- run(ctx2, []string{"--data-dir", copyDir, "--addr", "127.0.0.1:0"}, []string{"HERD_METRICS_ADDR="}, &sout, &sout)
+	}()
 	for !strings.Contains(sout.String(), "herd is listening") {
 		time.Sleep(20 * time.Millisecond)
 	}
