@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 )
 
 // Backup writes a consistent copy of the database at dbPath to out, safe
@@ -41,19 +42,30 @@ func Backup(ctx context.Context, dbPath, out string) error {
 	if tables == 0 {
 		return fmt.Errorf("backup: %s is not a herd database", dbPath)
 	}
-	// VACUUM INTO fills an empty file: creating it first, exclusively,
-	// makes the copy as private as the database (0600, whatever the
-	// umask) and refuses to overwrite one made meanwhile.
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
+	return vacuumPrivately(ctx, db, out)
+}
+
+// vacuumPrivately writes the copy 0600 whatever the umask: VACUUM INTO
+// creates its file with the umask's mode, so it writes into a 0700
+// directory beside out, is made private there, then linked into place,
+// which also refuses an out created meanwhile.
+func vacuumPrivately(ctx context.Context, db *sql.DB, out string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(out), ".herd-backup-")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	copyPath := filepath.Join(tmp, "herd.db")
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", copyPath); err != nil {
+		return fmt.Errorf("backup to %s: %w", out, err)
+	}
+	if err := os.Chmod(copyPath, 0o600); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := os.Link(copyPath, out); errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("backup: %s already exists", out)
 	} else if err != nil {
 		return fmt.Errorf("backup: %w", err)
-	}
-	_ = f.Close()
-	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", out); err != nil {
-		_ = os.Remove(out)
-		return fmt.Errorf("backup to %s: %w", out, err)
 	}
 	return nil
 }
