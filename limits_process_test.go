@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"herd/server/config"
 )
 
 // These tests hold the server's limits against the real binary
@@ -111,29 +113,47 @@ func timedGet(t *testing.T, url string) (int, time.Duration) {
 
 // TestSlowlorisIsCappedAndOthersAreServed: 300 clients that never finish
 // their headers hold at most server.max_connections connections (and the
-// goroutines and descriptors behind them), and a client that sends its
-// request at once is still answered within a second.
+// goroutines and descriptors behind them), with the shipped default and
+// with a small cap, and a client that sends its request at once is still
+// answered within a second.
 func TestSlowlorisIsCappedAndOthersAreServed(t *testing.T) {
-	const maxConns, attackers = 64, 300
-	p := startHerdWith(t, t.TempDir(), fmt.Sprintf("HERD_SERVER_MAX_CONNECTIONS=%d", maxConns))
+	const attackers = 300
+	defaults, err := config.Load(defaultConfig, "", nil, config.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if defaults.Server.MaxConnections >= attackers {
+		t.Fatalf("the default server.max_connections (%d) is not below %d attackers: raise them to keep this test meaningful", defaults.Server.MaxConnections, attackers)
+	}
+	for _, maxConns := range []int{defaults.Server.MaxConnections, 64} {
+		t.Run(fmt.Sprintf("max_connections %d", maxConns), func(t *testing.T) {
+			p := startHerdWith(t, t.TempDir(), fmt.Sprintf("HERD_SERVER_MAX_CONNECTIONS=%d", maxConns))
+			slowlorisAgainst(t, p, attackers, maxConns)
+		})
+	}
+}
+
+func slowlorisAgainst(t *testing.T, p *proc, attackers, maxConns int) {
 	c := p.signIn()
 	baseGoroutines, baseFDs := p.metric("go_goroutines"), p.fds()
 
 	slowloris(t, strings.TrimPrefix(p.url, "http://"), attackers)
 	deadline := time.Now().Add(10 * time.Second)
-	for p.metric("herd_http_connections_evicted_total") < attackers-maxConns {
+	for p.metric("herd_http_connections_evicted_total") < float64(attackers-maxConns) {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %v of %d slow clients were accepted past the cap", p.metric("herd_http_connections_evicted_total"), attackers-maxConns)
+			t.Fatalf("only %v of %d slow clients were evicted past the cap", p.metric("herd_http_connections_evicted_total"), attackers-maxConns)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	if got := p.metric("herd_http_connections"); got > maxConns {
+	t.Logf("with %d slow clients: %v connections held, %v evicted, goroutines %v (before %v), fds %d (before %d)",
+		attackers, p.metric("herd_http_connections"), p.metric("herd_http_connections_evicted_total"), p.metric("go_goroutines"), baseGoroutines, p.fds(), baseFDs)
+	if got := p.metric("herd_http_connections"); got > float64(maxConns) {
 		t.Errorf("herd holds %v connections, above the cap %d", got, maxConns)
 	}
 	// One goroutine per held connection, besides what herd ran before;
 	// the slack covers the scrape itself and the runtime's own.
-	if got := p.metric("go_goroutines"); got > baseGoroutines+maxConns+20 {
+	if got := p.metric("go_goroutines"); got > baseGoroutines+float64(maxConns)+20 {
 		t.Errorf("%v goroutines with %d slow clients (%v before, cap %d)", got, attackers, baseGoroutines, maxConns)
 	}
 	if got := p.fds(); got > baseFDs+maxConns+10 {
@@ -142,6 +162,7 @@ func TestSlowlorisIsCappedAndOthersAreServed(t *testing.T) {
 
 	for _, path := range []string{"/healthz", "/login"} {
 		status, took := timedGet(t, p.url+path)
+		t.Logf("GET %s beside them: %d in %v", path, status, took)
 		if status != http.StatusOK || took > time.Second {
 			t.Errorf("GET %s beside %d slow clients: %d after %v, want 200 within 1s", path, attackers, status, took)
 		}

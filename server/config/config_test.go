@@ -56,7 +56,7 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	want := &Config{
 		Server: ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, AllowedHosts: []string{}, TrustedProxies: []string{},
-			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 1024},
+			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 256},
 		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30},

@@ -48,6 +48,9 @@ func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 		fmt.Sprintf("HERD_MODELS_1_LATENCY_MS=%d", o.latencyMS),
 		"HERD_MODELS_0_CHUNK_MS=5", "HERD_MODELS_1_CHUNK_MS=5",
 		"HERD_METRICS_ADDR=127.0.0.1:0",
+		// Every client's socket and the API calls beside them, so the
+		// load measures herd rather than the connection cap.
+		fmt.Sprintf("HERD_SERVER_MAX_CONNECTIONS=%d", 2*o.threads*o.clients+64),
 	)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
