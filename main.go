@@ -399,7 +399,7 @@ func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	limit := server.LimitConns(ln, maxConns)
-	limit.Install(srv)
+	limit.Install(srv, server.DefaultMaxBodyBytes)
 	return &httpServer{srv: srv, limit: limit}
 }
 

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"container/list"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -15,8 +17,8 @@ import (
 // "Connection limits").
 //
 // At the cap a new connection is still accepted, and the connection that
-// has waited longest outside a request (still sending its headers, or
-// idle between requests) is closed to make room: a client that sends its
+// has waited longest outside a request (still sending its headers or
+// body, or idle between requests) is closed to make room: a client that sends its
 // request at once is served even while hundreds of slow ones are
 // connected, and the slow ones lose their place first. Only when every
 // connection is inside a request does Accept wait, holding the one it
@@ -47,10 +49,18 @@ func LimitConns(ln net.Listener, max int) *ConnLimit {
 
 // Install makes srv report request starts and idle connections to l and
 // serve through it. Call it before srv.Serve(l).
-func (l *ConnLimit) Install(srv *http.Server) {
+//
+// A request's body, up to bodyMax bytes, is read before the request counts
+// as started: a client that trickles its body loses its place like one
+// that trickles its headers. Handlers would hold that much in memory
+// anyway (a JSON object, a form); the rest, if any, they read as usual.
+func (l *ConnLimit) Install(srv *http.Server, bodyMax int64) {
 	next := srv.Handler
 	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+			if r.ContentLength != 0 && r.Body != http.NoBody {
+				r.Body = preRead(r.Body, bodyMax)
+			}
 			l.setWaiting(c, false)
 		}
 		next.ServeHTTP(w, r)
@@ -82,6 +92,25 @@ func (l *ConnLimit) closeWaiting() {
 }
 
 type connKey struct{}
+
+// preRead reads up to n bytes of body now and returns a body that yields
+// them, then whatever the read stopped at: the rest of the body, or the
+// error that ended it.
+func preRead(body io.ReadCloser, n int64) io.ReadCloser {
+	b, err := io.ReadAll(io.LimitReader(body, n))
+	rest := io.Reader(body)
+	if err != nil {
+		rest = errReader{err}
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), rest), body}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // Open returns the connections held now.
 func (l *ConnLimit) Open() int {

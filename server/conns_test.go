@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -20,7 +22,7 @@ func limitedServer(t *testing.T, max int, h http.Handler) (*ConnLimit, string) {
 	}
 	lim := LimitConns(ln, max)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
-	lim.Install(srv)
+	lim.Install(srv, 1<<10)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lim) }()
 	t.Cleanup(func() {
@@ -223,4 +225,60 @@ func TestConnLimitTakesTheSlotOfAConnectionThatGoesIdle(t *testing.T) {
 		t.Errorf("evicted %d, want the one idle connection", lim.Evicted())
 	}
 	close(release)
+}
+
+func TestConnLimitEvictsClientsThatTrickleTheirBody(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write(b)
+	})
+	lim, addr := limitedServer(t, 8, echo)
+	for range 20 {
+		c := slowClient(t, addr)
+		_, _ = io.WriteString(c, "Content-Length: 100\r\n\r\n0123456789")
+	}
+	waitFor(t, "the slow bodies to be evicted", func() bool { return lim.Evicted() == 20-8 })
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no response beside slow bodies: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "hello" || time.Since(start) > time.Second {
+		t.Errorf("got %q after %v, want hello at once", b, time.Since(start))
+	}
+}
+
+func TestPreReadKeepsTheBodyWhole(t *testing.T) {
+	long := strings.Repeat("x", 3000)
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		n    int64
+		want string
+		err  error
+	}{
+		{"shorter than n", strings.NewReader("hello"), 1024, "hello", nil},
+		{"longer than n", strings.NewReader(long), 1024, long, nil},
+		{"an error mid-body", io.MultiReader(strings.NewReader("hel"), iotest.ErrReader(io.ErrUnexpectedEOF)), 1024, "hel", io.ErrUnexpectedEOF},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := io.ReadAll(preRead(io.NopCloser(c.body), c.n))
+			if string(got) != c.want || !errors.Is(err, c.err) {
+				t.Errorf("read %d bytes, %v; want %d bytes, %v", len(got), err, len(c.want), c.err)
+			}
+		})
+	}
 }

@@ -63,6 +63,9 @@ type Options struct {
 	WebSocketReadLimit int64
 }
 
+// DefaultMaxBodyBytes caps a request body unless Options say otherwise.
+const DefaultMaxBodyBytes = 1 << 20
+
 // Server is the HTTP handler of herd.
 type Server struct {
 	e             *echo.Echo
@@ -180,7 +183,7 @@ func (o Options) withDefaults() Options {
 		o.MaxContentBytes = 100 << 10
 	}
 	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 1 << 20
+		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	return o
 }
