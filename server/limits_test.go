@@ -116,7 +116,7 @@ func TestMetricsNeedTheTokenOnTheMainAddress(t *testing.T) {
 		t.Errorf("/metrics on the main handler without a token configured: %d, want 404", r.status)
 	}
 	const token = "0123456789abcdef-metrics"
-	srv, err := New(Options{Store: a.store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: NewMarkdown(), Metrics: a.metrics, MetricsToken: token})
+	srv, err := New(Options{Store: a.store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: NewMarkdown(), Metrics: a.metrics, MetricsToken: token, PublicURL: "https://herd.example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,8 @@ func TestMetricsNeedTheTokenOnTheMainAddress(t *testing.T) {
 			{"Basic " + token, http.StatusUnauthorized},
 			{"Bearer " + token, http.StatusOK},
 		} {
-			req := httptest.NewRequest("GET", "/metrics", nil)
+			// A name other than loopback: the token is what protects.
+			req := httptest.NewRequest("GET", "http://herd.example.com/metrics", nil)
 			if c.auth != "" {
 				req.Header.Set("Authorization", c.auth)
 			}
@@ -145,6 +146,30 @@ func TestMetricsNeedTheTokenOnTheMainAddress(t *testing.T) {
 			if got := strings.Contains(rec.Body.String(), "herd_active_runs"); got != (c.want == http.StatusOK) {
 				t.Errorf("%s, Authorization %q: figures shown = %v", h.name, c.auth, got)
 			}
+		}
+	}
+}
+
+func TestMetricsWithoutATokenAnswerLoopbackHostsOnly(t *testing.T) {
+	a := newApp(t)
+	for _, c := range []struct {
+		host string
+		want int
+	}{
+		{"127.0.0.1:9180", http.StatusOK},
+		{"localhost:9180", http.StatusOK},
+		{"[::1]:9180", http.StatusOK},
+		{"127.0.0.2", http.StatusOK},
+		{"rebound.example:9180", http.StatusMisdirectedRequest},
+		{"192.168.1.20:9180", http.StatusMisdirectedRequest},
+		{"", http.StatusMisdirectedRequest},
+	} {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Host = c.host
+		rec := httptest.NewRecorder()
+		a.metrics.Handler("").ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("Host %q: %d, want %d", c.host, rec.Code, c.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,13 +58,29 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Handler(token string) http.Handler {
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	if token == "" {
-		return h
+		return loopbackHostOnly(h)
 	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herd metrics"`)
 			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHostOnly answers only requests addressed to a loopback name.
+// Without a token the metrics address is loopback only (the config
+// refuses anything else), but a DNS-rebinding page in a browser on this
+// machine reaches loopback under its own domain name; this keeps it from
+// reading the figures.
+func loopbackHostOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := normalHost(r.Host)
+		if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+			http.Error(w, "metrics answer to a loopback host name only, such as 127.0.0.1", http.StatusMisdirectedRequest)
 			return
 		}
 		h.ServeHTTP(w, r)

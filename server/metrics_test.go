@@ -15,7 +15,7 @@ func TestMetrics(t *testing.T) {
 	u.startRun(th, "Compare:\n- alpha\n- beta")
 	a.waitIdle(th)
 	rec := httptest.NewRecorder()
-	a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9180/metrics", nil))
 	if rec.Code != 200 {
 		t.Fatalf("/metrics: %d", rec.Code)
 	}

@@ -48,7 +48,7 @@ func TestReadinessUnderAHeldLock(t *testing.T) {
 	get := func(path string) int {
 		if path == "/metrics" {
 			rec := httptest.NewRecorder()
-			a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9180"+path, nil))
 			return rec.Code
 		}
 		return admin.do("GET", path, nil).status
