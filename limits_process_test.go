@@ -22,12 +22,6 @@ import (
 // These tests hold the server's limits against the real binary
 // (docs/OPERATIONS.md "Connection limits", "Metrics").
 
-// startHerdWith starts herd with the admin startHerd creates and env.
-func startHerdWith(t *testing.T, dataDir string, env ...string) *proc {
-	t.Helper()
-	return startHerdEnv(t, dataDir, append([]string{"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw"}, env...)...)
-}
-
 // metric reads one series from herd's metrics listener.
 func (p *proc) metric(series string) float64 {
 	p.t.Helper()
