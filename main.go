@@ -247,20 +247,23 @@ func buildTools(sandbox tools.SandboxConfig) ([]tools.Tool, error) {
 // exists and drops expired sessions.
 func newServer(ctx context.Context, cfg *config.Config, environ []string, b *base, rt *agent.Runtime, log *slog.Logger) (*server.Server, error) {
 	srv, err := server.New(server.Options{
-		Store:          b.store,
-		Runtime:        rt,
-		Hub:            b.hub,
-		Settings:       b.settings,
-		Markdown:       b.md,
-		Metrics:        b.metrics,
-		Storage:        b.writer,
-		Static:         static.FS,
-		Logger:         log,
-		PublicURL:      cfg.Server.PublicURL,
-		AllowSignup:    cfg.Auth.AllowSignup,
-		SessionTTL:     time.Duration(cfg.Auth.SessionHours) * time.Hour,
-		LoginPerMinute: cfg.Auth.LoginAttemptsPerMinute,
-		RunsPerMinute:  cfg.Auth.RunsPerMinute,
+		Store:               b.store,
+		Runtime:             rt,
+		Hub:                 b.hub,
+		Settings:            b.settings,
+		Markdown:            b.md,
+		Metrics:             b.metrics,
+		Storage:             b.writer,
+		Static:              static.FS,
+		Logger:              log,
+		PublicURL:           cfg.Server.PublicURL,
+		AllowSignup:         cfg.Auth.AllowSignup,
+		SessionTTL:          time.Duration(cfg.Auth.SessionHours) * time.Hour,
+		LoginPerMinute:      cfg.Auth.LoginAttemptsPerMinute,
+		RunsPerMinute:       cfg.Auth.RunsPerMinute,
+		ThreadsPerMinute:    cfg.Auth.ThreadsPerMinute,
+		MaxSocketsPerUser:   cfg.Server.MaxSocketsPerUser,
+		WSConnectsPerMinute: cfg.Server.WSConnectsPerMinute,
 	})
 	if err != nil {
 		return nil, err

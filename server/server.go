@@ -50,6 +50,12 @@ type Options struct {
 	SessionTTL         time.Duration
 	LoginPerMinute     int
 	RunsPerMinute      int
+	ThreadsPerMinute   int // thread creations per user; 0 = 20
+	// MaxSocketsPerUser caps a user's open WebSockets; 0 = 16.
+	MaxSocketsPerUser int
+	// WSConnectsPerMinute limits WebSocket connects per user (per IP
+	// before sign-in); 0 = 60.
+	WSConnectsPerMinute int
 	BcryptCost         int // 0 = DefaultBcryptCost; tests lower it
 	MaxContentBytes    int // a message's content; 0 = 100 KB
 	MaxBodyBytes       int64
@@ -76,6 +82,9 @@ type Server struct {
 	sessionTTL    time.Duration
 	limiter       *limiter
 	runLimiter    *limiter
+	threadLimiter *limiter
+	connLimiter   *limiter
+	sockets       *socketCounter
 	bcryptCost    int
 	dummyHash     func() []byte
 	labels        map[string]string // model name → display name
@@ -106,6 +115,9 @@ func New(o Options) (*Server, error) {
 		sessionTTL:    o.SessionTTL,
 		limiter:       newLimiter(o.LoginPerMinute, o.Now),
 		runLimiter:    newLimiter(o.RunsPerMinute, o.Now),
+		threadLimiter: newLimiter(o.ThreadsPerMinute, o.Now),
+		connLimiter:   newLimiter(o.WSConnectsPerMinute, o.Now),
+		sockets:       newSocketCounter(o.MaxSocketsPerUser),
 		bcryptCost:    o.BcryptCost,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
@@ -150,6 +162,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RunsPerMinute <= 0 {
 		o.RunsPerMinute = 30
+	}
+	if o.ThreadsPerMinute <= 0 {
+		o.ThreadsPerMinute = 20
+	}
+	if o.MaxSocketsPerUser <= 0 {
+		o.MaxSocketsPerUser = 16
+	}
+	if o.WSConnectsPerMinute <= 0 {
+		o.WSConnectsPerMinute = 60
 	}
 	if o.BcryptCost == 0 {
 		o.BcryptCost = DefaultBcryptCost
@@ -240,7 +261,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, requireUser)
 	api.GET("/threads/:id/events", s.apiEvents, requireUser)
 	api.GET("/threads/:id/usage", s.apiUsage, requireUser)
-	api.GET("/threads/:id/stream", s.stream, requireUser)
+	api.GET("/threads/:id/stream", s.stream, s.limitConnects, requireUser)
 	api.GET("/tokens", s.apiTokens, requireUser)
 	api.POST("/tokens", s.apiTokenCreate, requireUser)
 	api.DELETE("/tokens/:id", s.apiTokenDelete, requireUser)

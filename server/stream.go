@@ -29,8 +29,15 @@ func (s *Server) stream(c echo.Context) error {
 	if !bearer && !s.sameOrigin(c.Request()) {
 		return &apiError{http.StatusForbidden, "bad_origin", "cross-origin WebSocket refused"}
 	}
+	// The slot is held until Serve returns, which is after the socket
+	// has closed, so the count is exact.
+	u := currentUser(c)
+	if !s.sockets.acquire(u.ID) {
+		return &apiError{http.StatusTooManyRequests, "too_many_sockets", "too many open streams for this account; close some tabs and reload"}
+	}
+	defer s.sockets.release(u.ID)
 	upgrade := func() (*websocket.Conn, error) { return up.Upgrade(c.Response(), c.Request(), nil) }
-	if errors.Is(s.hub.Serve(c.Request().Context(), upgrade, t.ID, after, currentUser(c).IsAdmin()), ErrClosed) {
+	if errors.Is(s.hub.Serve(c.Request().Context(), upgrade, t.ID, after, u.IsAdmin()), ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	}
 	return nil // the upgrader has answered its own errors

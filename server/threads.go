@@ -146,11 +146,21 @@ func (s *Server) threadCreateSubmit(c echo.Context) error {
 	if ae != nil {
 		return ae
 	}
-	t, err := s.store.CreateThread(c.Request().Context(), currentUser(c).ID, title)
+	t, err := s.createThread(c, title)
 	if err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
+}
+
+// createThread creates a thread for the current user, within their
+// thread-creation rate (the form and the API share it).
+func (s *Server) createThread(c echo.Context, title string) (*models.Thread, error) {
+	u := currentUser(c)
+	if !s.threadLimiter.allow("user:" + u.ID) {
+		return nil, &apiError{http.StatusTooManyRequests, "rate_limited", "too many new threads in a minute; wait a moment and try again"}
+	}
+	return s.store.CreateThread(c.Request().Context(), u.ID, title)
 }
 
 func (s *Server) threadRenameSubmit(c echo.Context) error {
@@ -327,7 +337,7 @@ func (s *Server) apiThreadCreate(c echo.Context) error {
 		}
 		title = t
 	}
-	t, err := s.store.CreateThread(c.Request().Context(), currentUser(c).ID, title)
+	t, err := s.createThread(c, title)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,8 @@ type ServerConfig struct {
 	DataDir                string `yaml:"data_dir"`
 	PublicURL              string `yaml:"public_url"`
 	ShutdownTimeoutSeconds int    `yaml:"shutdown_timeout_seconds"`
+	MaxSocketsPerUser      int    `yaml:"max_sockets_per_user"`
+	WSConnectsPerMinute    int    `yaml:"ws_connects_per_minute"`
 }
 
 // LogConfig sets the slog level (debug, info, warn, error) and handler
@@ -55,6 +57,7 @@ type AuthConfig struct {
 	SessionHours           int  `yaml:"session_hours"`
 	LoginAttemptsPerMinute int  `yaml:"login_attempts_per_minute"`
 	RunsPerMinute          int  `yaml:"runs_per_minute"`
+	ThreadsPerMinute       int  `yaml:"threads_per_minute"`
 }
 
 // TokenUsageConfig is the initial token-usage display setting; the admin's

@@ -1,0 +1,151 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func withServer(f func(*Options)) appOption { return func(c *appConfig) { c.server = f } }
+
+// openSockets is how many sockets the server counts for userID.
+func (s *Server) openSockets(userID string) int {
+	s.sockets.mu.Lock()
+	defer s.sockets.mu.Unlock()
+	return s.sockets.open[userID]
+}
+
+func waitSockets(t *testing.T, s *Server, userID string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.openSockets(userID) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sockets counted, want %d", s.openSockets(userID), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSocketCap: a user's 17th socket is refused with 429 before the
+// upgrade, another user is not affected, and a closed socket frees its
+// slot at once.
+func TestSocketCap(t *testing.T) {
+	a := newApp(t, withServer(func(o *Options) { o.MaxSocketsPerUser = 16 }))
+	ann := a.newUser("ann@example.com", false)
+	bob := a.newUser("bob@example.com", false)
+	th := ann.newThread("t")
+	var conns []*websocket.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := range 16 {
+		c, err := ann.dial(th, 0)
+		if err != nil {
+			t.Fatalf("socket %d: %v", i+1, err)
+		}
+		conns = append(conns, c)
+	}
+	if _, err := ann.dial(th, 0); err == nil || !strings.Contains(err.Error(), "HTTP 429") {
+		t.Fatalf("17th socket: %v, want HTTP 429", err)
+	}
+	r := ann.do("GET", "/api/threads/"+th+"/stream", nil, "Origin", a.http.URL, "Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	if r.status != http.StatusTooManyRequests || r.errorCode() != "too_many_sockets" {
+		t.Errorf("17th upgrade: %d %s, want 429 too_many_sockets", r.status, r.body)
+	}
+	bth := bob.newThread("b")
+	bc, err := bob.dial(bth, 0)
+	if err != nil {
+		t.Fatalf("another user's socket: %v", err)
+	}
+	bc.Close()
+	conns[0].Close()
+	conns = conns[1:]
+	waitSockets(t, a.srv, ann.id, 15)
+	c, err := ann.dial(th, 0)
+	if err != nil {
+		t.Fatalf("socket after one closed: %v", err)
+	}
+	conns = append(conns, c)
+	if _, err := ann.dial(th, 0); err == nil || !strings.Contains(err.Error(), "HTTP 429") {
+		t.Fatalf("socket over the cap again: %v, want HTTP 429", err)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	waitSockets(t, a.srv, ann.id, 0)
+	if n := len(a.srv.sockets.open); n != 0 {
+		t.Errorf("%d users left in the socket count, want 0", n)
+	}
+}
+
+// TestConnectRateLimit: connects beyond the rate are refused with 429 per
+// user, and per address for requests without a session; other users keep
+// their own budget.
+func TestConnectRateLimit(t *testing.T) {
+	a := newApp(t, withServer(func(o *Options) { o.WSConnectsPerMinute = 3 }))
+	ann := a.newUser("ann@example.com", false)
+	bob := a.newUser("bob@example.com", false)
+	th := ann.newThread("t")
+	for i := range 3 {
+		c, err := ann.dial(th, 0)
+		if err != nil {
+			t.Fatalf("connect %d: %v", i+1, err)
+		}
+		c.Close()
+	}
+	if _, err := ann.dial(th, 0); err == nil || !strings.Contains(err.Error(), "HTTP 429") {
+		t.Fatalf("4th connect: %v, want HTTP 429", err)
+	}
+	bth := bob.newThread("b")
+	c, err := bob.dial(bth, 0)
+	if err != nil {
+		t.Fatalf("another user's connect: %v", err)
+	}
+	c.Close()
+
+	anon := a.anonymous()
+	for i := range 3 {
+		if r := anon.do("GET", "/api/threads/"+th+"/stream", nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("anonymous connect %d: %d, want 401", i+1, r.status)
+		}
+	}
+	if r := anon.do("GET", "/api/threads/"+th+"/stream", nil); r.status != http.StatusTooManyRequests || r.errorCode() != "rate_limited" {
+		t.Errorf("4th anonymous connect: %d %s, want 429 rate_limited", r.status, r.body)
+	}
+}
+
+// TestThreadCreationLimit: the form and the API share one per-user budget
+// of new threads; over it both answer 429 with a clear message and
+// create nothing.
+func TestThreadCreationLimit(t *testing.T) {
+	a := newApp(t, withServer(func(o *Options) { o.ThreadsPerMinute = 2 }))
+	ann := a.newUser("ann@example.com", false)
+	bob := a.newUser("bob@example.com", false)
+	ann.newThread("one")
+	if r := ann.do("POST", "/threads", url.Values{"title": {"two"}, "_csrf": {ann.csrf}}); r.status != http.StatusSeeOther {
+		t.Fatalf("form: %d, want 303", r.status)
+	}
+	r := ann.do("POST", "/api/threads", map[string]string{"title": "three"})
+	if r.status != http.StatusTooManyRequests || r.errorCode() != "rate_limited" || !strings.Contains(string(r.body), "too many new threads") {
+		t.Errorf("API over the limit: %d %s, want 429 rate_limited", r.status, r.body)
+	}
+	r = ann.do("POST", "/threads", url.Values{"title": {"four"}, "_csrf": {ann.csrf}})
+	if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), "too many new threads") {
+		t.Errorf("form over the limit: %d, want 429 with the reason", r.status)
+	}
+	var list struct {
+		Threads []threadJSON `json:"threads"`
+	}
+	ann.mustJSON("GET", "/api/threads", nil, http.StatusOK, &list)
+	if len(list.Threads) != 2 {
+		t.Errorf("%d threads, want 2", len(list.Threads))
+	}
+	bob.newThread("bob's")
+}
