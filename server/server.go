@@ -45,21 +45,21 @@ type Options struct {
 	Now     func() time.Time
 
 	// PublicURL is the origin behind a TLS proxy ("" = the request's host).
-	PublicURL          string
-	AllowSignup        bool
-	SessionTTL         time.Duration
-	LoginPerMinute     int
-	RunsPerMinute      int
-	ThreadsPerMinute   int // thread creations per user; 0 = 20
+	PublicURL        string
+	AllowSignup      bool
+	SessionTTL       time.Duration
+	LoginPerMinute   int
+	RunsPerMinute    int
+	ThreadsPerMinute int // thread creations per user; 0 = 20
 	// MaxSocketsPerUser caps a user's open WebSockets; 0 = 16.
 	MaxSocketsPerUser int
 	// WSConnectsPerMinute limits WebSocket connects per user (per IP
 	// before sign-in); 0 = 60.
 	WSConnectsPerMinute int
-	BcryptCost         int // 0 = DefaultBcryptCost; tests lower it
-	MaxContentBytes    int // a message's content; 0 = 100 KB
-	MaxBodyBytes       int64
-	WebSocketReadLimit int64
+	BcryptCost          int // 0 = DefaultBcryptCost; tests lower it
+	MaxContentBytes     int // a message's content; 0 = 100 KB
+	MaxBodyBytes        int64
+	WebSocketReadLimit  int64
 }
 
 // Server is the HTTP handler of herd.
