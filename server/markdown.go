@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"html"
 	"sync"
+	"sync/atomic"
 
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
@@ -27,6 +28,8 @@ type Markdown struct {
 	md     goldmark.Markdown
 	policy *bluemonday.Policy
 	cache  *htmlCache // nil: no cache
+	// renders counts conversions, cached or not (tests, benchmarks).
+	renders atomic.Int64
 }
 
 // DefaultMarkdownCacheBytes bounds the rendered HTML the cache keeps:
@@ -70,6 +73,7 @@ func (m *Markdown) Render(src string) string {
 }
 
 func (m *Markdown) render(src string) string {
+	m.renders.Add(1)
 	var buf bytes.Buffer
 	if err := m.md.Convert([]byte(src), &buf); err != nil {
 		return "<pre>" + html.EscapeString(src) + "</pre>"
