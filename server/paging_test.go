@@ -66,7 +66,7 @@ func TestThreadListPagination(t *testing.T) {
 	for _, c := range []struct{ query, code string }{
 		{"before=not-a-cursor!", "bad_cursor"},
 		{"before=" + url.QueryEscape("bm90IGEgY3Vyc29y"), "bad_cursor"}, // base64 of "not a cursor"
-		{"before=MTI6", "bad_cursor"},                                    // "12:" without an id
+		{"before=MTI6", "bad_cursor"},                                   // "12:" without an id
 		{"limit=0", "bad_request"},
 		{"limit=201", "bad_request"},
 		{"limit=x", "bad_request"},
