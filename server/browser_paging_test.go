@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -39,10 +40,19 @@ func TestBrowserOlderMessages(t *testing.T) {
 	if n := len(b.cards()); n != 0 {
 		t.Fatalf("the newest page shows %d cards, want none", n)
 	}
+	b.shot("newest page")
+	// The reader keeps their place: the message they were reading stays
+	// where it was on the screen while a page is put above it.
+	const reading = shown + `[0].getBoundingClientRect().top`
 	total := 220 + 16
 	for n := messagesPage; n < total; n = min(n+messagesPage, total) {
+		evalAs[chromedp.Void](b, `window.scrollTo(0, 0)`) // up to the control, as a reader scrolls
+		top, id := evalAs[float64](b, reading), evalAs[string](b, shown+`[0].id`)
 		b.do("show earlier messages", chromedp.Click(`#load-older a`))
 		b.waitFor("the earlier messages", shown+`.length === `+strconv.Itoa(min(n+messagesPage, total)), 10*time.Second)
+		if moved := evalAs[float64](b, fmt.Sprintf(`document.getElementById(%q).getBoundingClientRect().top`, id)) - top; moved < -2 || moved > 2 {
+			t.Errorf("the message read moved %.0f px when earlier ones loaded", moved)
+		}
 	}
 	b.waitFor("the first message, no more to load", `!document.querySelector("#load-older") && document.querySelectorAll("#messages section.card").length === 3`, 10*time.Second)
 	b.shot("older loaded")
