@@ -99,3 +99,29 @@ func TestBrowserOlderMessages(t *testing.T) {
 		t.Errorf("%d messages after the run, want at least %d", n, total+2)
 	}
 }
+
+// TestBrowserTooManyTabs: a page over its account's socket cap says why it
+// is not live, and becomes live by itself once another socket closes.
+func TestBrowserTooManyTabs(t *testing.T) {
+	a := newApp(t, withServer(func(o *Options) { o.MaxSocketsPerUser = 1 }))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("crowded")
+	other, err := u.dial(th, 0) // another tab holds the account's only slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	b := newBrowser(t, a.http.URL)
+	b.signIn(u.email, "password123")
+	b.navigate("/threads/" + th)
+	b.waitFor("the reason shown", `(() => {
+		const s = document.querySelector("#conn-status");
+		return !s.hidden && s.textContent.includes("Too many open tabs");
+	})()`, 10*time.Second)
+	b.shot("too many tabs")
+	other.Close()
+	b.waitFor("live again", `document.querySelector("#conn-status").hidden`, 15*time.Second)
+	waitSockets(t, a.srv, u.id, 1)
+	b.sendMessage("Hello there")
+	b.waitFor("the answer, live", `!!document.querySelector("#messages article.msg-ai .msg-body")`, 15*time.Second)
+}

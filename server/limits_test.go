@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,9 +31,9 @@ func waitSockets(t *testing.T, s *Server, userID string, n int) {
 	}
 }
 
-// TestSocketCap: a user's 17th socket is refused with 429 before the
-// upgrade, another user is not affected, and a closed socket frees its
-// slot at once.
+// TestSocketCap: a user's 17th socket is refused (429 before the upgrade
+// for a token, a close with the reason for a browser), another user is
+// not affected, and a closed socket frees its slot at once.
 func TestSocketCap(t *testing.T) {
 	a := newApp(t, withServer(func(o *Options) { o.MaxSocketsPerUser = 16 }))
 	ann := a.newUser("ann@example.com", false)
@@ -51,12 +52,18 @@ func TestSocketCap(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	if _, err := ann.dial(th, 0); err == nil || !strings.Contains(err.Error(), "HTTP 429") {
-		t.Fatalf("17th socket: %v, want HTTP 429", err)
+	// A browser cannot read a refused handshake's status: its socket is
+	// closed at once with the reason. An API client gets 429 before the
+	// upgrade.
+	refusedInBrowser(t, ann, th)
+	var tok struct {
+		Token string `json:"token"`
 	}
-	r := ann.do("GET", "/api/threads/"+th+"/stream", nil, "Origin", a.http.URL, "Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	ann.mustJSON("POST", "/api/tokens", map[string]string{"name": "cli"}, http.StatusCreated, &tok)
+	r := a.anonymous().do("GET", "/api/threads/"+th+"/stream", nil, "Authorization", "Bearer "+tok.Token,
+		"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
 	if r.status != http.StatusTooManyRequests || r.errorCode() != "too_many_sockets" {
-		t.Errorf("17th upgrade: %d %s, want 429 too_many_sockets", r.status, r.body)
+		t.Errorf("17th socket by token: %d %s, want 429 too_many_sockets", r.status, r.body)
 	}
 	bth := bob.newThread("b")
 	bc, err := bob.dial(bth, 0)
@@ -72,9 +79,7 @@ func TestSocketCap(t *testing.T) {
 		t.Fatalf("socket after one closed: %v", err)
 	}
 	conns = append(conns, c)
-	if _, err := ann.dial(th, 0); err == nil || !strings.Contains(err.Error(), "HTTP 429") {
-		t.Fatalf("socket over the cap again: %v, want HTTP 429", err)
-	}
+	refusedInBrowser(t, ann, th)
 	for _, c := range conns {
 		c.Close()
 	}
@@ -82,6 +87,22 @@ func TestSocketCap(t *testing.T) {
 	waitSockets(t, a.srv, ann.id, 0)
 	if n := len(a.srv.sockets.open); n != 0 {
 		t.Errorf("%d users left in the socket count, want 0", n)
+	}
+}
+
+// refusedInBrowser checks that u's next socket is closed at once with
+// CloseTooManySockets and its reason.
+func refusedInBrowser(t *testing.T, u *user, th string) {
+	t.Helper()
+	c, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatalf("socket over the cap: %v, want a socket closed with %d", err, CloseTooManySockets)
+	}
+	defer c.Close()
+	_, _, err = readFrameErr(c, 5*time.Second)
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != CloseTooManySockets || !strings.Contains(ce.Text, "too many open streams") {
+		t.Fatalf("socket over the cap: %v, want close %d with the reason", err, CloseTooManySockets)
 	}
 }
 
