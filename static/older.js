@@ -34,6 +34,9 @@ export class OlderMessages {
 		link.setAttribute("aria-disabled", "true");
 		try {
 			const res = await fetch(`/threads/${this.threadID}/messages?before=${encodeURIComponent(link.dataset.before)}`);
+			// A session that ended answers with the sign-in page: never
+			// put that among the messages.
+			if (res.redirected) throw new Error("you are signed out; reload the page");
 			if (!res.ok) throw new Error(await errorMessage(res));
 			const page = document.createElement("template");
 			// The server rendered this markup and sanitized its Markdown,
