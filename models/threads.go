@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -69,6 +71,35 @@ func (s *Store) Threads(ctx context.Context, userID string) ([]Thread, error) {
 	return list[Thread](s.r.WithContext(ctx).Where("user_id = ?", userID).Order("updated_at DESC, id"), "threads")
 }
 
+// ThreadCursor is the position of a thread in its owner's list: a page
+// of threads after it starts with the next less recently active one.
+type ThreadCursor struct {
+	UpdatedAt time.Time
+	ID        string
+}
+
+// ThreadsPage returns up to limit of userID's threads after cursor (nil:
+// from the most recently active), in the order of Threads, and whether
+// more follow. The position is a key, not an offset, so threads created
+// while a user pages never shift the pages after the first.
+func (s *Store) ThreadsPage(ctx context.Context, userID string, after *ThreadCursor, limit int) ([]Thread, bool, error) {
+	q := s.r.WithContext(ctx).Where("user_id = ?", userID)
+	if after != nil {
+		// Times are stored in UTC (gormConfig's NowFunc, the Writer), so
+		// the bound binds as the same text the rows hold.
+		at := after.UpdatedAt.UTC()
+		q = q.Where("updated_at < ? OR (updated_at = ? AND id > ?)", at, at, after.ID)
+	}
+	ts, err := list[Thread](q.Order("updated_at DESC, id").Limit(limit+1), "threads")
+	if err != nil {
+		return nil, false, err
+	}
+	if len(ts) > limit {
+		return ts[:limit], true, nil
+	}
+	return ts, false, nil
+}
+
 // RenameThread sets the title of userID's thread id.
 func (s *Store) RenameThread(ctx context.Context, userID, id, title string) (*Thread, error) {
 	res := s.w.WithContext(ctx).Model(&Thread{}).Where("id = ? AND user_id = ?", id, userID).
@@ -104,6 +135,35 @@ func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
 // Messages returns the thread's messages in sequence order.
 func (s *Store) Messages(ctx context.Context, threadID string) ([]Message, error) {
 	return list[Message](s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("seq"), "messages")
+}
+
+// MessagesBefore returns a page of the thread's messages with seq <
+// before (0: the newest page), in sequence order, and whether older
+// messages exist. A page holds up to limit human and AI messages, each
+// with its tool results: it starts at a human or AI message, never at a
+// tool result, so a call and its results are always on one page and the
+// cards of a page are whole. The seq of its first message is the next
+// page's before; inserts only ever add seqs above it.
+func (s *Store) MessagesBefore(ctx context.Context, threadID string, before int64, limit int) ([]Message, bool, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	var bounds []int64
+	err := s.r.WithContext(ctx).Model(&Message{}).
+		Where("thread_id = ? AND seq < ? AND type <> ?", threadID, before, "tool").
+		Order("seq DESC").Offset(limit-1).Limit(2).Pluck("seq", &bounds).Error
+	if err != nil {
+		return nil, false, fmt.Errorf("store: message page: %w", err)
+	}
+	from := int64(0) // fewer than limit: the page reaches the start
+	if len(bounds) > 0 {
+		from = bounds[0]
+	}
+	ms, err := list[Message](s.r.WithContext(ctx).Where("thread_id = ? AND seq >= ? AND seq < ?", threadID, from, before).Order("seq"), "messages")
+	if err != nil {
+		return nil, false, err
+	}
+	return ms, len(bounds) > 1, nil
 }
 
 // EventFilter selects events of one thread.
@@ -199,9 +259,19 @@ func (s *Store) LastSeq(ctx context.Context, threadID string) (int64, error) {
 // activeRunID (none when it is ""). Steps themselves stay in the database
 // until a card is expanded.
 func (s *Store) CardEvents(ctx context.Context, threadID, activeRunID string) ([]RunEvent, error) {
+	return s.CardEventsBetween(ctx, threadID, activeRunID, 0, 0)
+}
+
+// CardEventsBetween is CardEvents for the events with from ≤ seq < to (to
+// 0: no upper bound): the cards of one page of messages, whose events lie
+// between the page's first message and the next page's.
+func (s *Store) CardEventsBetween(ctx context.Context, threadID, activeRunID string, from, to int64) ([]RunEvent, error) {
+	if to <= 0 {
+		to = math.MaxInt64
+	}
 	var es []RunEvent
 	err := s.r.WithContext(ctx).
-		Where("thread_id = ? AND event_type IN ?", threadID, []string{"subagent.queued", "subagent.start", "subagent.end"}).
+		Where("thread_id = ? AND seq >= ? AND seq < ? AND event_type IN ?", threadID, from, to, []string{"subagent.queued", "subagent.start", "subagent.end"}).
 		Order("seq").Find(&es).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: card events: %w", err)
@@ -212,7 +282,7 @@ func (s *Store) CardEvents(ctx context.Context, threadID, activeRunID string) ([
 	var steps []RunEvent
 	err = s.r.WithContext(ctx).
 		Where("id IN (?)", s.r.Model(&RunEvent{}).Select("MAX(id)").
-			Where("thread_id = ? AND run_id = ? AND event_type = ?", threadID, activeRunID, "subagent.step").
+			Where("thread_id = ? AND run_id = ? AND event_type = ? AND seq >= ? AND seq < ?", threadID, activeRunID, "subagent.step", from, to).
 			Group("task_id")).
 		Order("seq").Find(&steps).Error
 	if err != nil {

@@ -47,6 +47,8 @@ type appConfig struct {
 	tools     []tools.Tool
 	tokens    bool
 	provider  agent.Provider // replaces every configured model's provider
+	markdown  *Markdown      // nil: NewMarkdown()
+	server    func(*Options) // adjusts the server's options (limits)
 }
 
 func withModels(ms ...agent.ModelConfig) appOption {
@@ -82,7 +84,10 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		t.Fatal(err)
 	}
 	cfg.hub.TokenUsage = a.settings.TokenUsage
-	md := NewMarkdown()
+	md := cfg.markdown
+	if md == nil {
+		md = NewMarkdown()
+	}
 	a.hub = NewHub(store, md, cfg.hub)
 	a.settings.Notify(a.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
@@ -109,7 +114,12 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	}
 	a.metrics.Watch(Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
 	a.dbPath = filepath.Join(dir, "herd.db")
-	a.srv, err = New(Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000})
+	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
+		ThreadsPerMinute: 10000, MaxSocketsPerUser: 10000, WSConnectsPerMinute: 100000}
+	if cfg.server != nil {
+		cfg.server(&so)
+	}
+	a.srv, err = New(so)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,13 +26,21 @@ func (s *Server) modelLabel(name string) string {
 	return name
 }
 
-// loadCards rebuilds the thread's cards in a constant number of queries.
+// loadCards rebuilds the cards of the view's page in a constant number
+// of queries.
 func (s *Server) loadCards(ctx context.Context, v *threadView) error {
 	active := ""
 	if v.active != nil {
 		active = v.active.ID
 	}
-	events, err := s.store.CardEvents(ctx, v.thread.ID, active)
+	// A page's task events lie between its first message and the next
+	// newer page (MessagesBefore keeps each call on the page of its
+	// results).
+	from := int64(0)
+	if len(v.messages) > 0 && v.next != 0 {
+		from = v.messages[0].Seq
+	}
+	events, err := s.store.CardEventsBetween(ctx, v.thread.ID, active, from, v.before)
 	if err != nil {
 		return err
 	}

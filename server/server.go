@@ -61,6 +61,12 @@ type Options struct {
 	MaxContentBytes    int // a message's content; 0 = 100 KB
 	MaxBodyBytes       int64
 	WebSocketReadLimit int64
+	ThreadsPerMinute   int // thread creations per user; 0 = 20
+	// MaxSocketsPerUser caps a user's open WebSockets; 0 = 16.
+	MaxSocketsPerUser int
+	// WSConnectsPerMinute limits WebSocket connects per user (per IP
+	// before sign-in); 0 = 60.
+	WSConnectsPerMinute int
 }
 
 // DefaultMaxBodyBytes caps a request body unless Options say otherwise.
@@ -91,6 +97,9 @@ type Server struct {
 	limits        *authLimits
 	sockets       *sockets
 	runLimiter    *limiter
+	threadLimiter *limiter
+	connLimiter   *limiter
+	socketCap     *socketCounter
 	bcryptCost    int
 	dummyHash     func() []byte
 	labels        map[string]string // model name → display name
@@ -125,6 +134,9 @@ func New(o Options) (*Server, error) {
 		limits:        newAuthLimits(o.LoginPerMinute, o.Now),
 		sockets:       newSockets(),
 		runLimiter:    newLimiter(o.RunsPerMinute, o.Now),
+		threadLimiter: newLimiter(o.ThreadsPerMinute, o.Now),
+		connLimiter:   newLimiter(o.WSConnectsPerMinute, o.Now),
+		socketCap:     newSocketCounter(o.MaxSocketsPerUser),
 		bcryptCost:    o.BcryptCost,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
@@ -175,6 +187,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RunsPerMinute <= 0 {
 		o.RunsPerMinute = 30
+	}
+	if o.ThreadsPerMinute <= 0 {
+		o.ThreadsPerMinute = 20
+	}
+	if o.MaxSocketsPerUser <= 0 {
+		o.MaxSocketsPerUser = 16
+	}
+	if o.WSConnectsPerMinute <= 0 {
+		o.WSConnectsPerMinute = 60
 	}
 	if o.BcryptCost == 0 {
 		o.BcryptCost = DefaultBcryptCost
@@ -235,6 +256,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.GET("/", s.threadListPage, requireUser)
 	app.POST("/threads", s.threadCreateSubmit, requireUser)
 	app.GET("/threads/:id", s.threadPage, requireUser)
+	app.GET("/threads/:id/messages", s.threadMessagesFragment, requireUser)
 	app.POST("/threads/:id/rename", s.threadRenameSubmit, requireUser)
 	app.POST("/threads/:id/delete", s.threadDeleteSubmit, requireUser)
 	app.GET("/settings", s.settingsPage, requireUser)
@@ -268,6 +290,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/threads", s.apiThreads, requireUser)
 	api.POST("/threads", s.apiThreadCreate, requireUser)
 	api.GET("/threads/:id", s.apiThread, requireUser)
+	api.GET("/threads/:id/messages", s.apiThreadMessages, requireUser)
 	api.PATCH("/threads/:id", s.apiThreadRename, requireUser)
 	api.DELETE("/threads/:id", s.apiThreadDelete, requireUser)
 	api.POST("/threads/:id/runs", s.apiRunStart, requireUser)
@@ -275,7 +298,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, requireUser)
 	api.GET("/threads/:id/events", s.apiEvents, requireUser)
 	api.GET("/threads/:id/usage", s.apiUsage, requireUser)
-	api.GET("/threads/:id/stream", s.stream, requireUser)
+	api.GET("/threads/:id/stream", s.stream, s.limitConnects, requireUser)
 	api.GET("/tokens", s.apiTokens, requireUser)
 	api.POST("/tokens", s.apiTokenCreate, requireUser)
 	api.DELETE("/tokens/:id", s.apiTokenDelete, requireUser)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
@@ -29,17 +30,47 @@ func (s *Server) stream(c echo.Context) error {
 	if !bearer && !s.sameOrigin(c.Request()) {
 		return &apiError{http.StatusForbidden, "bad_origin", "cross-origin WebSocket refused"}
 	}
+	// The slot is held until Serve returns, which is after the socket
+	// has closed, so the count is exact.
+	u := currentUser(c)
 	upgrade := func() (*websocket.Conn, error) { return up.Upgrade(c.Response(), c.Request(), nil) }
+	if !s.socketCap.acquire(u.ID) {
+		if bearer {
+			return &apiError{http.StatusTooManyRequests, "too_many_sockets", tooManySockets}
+		}
+		refuseSocket(upgrade)
+		return nil
+	}
+	defer s.socketCap.release(u.ID)
 	// The socket lives only as long as what signed it in (sockets.go).
 	cred, _ := c.Get(ctxCredential).(string)
-	ctx, upgrade, done := s.sockets.track(c.Request().Context(), currentUser(c).ID, cred, upgrade, s.credentialValid(c))
+	ctx, upgrade, done := s.sockets.track(c.Request().Context(), u.ID, cred, upgrade, s.credentialValid(c))
 	defer done()
-	if err := s.hub.Serve(ctx, upgrade, t.ID, after, currentUser(c).IsAdmin()); errors.Is(err, errCredentialEnded) {
+	if err := s.hub.Serve(ctx, upgrade, t.ID, after, u.IsAdmin()); errors.Is(err, errCredentialEnded) {
 		return err
 	} else if errors.Is(err, ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	}
 	return nil // the upgrader has answered its own errors
+}
+
+// CloseTooManySockets is the close code of a browser's socket over its
+// account's cap (docs/API.md); static/socket.js shows the reason.
+const CloseTooManySockets = 4429
+
+const tooManySockets = "too many open streams for this account; close a tab and this one reconnects"
+
+// refuseSocket answers a browser over its account's socket cap. A browser
+// cannot read the status of a refused handshake, only the close of an
+// open socket, so it is upgraded and closed at once with the reason; the
+// connect rate limit bounds what that costs.
+func refuseSocket(upgrade func() (*websocket.Conn, error)) {
+	conn, err := upgrade()
+	if err != nil {
+		return // the upgrader has answered
+	}
+	defer conn.Close()
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseTooManySockets, tooManySockets), time.Now().Add(time.Second))
 }
 
 // sameOrigin accepts a request whose Origin is this server: the configured

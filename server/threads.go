@@ -66,28 +66,43 @@ func cleanTitle(raw string) (string, *apiError) {
 // accounting on the usage page (docs/DESIGN.md §9).
 func (s *Server) showTokens() bool { return s.settings.TokenUsage() }
 
-// threadView gathers everything a thread's page and JSON show.
+// threadView gathers everything a thread's page and JSON show: one page
+// of its messages (the newest unless the query asks for an older one) and
+// their cards.
 type threadView struct {
 	thread   *models.Thread
 	messages []models.Message
 	active   *models.Run
 	lastSeq  int64
 	cards    []agent.Card
+	before   int64 // the page's bound (0: the newest page)
+	next     int64 // before of the next older page; 0: none
 }
 
 // loadThread loads the :id thread the current user owns (see ownThread)
-// with what its page and JSON show.
+// with the page of messages ?before= and ?limit= ask for.
 func (s *Server) loadThread(c echo.Context) (*threadView, error) {
 	t, err := s.ownThread(c)
 	if err != nil {
 		return nil, err
 	}
-	ctx := c.Request().Context()
-	msgs, err := s.store.Messages(ctx, t.ID)
+	before, err := parseBeforeSeq(c)
 	if err != nil {
 		return nil, err
 	}
-	v := &threadView{thread: t, messages: msgs, lastSeq: t.LastSeq}
+	limit, err := queryInt(c, "limit", messagesPage, 1, maxMessagesPg)
+	if err != nil {
+		return nil, err
+	}
+	ctx := c.Request().Context()
+	msgs, more, err := s.store.MessagesBefore(ctx, t.ID, before, int(limit))
+	if err != nil {
+		return nil, err
+	}
+	v := &threadView{thread: t, messages: msgs, lastSeq: t.LastSeq, before: before}
+	if more {
+		v.next = msgs[0].Seq
+	}
 	// The runtime knows which run is live; a row left "running" by a
 	// failed write (closed at the next start) must not show as active.
 	if runID, ok := s.rt.ActiveRun(t.ID); ok {
@@ -108,7 +123,7 @@ func (s *Server) loadThread(c echo.Context) (*threadView, error) {
 // Pages.
 
 func (s *Server) threadListPage(c echo.Context) error {
-	ts, err := s.store.Threads(c.Request().Context(), currentUser(c).ID)
+	ts, next, err := s.threadsPageOf(c)
 	if err != nil {
 		return err
 	}
@@ -118,7 +133,7 @@ func (s *Server) threadListPage(c echo.Context) error {
 	}
 	p := s.page(c, "Threads")
 	p.Flash = flashText(c.QueryParam("flash"))
-	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items}))
+	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items, Older: next, Paged: c.QueryParam("before") != ""}))
 }
 
 func threadItem(t *models.Thread) views.ThreadItem {
@@ -146,11 +161,21 @@ func (s *Server) threadCreateSubmit(c echo.Context) error {
 	if ae != nil {
 		return ae
 	}
-	t, err := s.store.CreateThread(c.Request().Context(), currentUser(c).ID, title)
+	t, err := s.createThread(c, title)
 	if err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
+}
+
+// createThread creates a thread for the current user, within their
+// thread-creation rate (the form and the API share it).
+func (s *Server) createThread(c echo.Context, title string) (*models.Thread, error) {
+	u := currentUser(c)
+	if !s.threadLimiter.allow("user:" + u.ID) {
+		return nil, &apiError{http.StatusTooManyRequests, "rate_limited", "too many new threads in a minute; wait a moment and try again"}
+	}
+	return s.store.CreateThread(c.Request().Context(), u.ID, title)
 }
 
 func (s *Server) threadRenameSubmit(c echo.Context) error {
@@ -232,6 +257,8 @@ func (s *Server) threadPage(c echo.Context) error {
 		Models:       s.modelOptions(),
 		DefaultModel: s.rt.Models()[0].Name,
 		LastSeq:      v.lastSeq,
+		Older:        v.next,
+		Before:       v.before,
 	}
 	state := map[string]any{
 		"thread_id":           t.ID,
@@ -256,6 +283,18 @@ func (s *Server) threadPage(c echo.Context) error {
 	}
 	page.StateJSON = string(b)
 	return s.render(c, http.StatusOK, views.Thread(page))
+}
+
+// threadMessagesFragment answers the page of older messages the thread
+// page loads on demand (views.OlderMessages): the same markup and cards
+// as the page renders.
+func (s *Server) threadMessagesFragment(c echo.Context) error {
+	v, err := s.loadThread(c)
+	if err != nil {
+		return err
+	}
+	msgs := s.messageViews(v.messages, v.cards, s.showTokens())
+	return s.render(c, http.StatusOK, views.OlderMessages(views.MessagesPage{ThreadID: v.thread.ID, Messages: msgs, Older: v.next}))
 }
 
 func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTokens bool) []views.MessageView {
@@ -302,8 +341,28 @@ func (s *Server) modelOptions() []views.ModelOption {
 
 // JSON API.
 
+// apiThreads answers a page of the user's threads (docs/API.md
+// "Pagination").
 func (s *Server) apiThreads(c echo.Context) error {
-	return listJSON(c, "threads", s.store.Threads, newThreadJSON)
+	ts, next, err := s.threadsPageOf(c)
+	if err != nil {
+		return err
+	}
+	out := make([]threadJSON, len(ts))
+	for i := range ts {
+		out[i] = newThreadJSON(&ts[i])
+	}
+	return c.JSON(http.StatusOK, map[string]any{"threads": out, "has_more": next != "", "next": nullIfZero(next)})
+}
+
+// nullIfZero is v, or JSON null for its zero value: a next cursor that
+// there is none of.
+func nullIfZero[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return v
 }
 
 // listJSON answers {key: [...]}: the rows list returns for the current
@@ -339,7 +398,7 @@ func (s *Server) apiThreadCreate(c echo.Context) error {
 		}
 		title = t
 	}
-	t, err := s.store.CreateThread(c.Request().Context(), currentUser(c).ID, title)
+	t, err := s.createThread(c, title)
 	if err != nil {
 		return err
 	}
@@ -351,6 +410,29 @@ func (s *Server) apiThread(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	out := s.messagesPageJSON(v)
+	out["thread"] = newThreadJSON(v.thread)
+	out["active_run"] = nil
+	out["last_seq"] = v.lastSeq
+	if v.active != nil {
+		out["active_run"] = newRunJSON(v.active)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// apiThreadMessages answers a page of the thread's messages and their
+// cards, without the thread's own fields.
+func (s *Server) apiThreadMessages(c echo.Context) error {
+	v, err := s.loadThread(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.messagesPageJSON(v))
+}
+
+// messagesPageJSON is a page of messages and the cards of their task
+// calls, with the cursor of the next older page.
+func (s *Server) messagesPageJSON(v *threadView) map[string]any {
 	redact := !s.showTokens()
 	msgs := make([]messageJSON, len(v.messages))
 	for i := range v.messages {
@@ -360,17 +442,7 @@ func (s *Server) apiThread(c echo.Context) error {
 	for i, card := range v.cards {
 		tasks[i] = s.cardJSON(card, !redact)
 	}
-	out := map[string]any{
-		"thread":     newThreadJSON(v.thread),
-		"messages":   msgs,
-		"tasks":      tasks,
-		"active_run": nil,
-		"last_seq":   v.lastSeq,
-	}
-	if v.active != nil {
-		out["active_run"] = newRunJSON(v.active)
-	}
-	return c.JSON(http.StatusOK, out)
+	return map[string]any{"messages": msgs, "tasks": tasks, "has_more": v.next != 0, "next": nullIfZero(v.next)}
 }
 
 func newRunJSON(r *models.Run) runJSON {

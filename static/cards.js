@@ -16,6 +16,7 @@ import { fillUsagePanel, removeUsagePanel } from "./usage-panel.js";
 
 const STEPS_PAGE = 200; // the events API's default page
 const USAGE_REFRESH_MS = 250;
+const MESSAGES_PAGE = 200; // the messages API's largest page
 
 function cardKey(runID, taskID) {
 	return `${runID}\u0000${taskID}`;
@@ -47,8 +48,10 @@ function remember(card, open) {
 // Cards runs the cards of one thread page; thread.js feeds it frames and
 // messages.
 export class Cards {
-	constructor({ threadID, tokenUsage, showError }) {
+	// oldestSeq tells the seq of the oldest message the page shows.
+	constructor({ threadID, tokenUsage, showError, oldestSeq }) {
 		this.threadID = threadID;
+		this.oldestSeq = oldestSeq;
 		this.tokensOn = tokenUsage;
 		this.showError = showError;
 		this.cards = new Map(); // cardKey → card state, with its DOM node once placed
@@ -154,15 +157,21 @@ export class Cards {
 	}
 
 	// refetchTotals brings back the totals the gate kept from this page,
-	// then shows every card's token label.
+	// then shows every card's token label. The messages API pages the
+	// thread from the newest message: it reads pages until the one that
+	// holds the oldest message shown (older pages may have been loaded).
 	async refetchTotals() {
 		const epoch = this.gateEpoch;
+		const oldest = this.oldestSeq();
+		const path = `/api/threads/${this.threadID}/messages?limit=${MESSAGES_PAGE}`;
 		try {
-			const thread = await getJSON(`/api/threads/${this.threadID}`);
-			if (epoch !== this.gateEpoch) return;
-			for (const t of thread.tasks ?? []) {
-				const c = this.cards.get(cardKey(t.run_id, t.task_id));
-				if (c) raiseTotal(c, normalizeUsage(t.usage));
+			for (let page = await getJSON(path); ; page = await getJSON(`${path}&before=${page.next}`)) {
+				if (epoch !== this.gateEpoch) return;
+				for (const t of page.tasks ?? []) {
+					const c = this.cards.get(cardKey(t.run_id, t.task_id));
+					if (c) raiseTotal(c, normalizeUsage(t.usage));
+				}
+				if (!page.has_more || page.next <= oldest) break;
 			}
 		} catch (err) {
 			this.showError(`Could not load the token figures: ${err.message}`);
@@ -182,6 +191,17 @@ export class Cards {
 			for (const c of this.cards.values()) this.render(c);
 		} catch {
 			// Live cards show raw model names, as for an unknown model.
+		}
+	}
+
+	// adoptUnder adopts the server-rendered cards of a page of older
+	// messages (nodes, the page's top-level elements).
+	adoptUnder(nodes) {
+		for (const node of nodes) {
+			for (const card of node.querySelectorAll("section.card")) {
+				this.adopt(card);
+				this.render(this.cards.get(cardKey(card.dataset.runId ?? "", card.dataset.taskId ?? "")));
+			}
 		}
 	}
 

@@ -4,8 +4,10 @@
 
 import { Cards } from "./cards.js";
 import { Composer } from "./composer.js";
+import { intAttr } from "./dom.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
+import { OlderMessages } from "./older.js";
 import { keepPinned, scrollToBottom } from "./pinned.js";
 import { openStream } from "./socket.js";
 
@@ -20,8 +22,15 @@ export class ThreadPage {
 			threadID: this.threadID,
 			tokenUsage: state.token_usage_enabled === true,
 			showError: (text) => this.composer.showError(text),
+			oldestSeq: () => this.oldestSeq(),
 		});
 		this.cardsLoaded = this.cards.load(this.list);
+		this.older = new OlderMessages({
+			threadID: this.threadID,
+			list: this.list,
+			onLoaded: (nodes) => this.cards.adoptUnder(nodes),
+			showError: (text) => this.composer.showError(text),
+		});
 		// Frame types this page understands; any other type (ping, and
 		// types added later) is ignored.
 		this.handlers = new Map([
@@ -39,6 +48,7 @@ export class ThreadPage {
 		// from the socket (seq checks included), so tests can replay frames.
 		document.addEventListener("herd:frame", (ev) => this.handleFrame(ev.detail));
 		this.composer.listen();
+		this.older.listen();
 		scrollToBottom();
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
@@ -48,6 +58,12 @@ export class ThreadPage {
 			// Tests wait for data-herd-ready before they act on the page.
 			onOpen: () => this.cardsLoaded.then(() => (document.documentElement.dataset.herdReady = "1")),
 		});
+	}
+
+	// oldestSeq is the seq of the oldest message shown (older pages are
+	// loaded on demand), 0 when there is none.
+	oldestSeq() {
+		return intAttr(this.list.querySelector(":scope > [data-seq]")?.dataset.seq);
 	}
 
 	showConn(text) {

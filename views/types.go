@@ -79,6 +79,11 @@ type ThreadItem struct {
 type ThreadListPage struct {
 	Page
 	Threads []ThreadItem
+	// Older is the cursor of the next page of less recently active
+	// threads; "" on the last page.
+	Older string
+	// Paged is set on every page but the first, which links back to it.
+	Paged bool
 }
 
 // ModelOption is one model in a picker or list.
@@ -133,6 +138,20 @@ type ThreadPage struct {
 	// StateJSON is the page's initial state for static/thread.js, embedded as
 	// a JSON data block (never executed).
 	StateJSON string
+	// Older is the before of the next older page of messages; 0 when the
+	// page reaches the thread's start.
+	Older int64
+	// Before is set when the page shows older messages (?before=): a
+	// read-only window without composer or live stream.
+	Before int64
+}
+
+// MessagesPage is a page of older messages, the fragment the thread page
+// loads into its list on demand.
+type MessagesPage struct {
+	ThreadID string
+	Messages []MessageView
+	Older    int64 // as ThreadPage.Older
 }
 
 // TokenView is one personal API token (never the token itself).

@@ -53,6 +53,8 @@ type ServerConfig struct {
 	WriteTimeoutSeconds      int `yaml:"write_timeout_seconds"`
 	IdleTimeoutSeconds       int `yaml:"idle_timeout_seconds"`
 	MaxConnections           int `yaml:"max_connections"`
+	MaxSocketsPerUser        int `yaml:"max_sockets_per_user"`
+	WSConnectsPerMinute      int `yaml:"ws_connects_per_minute"`
 }
 
 // MetricsConfig is where /metrics is served: on its own address (Addr,
@@ -76,6 +78,7 @@ type AuthConfig struct {
 	SessionHours           int  `yaml:"session_hours"`
 	LoginAttemptsPerMinute int  `yaml:"login_attempts_per_minute"`
 	RunsPerMinute          int  `yaml:"runs_per_minute"`
+	ThreadsPerMinute       int  `yaml:"threads_per_minute"`
 }
 
 // TokenUsageConfig is the initial token-usage display setting; the admin's

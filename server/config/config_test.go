@@ -56,10 +56,11 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	want := &Config{
 		Server: ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, AllowedHosts: []string{}, TrustedProxies: []string{},
-			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 256},
+			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 256,
+			MaxSocketsPerUser: 16, WSConnectsPerMinute: 60},
 		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
-		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30},
+		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Models: []agent.ModelConfig{
 			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
@@ -569,6 +570,9 @@ func TestErrors(t *testing.T) {
 		{name: "session hours", file: "auth: {session_hours: 0}\n", want: []string{`config: herd.yaml: auth.session_hours: must be at least 1, got 0`}},
 		{name: "login attempts", file: "auth: {login_attempts_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.login_attempts_per_minute: must be at least 1, got 0`}},
 		{name: "runs per minute", file: "auth: {runs_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.runs_per_minute: must be at least 1, got 0`}},
+		{name: "threads per minute", file: "auth: {threads_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.threads_per_minute: must be at least 1, got 0`}},
+		{name: "sockets per user", file: "server: {max_sockets_per_user: 0}\n", want: []string{`config: herd.yaml: server.max_sockets_per_user: must be at least 1, got 0`}},
+		{name: "connects per minute", file: "server: {ws_connects_per_minute: -1}\n", want: []string{`config: herd.yaml: server.ws_connects_per_minute: must be at least 1, got -1`}},
 
 		// Validation: models.
 		{name: "no models", file: "models: []\n", want: []string{`config: herd.yaml: models: must list at least one model`}},

@@ -41,6 +41,11 @@ func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 		"HERD_ADMIN_EMAIL=load@example.com", "HERD_ADMIN_PASSWORD=load test password",
 		"HERD_LOG_LEVEL=info",
 		"HERD_AUTH_RUNS_PER_MINUTE=100000",
+		// One account stands in for every user here: lift its per-user
+		// limits on threads, open sockets and connects.
+		"HERD_AUTH_THREADS_PER_MINUTE=100000",
+		"HERD_SERVER_MAX_SOCKETS_PER_USER=100000",
+		"HERD_SERVER_WS_CONNECTS_PER_MINUTE=100000",
 		fmt.Sprintf("HERD_SUBAGENTS_MAX_RUNNING=%d", n),
 		fmt.Sprintf("HERD_SUBAGENTS_MAX_CONCURRENT_PER_RESPONSE=%d", o.items),
 		fmt.Sprintf("HERD_SUBAGENTS_MAX_TOTAL_PER_RUN=%d", o.items),
