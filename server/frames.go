@@ -15,6 +15,9 @@ const (
 	FrameAIDelta  = "ai_delta"
 	FrameSettings = "settings"
 	FramePing     = "ping"
+	// FrameResync tells a client its cursor is past the thread's end (a
+	// restored backup, another database): it must reload the thread.
+	FrameResync = "resync"
 )
 
 // envelope is the WebSocket frame (docs/API.md).

@@ -19,10 +19,11 @@ import (
 	"herd/models"
 )
 
-// Replayer reads a thread's persisted records after a seq; models.Store
-// implements it.
+// Replayer reads a thread's persisted records after a seq, and its last
+// seq; models.Store implements it.
 type Replayer interface {
 	Since(ctx context.Context, threadID string, after int64, limit int) ([]models.Record, error)
+	LastSeq(ctx context.Context, threadID string) (int64, error)
 }
 
 // HubOptions tunes a Hub.
@@ -447,16 +448,22 @@ func decodeClientFrame(messageType int, data []byte) error {
 // tls.Conn its output lock), so it lands between two batches, never
 // inside one.
 func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
-	last, catchUp := afterSeq, true
+	last, catchUp, first := afterSeq, true, true
 	ping := time.NewTicker(c.h.opts.PingInterval)
 	defer ping.Stop()
 	for {
 		if catchUp {
+			prev := last
 			var ok bool
 			if last, ok = c.replay(ctx, last); !ok {
 				return
 			}
-			catchUp = false
+			if first && last == prev && prev > 0 {
+				if last, ok = c.checkCursor(ctx, last); !ok {
+					return
+				}
+			}
+			catchUp, first = false, false
 		}
 		select {
 		case <-ctx.Done():
@@ -564,6 +571,27 @@ func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
 			return after, true
 		}
 	}
+}
+
+// checkCursor never trusts a client's cursor blindly: one past the
+// thread's last seq (a restored backup) would make the client drop every
+// record up to it. Such a client gets a resync frame with the current last
+// seq and is served from there; the page reloads the thread. It runs only
+// when the first replay found nothing newer than the cursor.
+func (c *client) checkCursor(ctx context.Context, cursor int64) (int64, bool) {
+	last, err := c.h.store.LastSeq(ctx, c.threadID)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.h.log.Warn("hub: check cursor", "thread", c.threadID, "err", err)
+		}
+		return cursor, false
+	}
+	if cursor <= last {
+		return cursor, true
+	}
+	c.h.log.Info("hub: client cursor past the thread's end; resync", "thread", c.threadID, "cursor", cursor, "last_seq", last)
+	f := ephemeral(FrameResync, c.threadID, "", map[string]any{"last_seq": last})
+	return last, c.add(f) && c.flush()
 }
 
 // add encodes f as a WebSocket text frame, as this client may see it,

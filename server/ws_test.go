@@ -569,3 +569,50 @@ func TestCloseDuringHandshake(t *testing.T) {
 		t.Errorf("dial after close: %v, want HTTP 503", err)
 	}
 }
+
+// A cursor past the thread's end (as after restoring a backup) is not
+// trusted: the client gets a resync frame with the real last seq and is
+// served from there, so it drops nothing that follows.
+func TestCursorPastTheEndResyncs(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	u.startRun(th, "hello")
+	a.waitIdle(th)
+	last, err := a.store.LastSeq(context.Background(), th)
+	if err != nil || last == 0 {
+		t.Fatalf("last seq %d, %v", last, err)
+	}
+	conn, err := u.dial(th, last+1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f, err := readFrame(conn, 2*time.Second)
+	if err != nil || f.Type != FrameResync || f.Seq != nil {
+		t.Fatalf("first frame %+v, %v; want a resync with seq null", f, err)
+	}
+	var d struct {
+		LastSeq int64 `json:"last_seq"`
+	}
+	if err := json.Unmarshal(f.Data, &d); err != nil || d.LastSeq != last {
+		t.Fatalf("resync data %s, want last_seq %d", f.Data, last)
+	}
+	// The next run's records arrive, from last+1 on.
+	u.startRun(th, "again")
+	seqs, err := collect(conn, last+1, 10*time.Second)
+	if err != nil || len(seqs) == 0 || seqs[0] != last+1 {
+		t.Fatalf("after the resync got %v, %v; want from seq %d", seqs, err, last+1)
+	}
+	a.waitIdle(th)
+
+	// A cursor at the end is a plain reconnect: no resync.
+	conn2, err := u.dial(th, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	if f, err := readFrame(conn2, 2*time.Second); err != nil || f.Type == FrameResync {
+		t.Errorf("cursor within the thread: first frame %+v, %v; want the records after it", f, err)
+	}
+}

@@ -39,6 +39,9 @@ export class ThreadPage {
 			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id)],
 			["ai_delta", (d) => this.appendDelta(d)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
+			// The server's thread is behind this page's cursor (a restored
+			// backup): what the page shows is not what the thread holds.
+			["resync", () => location.reload()],
 			...TASK_FRAME_TYPES.map((type) => [type, (d, f) => this.cards.taskFrame(type, d, f)]),
 		]);
 	}
