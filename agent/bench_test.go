@@ -158,7 +158,7 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 	b.Helper()
 	rt := env.rt
 	r := &run{
-		env: &rt.runEnv, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.defModel,
+		env: &rt.runEnv, box: rt.withCommands, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.defModel,
 		done: make(chan struct{}), usage: map[string]models.UsageEntry{},
 	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)

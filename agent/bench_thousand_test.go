@@ -115,7 +115,7 @@ func benchThousand(b *testing.B, offered []tools.Tool) {
 			return resp, err
 		})
 		sub := agent.SubagentsConfig{
-			TimeoutSeconds: 600, MaxRunning: agent.BenchTasks, MaxConcurrentPerResponse: agent.BenchTasks, MaxTotalPerRun: agent.BenchTasks,
+			TimeoutSeconds: 600, MaxRunning: agent.BenchTasks, MaxRunningPerUser: agent.BenchTasks, MaxConcurrentPerResponse: agent.BenchTasks, MaxTotalPerRun: agent.BenchTasks,
 			QueueTimeoutSeconds: 600, SafetyMarginSeconds: 60, CancelGraceSeconds: 5, LoopLimit: 3,
 		}
 		env := agent.NewBenchEnv(b, agent.TestModel("demo", clocked), sub, offered, onCommit)

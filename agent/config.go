@@ -35,6 +35,9 @@ func (m ModelConfig) Label() string {
 type LeadConfig struct {
 	MaxTurns     int    `yaml:"max_turns"`
 	SystemPrompt string `yaml:"system_prompt"`
+	// MaxActiveRunsPerUser bounds one user's runs in progress across all
+	// their threads.
+	MaxActiveRunsPerUser int `yaml:"max_active_runs_per_user"`
 }
 
 // AgentConfig is one entry of subagents.agents: overrides for a built-in,
@@ -56,6 +59,7 @@ type SubagentsConfig struct {
 	TimeoutSeconds           int                    `yaml:"timeout_seconds"`
 	MaxTurns                 *int                   `yaml:"max_turns"`
 	MaxRunning               int                    `yaml:"max_running"`
+	MaxRunningPerUser        int                    `yaml:"max_running_per_user"`
 	MaxConcurrentPerResponse int                    `yaml:"max_concurrent_per_response"`
 	MaxTotalPerRun           int                    `yaml:"max_total_per_run"`
 	QueueTimeoutSeconds      int                    `yaml:"queue_timeout_seconds"`
@@ -63,4 +67,34 @@ type SubagentsConfig struct {
 	CancelGraceSeconds       int                    `yaml:"cancel_grace_seconds"`
 	LoopLimit                int                    `yaml:"loop_limit"`
 	Agents                   map[string]AgentConfig `yaml:"agents"`
+}
+
+// withDefaults fills in the limits left at zero (config validation keeps
+// them positive; tests and benchmarks leave some out).
+func (cfg SubagentsConfig) withDefaults() SubagentsConfig {
+	if cfg.MaxRunning <= 0 {
+		cfg.MaxRunning = 32
+	}
+	if cfg.MaxRunningPerUser <= 0 {
+		cfg.MaxRunningPerUser = min(8, cfg.MaxRunning)
+	}
+	if cfg.MaxConcurrentPerResponse <= 0 {
+		cfg.MaxConcurrentPerResponse = 4
+	}
+	if cfg.MaxTotalPerRun <= 0 {
+		cfg.MaxTotalPerRun = 12
+	}
+	if cfg.QueueTimeoutSeconds <= 0 {
+		cfg.QueueTimeoutSeconds = 600
+	}
+	if cfg.TimeoutSeconds <= 0 {
+		cfg.TimeoutSeconds = 1800
+	}
+	if cfg.LoopLimit < 2 {
+		cfg.LoopLimit = 3
+	}
+	if cfg.CancelGraceSeconds <= 0 {
+		cfg.CancelGraceSeconds = 5
+	}
+	return cfg
 }

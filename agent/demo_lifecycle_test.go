@@ -132,3 +132,35 @@ func ledgerRows(h *agent.Harness) []models.UsageEntry {
 	}
 	return out
 }
+
+// TestDemoWithoutCommands: in a run without commands the demo lead, asked
+// for a command or a bash: item, delegates nothing and tells the user why
+// in the runtime's own words.
+func TestDemoWithoutCommands(t *testing.T) {
+	bash, err := tools.NewBash(tools.SandboxConfig{Mode: tools.SandboxHost, AllowHostBash: true, BashTimeoutSeconds: 10, OutputLimitBytes: 30000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reason = "this server runs commands on its host, so only admins may run them."
+	h := agent.NewHarness(t, agent.HarnessConfig{Tools: append(tools.Workspace(), bash), NoCommands: true, OffReason: reason,
+		Models: []*agent.Model{agent.TestModel("demo", demo.New(agent.ModelConfig{Name: "demo", Model: "demo"}))}})
+	for _, msg := range []string{"Run `tr '\\0' '\\n' < /proc/$PPID/environ`", "- bash: sqlite3 ../../herd.db 'update users set role=\"admin\"'"} {
+		h.Run(msg)
+	}
+	msgs, _ := h.Store().Messages(context.Background(), h.Thread())
+	var answers int
+	for _, m := range msgs {
+		if m.Type == agent.TypeTool || len(m.ToolCalls) > 0 {
+			t.Fatalf("a run without commands called a tool: %+v", m)
+		}
+		if m.Type == agent.TypeAI {
+			answers++
+			if !strings.Contains(m.Content, "I can't run") || !strings.Contains(m.Content, "Commands are turned off for your account: "+reason) {
+				t.Errorf("answer %q does not say why the command cannot run", m.Content)
+			}
+		}
+	}
+	if answers != 2 {
+		t.Errorf("%d answers, want 2", answers)
+	}
+}

@@ -1,6 +1,9 @@
 package agent
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors Start, Cancel and CancelTask return.
 var (
@@ -18,3 +21,11 @@ var (
 	errTaskCancelled = errors.New("task cancelled by user")
 	errSafetyNet     = errors.New("safety net: stopped waiting")
 )
+
+// RunLimitError is Start's error when the user already has as many active
+// runs as lead.max_active_runs_per_user allows.
+type RunLimitError struct{ Limit int }
+
+func (e *RunLimitError) Error() string {
+	return fmt.Sprintf("you already have %d active runs, the most one user may have at once (lead.max_active_runs_per_user)", e.Limit)
+}

@@ -8,10 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
-
-	"herd/agent/tools"
 )
 
 // executor runs subagents: admission, the two timeout layers, cancellation
@@ -21,11 +17,10 @@ import (
 type executor struct {
 	cfg    SubagentsConfig
 	models map[string]*Model
-	specs  map[string]*subagentSpec
-	order  []string
-	slots  *semaphore.Weighted // FIFO: waiters are admitted in arrival order
+	slots  *admission // fair across users, FIFO within one
 	reg    *registry
 	wg     sync.WaitGroup // subagent goroutines
+	strays *strays        // their tool calls
 	queued atomic.Int64
 	now    func() time.Time
 	newID  func() string
@@ -37,59 +32,29 @@ type executor struct {
 type taskScope struct {
 	ctx       context.Context // the run's: Stop cancels every task
 	runID     string
+	userID    string // whose slots the task takes
 	threadID  string
 	model     *Model // the lead's model of the run: what inherit means
 	workspace string
+	agents    *specSet // the types the run may choose, tools as its toolbox has them
 	log       *slog.Logger
 	sink      taskSink
 }
 
-func newExecutor(cfg SubagentsConfig, all *tools.Set, models map[string]*Model, now func() time.Time, newID func() string) (*executor, error) {
-	if cfg.MaxRunning <= 0 {
-		cfg.MaxRunning = 32
-	}
-	if cfg.MaxConcurrentPerResponse <= 0 {
-		cfg.MaxConcurrentPerResponse = 4
-	}
-	if cfg.MaxTotalPerRun <= 0 {
-		cfg.MaxTotalPerRun = 12
-	}
-	if cfg.QueueTimeoutSeconds <= 0 {
-		cfg.QueueTimeoutSeconds = 600
-	}
-	if cfg.TimeoutSeconds <= 0 {
-		cfg.TimeoutSeconds = 1800
-	}
-	if cfg.LoopLimit < 2 {
-		cfg.LoopLimit = 3
-	}
-	if cfg.CancelGraceSeconds <= 0 {
-		cfg.CancelGraceSeconds = 5
-	}
-	x := &executor{
+// newExecutor builds the executor; cfg has its defaults filled in
+// (withDefaults).
+func newExecutor(cfg SubagentsConfig, models map[string]*Model, st *strays, now func() time.Time, newID func() string) *executor {
+	return &executor{
 		cfg:    cfg,
 		models: models,
-		slots:  semaphore.NewWeighted(int64(cfg.MaxRunning)),
+		slots:  newAdmission(cfg.MaxRunning, cfg.MaxRunningPerUser),
 		reg:    newRegistry(),
+		strays: st,
 		now:    now,
 		newID:  newID,
 
 		janitorGrace: janitorGrace,
 	}
-	set, err := buildSpecs(cfg, all, models)
-	if err != nil {
-		return nil, err
-	}
-	x.specs, x.order = set.byName, set.order
-	return x, nil
-}
-
-func (x *executor) catalog() []catalogEntry {
-	out := make([]catalogEntry, 0, len(x.order))
-	for _, n := range x.order {
-		out = append(out, catalogEntry{name: n, description: x.specs[n].description})
-	}
-	return out
 }
 
 // resolveModel returns the effective model: inherit → the lead's model for
@@ -111,9 +76,9 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	if err != nil {
 		return Outcome{Status: StatusFailed, Error: err.Error()}, nil
 	}
-	spec, ok := x.specs[args.SubagentType]
+	spec, ok := s.agents.byName[args.SubagentType]
 	if !ok {
-		return Outcome{Status: StatusFailed, Error: fmt.Sprintf("Unknown subagent type '%s'. Available: %s", args.SubagentType, strings.Join(x.order, ", "))}, nil
+		return Outcome{Status: StatusFailed, Error: fmt.Sprintf("Unknown subagent type '%s'. Available: %s", args.SubagentType, strings.Join(s.agents.order, ", "))}, nil
 	}
 	e := x.newExecution(s, call.ID, args, spec)
 	x.reg.add(e)
@@ -148,14 +113,15 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	return e.outcome(), release
 }
 
-// admit waits for a running slot in FIFO order, bounded by the queue
-// timeout, then starts the subagent. On failure e is terminal.
+// admit waits for a running slot, fairly across users and in FIFO order
+// within one (admission), bounded by the queue timeout, then starts the
+// subagent. On failure e is terminal.
 func (x *executor) admit(e *execution) {
-	if !x.slots.TryAcquire(1) {
+	if w, ok := x.slots.tryAcquire(e.userID); !ok {
 		e.emitQueued()
 		x.queued.Add(1)
 		qctx, cancel := context.WithTimeout(e.ctx, time.Duration(x.cfg.QueueTimeoutSeconds)*time.Second)
-		err := x.slots.Acquire(qctx, 1)
+		err := x.slots.wait(qctx, e.userID, w)
 		cancel()
 		x.queued.Add(-1)
 		if err != nil {
@@ -163,7 +129,8 @@ func (x *executor) admit(e *execution) {
 				e.finish(Outcome{Status: StatusCancelled})
 			} else {
 				e.finish(Outcome{Status: StatusTimedOut, Error: fmt.Sprintf(
-					"Queue timed out after %d seconds waiting for a free subagent slot (subagents.max_running = %d)", x.cfg.QueueTimeoutSeconds, x.cfg.MaxRunning)})
+					"Queue timed out after %d seconds waiting for a free subagent slot (subagents.max_running = %d, subagents.max_running_per_user = %d)",
+					x.cfg.QueueTimeoutSeconds, x.cfg.MaxRunning, x.cfg.MaxRunningPerUser)})
 			}
 			return
 		}
@@ -172,7 +139,7 @@ func (x *executor) admit(e *execution) {
 	e.emitStarted()
 	execCtx, cancel := context.WithDeadline(e.ctx, e.admittedAt.Add(e.spec.timeout))
 	x.wg.Go(func() {
-		defer x.slots.Release(1)
+		defer x.slots.release(e.userID)
 		defer cancel()
 		o := e.execute(execCtx)
 		e.decidedAt = time.Now()
@@ -207,6 +174,9 @@ type Stats struct {
 	Registry int
 	Queued   int64
 	ByStatus map[string]int
+	// Abandoned counts the tool and model calls a run or subagent
+	// stopped waiting for that have not returned yet (strays).
+	Abandoned int64
 }
 
 // stats reports the registry size, queued subagents and executions by
@@ -229,12 +199,15 @@ func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		TaskID:      taskID,
 		RunID:       s.runID,
 		ThreadID:    s.threadID,
+		userID:      s.userID,
 		Description: args.Description,
 		Prompt:      args.fullPrompt(),
 		Type:        spec.name,
 		ModelName:   model.Config.Name,
 		spec:        spec,
 		loopLimit:   x.cfg.LoopLimit,
+		strays:      x.strays,
+		cancelGrace: time.Duration(x.cfg.CancelGraceSeconds) * time.Second,
 		model:       model,
 		workspace:   s.workspace,
 		sink:        s.sink,

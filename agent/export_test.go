@@ -23,13 +23,16 @@ type HarnessConfig struct {
 	Models  []*Model
 	Tools   []tools.Tool
 	Backoff []time.Duration
+	// NoCommands starts the runs without commands; OffReason is why.
+	NoCommands bool
+	OffReason  string
 }
 
 // NewHarness builds a harness that fails t if the test leaks a goroutine
 // or leaves an execution in the registry.
 func NewHarness(t *testing.T, c HarnessConfig) *Harness {
 	t.Helper()
-	return newHarness(t, harnessConfig{models: c.Models, tools: c.Tools, backoff: c.Backoff})
+	return newHarness(t, harnessConfig{models: c.Models, tools: c.Tools, backoff: c.Backoff, noCommands: c.NoCommands, offReason: c.OffReason})
 }
 
 func (h *harness) Runtime() *Runtime      { return h.rt }

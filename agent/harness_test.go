@@ -69,6 +69,7 @@ type harness struct {
 	writer  *models.Writer
 	rt      *Runtime
 	thread  string
+	cfg     harnessConfig
 	mu      sync.Mutex
 	frames  []models.Record // every committed record, in commit order
 	retries atomic.Int64    // failed write attempts the writer retried
@@ -80,6 +81,10 @@ type harnessConfig struct {
 	tools     []tools.Tool
 	leadTurns int
 	backoff   []time.Duration // the writer's retry waits; nil: its default
+	// noCommands starts the harness's runs without commands, as the
+	// server does for a non-admin in host mode.
+	noCommands bool
+	offReason  string
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -97,7 +102,7 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: store, dbPath: filepath.Join(dir, "herd.db")}
+	h := &harness{t: t, store: store, dbPath: filepath.Join(dir, "herd.db"), cfg: hc}
 	h.writer = store.NewWriter(models.WriterOptions{Backoff: hc.backoff, OnBatch: func(st models.BatchStats) { h.retries.Add(int64(st.Attempts - 1)) }, OnCommit: func(recs []models.Record) {
 		h.mu.Lock()
 		h.frames = append(h.frames, recs...)
@@ -112,6 +117,7 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	h.rt, err = New(Options{
 		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5)},
 		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
+		CommandsOffReason: hc.offReason,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +157,7 @@ func (h *harness) run(content string) Started {
 
 func (h *harness) start(content string) Started {
 	h.t.Helper()
-	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content})
+	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content, Commands: !h.cfg.noCommands})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -48,13 +48,15 @@ type runEnv struct {
 	history   History
 	pub       Publisher
 	lead      LeadConfig
-	tools     *tools.Set
-	toolSpecs []tools.Spec // the lead's tools with task last
 	wsRoot    string
 	log       *slog.Logger
 	now       func() time.Time
 	newID     func() string
 	persistTO time.Duration
+	// strays runs the lead's tool and model calls; one that outlives a
+	// Stop by cancelGrace is abandoned, so a Stop always ends the run.
+	strays      *strays
+	cancelGrace time.Duration
 }
 
 type nopPublisher struct{}
@@ -86,6 +88,7 @@ func (env *runEnv) persistCtx(ctx context.Context) (context.Context, context.Can
 // run is one user message and everything the lead does for it.
 type run struct {
 	env *runEnv
+	box *toolbox // with or without commands
 	// release frees the thread for its next run; the runtime sets it.
 	release  func(*run)
 	id       string
@@ -156,19 +159,13 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 		log.Error("load history", "err", err)
 		return models.RunFailed, "could not load the conversation"
 	}
-	msgs := append([]Message{{Type: TypeSystem, Content: r.env.leadPrompt()}}, replayable(stored)...)
+	msgs := append([]Message{{Type: TypeSystem, Content: r.box.prompt}}, replayable(stored)...)
 	for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
 		msgID := r.env.newID()
-		var streamed strings.Builder
-		deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
-		resp, err := r.model.Provider.Complete(r.ctx, Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.env.toolSpecs}, func(d string) {
-			streamed.WriteString(d)
-			deltas.write(d)
-		})
-		deltas.close()
+		resp, streamed, err := r.complete(msgID, msgs)
 		if err != nil {
 			if r.ctx.Err() != nil {
-				r.keepPartial(msgID, streamed.String())
+				r.keepPartial(msgID, streamed)
 				return models.RunCancelled, ""
 			}
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
@@ -197,6 +194,27 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 		}
 	}
 	return models.RunFailed, fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.env.lead.MaxTurns)
+}
+
+// complete makes one call of the lead's model, streaming its text as
+// message msgID, and returns the response and the text streamed so far.
+// A provider that ignores a Stop is abandoned after the cancel grace, as a
+// stuck tool is (strays).
+func (r *run) complete(msgID string, msgs []Message) (Response, string, error) {
+	var mu sync.Mutex // an abandoned call may stream on
+	var streamed strings.Builder
+	deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
+	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs}
+	resp, err := r.env.strays.complete(r.ctx, r.env.cancelGrace, r.logger(), r.model, req, func(d string) {
+		mu.Lock()
+		streamed.WriteString(d)
+		mu.Unlock()
+		deltas.write(d)
+	})
+	deltas.close()
+	mu.Lock()
+	defer mu.Unlock()
+	return resp, streamed.String(), err
 }
 
 // keepPartial saves what was streamed of an answer the user stopped, so a
@@ -235,7 +253,7 @@ func (r *run) runTools(calls []ToolCall) []Message {
 				out[i] = r.finishTask(call, o, release)
 				return
 			}
-			out[i] = r.finishTool(call, r.runTool(call))
+			out[i] = r.finishTool(call, r.env.strays.runTool(r.ctx, r.env.cancelGrace, r.logger(), call.Name, func() string { return r.runTool(call) }))
 		})
 	}
 	wg.Wait()
@@ -263,9 +281,9 @@ func (r *run) runTool(call ToolCall) (result string) {
 			result = fmt.Sprintf("Error: the %s tool failed internally", call.Name)
 		}
 	}()
-	t, ok := r.env.tools.Get(call.Name)
+	t, ok := r.box.tools.Get(call.Name)
 	if !ok {
-		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.env.tools.Names(), ToolTask), ", "))
+		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", "))
 	}
 	out, err := t.Run(r.ctx, tools.Env{Workspace: r.workspace}, call.Args)
 	if err != nil {
@@ -344,7 +362,7 @@ func (r *run) persist(m *models.Message) error {
 
 // scope is what the executor needs of this run for a task call.
 func (r *run) scope() taskScope {
-	return taskScope{ctx: r.ctx, runID: r.id, threadID: r.threadID, model: r.model, workspace: r.workspace, log: r.logger(), sink: r}
+	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, log: r.logger(), sink: r}
 }
 
 // emit validates and queues one event of task taskID for the writer
@@ -463,13 +481,4 @@ func replayable(stored []models.Message) []Message {
 		}
 	}
 	return out
-}
-
-// leadPrompt is the lead's system prompt.
-func (env *runEnv) leadPrompt() string {
-	p := `You are herd's lead agent. You answer the user directly and well. You may delegate bounded, self-contained pieces of work to subagents with the task tool, which blocks until the subagent finishes and returns its result; never poll for status, there is no status tool. Use the workspace tools (ls, read_file, write_file, str_replace) and bash when available for small steps yourself. Answer in Markdown.`
-	if s := strings.TrimSpace(env.lead.SystemPrompt); s != "" {
-		p += "\n\n" + s
-	}
-	return p
 }

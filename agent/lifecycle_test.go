@@ -43,7 +43,7 @@ func TestSubagentSpecs(t *testing.T) {
 		{"writer", 42 * time.Second, 100, "inherit", []string{tools.Ls, tools.ReadFile, tools.WriteFile, tools.StrReplace}},
 	}
 	for _, c := range cases {
-		s := x.specs[c.name]
+		s := h.rt.withCommands.agents.byName[c.name]
 		if s == nil {
 			t.Fatalf("no spec %s", c.name)
 		}
@@ -59,14 +59,14 @@ func TestSubagentSpecs(t *testing.T) {
 	}
 	// Without bash allowed, the bash type does not exist.
 	h2 := newHarness(t, harnessConfig{models: []*Model{fast}})
-	if _, ok := h2.rt.exec.specs[SubagentBash]; ok {
+	if _, ok := h2.rt.withCommands.agents.byName[SubagentBash]; ok {
 		t.Error("bash subagent offered without the bash tool")
 	}
 	// The effective model: inherit is the lead's model of the run.
-	if got := x.resolveModel(x.specs[SubagentGeneral], deep); got != deep {
+	if got := x.resolveModel(h.rt.withCommands.agents.byName[SubagentGeneral], deep); got != deep {
 		t.Errorf("inherit resolved to %s, want the run's model", got.Config.Name)
 	}
-	if got := x.resolveModel(x.specs["researcher"], fast); got != deep {
+	if got := x.resolveModel(h.rt.withCommands.agents.byName["researcher"], fast); got != deep {
 		t.Errorf("named model resolved to %s", got.Config.Name)
 	}
 }
@@ -295,10 +295,10 @@ func TestJanitor(t *testing.T) {
 		return reply("x", nil), nil
 	}))}})
 	h.rt.exec.janitorGrace = 50 * time.Millisecond
-	r := &run{env: &h.rt.runEnv, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}}
+	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
-	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.exec.specs[SubagentGeneral])
+	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.withCommands.agents.byName[SubagentGeneral])
 	h.rt.exec.reg.add(e)
 	e.finish(Outcome{Status: StatusCompleted, Result: "never delivered"})
 	deadline := time.Now().Add(2 * time.Second)

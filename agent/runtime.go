@@ -29,6 +29,11 @@ type Options struct {
 	Logger    *slog.Logger
 	Now       func() time.Time
 	NewID     func() string
+
+	// CommandsOffReason tells the lead of a run without commands
+	// (StartRequest.Commands false) why it has none, so it can tell the
+	// user; it should end with a full stop.
+	CommandsOffReason string
 }
 
 // Runtime runs the lead loop of every active run and owns the subagent
@@ -36,6 +41,10 @@ type Options struct {
 // they finish, are stopped, or the runtime shuts down.
 type Runtime struct {
 	runEnv
+	// withCommands and withoutCommands are the toolboxes a run gets by
+	// StartRequest.Commands; the same one where bash is not configured.
+	withCommands, withoutCommands *toolbox
+
 	models   map[string]*Model
 	order    []*Model
 	defModel *Model
@@ -47,6 +56,7 @@ type Runtime struct {
 	mu     sync.Mutex
 	closed bool
 	active map[string]*run // by thread id
+	byUser map[string]int  // active runs by user id
 }
 
 // New builds a Runtime.
@@ -72,28 +82,34 @@ func New(o Options) (*Runtime, error) {
 	if o.Lead.MaxTurns <= 0 {
 		o.Lead.MaxTurns = 25
 	}
-	set := tools.NewSet(o.Tools...)
+	if o.Lead.MaxActiveRunsPerUser <= 0 {
+		o.Lead.MaxActiveRunsPerUser = 3
+	}
+	sub := o.Subagents.withDefaults()
 	rt := &Runtime{
 		runEnv: runEnv{
 			journal: o.Journal, history: o.History, pub: o.Publisher, lead: o.Lead,
-			tools: set, wsRoot: o.WorkspaceRoot, log: o.Logger, now: o.Now, newID: o.NewID,
-			persistTO: 30 * time.Second,
+			wsRoot: o.WorkspaceRoot, log: o.Logger, now: o.Now, newID: o.NewID,
+			persistTO:   30 * time.Second,
+			cancelGrace: time.Duration(sub.CancelGraceSeconds) * time.Second,
+			strays:      &strays{},
 		},
 		models:   make(map[string]*Model, len(o.Models)),
 		order:    o.Models,
 		defModel: o.Models[0],
 		active:   map[string]*run{},
+		byUser:   map[string]int{},
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m
 	}
-	rt.base, rt.stopBase = context.WithCancel(context.Background())
-	exec, err := newExecutor(o.Subagents, set, rt.models, o.Now, o.NewID)
+	var err error
+	rt.withCommands, rt.withoutCommands, err = newToolboxes(o.Tools, sub, rt.models, o.Lead, o.CommandsOffReason)
 	if err != nil {
 		return nil, err
 	}
-	rt.exec = exec
-	rt.toolSpecs = append(set.Specs(), taskToolSpec(exec.catalog()))
+	rt.base, rt.stopBase = context.WithCancel(context.Background())
+	rt.exec = newExecutor(sub, rt.models, rt.strays, o.Now, o.NewID)
 	return rt, nil
 }
 
@@ -103,6 +119,10 @@ type StartRequest struct {
 	UserID   string
 	Content  string
 	Model    string // "" for the default
+	// Commands offers the run the bash tool and the bash subagent type,
+	// when they are configured; without it no model of the run is
+	// offered either (docs/DESIGN.md §4, the shell rule).
+	Commands bool
 }
 
 // Started describes a run that Start accepted.
@@ -124,8 +144,13 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		}
 		model = m
 	}
+	box := rt.withoutCommands
+	if req.Commands {
+		box = rt.withCommands
+	}
 	r := &run{
 		env:      &rt.runEnv,
+		box:      box,
 		release:  rt.release,
 		id:       rt.newID(),
 		threadID: req.ThreadID,
@@ -135,19 +160,10 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		usage:    map[string]models.UsageEntry{},
 	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
-	rt.mu.Lock()
-	switch {
-	case rt.closed:
-		rt.mu.Unlock()
+	if err := rt.claim(r); err != nil {
 		r.cancel(nil)
-		return Started{}, ErrShuttingDown
-	case rt.active[req.ThreadID] != nil:
-		rt.mu.Unlock()
-		r.cancel(nil)
-		return Started{}, ErrRunActive
+		return Started{}, err
 	}
-	rt.active[req.ThreadID] = r
-	rt.mu.Unlock()
 
 	msgID := rt.newID()
 	// The start is written whole or not at all, even if the request that
@@ -227,13 +243,39 @@ func (rt *Runtime) Models() []ModelConfig {
 	return out
 }
 
+// claim makes r the thread's active run, unless the runtime is closing,
+// the thread has a run or the user has as many as they may.
+func (rt *Runtime) claim(r *run) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch {
+	case rt.closed:
+		return ErrShuttingDown
+	case rt.active[r.threadID] != nil:
+		return ErrRunActive
+	case rt.byUser[r.userID] >= rt.lead.MaxActiveRunsPerUser:
+		return &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
+	}
+	rt.active[r.threadID] = r
+	rt.byUser[r.userID]++
+	return nil
+}
+
 func (rt *Runtime) release(r *run) {
 	rt.mu.Lock()
 	if rt.active[r.threadID] == r {
 		delete(rt.active, r.threadID)
+		if rt.byUser[r.userID]--; rt.byUser[r.userID] <= 0 {
+			delete(rt.byUser, r.userID)
+		}
 	}
 	rt.mu.Unlock()
 }
+
+// Commands reports whether runs may be offered commands at all: the bash
+// tool is configured. A run offered none although they exist has the
+// reason in its lead's prompt.
+func (rt *Runtime) Commands() bool { return rt.withCommands != rt.withoutCommands }
 
 // Shutdown stops accepting runs, cancels the running ones and waits (until
 // ctx ends) for them to write their terminal state.
@@ -252,6 +294,9 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 	go func() {
 		rt.wg.Wait()
 		rt.exec.wait()
+		// Abandoned calls (strays) are waited for too: a tool that
+		// ignored its cancellation may still be writing to a workspace.
+		rt.strays.wg.Wait()
 		close(done)
 	}()
 	select {
@@ -261,6 +306,9 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		rt.stopBase()
+		if n := rt.strays.abandoned.Load(); n > 0 {
+			return fmt.Errorf("agent: shutdown: %d abandoned calls still running: %w", n, ctx.Err())
+		}
 		return fmt.Errorf("agent: shutdown: %w", ctx.Err())
 	}
 }
@@ -274,4 +322,8 @@ func (rt *Runtime) ActiveRuns() int {
 
 // Stats reports the registry size, queued subagents and executions by
 // status.
-func (rt *Runtime) Stats() Stats { return rt.exec.stats() }
+func (rt *Runtime) Stats() Stats {
+	st := rt.exec.stats()
+	st.Abandoned = rt.strays.abandoned.Load()
+	return st
+}

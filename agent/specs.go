@@ -131,6 +131,15 @@ func (spec *subagentSpec) override(ac AgentConfig) {
 	}
 }
 
+// catalog lists the types for the task tool, in order.
+func (set *specSet) catalog() []catalogEntry {
+	out := make([]catalogEntry, 0, len(set.order))
+	for _, n := range set.order {
+		out = append(out, catalogEntry{name: n, description: set.byName[n].description})
+	}
+	return out
+}
+
 func (set *specSet) add(s *subagentSpec) {
 	if s.model == "" {
 		s.model = "inherit"

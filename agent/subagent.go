@@ -31,7 +31,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		if turn > e.spec.maxTurns {
 			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
-		resp, err := e.model.Provider.Complete(ctx, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
+		resp, err := e.strays.complete(ctx, e.cancelGrace, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
 		if err != nil {
 			return e.interrupted(ctx, err)
 		}
@@ -100,13 +100,20 @@ func (e *execution) interrupted(ctx context.Context, err error) Outcome {
 // each result, in call order.
 func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	out := make([]Message, len(calls))
-	var wg sync.WaitGroup
-	for i, c := range calls {
-		wg.Go(func() {
-			out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: e.runTool(ctx, c)}
-		})
+	call := func(i int) {
+		c := calls[i]
+		res := e.strays.runTool(ctx, e.cancelGrace, e.log, c.Name, func() string { return e.runTool(ctx, c) })
+		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: res}
 	}
-	wg.Wait()
+	if len(calls) == 1 {
+		call(0) // the usual case: strays already runs the tool in a goroutine of its own
+	} else {
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Go(func() { call(i) })
+		}
+		wg.Wait()
+	}
 	for _, m := range out {
 		e.emitStep(stepTool, m.Content, nil, m.Name)
 	}

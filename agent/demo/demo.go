@@ -33,7 +33,9 @@ const defaultSubagentTurns = 4
 // The lead delegates one task per list item of the user's message ("- ",
 // "* ", "1. ", "1) "; an item starting "<type>: " picks that subagent
 // type), else one bash task for the first `command` in backticks, else
-// answers directly; after task results it summarises them. A subagent
+// answers directly; after task results it summarises them. Offered no bash
+// subagent, it answers a command or a "bash: " item with why it cannot run
+// it (the agent.CommandsOff line of its system prompt) instead. A subagent
 // runs a backticked command of its prompt with bash and quotes the
 // output; otherwise it writes, lists and re-reads notes under notes/ for
 // its configured number of turns, then answers.

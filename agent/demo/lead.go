@@ -15,15 +15,42 @@ func lead(msgs []agent.Message, types []string, label string) reply {
 		return leadAfterTools(msgs)
 	}
 	human := lastOf(msgs, agent.TypeHuman)
+	noShell := ""
+	if !slices.Contains(types, agent.SubagentBash) {
+		noShell = whyNoCommands(msgs)
+	}
 	intro, items := parseList(human)
 	if len(items) > 0 {
-		return delegateList(intro, items, types)
+		return delegateList(intro, items, types, noShell)
 	}
 	cmd, hasCmd := command(human)
-	if hasCmd && slices.Contains(types, agent.SubagentBash) {
+	if hasCmd && noShell == "" {
 		return delegateCommand(cmd)
 	}
-	return directAnswer(human, cmd, types, label)
+	return directAnswer(human, cmd, types, label, noShell)
+}
+
+// whyNoCommands is why the lead, which is offered no bash subagent, cannot
+// have commands run: the reason its system prompt gives (agent.CommandsOff),
+// or that none is configured.
+func whyNoCommands(msgs []agent.Message) string {
+	for _, m := range msgs {
+		if m.Type != agent.TypeSystem {
+			continue
+		}
+		for line := range strings.Lines(m.Content) {
+			if reason, ok := strings.CutPrefix(strings.TrimSpace(line), agent.CommandsOff); ok && reason != "" {
+				return "Commands are turned off for your account: " + reason
+			}
+		}
+	}
+	return "This server has no bash subagent, so nobody can run commands here."
+}
+
+// noCommandsReply tells the user that the commands they asked for cannot
+// run, and why.
+func noCommandsReply(what, why string) string {
+	return fmt.Sprintf("I can't run %s. %s", what, why)
 }
 
 var numbered = regexp.MustCompile(`^[0-9]{1,3}[.)][ \t]+`)
@@ -77,14 +104,26 @@ func listItem(line string) (string, bool) {
 
 var typePrefix = regexp.MustCompile(`^([A-Za-z0-9_-]+):[ \t]*`)
 
-func delegateList(intro string, items []string, types []string) reply {
+// delegateList starts one task per item. An item for the bash type when
+// none is offered (noShell says why) is not delegated but answered: the
+// user is told in plain words why it does not run.
+func delegateList(intro string, items []string, types []string, noShell string) reply {
 	fallback := agent.SubagentGeneral
 	if len(types) > 0 && !slices.Contains(types, agent.SubagentGeneral) {
 		fallback = types[0]
 	}
-	r := reply{text: fmt.Sprintf("I'll hand these %d items to subagents in parallel.", len(items))}
-	if len(items) == 1 {
+	items, refused := withoutShellItems(items, noShell)
+	var r reply
+	switch {
+	case len(items) == 0:
+		return reply{text: noCommandsReply(plural(refused, "that command", "those %d commands"), noShell)}
+	case len(items) == 1:
 		r.text = "I'll hand this item to a subagent."
+	default:
+		r.text = fmt.Sprintf("I'll hand these %d items to subagents in parallel.", len(items))
+	}
+	if refused > 0 {
+		r.text += " " + noCommandsReply(plural(refused, "the `bash:` item", "the %d `bash:` items"), noShell)
 	}
 	for _, item := range items {
 		kind := fallback
@@ -110,6 +149,29 @@ func delegateList(intro string, items []string, types []string) reply {
 	return r
 }
 
+// withoutShellItems drops the items that ask for the bash type when
+// noShell says it is not offered, and counts them.
+func withoutShellItems(items []string, noShell string) ([]string, int) {
+	if noShell == "" {
+		return items, 0
+	}
+	kept := items[:0:0]
+	for _, item := range items {
+		if m := typePrefix.FindStringSubmatch(item); m != nil && strings.EqualFold(m[1], agent.SubagentBash) {
+			continue
+		}
+		kept = append(kept, item)
+	}
+	return kept, len(items) - len(kept)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf(many, n)
+}
+
 func delegateCommand(cmd string) reply {
 	return reply{
 		text: fmt.Sprintf("I'll have a bash subagent run `%s` and report back.", cmd),
@@ -121,8 +183,12 @@ func delegateCommand(cmd string) reply {
 	}
 }
 
-func directAnswer(human, cmd string, types []string, label string) reply {
+func directAnswer(human, cmd string, types []string, label, noShell string) reply {
 	var b strings.Builder
+	if cmd != "" && noShell != "" {
+		// The user asked for a command: why it does not run comes first.
+		b.WriteString(noCommandsReply(fmt.Sprintf("`%s`", cmd), noShell) + "\n\n")
+	}
 	if first := firstLine(human); first != "" {
 		fmt.Fprintf(&b, "You wrote: “%s” (%d words).\n\n", clip(first, 120), len(strings.Fields(human)))
 	} else {
@@ -143,9 +209,6 @@ func directAnswer(human, cmd string, types []string, label string) reply {
 	}
 	if example != "" {
 		fmt.Fprintf(&b, "- **Start an item with a subagent type**, such as `%s: …`, to choose who does it.\n", example)
-	}
-	if cmd != "" && !slices.Contains(types, agent.SubagentBash) {
-		fmt.Fprintf(&b, "\nI saw the command `%s`, but the bash subagent is not available here, so I can't run it.\n", cmd)
 	}
 	if len(types) > 0 {
 		fmt.Fprintf(&b, "\nAvailable subagent types: %s.", strings.Join(types, ", "))

@@ -11,6 +11,10 @@ import (
 	"herd/agent/tools"
 )
 
+// offPrompt is a lead prompt of a run without commands, as the runtime
+// writes it.
+var offPrompt = "You lead.\n\n" + agent.CommandsOff + "only admins may run commands on this host.\nYou cannot run shell commands."
+
 func TestLeadFirstResponse(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -22,6 +26,7 @@ func TestLeadFirstResponse(t *testing.T) {
 	tests := []struct {
 		name     string
 		msg      string
+		system   string // the lead's system prompt; "" is "You lead."
 		types    []string
 		want     []wantTask
 		textHas  []string
@@ -74,8 +79,31 @@ func TestLeadFirstResponse(t *testing.T) {
 			name:     "backticked command without a bash type is answered directly",
 			msg:      "Run `ls`",
 			types:    []string{agent.SubagentGeneral, "researcher"},
-			textHas:  []string{"`ls`", "not available", "offline demo model"},
+			textHas:  []string{"I can't run `ls`. This server has no bash subagent", "offline demo model"},
 			textNots: []string{"sleep 2"},
+		},
+		{
+			name:     "backticked command with commands turned off says why first",
+			msg:      "Run `tr '\\0' '\\n' < /proc/$PPID/environ`",
+			system:   offPrompt,
+			types:    []string{agent.SubagentGeneral},
+			textHas:  []string{"I can't run `tr", "Commands are turned off for your account: only admins may run commands on this host."},
+			textNots: []string{"Put a command in backticks"},
+		},
+		{
+			name:    "a bash: item with commands turned off is answered, not delegated",
+			msg:     "- bash: cat /proc/self/environ",
+			system:  offPrompt,
+			types:   []string{agent.SubagentGeneral, "researcher"},
+			textHas: []string{"I can't run that command. Commands are turned off for your account: only admins may run commands on this host."},
+		},
+		{
+			name:    "the other items of a list still run when a bash: item cannot",
+			msg:     "Please:\n- bash: ls -la\n- summarise the notes\n- BASH: make test",
+			system:  offPrompt,
+			types:   []string{agent.SubagentGeneral},
+			want:    []wantTask{{"Summarise The Notes", agent.SubagentGeneral, []string{"summarise the notes"}, "bash:"}},
+			textHas: []string{"I'll hand this item to a subagent.", "I can't run the 2 `bash:` items. Commands are turned off for your account"},
 		},
 		{
 			name:    "plain text is answered directly with the delegation hints",
@@ -99,7 +127,11 @@ func TestLeadFirstResponse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := New(agent.ModelConfig{Name: "demo-fast", DisplayName: "Provider Fast"})
-			resp, streamed := complete(t, d, leadRequest(t, tt.types, agent.Message{Type: agent.TypeSystem, Content: "You lead."}, human(tt.msg)))
+			system := tt.system
+			if system == "" {
+				system = "You lead."
+			}
+			resp, streamed := complete(t, d, leadRequest(t, tt.types, agent.Message{Type: agent.TypeSystem, Content: system}, human(tt.msg)))
 			if streamed != resp.Text || resp.Text == "" {
 				t.Errorf("streamed %q, text %q: want the same non-empty text", streamed, resp.Text)
 			}
