@@ -252,6 +252,10 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		History:       b.store,
 		Publisher:     b.hub,
 		Logger:        log,
+
+		// What the lead of a run without commands (host mode, not an
+		// admin) tells the user.
+		CommandsOffReason: "this server runs commands directly on its host, without a sandbox, so only admins may run them.",
 	})
 	if err != nil {
 		return nil, err
@@ -319,6 +323,9 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		ThreadsPerMinute:    cfg.Auth.ThreadsPerMinute,
 		MaxSocketsPerUser:   cfg.Server.MaxSocketsPerUser,
 		WSConnectsPerMinute: cfg.Server.WSConnectsPerMinute,
+		// On the host a command runs as the server's own user, with its
+		// environment and data: a trust boundary only admins may cross.
+		CommandsAdminOnly: cfg.Sandbox.Mode == tools.SandboxHost,
 	})
 	if err != nil {
 		return nil, err

@@ -49,6 +49,7 @@ type appConfig struct {
 	provider  agent.Provider // replaces every configured model's provider
 	markdown  *Markdown      // nil: NewMarkdown()
 	server    func(*Options) // adjusts the server's options (limits)
+	lead      agent.LeadConfig
 }
 
 func withModels(ms ...agent.ModelConfig) appOption {
@@ -108,6 +109,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	a.rt, err = agent.New(agent.Options{
 		Models: llms, Subagents: cfg.subagents, WorkspaceRoot: filepath.Join(dir, "workspaces"),
 		Tools: toolset, Journal: a.writer, History: store, Publisher: a.hub,
+		Lead: cfg.lead, CommandsOffReason: "only admins may run commands on this host.",
 	})
 	if err != nil {
 		t.Fatal(err)

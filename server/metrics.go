@@ -135,12 +135,14 @@ var (
 	descSubagents = prometheus.NewDesc("herd_subagents", "Live subagent executions by status.", []string{"status"}, nil)
 	descRegistry  = prometheus.NewDesc("herd_registry_size", "Executions held in the registry.", nil, nil)
 	descQueued    = prometheus.NewDesc("herd_subagents_queued", "Subagents waiting for a running slot.", nil, nil)
+	descAbandoned = prometheus.NewDesc("herd_calls_abandoned", "Tool and model calls that ignored a cancellation, were abandoned after the cancel grace and have not returned yet.", nil, nil)
 )
 
 func (c *executorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSubagents
 	ch <- descRegistry
 	ch <- descQueued
+	ch <- descAbandoned
 }
 
 func (c *executorCollector) Collect(ch chan<- prometheus.Metric) {
@@ -150,6 +152,7 @@ func (c *executorCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descRegistry, prometheus.GaugeValue, float64(st.Registry))
 	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(descAbandoned, prometheus.GaugeValue, float64(st.Abandoned))
 }
 
 // Instrument wraps a model's provider to record call latency, errors and

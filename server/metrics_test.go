@@ -38,6 +38,7 @@ func TestMetrics(t *testing.T) {
 		{"herd_ws_clients", func(v float64) bool { return v == 1 }, "1"},
 		{"herd_registry_size", func(v float64) bool { return v == 0 }, "0"},
 		{"herd_subagents_queued", func(v float64) bool { return v == 0 }, "0"},
+		{"herd_calls_abandoned", func(v float64) bool { return v == 0 }, "0"},
 		{`herd_subagents{status="running"}`, func(v float64) bool { return v == 0 }, "0"},
 		{"herd_writer_queue_depth", func(v float64) bool { return v >= 0 }, "≥ 0"},
 		{"herd_writer_batch_records_count", func(v float64) bool { return v > 0 }, "> 0"},

@@ -47,12 +47,16 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if !s.runLimiter.allow("user:" + currentUser(c).ID) {
 		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
 	}
+	u := currentUser(c)
 	started, err := s.rt.Start(c.Request().Context(), agent.StartRequest{
-		ThreadID: t.ID, UserID: currentUser(c).ID, Content: *req.Content, Model: req.Model,
+		ThreadID: t.ID, UserID: u.ID, Content: *req.Content, Model: req.Model, Commands: s.commandsFor(u),
 	})
+	var runLimit *agent.RunLimitError
 	switch {
 	case errors.Is(err, agent.ErrRunActive):
 		return errConflict("a run is already active in this thread; wait for it or stop it")
+	case errors.As(err, &runLimit):
+		return &apiError{http.StatusTooManyRequests, "too_many_runs", runLimit.Error() + "; wait for one to finish or stop it"}
 	case errors.Is(err, agent.ErrUnknownModel):
 		return errUnprocessable("unknown model %q; GET /api/models lists the available ones", req.Model)
 	case errors.Is(err, agent.ErrShuttingDown):
@@ -63,6 +67,19 @@ func (s *Server) apiRunStart(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, map[string]string{"run_id": started.RunID, "message_id": started.MessageID, "model": started.ModelName})
+}
+
+// commandsFor reports whether u's runs are offered commands: always,
+// unless commands run on the host, where only admins get them. The owner
+// of the thread is the user who starts its run.
+func (s *Server) commandsFor(u *models.User) bool {
+	return !s.adminCommands || u.IsAdmin()
+}
+
+// commandsOff reports whether the thread page tells u that their runs
+// cannot run commands: commands exist, but not for u.
+func (s *Server) commandsOff(u *models.User) bool {
+	return s.rt.Commands() && !s.commandsFor(u)
 }
 
 // apiRunCancel stops a run: its LLM calls, tools and subagents.

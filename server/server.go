@@ -47,6 +47,11 @@ type Options struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
 
+	// CommandsAdminOnly offers commands only to runs of admins' threads:
+	// the sandbox runs commands on the host (docs/DESIGN.md §4, the shell
+	// rule).
+	CommandsAdminOnly bool
+
 	// PublicURL is the origin behind a TLS proxy ("" = the request's host).
 	PublicURL string
 	// AllowedHosts are Host names served beside loopback and PublicURL's.
@@ -105,6 +110,7 @@ type Server struct {
 	labels        map[string]string // model name → display name
 	maxContent    int
 	maxBody       int64
+	adminCommands bool // CommandsAdminOnly
 }
 
 // New builds the server and its routes.
@@ -140,6 +146,7 @@ func New(o Options) (*Server, error) {
 		bcryptCost:    o.BcryptCost,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
+		adminCommands: o.CommandsAdminOnly,
 	}
 	s.labels = map[string]string{}
 	for _, m := range o.Runtime.Models() {

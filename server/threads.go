@@ -277,6 +277,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		}
 		page.Usage = s.usageView(rep)
 	}
+	page.CommandsOff = s.commandsOff(currentUser(c))
 	b, err := json.Marshal(state)
 	if err != nil {
 		return err

@@ -135,6 +135,9 @@ type ThreadPage struct {
 	// Usage is the thread's usage panel; nil when token figures are hidden
 	// from this user.
 	Usage *UsageView
+	// CommandsOff shows the note that this user's runs are offered no
+	// commands (host mode, not an admin).
+	CommandsOff bool
 	// StateJSON is the page's initial state for static/thread.js, embedded as
 	// a JSON data block (never executed).
 	StateJSON string

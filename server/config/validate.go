@@ -128,6 +128,7 @@ func (l *loader) validate(c *Config) {
 	l.atLeast("server.ws_connects_per_minute", c.Server.WSConnectsPerMinute, 1)
 	l.validateModels(c.Models)
 	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
+	l.atLeast("lead.max_active_runs_per_user", c.Lead.MaxActiveRunsPerUser, 1)
 	l.validateSubagents(c.Subagents, c.Models)
 	l.validateSandbox(c.Sandbox)
 }
@@ -260,6 +261,7 @@ func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.Model
 		l.atLeast("subagents.max_turns", *s.MaxTurns, 1)
 	}
 	l.atLeast("subagents.max_running", s.MaxRunning, 1)
+	l.atLeast("subagents.max_running_per_user", s.MaxRunningPerUser, 1)
 	l.atLeast("subagents.max_concurrent_per_response", s.MaxConcurrentPerResponse, 1)
 	l.atLeast("subagents.max_total_per_run", s.MaxTotalPerRun, 1)
 	l.atLeast("subagents.queue_timeout_seconds", s.QueueTimeoutSeconds, 1)
