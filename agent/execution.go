@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herd/models"
@@ -60,8 +61,12 @@ type execution struct {
 	// written once, before done is closed.
 	decidedAt time.Time
 
-	mu      sync.Mutex
-	state   string
+	mu    sync.Mutex
+	state string
+	// seen mirrors state for readers that must not wait on mu, which
+	// finish holds across the journal write of the end: metrics and stats
+	// must answer even while the database is locked (docs/DESIGN.md §5).
+	seen    atomic.Pointer[string]
 	version int64
 	steps   int64
 	final   Outcome
@@ -69,10 +74,18 @@ type execution struct {
 	janitor *time.Timer   // removes the entry if it is never delivered
 }
 
+// status is the current state, read without waiting on mu.
 func (e *execution) status() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.state
+	if p := e.seen.Load(); p != nil {
+		return *p
+	}
+	return StatusQueued
+}
+
+// setStateLocked moves the state machine on; the caller holds e.mu.
+func (e *execution) setStateLocked(s string) {
+	e.state = s
+	e.seen.Store(&s)
 }
 
 func (e *execution) isTerminal() bool { return isTerminal(e.status()) }
@@ -108,7 +121,7 @@ func (e *execution) emitStarted() {
 	if isTerminal(e.state) {
 		return
 	}
-	e.state = StatusRunning
+	e.setStateLocked(StatusRunning)
 	e.sink.emit(e.ctx, e.TaskID, TaskStarted{e.introLocked()})
 }
 
@@ -151,7 +164,8 @@ func (e *execution) finish(o Outcome) bool {
 			o.Error = "interrupted: server shutting down"
 		}
 	}
-	e.state, e.final = o.Status, o
+	e.setStateLocked(o.Status)
+	e.final = o
 	end := TaskEnd{TaskRef: e.nextRefLocked(), Status: o.Status, ModelName: e.ModelName, Usage: o.Usage, StopReason: o.StopReason}
 	if r := strings.TrimSpace(o.Result); r != "" && o.Status == StatusCompleted {
 		end.Result, end.ResultTruncated = cut(r, eventTextCap)

@@ -70,3 +70,34 @@ func TestReadinessUnderAHeldLock(t *testing.T) {
 	}
 	admin.mustJSON("POST", "/api/threads", map[string]string{"title": "t"}, http.StatusCreated, nil)
 }
+
+// Metrics never wait on a database write: with the write lock held while
+// subagents finish (each end waits on the journal), a scrape answers at
+// once, and the run completes once the lock is released.
+func TestMetricsDuringAHeldLockMidRun(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 150, 1), demoModel("demo-deep", 150, 1)))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	u.startRun(th, "Check:\n- alpha\n- beta\n- gamma")
+	for a.rt.Stats().ByStatus["running"] == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	release := holdWriteLock(t, a.dbPath)
+	deadline := time.Now().Add(3 * time.Second)
+	var worst time.Duration
+	for time.Now().Before(deadline) {
+		start := time.Now()
+		rec := httptest.NewRecorder()
+		a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9180/metrics", nil))
+		worst = max(worst, time.Since(start))
+		if rec.Code != 200 {
+			t.Fatalf("metrics: %d", rec.Code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	release()
+	if worst > 500*time.Millisecond {
+		t.Errorf("a metrics scrape took %v while the database was locked; it must not wait on a write", worst)
+	}
+	a.waitIdle(th)
+}
