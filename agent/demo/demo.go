@@ -100,14 +100,9 @@ func (d *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		r = subagent(req.Messages, toolNames(req.Tools), d.subagentTurns)
 	}
 
-	for i, chunk := range chunks(r.text) {
-		if i > 0 {
-			if err := d.wait(ctx, d.cfg.ChunkMS); err != nil {
-				return agent.Response{}, err
-			}
-		}
-		if onDelta != nil {
-			onDelta(chunk)
+	if onDelta != nil {
+		if err := d.stream(ctx, r.text, onDelta); err != nil {
+			return agent.Response{}, err
 		}
 	}
 
@@ -119,6 +114,32 @@ func (d *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		resp.Usage = usage(req, resp)
 	}
 	return resp, nil
+}
+
+// streamBudget bounds how long one reply streams: a reply that relays a
+// 5,000-line command output must not take minutes of chunk delays.
+const streamBudget = 5 * time.Second
+
+// stream sends text through onDelta word by word, ChunkMS apart, grouping
+// words so that a long reply streams within streamBudget. A call that
+// nobody watches (onDelta nil: subagents) is not streamed at all.
+func (d *Provider) stream(ctx context.Context, text string, onDelta func(string)) error {
+	words := chunks(text)
+	group := 1
+	if d.cfg.ChunkMS > 0 {
+		if gaps := int(streamBudget / (time.Duration(d.cfg.ChunkMS) * time.Millisecond)); gaps > 0 && len(words) > gaps {
+			group = (len(words) + gaps - 1) / gaps
+		}
+	}
+	for i := 0; i < len(words); i += group {
+		if i > 0 {
+			if err := d.wait(ctx, d.cfg.ChunkMS); err != nil {
+				return err
+			}
+		}
+		onDelta(strings.Join(words[i:min(i+group, len(words))], ""))
+	}
+	return nil
 }
 
 func (d *Provider) model() string {

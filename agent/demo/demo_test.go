@@ -370,3 +370,38 @@ func TestLatencyJitter(t *testing.T) {
 		t.Errorf("no jitter: %d ms, want 300", got)
 	}
 }
+
+// Output nobody watches is not streamed, and a long reply streams within
+// the budget: a 5,000-line output must not keep a subagent busy for minutes.
+func TestLongRepliesDoNotCrawl(t *testing.T) {
+	var waits []time.Duration
+	fake := func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	d := New(agent.ModelConfig{Name: "demo-fast", LatencyMS: 7, ChunkMS: 30}, WithSleep(fake))
+	long := strings.Repeat("line of command output here\n", 5000)
+
+	waits = nil
+	if err := d.stream(t.Context(), long, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	var total time.Duration
+	for _, w := range waits {
+		total += w
+	}
+	if total > streamBudget {
+		t.Errorf("a 5,000-line reply streamed for %v, want at most %v", total, streamBudget)
+	}
+	var got strings.Builder
+	if err := d.stream(t.Context(), long, func(s string) { got.WriteString(s) }); err != nil || got.String() != long {
+		t.Errorf("grouped deltas do not join to the text (%v)", err)
+	}
+
+	waits = nil
+	complete(t, d, leadRequest(t, allTypes, human("hello there")))
+	waits = nil
+	if _, err := d.Complete(t.Context(), leadRequest(t, allTypes, human("hello there")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(waits) != 1 {
+		t.Errorf("a call nobody watches waited %v, want only its latency", waits)
+	}
+}
