@@ -244,7 +244,6 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 type client struct {
 	h        *Hub
 	threadID string
-	admin    bool
 	conn     *websocket.Conn
 	send     chan *frame
 	// wake is signalled when a frame did not fit in send: the client has
@@ -285,7 +284,7 @@ var ErrClosed = errors.New("hub: closed")
 // with a bare going-away and none of the terminal frames
 // (TestCloseDuringHandshake). Once the hub is closing, Serve returns
 // ErrClosed without calling upgrade; an upgrade error is returned as is.
-func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64, admin bool) error {
+func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64) error {
 	if !h.join() {
 		return ErrClosed
 	}
@@ -294,7 +293,7 @@ func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error)
 	if err != nil {
 		return err
 	}
-	c := &client{h: h, threadID: threadID, admin: admin, conn: conn, send: make(chan *frame, h.opts.SendBuffer), wake: make(chan struct{}, 1), pong: make(chan string, 1)}
+	c := &client{h: h, threadID: threadID, conn: conn, send: make(chan *frame, h.opts.SendBuffer), wake: make(chan struct{}, 1), pong: make(chan string, 1)}
 	if !h.subscribe(c) {
 		_ = conn.Close()
 		return nil

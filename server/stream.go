@@ -46,7 +46,7 @@ func (s *Server) stream(c echo.Context) error {
 	cred, _ := c.Get(ctxCredential).(string)
 	ctx, upgrade, done := s.sockets.track(c.Request().Context(), u.ID, cred, upgrade, s.credentialValid(c))
 	defer done()
-	if err := s.hub.Serve(ctx, upgrade, t.ID, after, u.IsAdmin()); errors.Is(err, errCredentialEnded) {
+	if err := s.hub.Serve(ctx, upgrade, t.ID, after); errors.Is(err, errCredentialEnded) {
 		return err
 	} else if errors.Is(err, ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
