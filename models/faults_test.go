@@ -234,3 +234,60 @@ func TestWriterCloseGivesUpOnAFault(t *testing.T) {
 		t.Errorf("write = %v, want the give-up error", err)
 	}
 }
+
+// During a long storage fault the steps that subagents enqueue fill the
+// queue; a record a caller waits for (a task's end) must still get in, be
+// kept, and commit once the fault passes.
+func TestWriterKeepsRoomForWaitedWrites(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	th, _ := s.CreateThread(ctx, "u", "t")
+	var mu sync.Mutex
+	var committed []string
+	w := s.NewWriter(WriterOptions{Queue: 4, Reserve: 2, Backoff: []time.Duration{5 * time.Millisecond, 20 * time.Millisecond},
+		OnCommit: func(recs []Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range recs {
+				committed = append(committed, r.Event.EventType)
+			}
+		}})
+	defer w.Close()
+	free := fillDisk(t, s)
+	big := JSON(`{"text":"` + strings.Repeat("x", 64<<10) + `"}`)
+	step := func() Record {
+		return Record{Event: &RunEvent{ThreadID: th.ID, EventType: "subagent.step", Category: CategorySubagent, Content: big}}
+	}
+	if err := w.Enqueue(ctx, step()); err != nil { // taken, and failing
+		t.Fatal(err)
+	}
+	for w.Fault() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for range 4 {
+		if err := w.Enqueue(ctx, step()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := w.Enqueue(short, step()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a step into a full queue: %v, want it held back", err)
+	}
+	// The end is let in and kept, though its caller stops waiting.
+	end, cancelEnd := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelEnd()
+	err := w.Write(end, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "subagent.end", Category: CategorySubagent}})
+	if err == nil || strings.Contains(err.Error(), "queue full") {
+		t.Fatalf("the end's write: %v; want it queued and its caller timed out waiting", err)
+	}
+	free()
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(committed) != 6 || committed[5] != "subagent.end" {
+		t.Errorf("committed %v; want the 5 steps then the end", committed)
+	}
+}

@@ -80,8 +80,14 @@ type WriterOptions struct {
 	OnCommit func([]Record)
 	// OnBatch, when set, is told about every batch.
 	OnBatch func(BatchStats)
-	// Queue is how many submissions may wait; submitters block beyond it.
+	// Queue is how many Enqueued submissions may wait; Enqueue blocks
+	// beyond it.
 	Queue int
+	// Reserve is further room kept for Write, whose callers wait for the
+	// commit (a task's end, a tool result, a run's end): during a long
+	// storage fault the steps that subagents Enqueue fill Queue, and these
+	// records must still get in to be kept and retried (default 1024).
+	Reserve int
 	// MaxBatch caps the records committed in one transaction.
 	MaxBatch int
 	// Backoff lists the waits between attempts of a failing batch; its
@@ -96,8 +102,9 @@ type WriterOptions struct {
 }
 
 type job struct {
-	recs []Record
-	done chan error // nil when nobody waits
+	recs  []Record
+	done  chan error // nil when nobody waits
+	token bool       // holds one of Queue's places (Enqueue)
 }
 
 // Writer is the single writer of the thread log (docs/DESIGN.md §7). It
@@ -114,6 +121,7 @@ type Writer struct {
 	mu     sync.RWMutex // guards closed against sends on in
 	closed bool
 	in     chan *job
+	tokens chan struct{} // Queue's places, taken by Enqueue, freed as the loop takes a job
 	done   chan struct{}
 	ckpt   chan struct{} // a transaction committed; capacity 1, so signals coalesce
 	stmts  *stmtCache
@@ -150,6 +158,9 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 	if opts.Queue <= 0 {
 		opts.Queue = 8192
 	}
+	if opts.Reserve <= 0 {
+		opts.Reserve = 1024
+	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 2000
 	}
@@ -166,7 +177,7 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{s: s, opts: opts, log: log, in: make(chan *job, opts.Queue), done: make(chan struct{}), ckpt: make(chan struct{}, 1), closing: make(chan struct{})}
+	w := &Writer{s: s, opts: opts, log: log, in: make(chan *job, opts.Queue+opts.Reserve), tokens: make(chan struct{}, opts.Queue), done: make(chan struct{}), ckpt: make(chan struct{}, 1), closing: make(chan struct{})}
 	w.stmts = &stmtCache{}
 	w.stmts.db, w.stmts.err = s.w.DB()
 	if w.stmts.err == nil {
@@ -201,7 +212,7 @@ func (w *Writer) Write(ctx context.Context, recs ...Record) error {
 // Enqueue submits recs without waiting for the commit. It blocks only
 // while the queue is full, and at most until ctx ends.
 func (w *Writer) Enqueue(ctx context.Context, recs ...Record) error {
-	return w.submit(ctx, &job{recs: recs})
+	return w.submit(ctx, &job{recs: recs, token: true})
 }
 
 // Flush returns once everything submitted before it is committed.
@@ -220,12 +231,30 @@ func (w *Writer) submit(ctx context.Context, j *job) error {
 	if w.closed {
 		return ErrWriterClosed
 	}
+	if j.token {
+		select {
+		case w.tokens <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("store: write queue full: %w", ctx.Err())
+		}
+	}
 	select {
 	case w.in <- j:
 		return nil
 	case <-ctx.Done():
+		if j.token {
+			<-w.tokens
+		}
 		return fmt.Errorf("store: write queue full: %w", ctx.Err())
 	}
+}
+
+// taken frees the queue place an Enqueued job held.
+func (w *Writer) taken(j *job) *job {
+	if j.token {
+		<-w.tokens
+	}
+	return j
 }
 
 // Close stops accepting writes, commits what is queued and returns.
@@ -251,7 +280,7 @@ func (w *Writer) loop(stop, stopped chan struct{}) {
 		w.stmts.close()
 	}()
 	for j := range w.in {
-		batch := []*job{j}
+		batch := []*job{w.taken(j)}
 		n := len(j.recs)
 	gather:
 		for n < w.opts.MaxBatch {
@@ -260,7 +289,7 @@ func (w *Writer) loop(stop, stopped chan struct{}) {
 				if !ok {
 					break gather
 				}
-				batch = append(batch, more)
+				batch = append(batch, w.taken(more))
 				n += len(more.recs)
 			default:
 				break gather
