@@ -57,7 +57,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		_ = c.JSON(ae.Status, map[string]any{"error": map[string]string{"code": ae.Code, "message": ae.Message}})
 		return
 	}
-	if ae.Status == http.StatusUnauthorized {
+	// A browser is sent to sign in; a client that sent credentials (a
+	// bearer token, which pages do not take) gets the 401 itself, since
+	// following the redirect with the same header would only loop.
+	if ae.Status == http.StatusUnauthorized && c.Request().Header.Get("Authorization") == "" {
 		_ = c.Redirect(http.StatusSeeOther, "/login?next="+c.Request().URL.RequestURI())
 		return
 	}

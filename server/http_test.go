@@ -228,6 +228,12 @@ func TestCSRF(t *testing.T) {
 	if r.status != http.StatusUnauthorized {
 		t.Errorf("wrong bearer: %d, want 401", r.status)
 	}
+	// A wrong token on a page is a 401, not a redirect to the sign-in page
+	// that the client would follow with the same header again and again.
+	r = bearer.do("GET", "/", nil, "Authorization", "Bearer herd_wrong")
+	if r.status != http.StatusUnauthorized || r.header.Get("Location") != "" {
+		t.Errorf("bearer on a page: %d (Location %q), want 401 without a redirect", r.status, r.header.Get("Location"))
+	}
 	// Stored hashed, shown once.
 	toks, _ := a.store.APITokens(context.Background(), u.id)
 	if len(toks) != 1 || toks[0].Hash == created.Token || strings.Contains(toks[0].Hash, created.Token[5:]) {
