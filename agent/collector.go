@@ -6,30 +6,24 @@ import (
 	"herd/models"
 )
 
-// ledgerEntry turns one response's usage into a ledger row, or ok false when
-// the response reported none worth recording: no usage, or input, output and
-// total all ≤ 0 (never a fabricated zero). A missing total is input +
-// output; cache-read is kept only when > 0 (docs/DESIGN.md §6).
-func ledgerEntry(threadID, runID, taskID string, resp Response) (*models.UsageEntry, bool) {
+// ledgerEntry turns one response into its ledger row. A response that
+// reported no usage worth recording (none, or input, output and total all
+// ≤ 0) is still a call: its row is marked Unreported with zero figures,
+// never a fabricated count. A missing total is input + output; cache-read
+// is kept only when > 0 (docs/DESIGN.md §6).
+func ledgerEntry(threadID, runID, taskID string, resp Response) *models.UsageEntry {
+	e := &models.UsageEntry{CallID: resp.CallID, ThreadID: threadID, RunID: runID, TaskID: taskID, ModelName: resp.Model}
 	u := resp.Usage
 	if u == nil || (u.InputTokens <= 0 && u.OutputTokens <= 0 && u.TotalTokens <= 0) {
-		return nil, false
+		e.Unreported = true
+		return e
 	}
-	in, out, total := max(u.InputTokens, 0), max(u.OutputTokens, 0), u.TotalTokens
-	if total <= 0 {
-		total = in + out
+	e.InputTokens, e.OutputTokens, e.TotalTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0), u.TotalTokens
+	if e.TotalTokens <= 0 {
+		e.TotalTokens = e.InputTokens + e.OutputTokens
 	}
-	return &models.UsageEntry{
-		CallID:          resp.CallID,
-		ThreadID:        threadID,
-		RunID:           runID,
-		TaskID:          taskID,
-		ModelName:       resp.Model,
-		InputTokens:     in,
-		OutputTokens:    out,
-		TotalTokens:     total,
-		CacheReadTokens: max(u.CacheReadTokens, 0),
-	}, true
+	e.CacheReadTokens = max(u.CacheReadTokens, 0)
+	return e
 }
 
 // collector records the LLM calls of one subagent execution, each once by
@@ -45,12 +39,13 @@ type collector struct {
 // newCollector returns an empty collector.
 func newCollector() *collector { return &collector{seen: map[string]bool{}} }
 
-// Record adds e unless its call id was recorded before; it reports whether
-// it did.
+// Record adds e unless its call id was recorded before or it reported no
+// usage (the card then keeps "usage unavailable"); it reports whether it
+// did.
 func (c *collector) Record(e *models.UsageEntry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e == nil || c.seen[e.CallID] {
+	if e == nil || e.Unreported || c.seen[e.CallID] {
 		return false
 	}
 	c.seen[e.CallID] = true

@@ -380,13 +380,11 @@ func (r *run) emit(ctx context.Context, taskID string, ev Event) {
 	}
 }
 
-// recordUsage writes an LLM call to the ledger (once, by call id) and keeps
-// it for the run's totals (taskSink; the lead's own calls have no task).
+// recordUsage writes an LLM call to the ledger (once, by call id), usage
+// reported or not, and keeps it for the run's totals (taskSink; the lead's
+// own calls have no task).
 func (r *run) recordUsage(ctx context.Context, taskID string, resp Response) *models.UsageEntry {
-	e, ok := ledgerEntry(r.threadID, r.id, taskID, resp)
-	if !ok {
-		return nil
-	}
+	e := ledgerEntry(r.threadID, r.id, taskID, resp)
 	r.mu.Lock()
 	r.usage[e.CallID] = *e
 	r.mu.Unlock()
@@ -407,9 +405,17 @@ func (r *run) totals() models.UsageReport {
 	for _, e := range r.usage {
 		rep.Add(e.TaskID == "", e.ModelName, models.UsageTotals{
 			InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, TotalTokens: e.TotalTokens, CacheReadTokens: e.CacheReadTokens, Calls: 1,
+			UnreportedCalls: unreported(e),
 		})
 	}
 	return rep
+}
+
+func unreported(e models.UsageEntry) int64 {
+	if e.Unreported {
+		return 1
+	}
+	return 0
 }
 
 // end writes the run's final status and run.end.

@@ -124,9 +124,9 @@ func TestCollector(t *testing.T) {
 		cache int64
 	}{
 		{"duplicate call id counted once", []Response{resp("a", &Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}), resp("a", &Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15})}, &TokenUsage{10, 5, 15}, 1, 0},
-		{"zero usage records nothing", []Response{resp("a", &Usage{})}, nil, 0, 0},
-		{"negative usage records nothing", []Response{resp("a", &Usage{InputTokens: -1, OutputTokens: -1, TotalTokens: -2})}, nil, 0, 0},
-		{"no usage records nothing", []Response{resp("a", nil)}, nil, 0, 0},
+		{"zero usage: not in the card", []Response{resp("a", &Usage{})}, nil, 0, 0},
+		{"negative usage: not in the card", []Response{resp("a", &Usage{InputTokens: -1, OutputTokens: -1, TotalTokens: -2})}, nil, 0, 0},
+		{"no usage: not in the card", []Response{resp("a", nil)}, nil, 0, 0},
 		{"missing total is input + output", []Response{resp("a", &Usage{InputTokens: 10, OutputTokens: 5})}, &TokenUsage{10, 5, 15}, 1, 0},
 		{"cache read kept when positive", []Response{resp("a", &Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CacheReadTokens: 4}), resp("b", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2})}, &TokenUsage{11, 6, 17}, 2, 4},
 		{"cumulative, never deltas", []Response{resp("a", &Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2}), resp("b", &Usage{InputTokens: 2, OutputTokens: 2, TotalTokens: 4}), resp("c", &Usage{InputTokens: 3, OutputTokens: 3, TotalTokens: 6})}, &TokenUsage{6, 6, 12}, 3, 0},
@@ -135,9 +135,7 @@ func TestCollector(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			col := newCollector()
 			for _, r := range c.resps {
-				if e, ok := ledgerEntry("th", "run", "task", r); ok {
-					col.Record(e)
-				}
+				col.Record(ledgerEntry("th", "run", "task", r))
 			}
 			got := col.Snapshot()
 			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
@@ -163,6 +161,21 @@ func TestCollector(t *testing.T) {
 
 // TestCrashRecovery closes a database a crash left with a running run, a
 // running subagent, a queued one and a tool call without a result.
+// TestLedgerEntryUnreported: a call whose provider reported no usage is
+// still a ledger row, marked unreported with zero figures; a reported one
+// is not marked.
+func TestLedgerEntryUnreported(t *testing.T) {
+	for _, u := range []*Usage{nil, {}, {InputTokens: -1, OutputTokens: -1, TotalTokens: -2}} {
+		e := ledgerEntry("th", "run", "", Response{CallID: "a", Usage: u, Model: "m"})
+		if !e.Unreported || e.CallID != "a" || e.ModelName != "m" || e.InputTokens != 0 || e.OutputTokens != 0 || e.TotalTokens != 0 {
+			t.Errorf("usage %+v: entry %+v, want an unreported row of call a", u, e)
+		}
+	}
+	if e := ledgerEntry("th", "run", "", Response{CallID: "b", Usage: &Usage{InputTokens: 1, OutputTokens: 2}}); e.Unreported || e.TotalTokens != 3 {
+		t.Errorf("reported usage: entry %+v", e)
+	}
+}
+
 func TestCrashRecovery(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("x", nil), nil

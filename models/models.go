@@ -141,6 +141,10 @@ type UsageEntry struct {
 	OutputTokens    int64  `gorm:"not null"`
 	TotalTokens     int64  `gorm:"not null"`
 	CacheReadTokens int64  `gorm:"not null;default:0"`
+	// Unreported marks a call whose provider reported no usage: it is
+	// counted as a call, its figures are 0 and totals name it as "not
+	// reported" rather than a free call (docs/DESIGN.md §6).
+	Unreported bool `gorm:"not null;default:false"`
 	// CreatedAt is indexed for the admin's usage history, which reads the
 	// ledger by day across every thread.
 	CreatedAt time.Time `gorm:"index"`

@@ -33,6 +33,9 @@ type UsageTotals struct {
 	TotalTokens     int64 `json:"total_tokens"`
 	CacheReadTokens int64 `json:"cache_read_tokens"`
 	Calls           int64 `json:"calls"`
+	// UnreportedCalls is how many of Calls reported no usage: their
+	// tokens are unknown, not 0.
+	UnreportedCalls int64 `json:"unreported_calls"`
 }
 
 // UsageReport is the ledger aggregated for a thread or run (docs/DESIGN.md §6).
@@ -51,7 +54,7 @@ func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport,
 		UsageTotals
 	}
 	q := s.r.WithContext(ctx).Model(&UsageEntry{}).
-		Select("task_id = '' AS lead, model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls").
+		Select("task_id = '' AS lead, model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, SUM(unreported) AS unreported_calls").
 		Where("thread_id = ?", threadID)
 	if runID != "" {
 		q = q.Where("run_id = ?", runID)
@@ -90,4 +93,5 @@ func (t *UsageTotals) add(o UsageTotals) {
 	t.TotalTokens += o.TotalTokens
 	t.CacheReadTokens += o.CacheReadTokens
 	t.Calls += o.Calls
+	t.UnreportedCalls += o.UnreportedCalls
 }

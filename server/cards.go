@@ -50,7 +50,7 @@ func (s *Server) loadCards(ctx context.Context, v *threadView) error {
 
 // viewTotals is a ledger sum as the views show it.
 func viewTotals(t models.UsageTotals) views.UsageTotals {
-	return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls}
+	return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls, Unreported: t.UnreportedCalls}
 }
 
 func (s *Server) cardJSON(c agent.Card, showTokens bool) cardJSON {

@@ -139,20 +139,25 @@ func TestEventsCursor(t *testing.T) {
 	}
 }
 
-var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-total-tokens="\d|\d[\d,.]*[KM]? tokens|class="card-tokens">[^<]|data-usage="[a-z-]+">\d`)
+var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-total-tokens="\d|\d[\d,.]*[KM]? tokens|class="card-tokens">[^<]|data-usage="[a-z-]+">\d|"unreported_calls"|not reported for`)
 
 // TestTokenGate: with token usage off, no token figure reaches anyone's
 // chat view — an admin's included — not in the page, the thread JSON (its
 // messages' usage and metadata, its cards), the events API, the usage API
 // or the frames, replayed or live; model labels still show. Each surface
-// carries figures while the switch is on, so each absence is proven.
+// carries figures while the switch is on, so each absence is proven. A
+// subagent on a model that reports no usage makes the "not reported for
+// N calls" counts part of what the gate must hide.
 func TestTokenGate(t *testing.T) {
-	a := newApp(t)
+	a := newApp(t, withModels(demoModel("demo-fast", 5, 1), demoModel("demo-deep", 10, 1), noUsage(demoModel("demo-quiet", 5, 1))),
+		withSubagents(agent.SubagentsConfig{Agents: map[string]agent.AgentConfig{
+			"quiet": {Description: "Reports no usage.", Model: "demo-quiet"},
+		}}))
 	admin := a.newUser("admin@example.com", true)
 	u := a.newUser("ann@example.com", false)
 	threads := map[*user]string{u: u.newThread("t"), admin: admin.newThread("mine")}
 	for who, th := range threads {
-		who.startRun(th, "Compare:\n- alpha\n- beta")
+		who.startRun(th, "Compare:\n- alpha\n- beta\n- quiet: gamma")
 		a.waitIdle(th)
 	}
 	check := func(name string, who *user, wantFigures bool) {
@@ -203,7 +208,7 @@ func TestTokenGate(t *testing.T) {
 		if strings.Count(all.String(), `"type":"task_`) == 0 {
 			t.Fatalf("%s: no task frames in the live run: %s", name, all.String())
 		}
-		if figure.MatchString(all.String()) || strings.Contains(all.String(), "_tokens") {
+		if figure.MatchString(all.String()) || strings.Contains(all.String(), "_tokens") || strings.Contains(all.String(), "unreported") {
 			t.Errorf("%s: a live frame carries a token figure: %s", name, figure.FindString(all.String()))
 		}
 	}

@@ -15,6 +15,9 @@ export function fillUsagePanel(u, labels) {
 	}
 	const count = (n) => groupThousands(n ?? 0);
 	panel.querySelector('[data-usage="total"]').textContent = count(u.total?.total_tokens);
+	const unreported = panel.querySelector('[data-usage="unreported"]');
+	unreported.textContent = notReported(u.total?.unreported_calls);
+	unreported.hidden = unreported.textContent === "";
 	panel.querySelector('[data-usage="lead"]').textContent = count(u.lead?.total_tokens);
 	panel.querySelector('[data-usage="subagents"]').textContent = count(u.subagents?.total_tokens);
 	const rows = Object.keys(u.by_model ?? {})
@@ -25,9 +28,17 @@ export function fillUsagePanel(u, labels) {
 			label.title = name;
 			const row = el("tr");
 			row.append(label, ...[t.calls, t.input_tokens, t.output_tokens, t.total_tokens].map((n) => el("td", "", count(n))));
+			if (t.unreported_calls > 0) row.lastChild.append(" ", el("span", "usage-unreported", notReported(t.unreported_calls)));
 			return row;
 		});
 	panel.querySelector('[data-usage="by-model"]').replaceChildren(...rows);
+}
+
+// notReported names the calls whose provider reported no usage, as
+// views.notReported does; "" when every call reported.
+function notReported(n) {
+	if (!(n > 0)) return "";
+	return n === 1 ? "not reported for 1 call" : `not reported for ${groupThousands(n)} calls`;
 }
 
 export function removeUsagePanel() {

@@ -122,6 +122,18 @@ func totalAttr(t *int64) string {
 // TokenCount is an exact count with thousands separators.
 func TokenCount(n int64) string { return groupThousands(n) }
 
+// notReported names the calls whose provider reported no usage: "not
+// reported for 2 calls"; "" when every call reported.
+func notReported(n int64) string {
+	switch {
+	case n <= 0:
+		return ""
+	case n == 1:
+		return "not reported for 1 call"
+	}
+	return "not reported for " + groupThousands(n) + " calls"
+}
+
 func usageCount(u UsageView, n int64) string {
 	if u.Blank {
 		return ""

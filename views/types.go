@@ -226,6 +226,9 @@ type CardView struct {
 // UsageTotals is one line of the usage panel.
 type UsageTotals struct {
 	Input, Output, Total, Calls int64
+	// Unreported is how many of Calls reported no usage: shown as "not
+	// reported for N calls" beside the figures, never folded into a 0.
+	Unreported int64
 }
 
 // ModelUsage is the usage of one model.
