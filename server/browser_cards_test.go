@@ -558,15 +558,22 @@ func TestBrowserCardsLive(t *testing.T) {
 	// The usage panel shows the ledger's totals once the run has ended.
 	var usage struct {
 		Total, Lead, Subagents struct {
-			TotalTokens int64 `json:"total_tokens"`
+			TotalTokens     int64 `json:"total_tokens"`
+			UnreportedCalls int64 `json:"unreported_calls"`
 		}
 		ByModel map[string]any `json:"by_model"`
 	}
 	u.mustJSON("GET", "/api/threads/"+th+"/usage", nil, http.StatusOK, &usage)
+	if usage.Total.UnreportedCalls == 0 {
+		t.Fatal("the silent model's calls are not in the ledger as not reported")
+	}
+	// The silent model's calls show as not reported beside the figures,
+	// filled live by static/usage-panel.js.
 	b.waitFor("the usage panel's totals", fmt.Sprintf(`(() => {
 		const v = (k) => document.querySelector('#usage-panel [data-usage="' + k + '"]')?.textContent;
-		return v("total") === %q && v("lead") === %q && v("subagents") === %q;
-	})()`, views.TokenCount(usage.Total.TotalTokens), views.TokenCount(usage.Lead.TotalTokens), views.TokenCount(usage.Subagents.TotalTokens)), 5*time.Second)
+		const quiet = document.querySelector('#usage-panel [data-usage="unreported"]');
+		return v("total") === %q && v("lead") === %q && v("subagents") === %q && !quiet.hidden && quiet.textContent === %q;
+	})()`, views.TokenCount(usage.Total.TotalTokens), views.TokenCount(usage.Lead.TotalTokens), views.TokenCount(usage.Subagents.TotalTokens), notReportedText(usage.Total.UnreportedCalls)), 5*time.Second)
 	if n := evalAs[int](b, `document.querySelectorAll('#usage-panel [data-usage="by-model"] tr').length`); n != len(usage.ByModel) {
 		t.Errorf("the usage panel lists %d models, the ledger %d", n, len(usage.ByModel))
 	}
