@@ -175,7 +175,10 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls}
 		if err := r.persist(&models.Message{
 			ID: msgID, Type: TypeAI, Content: resp.Text, ToolCalls: toolCallsJSON(resp.ToolCalls),
-			Usage: usageJSON(resp.Usage), ModelName: resp.Model,
+			// The herd model's name, as on the run and the cards, so that the
+			// meta line can show its display name; the provider's own name
+			// for it (which may carry a date) stays in the ledger and logs.
+			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
 		}); err != nil {
 			log.Error("persist ai message", "err", err)
 			return models.RunFailed, "could not save the answer"

@@ -15,6 +15,22 @@ func (s *Store) Run(ctx context.Context, threadID, id string) (*Run, error) {
 	return take[Run](s.r.WithContext(ctx).Where("id = ? AND thread_id = ?", id, threadID), "run")
 }
 
+// LastModel is the model of the thread's latest run, "" before its first:
+// the model chosen for the thread, which its composer preselects. The runs
+// already record it, so the thread keeps no copy that could disagree.
+func (s *Store) LastModel(ctx context.Context, threadID string) (string, error) {
+	var names []string
+	err := s.r.WithContext(ctx).Model(&Run{}).Where("thread_id = ?", threadID).
+		Order("started_at DESC, id DESC").Limit(1).Pluck("model_name", &names).Error
+	if err != nil {
+		return "", fmt.Errorf("store: last model: %w", err)
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	return names[0], nil
+}
+
 // Runs returns the thread's runs, oldest first.
 func (s *Store) Runs(ctx context.Context, threadID string) ([]Run, error) {
 	return list[Run](s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("started_at, id"), "runs")

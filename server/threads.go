@@ -251,14 +251,13 @@ func (s *Server) threadPage(c echo.Context) error {
 	t := v.thread
 	show := s.showTokens()
 	page := views.ThreadPage{
-		Page:         s.page(c, threadItem(t).Title),
-		Thread:       threadItem(t),
-		Messages:     s.messageViews(v.messages, v.cards, show),
-		Models:       s.modelOptions(),
-		DefaultModel: s.rt.Models()[0].Name,
-		LastSeq:      v.lastSeq,
-		Older:        v.next,
-		Before:       v.before,
+		Page:     s.page(c, threadItem(t).Title),
+		Thread:   threadItem(t),
+		Messages: s.messageViews(v.messages, v.cards, show),
+		Models:   s.modelOptions(),
+		LastSeq:  v.lastSeq,
+		Older:    v.next,
+		Before:   v.before,
 	}
 	state := map[string]any{
 		"thread_id":           t.ID,
@@ -276,6 +275,9 @@ func (s *Server) threadPage(c echo.Context) error {
 			return err
 		}
 		page.Usage = s.usageView(rep)
+	}
+	if page.DefaultModel, err = s.threadModel(c.Request().Context(), t.ID); err != nil {
+		return err
 	}
 	page.CommandsOff = s.commandsOff(currentUser(c))
 	b, err := json.Marshal(state)
@@ -306,7 +308,7 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 	out := make([]views.MessageView, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		mv := views.MessageView{ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, ModelName: m.ModelName, ToolCallID: m.ToolCallID}
+		mv := views.MessageView{ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, ModelName: m.ModelName, ModelLabel: s.modelLabel(m.ModelName), ToolCallID: m.ToolCallID}
 		if m.Type == agent.TypeTool {
 			mv.Content = m.Content // tool output is shown as text, not Markdown
 		} else {
@@ -329,6 +331,22 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 		out = append(out, mv)
 	}
 	return out
+}
+
+// threadModel is the model the composer preselects: the one the thread's
+// latest run used, while it is still configured; else the first model.
+func (s *Server) threadModel(ctx context.Context, threadID string) (string, error) {
+	last, err := s.store.LastModel(ctx, threadID)
+	if err != nil {
+		return "", err
+	}
+	ms := s.rt.Models()
+	for _, m := range ms {
+		if m.Name == last {
+			return last, nil
+		}
+	}
+	return ms[0].Name, nil
 }
 
 func (s *Server) modelOptions() []views.ModelOption {

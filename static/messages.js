@@ -10,8 +10,9 @@ function argsText(args) {
 }
 
 // messageElement is a human or AI message; its template holds every
-// optional part, and the parts m does not have are removed.
-export function messageElement(m) {
+// optional part, and the parts m does not have are removed. labels maps
+// model names to display names (the meta line shows the display name).
+export function messageElement(m, labels) {
 	const node = clone("message-template");
 	node.className = m.type === "human" ? "msg msg-human" : "msg msg-ai";
 	node.id = `msg-${m.id}`;
@@ -24,8 +25,10 @@ export function messageElement(m) {
 	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note").remove();
 	fillToolCalls(node.querySelector(".msg-tools"), m.tool_calls ?? []);
 	const meta = node.querySelector(".msg-meta");
-	if (m.model_name && m.html) meta.textContent = m.model_name;
-	else meta.remove();
+	if (m.model_name && m.html) {
+		meta.textContent = labels?.get(m.model_name) ?? m.model_name;
+		meta.title = m.model_name;
+	} else meta.remove();
 	return node;
 }
 

@@ -91,7 +91,7 @@ export class ThreadPage {
 			this.addToolResult(m);
 			return;
 		}
-		const node = messageElement(m);
+		const node = messageElement(m, this.cards.labels);
 		const streaming = document.getElementById(`stream-${m.id}`);
 		this.changeList(() => {
 			if (streaming) streaming.replaceWith(node);

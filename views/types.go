@@ -119,6 +119,7 @@ type MessageView struct {
 	Content    string
 	ToolCallID string // tool messages: the call they answer
 	ModelName  string
+	ModelLabel string // the model's display name, which the meta line shows
 	ToolCalls  []ToolCallView
 	Stopped    bool // the user stopped this answer while it streamed
 }
@@ -129,7 +130,7 @@ type ThreadPage struct {
 	Thread       ThreadItem
 	Messages     []MessageView
 	Models       []ModelOption
-	DefaultModel string
+	DefaultModel string // preselected: the thread's last-used model, else the first
 	ActiveRunID  string
 	LastSeq      int64
 	// Usage is the thread's usage panel; nil when token figures are hidden

@@ -404,8 +404,13 @@ func TestMessage(t *testing.T) {
 		},
 		{
 			name: "ai with model",
-			m:    MessageView{ID: "b", Seq: 8, Type: "ai", HTML: "<p>ok</p>", ModelName: "demo-fast"},
-			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-meta">demo-fast</p></article>`,
+			m:    MessageView{ID: "b", Seq: 8, Type: "ai", HTML: "<p>ok</p>", ModelName: "demo-fast", ModelLabel: "Demo Fast"},
+			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-meta" title="demo-fast">Demo Fast</p></article>`,
+		},
+		{
+			name: "ai with an unknown model",
+			m:    MessageView{ID: "b", Seq: 8, Type: "ai", HTML: "<p>ok</p>", ModelName: "gone"},
+			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-meta" title="gone">gone</p></article>`,
 		},
 		{
 			name: "ai with only a tool call",
