@@ -120,3 +120,46 @@ func TestUsageHistory(t *testing.T) {
 		t.Error("a history of 0 days was accepted")
 	}
 }
+
+// TestUsageUnreported: ledger rows marked unreported count as calls and
+// as unreported calls, with no tokens, in a thread's, a run's and the
+// admin's totals, for their model alone.
+func TestUsageUnreported(t *testing.T) {
+	s, th, w := newThreadWriter(t)
+	ctx := context.Background()
+	at := time.Now().UTC()
+	rows := []*UsageEntry{
+		{CallID: "a", ThreadID: th.ID, RunID: "r1", ModelName: "loud", InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CreatedAt: at},
+		{CallID: "b", ThreadID: th.ID, RunID: "r1", TaskID: "t", ModelName: "quiet", Unreported: true, CreatedAt: at},
+		{CallID: "c", ThreadID: th.ID, RunID: "r2", ModelName: "quiet", Unreported: true, CreatedAt: at},
+	}
+	for _, e := range rows {
+		if err := w.Write(ctx, Record{Usage: e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := s.Usage(ctx, th.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (UsageTotals{InputTokens: 10, OutputTokens: 5, TotalTokens: 15, Calls: 3, UnreportedCalls: 2}); rep.Total != want {
+		t.Errorf("thread total %+v, want %+v", rep.Total, want)
+	}
+	if rep.ByModel["loud"].UnreportedCalls != 0 || rep.ByModel["quiet"] != (UsageTotals{Calls: 2, UnreportedCalls: 2}) || rep.Subagents.UnreportedCalls != 1 {
+		t.Errorf("by model %+v, subagents %+v", rep.ByModel, rep.Subagents)
+	}
+	run, err := s.Usage(ctx, th.ID, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Total != (UsageTotals{Calls: 1, UnreportedCalls: 1}) {
+		t.Errorf("run r2 total %+v", run.Total)
+	}
+	h, err := s.UsageHistory(ctx, at, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Total.Total != rep.Total || h.Total.Days[0].UnreportedCalls != 2 {
+		t.Errorf("history total %+v, day %+v, want %+v", h.Total.Total, h.Total.Days[0], rep.Total)
+	}
+}
