@@ -2,13 +2,15 @@ package agent
 
 // ModelConfig is one entry of the models list (docs/DESIGN.md §12).
 type ModelConfig struct {
-	Name           string `yaml:"name" json:"name"`
-	DisplayName    string `yaml:"display_name" json:"display_name"`
-	Provider       string `yaml:"provider" json:"provider"` // "openai" or "demo"
-	Model          string `yaml:"model" json:"model"`
-	BaseURL        string `yaml:"base_url" json:"-"`
-	APIKey         string `yaml:"api_key" json:"-"`
-	StreamUsage    *bool  `yaml:"stream_usage" json:"-"`
+	Name        string `yaml:"name" json:"name"`
+	DisplayName string `yaml:"display_name" json:"display_name"`
+	Provider    string `yaml:"provider" json:"provider"` // "openai" or "demo"
+	Model       string `yaml:"model" json:"model"`
+	BaseURL     string `yaml:"base_url" json:"-"`
+	APIKey      string `yaml:"api_key" json:"-"`
+	StreamUsage *bool  `yaml:"stream_usage" json:"-"`
+	// Stream is auto, true or false (openai; empty means auto).
+	Stream         string `yaml:"stream" json:"-"`
 	ContextWindow  int    `yaml:"context_window" json:"-"`
 	TimeoutSeconds int    `yaml:"timeout_seconds" json:"-"`
 	MaxRetries     *int   `yaml:"max_retries" json:"-"`

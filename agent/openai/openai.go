@@ -9,12 +9,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +43,20 @@ const (
 	// maxProviderMessage bounds how much of an error body goes into an
 	// error, since a proxy may answer with a whole HTML page.
 	maxProviderMessage = 500
+	// maxPlainBody bounds a non-streamed response read into memory.
+	maxPlainBody = 32 << 20
+)
+
+// The stream settings of a model (ModelConfig.Stream).
+const (
+	// StreamAuto streams; when a server fails a streamed request that
+	// carries tools, the call is retried as a plain request and the model
+	// calls tools without streaming from then on.
+	StreamAuto = "auto"
+	// StreamTrue always streams.
+	StreamTrue = "true"
+	// StreamFalse never streams: every call is one request and response.
+	StreamFalse = "false"
 )
 
 // errCallTimedOut is the cause of the per-call deadline, so a timeout can
@@ -49,7 +67,8 @@ var errCallTimedOut = errors.New("call timed out")
 var envKey = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$`)
 
 // Provider is an agent.Provider for any OpenAI-compatible chat-completions
-// endpoint (OpenAI, vLLM, Ollama, LiteLLM, DeepSeek, …). Every call streams.
+// endpoint (OpenAI, vLLM, Ollama, LiteLLM, DeepSeek, …). Calls stream,
+// or not, as the model's stream setting says (StreamAuto and friends).
 //
 // Tool-call arguments: Args is always valid JSON. A JSON object the model
 // sent is kept as is; empty arguments become {}; anything else (invalid
@@ -63,9 +82,15 @@ type Provider struct {
 	model       string // the provider's model id when an agent.Request names none
 	client      oai.Client
 	streamUsage bool
-	timeout     time.Duration
-	apiKey      string // kept only to scrub it from error text
-	log         *slog.Logger
+	stream      string // StreamAuto, StreamTrue or StreamFalse
+	// plainTools is set once stream: auto has seen the server fail a
+	// streamed request with tools: such calls are then made unstreamed.
+	plainTools    atomic.Bool
+	maxRetries    int
+	maxRetryDelay time.Duration
+	timeout       time.Duration
+	apiKey        string // kept only to scrub it from error text
+	log           *slog.Logger
 }
 
 // Option tunes a Provider beyond its agent.ModelConfig.
@@ -135,6 +160,11 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 		return nil, fmt.Errorf("openai model %q: max_retries must not be negative, got %d", cfg.Name, retries)
 	}
 
+	stream := cmp.Or(cfg.Stream, StreamAuto)
+	if stream != StreamAuto && stream != StreamTrue && stream != StreamFalse {
+		return nil, fmt.Errorf("openai model %q: stream must be auto, true or false, got %q", cfg.Name, cfg.Stream)
+	}
+
 	timeout := defaultTimeout
 	if cfg.TimeoutSeconds > 0 {
 		timeout = time.Duration(cfg.TimeoutSeconds) * time.Second
@@ -146,26 +176,29 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 	clientOpts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithAPIKey(key),
-		option.WithMaxRetries(retries),
-		option.WithMaxRetryDelay(o.maxRetryDelay),
 	}
 	if o.httpClient != nil {
 		clientOpts = append(clientOpts, option.WithHTTPClient(o.httpClient))
 	}
 
 	return &Provider{
-		name:        cfg.Name,
-		model:       cmp.Or(cfg.Model, cfg.Name),
-		client:      oai.Client{Options: clientOpts},
-		streamUsage: cfg.StreamUsage == nil || *cfg.StreamUsage,
-		timeout:     timeout,
-		apiKey:      key,
-		log:         o.log,
+		name:          cfg.Name,
+		model:         cmp.Or(cfg.Model, cfg.Name),
+		client:        oai.Client{Options: clientOpts},
+		streamUsage:   cfg.StreamUsage == nil || *cfg.StreamUsage,
+		stream:        stream,
+		maxRetries:    retries,
+		maxRetryDelay: o.maxRetryDelay,
+		timeout:       timeout,
+		apiKey:        key,
+		log:           o.log,
 	}, nil
 }
 
-// Complete streams one chat completion. Errors wrap ErrProvider; a
-// cancelled ctx also yields an error wrapping context.Canceled.
+// Complete runs one chat completion: streamed, or as one plain
+// request/response when the model's stream setting says so (see
+// completeWith). Errors wrap ErrProvider; a cancelled ctx also yields an
+// error wrapping context.Canceled.
 func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func(text string)) (agent.Response, error) {
 	callID := uuid.NewString()
 	model := cmp.Or(req.Model, p.model)
@@ -177,32 +210,44 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	ctx, cancel := context.WithTimeoutCause(ctx, p.timeout, errCallTimedOut)
 	defer cancel()
 
-	attempts := 0
-	res, err := p.openStream(ctx, params, &attempts)
-	if err != nil {
-		return agent.Response{}, err
+	tools := len(req.Tools) > 0
+	if p.stream == StreamFalse || (tools && p.plainTools.Load()) {
+		return p.completePlain(ctx, params, callID, model, onDelta)
 	}
-	acc, err := p.readStream(ctx, res, onDelta)
-	if err != nil {
-		return agent.Response{}, err
+	resp, refused, err := p.completeStreamed(ctx, params, callID, model, onDelta)
+	if err == nil || !refused || !tools || p.stream != StreamAuto || ctx.Err() != nil {
+		return resp, err
 	}
-
-	resp := acc.response(callID, model)
-	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
-		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts)
+	// stream: auto and a server that cannot stream tool calls: try the
+	// call again as a plain request, and keep doing so for this model.
+	resp, plainErr := p.completePlain(ctx, params, callID, model, onDelta)
+	if plainErr != nil {
+		return agent.Response{}, p.errorf("%s; retried without streaming: %s", trimProviderPrefix(err, p.name), trimProviderPrefix(plainErr, p.name))
+	}
+	if p.plainTools.CompareAndSwap(false, true) {
+		p.log.Warn("openai: the server failed a streamed request with tools; this model now calls tools without streaming",
+			"model", p.name, "error", err.Error())
+	}
 	return resp, nil
 }
 
-// openStream sends the request and returns the response carrying the event
-// stream, counting the HTTP attempts into *attempts.
-func (p *Provider) openStream(ctx context.Context, params oai.ChatCompletionNewParams, attempts *int) (*http.Response, error) {
-	// The stream is opened by hand rather than with NewStreaming so that a
-	// stream that ends without [DONE] can be told from a complete one: the
-	// SDK's stream reports both as a clean end.
-	var res *http.Response
-	err := p.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true), p.countAttempts(attempts))
+// trimProviderPrefix is err's text without the "llm provider: model: "
+// prefix errorf adds, so that two errors can be joined into one sentence.
+func trimProviderPrefix(err error, name string) string {
+	return strings.TrimPrefix(err.Error(), agent.ErrProvider.Error()+": "+name+": ")
+}
+
+// completeStreamed runs the call as a stream. refused reports a failure
+// that a plain request might not have: an HTTP error status other than
+// auth and rate limits, or a stream that failed before any content.
+func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompletionNewParams, callID, model string, onDelta func(string)) (resp agent.Response, refused bool, err error) {
+	res, attempts, status, err := p.send(ctx, params, true)
 	if err != nil {
-		return nil, p.requestError(ctx, err, res, *attempts)
+		switch status {
+		case 0, http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
+			return agent.Response{}, false, err
+		}
+		return agent.Response{}, true, err
 	}
 	// Some servers and proxies ignore stream: true, or answer 200 with an
 	// error object; the SSE decoder would see neither as anything but an
@@ -211,33 +256,164 @@ func (p *Provider) openStream(ctx context.Context, params oai.ChatCompletionNewP
 		body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		_ = res.Body.Close()
 		if err != nil {
-			return nil, p.streamError(ctx, err, 0)
+			return agent.Response{}, false, p.streamError(ctx, err, 0)
 		}
-		return nil, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
+		return agent.Response{}, true, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
 	}
-	return res, nil
+	acc, err := p.readStream(ctx, res, onDelta)
+	if err != nil {
+		return agent.Response{}, acc.empty(), err
+	}
+	resp = acc.response(callID, model)
+	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
+		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", true)
+	return resp, false, nil
 }
 
-// countAttempts counts the HTTP attempts of one call into *n and logs each
-// retry, since the SDK retries out of sight.
-func (p *Provider) countAttempts(n *int) option.RequestOption {
-	lastStatus := 0
-	return option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		*n++
-		if *n > 1 {
-			p.log.Info("openai: retrying", "model", p.name, "attempt", *n, "previous_status", lastStatus)
+// completePlain runs the call as one request and response, tool calls
+// included. The answer arrives whole: onDelta gets it once.
+func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionNewParams, callID, model string, onDelta func(string)) (agent.Response, error) {
+	// stream_options is only allowed on streamed requests.
+	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{}
+	res, attempts, _, err := p.send(ctx, params, false)
+	if err != nil {
+		return agent.Response{}, err
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxPlainBody))
+	_ = res.Body.Close()
+	if err != nil {
+		return agent.Response{}, p.streamError(ctx, err, 0)
+	}
+	var cc oai.ChatCompletion
+	if err := json.Unmarshal(body, &cc); err != nil || !cc.JSON.Choices.Valid() {
+		return agent.Response{}, p.errorf("expected a chat completion, got: %s", providerMessage(body))
+	}
+	acc := &streamAccumulator{model: cc.Model, completionID: cc.ID}
+	if cc.JSON.Usage.Valid() {
+		acc.usage = usageOf(cc.Usage)
+	}
+	for _, ch := range cc.Choices {
+		if ch.Index != 0 {
+			continue
 		}
-		res, err := next(r)
-		lastStatus = 0
-		if res != nil {
-			lastStatus = res.StatusCode
+		acc.text.WriteString(ch.Message.Content)
+		acc.finishReason = ch.FinishReason
+		for _, tc := range ch.Message.ToolCalls {
+			c := &partialCall{id: tc.ID, name: tc.Function.Name}
+			c.args.WriteString(tc.Function.Arguments)
+			acc.calls = append(acc.calls, c)
 		}
-		return res, err
-	})
+	}
+	if text := acc.text.String(); text != "" && onDelta != nil {
+		onDelta(text)
+	}
+	resp := acc.response(callID, model)
+	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
+		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", false)
+	return resp, nil
+}
+
+// send posts the request, retrying on 408, 409, 429, 5xx and connection
+// failures up to max_retries times, and returns the response with its body
+// unread. status is the HTTP status of a failed request (0: no response).
+// The SDK's own retries are off: they ignore the call's deadline and add
+// no jitter to Retry-After.
+func (p *Provider) send(ctx context.Context, params oai.ChatCompletionNewParams, stream bool) (res *http.Response, attempts, status int, err error) {
+	opts := []option.RequestOption{option.WithMaxRetries(0)}
+	if stream {
+		opts = append(opts, option.WithJSONSet("stream", true))
+	}
+	for attempts = 1; ; attempts++ {
+		res = nil
+		err := p.client.Post(ctx, "chat/completions", params, &res, opts...)
+		if err == nil {
+			return res, attempts, 0, nil
+		}
+		if ctx.Err() != nil {
+			return nil, attempts, 0, p.contextError(ctx)
+		}
+		status, body := 0, []byte(nil)
+		if res != nil && res.StatusCode >= 400 {
+			status = res.StatusCode
+			// The SDK puts the error body back on res; it is in memory.
+			body, _ = io.ReadAll(res.Body)
+			_ = res.Body.Close()
+		}
+		if !retryable(status) || attempts > p.maxRetries {
+			return nil, attempts, status, p.requestError(err, status, body, attempts, "")
+		}
+		delay, why := p.retryDelay(ctx, res, status, attempts)
+		if why != "" {
+			return nil, attempts, status, p.requestError(err, status, body, attempts, why)
+		}
+		p.log.Info("openai: retrying", "model", p.name, "attempt", attempts+1, "previous_status", status, "delay", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, attempts, 0, p.contextError(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// retryable says whether a failed attempt is worth another (0: the request
+// got no response at all).
+func retryable(status int) bool {
+	return status == 0 || status == http.StatusRequestTimeout || status == http.StatusConflict ||
+		status == http.StatusTooManyRequests || status >= 500
+}
+
+// retryDelay is the wait before attempt n+1. A 429 or 503 with Retry-After
+// waits that long plus up to 10% (at most a second) of jitter, so that
+// many callers told the same time do not return together; a Retry-After
+// beyond the max retry delay or the call's deadline gives up at once,
+// saying why. Otherwise the wait is an exponential backoff from half a
+// second, capped, less up to a quarter of jitter.
+func (p *Provider) retryDelay(ctx context.Context, res *http.Response, status, n int) (time.Duration, string) {
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		if after, ok := retryAfter(res.Header, time.Now()); ok {
+			if after > p.maxRetryDelay {
+				return 0, fmt.Sprintf("the server asked to retry after %s, longer than the %s herd waits", after, p.maxRetryDelay)
+			}
+			delay := after + rand.N(min(after/10, time.Second)+time.Millisecond)
+			if deadline, ok := ctx.Deadline(); ok && time.Now().Add(after).After(deadline) {
+				return 0, fmt.Sprintf("the server asked to retry after %s, past this call's deadline (%s left)",
+					after, time.Until(deadline).Round(time.Millisecond))
+			}
+			return delay, ""
+		}
+	}
+	delay := min(p.maxRetryDelay, time.Duration(float64(500*time.Millisecond)*math.Pow(2, float64(n-1))))
+	if j := delay / 4; j > 0 {
+		delay -= rand.N(j)
+	}
+	return delay, ""
+}
+
+// retryAfter reads Retry-After-Ms (OpenAI's), else Retry-After in seconds
+// or as an HTTP date.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+		return time.Duration(min(ms, 1e12) * float64(time.Millisecond)), true
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && !math.IsInf(s, 0) {
+		return time.Duration(min(s, 1e9) * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now)), true
+	}
+	return 0, false
 }
 
 // readStream accumulates the stream's chunks, passing text to onDelta as it
-// arrives, and fails a stream that ends without a finish_reason and [DONE].
+// arrives. A stream is complete when it reached [DONE] or a finish_reason:
+// some servers send one without the other. The accumulator is returned
+// even on error, to tell whether any content had arrived.
 func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta func(string)) (*streamAccumulator, error) {
 	dec := &doneDecoder{Decoder: ssestream.NewDecoder(res)}
 	stream := ssestream.NewStream[oai.ChatCompletionChunk](dec, nil)
@@ -248,18 +424,15 @@ func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta f
 		// Chunks already buffered when ctx ends are dropped, so no text
 		// reaches onDelta after the caller has stopped the call.
 		if ctx.Err() != nil {
-			return nil, p.contextError(ctx)
+			return acc, p.contextError(ctx)
 		}
 		acc.add(stream.Current(), onDelta)
 	}
 	if err := stream.Err(); err != nil {
-		return nil, p.streamError(ctx, err, acc.chunks)
+		return acc, p.streamError(ctx, err, acc.chunks)
 	}
-	if !dec.done {
-		return nil, p.errorf("stream cut short: the connection closed before [DONE], after %d chunks", acc.chunks)
-	}
-	if acc.finishReason == "" {
-		return nil, p.errorf("stream cut short: [DONE] arrived without a finish_reason, after %d chunks", acc.chunks)
+	if !dec.done && acc.finishReason == "" {
+		return acc, p.errorf("stream cut short: the connection closed before [DONE] and without a finish_reason, after %d chunks", acc.chunks)
 	}
 	return acc, nil
 }
@@ -375,6 +548,22 @@ type streamAccumulator struct {
 	finishReason string
 }
 
+// usageOf converts reported usage; cache reads stay absent unless reported.
+func usageOf(cu oai.CompletionUsage) *agent.Usage {
+	u := agent.Usage{
+		InputTokens:  cu.PromptTokens,
+		OutputTokens: cu.CompletionTokens,
+		TotalTokens:  cu.TotalTokens,
+	}
+	if cached := cu.PromptTokensDetails.CachedTokens; cached > 0 {
+		u.CacheReadTokens = cached
+	}
+	return &u
+}
+
+// empty says whether no content (text or tool call) has arrived.
+func (a *streamAccumulator) empty() bool { return a.text.Len() == 0 && len(a.calls) == 0 }
+
 type partialCall struct {
 	id, name string
 	args     strings.Builder
@@ -390,15 +579,7 @@ func (a *streamAccumulator) add(c oai.ChatCompletionChunk, onDelta func(string))
 	}
 	// Some servers send usage on every chunk; the last one is the total.
 	if c.JSON.Usage.Valid() {
-		u := agent.Usage{
-			InputTokens:  c.Usage.PromptTokens,
-			OutputTokens: c.Usage.CompletionTokens,
-			TotalTokens:  c.Usage.TotalTokens,
-		}
-		if cached := c.Usage.PromptTokensDetails.CachedTokens; cached > 0 {
-			u.CacheReadTokens = cached
-		}
-		a.usage = &u
+		a.usage = usageOf(c.Usage)
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
@@ -456,25 +637,19 @@ func (a *streamAccumulator) response(callID, requestedModel string) agent.Respon
 	return resp
 }
 
-// requestError explains a request that got no stream: a status with the
-// provider's own message, or the transport failure.
-func (p *Provider) requestError(ctx context.Context, err error, res *http.Response, attempts int) error {
-	if ctx.Err() != nil {
-		return p.contextError(ctx)
-	}
+// requestError explains a request that failed: a status with the
+// provider's own message, or the transport failure; why says why no retry
+// followed, when that was not max_retries.
+func (p *Provider) requestError(err error, status int, body []byte, attempts int, why string) error {
 	tries := ""
 	if attempts > 1 {
 		tries = fmt.Sprintf(" (after %d attempts)", attempts)
 	}
-	// The SDK puts the error body back on res; it is already in memory.
-	if res != nil && res.StatusCode >= 400 {
-		var body []byte
-		if res.Body != nil {
-			var buf bytes.Buffer
-			_, _ = buf.ReadFrom(res.Body)
-			body = buf.Bytes()
-		}
-		return p.errorf("HTTP %d %s: %s%s", res.StatusCode, http.StatusText(res.StatusCode), providerMessage(body), tries)
+	if why != "" {
+		why = " (" + why + ")"
+	}
+	if status >= 400 {
+		return p.errorf("HTTP %d %s: %s%s%s", status, http.StatusText(status), providerMessage(body), tries, why)
 	}
 	return p.errorf("request failed%s: %w", tries, err)
 }
@@ -506,13 +681,62 @@ func (p *Provider) contextError(ctx context.Context) error {
 }
 
 // errorf builds a provider error: it wraps ErrProvider, names the model and
-// never carries the API key.
+// never carries the API key (see redactKey).
 func (p *Provider) errorf(format string, args ...any) error {
 	err := fmt.Errorf("%w: %s: "+format, append([]any{agent.ErrProvider, p.name}, args...)...)
-	if p.apiKey != "" && strings.Contains(err.Error(), p.apiKey) {
-		return &scrubbedError{text: strings.ReplaceAll(err.Error(), p.apiKey, "[redacted]"), err: err}
+	if text, ok := redactKey(err.Error(), p.apiKey); ok {
+		return &scrubbedError{text: text, err: err}
 	}
 	return err
+}
+
+// minSecretLen is the shortest api_key treated as a secret. Shorter keys
+// (x, ollama, EMPTY) are placeholders for servers that check nothing, and
+// replacing their letters would mangle ordinary words.
+const minSecretLen = 8
+
+// placeholderKeys are keys of at least minSecretLen characters that local
+// servers' docs tell users to set; they are no secret.
+var placeholderKeys = map[string]bool{
+	"sk-no-key-required": true, // llama.cpp server
+	"not-needed":         true, // LM Studio examples
+	"lm-studio":          true,
+	"token-abc123":       true, // vLLM docs
+	"dummy-key":          true,
+	"anything":           true,
+}
+
+// redactKey replaces each whole-token occurrence of key in text with
+// [redacted]: one not preceded or followed by a letter, digit, - or _, so
+// that a key is never found inside a longer word.
+func redactKey(text, key string) (string, bool) {
+	if len(key) < minSecretLen || placeholderKeys[strings.ToLower(key)] {
+		return text, false
+	}
+	var b strings.Builder
+	found := false
+	for rest := text; ; {
+		i := strings.Index(rest, key)
+		if i < 0 {
+			b.WriteString(rest)
+			break
+		}
+		end := i + len(key)
+		whole := (i == 0 || !isTokenByte(rest[i-1])) && (end == len(rest) || !isTokenByte(rest[end]))
+		b.WriteString(rest[:i])
+		if whole {
+			b.WriteString("[redacted]")
+			found = true
+		} else {
+			b.WriteString(key)
+		}
+		rest = rest[end:]
+	}
+	return b.String(), found
+}
+
+func isTokenByte(c byte) bool {
+	return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // scrubbedError replaces an error's text while keeping its chain for
