@@ -10,6 +10,10 @@
 //		openai.WithHTTPClient(srv.Client()), // no idle connections outlive the test
 //	)
 //
+// A request without stream: true gets the same reply as one
+// chat.completion object (Reply.End does not apply), as servers that cannot
+// stream tool calls answer.
+//
 // Replies are consumed in order, one per request. When the script runs out,
 // the fallback (see SetFallback) answers; without one the server answers
 // 500, so an unexpected extra call shows up as an error rather than a hang.
@@ -24,6 +28,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +67,9 @@ const (
 	// EndError writes an in-stream error event carrying Reply.Error
 	// (`data: {"error": {...}}`) and ends the response.
 	EndError
+	// EndNoDone writes every chunk and ends the response without [DONE],
+	// as some servers do after the finish chunk (After is ignored).
+	EndNoDone
 )
 
 // Reply scripts the server's answer to one request.
@@ -100,6 +108,19 @@ type Reply struct {
 	ErrorBody string
 	// Header holds extra response headers, e.g. Retry-After.
 	Header http.Header
+
+	// Quirks of real servers, for streamed replies.
+
+	// NoToolIndex leaves "index" out of tool-call deltas.
+	NoToolIndex bool
+	// WholeArgs sends each call's arguments in its first chunk, with the
+	// id and name, instead of across several.
+	WholeArgs bool
+	// NoFinishReason leaves finish_reason null in every chunk.
+	NoFinishReason bool
+	// UsageEveryChunk reports the usage so far on every chunk, whether or
+	// not the request asked for it; the last chunk has Usage.
+	UsageEveryChunk bool
 }
 
 // ToolCall is a tool call the fake model makes.
@@ -328,7 +349,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, reply.Status, reply.Error)
 		return
 	case !rec.Chat.Stream:
-		writeError(w, http.StatusBadRequest, "openaitest: only streaming requests (stream: true) are supported")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(completion(reply, rec.Chat))
 		return
 	}
 	s.stream(w, r, reply, rec.Chat)
@@ -390,7 +412,37 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req
 	case EndError:
 		ev, _ := json.Marshal(map[string]any{"error": errorObject(reply.Error, "server_error")})
 		send(ev)
+	case EndNoDone:
+		// Returning ends the response after the last chunk.
 	}
+}
+
+// completion encodes the reply as one non-streamed chat.completion.
+func completion(reply Reply, req ChatRequest) []byte {
+	msg := map[string]any{"role": "assistant", "content": nil}
+	if len(reply.Chunks) > 0 || len(reply.ToolCalls) == 0 {
+		msg["content"] = strings.Join(reply.Chunks, "")
+	}
+	var calls []any
+	for i, tc := range reply.ToolCalls {
+		calls = append(calls, map[string]any{"id": cmp.Or(tc.ID, fmt.Sprintf("call_plain_%d", i)), "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": tc.Args}})
+	}
+	if calls != nil {
+		msg["tool_calls"] = calls
+	}
+	c := map[string]any{
+		"id":      CompletionID,
+		"object":  "chat.completion",
+		"created": 1700000000,
+		"model":   cmp.Or(reply.Model, req.Model),
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finishReason(reply), "logprobs": nil}},
+	}
+	if reply.Usage != nil {
+		c["usage"] = usageObject(*reply.Usage)
+	}
+	b, _ := json.Marshal(c)
+	return b
 }
 
 // chunks builds the data events of a reply that ends normally, without the
@@ -399,15 +451,34 @@ func chunks(reply Reply, req ChatRequest) [][]byte {
 	e := chunkEncoder{
 		model:     cmp.Or(reply.Model, req.Model),
 		withUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		reply:     reply,
 	}
 	out := [][]byte{e.delta(map[string]any{"role": "assistant", "content": ""}, nil)}
 	for _, text := range reply.Chunks {
 		out = append(out, e.delta(map[string]any{"content": text}, nil))
 	}
 	out = append(out, toolCallChunks(e, reply)...)
-	out = append(out, e.delta(map[string]any{}, finishReason(reply)))
-	if e.withUsage && reply.Usage != nil {
+	var finish any = finishReason(reply)
+	if reply.NoFinishReason {
+		finish = nil
+	}
+	out = append(out, e.delta(map[string]any{}, finish))
+	if e.withUsage && reply.Usage != nil && !reply.UsageEveryChunk {
 		out = append(out, e.usage(*reply.Usage))
+	}
+	if reply.UsageEveryChunk && reply.Usage != nil {
+		// Each chunk reports a running count; the last one the total.
+		for i := range out {
+			var c map[string]any
+			_ = json.Unmarshal(out[i], &c)
+			u := *reply.Usage
+			if i < len(out)-1 {
+				u.CompletionTokens = int64(i)
+				u.TotalTokens = u.PromptTokens + int64(i)
+			}
+			c["usage"] = usageObject(u)
+			out[i], _ = json.Marshal(c)
+		}
 	}
 	return out
 }
@@ -458,6 +529,7 @@ func finishReason(reply Reply) string {
 type chunkEncoder struct {
 	model     string
 	withUsage bool
+	reply     Reply // for its quirks
 }
 
 // envelope is the part every chunk shares.
@@ -490,9 +562,20 @@ func (e chunkEncoder) toolCall(i int, tc ToolCall) [][]byte {
 	if tc.ID != "" {
 		head["id"] = tc.ID
 	}
-	evs := [][]byte{e.delta(map[string]any{"tool_calls": []any{head}}, nil)}
-	for _, piece := range split(tc.Args, argPieces) {
-		part := map[string]any{"index": i, "function": map[string]any{"arguments": piece}}
+	pieces := split(tc.Args, argPieces)
+	if e.reply.WholeArgs {
+		head["function"] = map[string]any{"name": tc.Name, "arguments": tc.Args}
+		pieces = nil
+	}
+	parts := []map[string]any{head}
+	for _, piece := range pieces {
+		parts = append(parts, map[string]any{"index": i, "function": map[string]any{"arguments": piece}})
+	}
+	var evs [][]byte
+	for _, part := range parts {
+		if e.reply.NoToolIndex {
+			delete(part, "index")
+		}
 		evs = append(evs, e.delta(map[string]any{"tool_calls": []any{part}}, nil))
 	}
 	return evs
@@ -501,14 +584,18 @@ func (e chunkEncoder) toolCall(i int, tc ToolCall) [][]byte {
 // usage encodes the last chunk: no choices, only the token totals.
 func (e chunkEncoder) usage(u Usage) []byte {
 	c := e.envelope([]any{})
-	c["usage"] = map[string]any{
+	c["usage"] = usageObject(u)
+	b, _ := json.Marshal(c)
+	return b
+}
+
+func usageObject(u Usage) map[string]any {
+	return map[string]any{
 		"prompt_tokens":         u.PromptTokens,
 		"completion_tokens":     u.CompletionTokens,
 		"total_tokens":          u.TotalTokens,
 		"prompt_tokens_details": map[string]any{"cached_tokens": u.CachedTokens, "audio_tokens": 0},
 	}
-	b, _ := json.Marshal(c)
-	return b
 }
 
 // split cuts s into at most n pieces of about equal length on rune
