@@ -383,7 +383,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req
 	}
 
 	events := chunks(reply, req)
-	if reply.End == EndDone {
+	if reply.End == EndDone || reply.End == EndNoDone {
 		reply.After = len(events)
 	}
 	for _, ev := range events[:min(reply.After, len(events))] {
