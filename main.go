@@ -231,7 +231,7 @@ func (b *base) close() {
 // startRuntime builds the agent runtime on the configured models and
 // tools, then closes the runs a crash interrupted.
 func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Logger) (*agent.Runtime, error) {
-	llms, err := buildModels(cfg.Models)
+	llms, err := buildModels(cfg.Models, log)
 	if err != nil {
 		return nil, err
 	}

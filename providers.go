@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 
 	"herd/agent"
 	"herd/agent/demo"
@@ -9,8 +10,9 @@ import (
 )
 
 // buildModels constructs each configured model's provider, in order (the
-// first is the default).
-func buildModels(cfgs []agent.ModelConfig) ([]*agent.Model, error) {
+// first is the default). Providers log through log, so their lines honour
+// log.level and log.format.
+func buildModels(cfgs []agent.ModelConfig, log *slog.Logger) ([]*agent.Model, error) {
 	out := make([]*agent.Model, 0, len(cfgs))
 	for i, c := range cfgs {
 		var p agent.Provider
@@ -18,7 +20,7 @@ func buildModels(cfgs []agent.ModelConfig) ([]*agent.Model, error) {
 		case "demo":
 			p = demo.New(c)
 		case "openai":
-			o, err := openai.New(c)
+			o, err := openai.New(c, openai.WithLogger(log))
 			if err != nil {
 				return nil, fmt.Errorf("models.%d (%s): %w", i, c.Name, err)
 			}

@@ -1,20 +1,46 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"herd/agent"
 	"herd/agent/demo"
 	"herd/agent/openai"
+	"herd/agent/openai/openaitest"
 )
+
+// TestProviderLogsHonourLevel: the openai provider logs through the
+// configured logger, at its level (issue 11: its lines bypassed it).
+func TestProviderLogsHonourLevel(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		srv := openaitest.NewServer(t, openaitest.Text("hi"))
+		var buf bytes.Buffer
+		log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))
+		ms, err := buildModels([]agent.ModelConfig{{Name: "gpt", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "x"}}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ms[0].Provider.Complete(context.Background(), agent.Request{Messages: []agent.Message{{Type: agent.TypeHuman, Content: "hello"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		logged := strings.Contains(buf.String(), `"msg":"openai: call completed"`)
+		if logged != (level == slog.LevelDebug) {
+			t.Errorf("level %s: call logged %v, want %v (log: %q)", level, logged, level == slog.LevelDebug, buf.String())
+		}
+	}
+}
 
 func TestBuildModels(t *testing.T) {
 	t.Run("each provider, in order", func(t *testing.T) {
 		ms, err := buildModels([]agent.ModelConfig{
 			{Name: "fast", Provider: "demo"},
 			{Name: "gpt", Provider: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k"},
-		})
+		}, slog.Default())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +64,7 @@ func TestBuildModels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := buildModels(tt.cfgs)
+			_, err := buildModels(tt.cfgs, slog.Default())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want it to contain %q", err, tt.want)
 			}
