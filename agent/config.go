@@ -10,10 +10,10 @@ type ModelConfig struct {
 	APIKey      string `yaml:"api_key" json:"-"`
 	StreamUsage *bool  `yaml:"stream_usage" json:"-"`
 	// Stream is auto, true or false (openai; empty means auto).
-	Stream         string `yaml:"stream" json:"-"`
-	ContextWindow  int    `yaml:"context_window" json:"-"`
-	TimeoutSeconds int    `yaml:"timeout_seconds" json:"-"`
-	MaxRetries     *int   `yaml:"max_retries" json:"-"`
+	Stream         StreamMode `yaml:"stream" json:"-"`
+	ContextWindow  int        `yaml:"context_window" json:"-"`
+	TimeoutSeconds int        `yaml:"timeout_seconds" json:"-"`
+	MaxRetries     *int       `yaml:"max_retries" json:"-"`
 	// Demo provider options.
 	LatencyMS int `yaml:"latency_ms" json:"-"`
 	// LatencyJitter spreads each response's latency over
@@ -23,6 +23,16 @@ type ModelConfig struct {
 	ChunkMS       int     `yaml:"chunk_ms" json:"-"`
 	Usage         *bool   `yaml:"usage" json:"-"`
 	FailAfter     int     `yaml:"fail_after" json:"-"`
+}
+
+// StreamMode is a model's stream setting: "auto", "true" or "false". It
+// reads YAML's true and false as their text, so they need no quotes.
+type StreamMode string
+
+// UnmarshalText takes the setting as written; validation checks it.
+func (m *StreamMode) UnmarshalText(b []byte) error {
+	*m = StreamMode(b)
+	return nil
 }
 
 // Label is what the UI shows for the model: its display name, else its name.

@@ -164,7 +164,7 @@ func TestStreamAutoFallbackCases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, srv := newModeFake(t, agent.ModelConfig{Stream: tt.stream, MaxRetries: new(0)}, nil, tt.first, plain)
+			p, srv := newModeFake(t, agent.ModelConfig{Stream: agent.StreamMode(tt.stream), MaxRetries: new(0)}, nil, tt.first, plain)
 			got, err := p.Complete(context.Background(), toolRequest(), nil)
 			n := len(srv.Requests())
 			if !tt.wantPlain {

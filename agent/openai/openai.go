@@ -160,7 +160,7 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 		return nil, fmt.Errorf("openai model %q: max_retries must not be negative, got %d", cfg.Name, retries)
 	}
 
-	stream := cmp.Or(cfg.Stream, StreamAuto)
+	stream := cmp.Or(string(cfg.Stream), StreamAuto)
 	if stream != StreamAuto && stream != StreamTrue && stream != StreamFalse {
 		return nil, fmt.Errorf("openai model %q: stream must be auto, true or false, got %q", cfg.Name, cfg.Stream)
 	}

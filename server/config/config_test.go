@@ -425,15 +425,15 @@ func TestMerge(t *testing.T) {
 		},
 		{
 			name: "model defaults",
-			file: "models:\n  - {name: gpt, provider: openai}\n  - {name: local, provider: openai, model: llama3, base_url: 'http://localhost:11434/v1', stream_usage: false, max_retries: 0, timeout_seconds: 60}\n  - {name: d, provider: demo, usage: false}\n",
+			file: "models:\n  - {name: gpt, provider: openai}\n  - {name: local, provider: openai, model: llama3, base_url: 'http://localhost:11434/v1', stream_usage: false, stream: false, max_retries: 0, timeout_seconds: 60}\n  - {name: d, provider: demo, usage: false}\n",
 			check: func(c *Config) string {
 				gpt, local, d := c.Models[0], c.Models[1], c.Models[2]
 				switch {
-				case gpt.Model != "gpt" || gpt.BaseURL != "https://api.openai.com/v1" || !*gpt.StreamUsage || *gpt.MaxRetries != 2 || gpt.TimeoutSeconds != 300 || gpt.DisplayName != "":
+				case gpt.Model != "gpt" || gpt.BaseURL != "https://api.openai.com/v1" || !*gpt.StreamUsage || gpt.Stream != "auto" || *gpt.MaxRetries != 2 || gpt.TimeoutSeconds != 300 || gpt.DisplayName != "":
 					return fmt.Sprintf("gpt = %+v, want the openai defaults", gpt)
-				case local.Model != "llama3" || local.BaseURL != "http://localhost:11434/v1" || *local.StreamUsage || *local.MaxRetries != 0 || local.TimeoutSeconds != 60:
+				case local.Model != "llama3" || local.BaseURL != "http://localhost:11434/v1" || *local.StreamUsage || local.Stream != "false" || *local.MaxRetries != 0 || local.TimeoutSeconds != 60:
 					return fmt.Sprintf("local = %+v, want its own values kept", local)
-				case *d.Usage || d.StreamUsage != nil || d.MaxRetries != nil:
+				case *d.Usage || d.StreamUsage != nil || d.Stream != "" || d.MaxRetries != nil:
 					return fmt.Sprintf("d = %+v, want usage false and no openai options", d)
 				}
 				return ""
@@ -585,6 +585,7 @@ func TestErrors(t *testing.T) {
 		{name: "context_window", file: openai + "context_window: -1}\n", want: []string{`config: herd.yaml: models.0.context_window: must be at least 0, got -1`}},
 		{name: "model timeout", file: openai + "timeout_seconds: -1}\n", want: []string{`config: herd.yaml: models.0.timeout_seconds: must be at least 0, got -1`}},
 		{name: "max_retries", file: openai + "max_retries: -1}\n", want: []string{`config: herd.yaml: models.0.max_retries: must be at least 0, got -1`}},
+		{name: "stream", file: openai + "stream: sometimes}\n", want: []string{`config: herd.yaml: models.0.stream: must be one of auto, true, false, got "sometimes"`}},
 		{name: "latency_ms", file: "models: [{name: a, provider: demo, latency_ms: -1}]\n", want: []string{`config: herd.yaml: models.0.latency_ms: must be at least 0, got -1`}},
 		{name: "latency_jitter", file: "models: [{name: a, provider: demo, latency_jitter: 1.5}]\n", want: []string{`config: herd.yaml: models.0.latency_jitter: must be from 0 to 1, got 1.5`}},
 		{name: "chunk_ms", file: "models: [{name: a, provider: demo, chunk_ms: -1}]\n", want: []string{`config: herd.yaml: models.0.chunk_ms: must be at least 0, got -1`}},

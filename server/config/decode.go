@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -241,6 +242,14 @@ func (l *loader) decodeMap(v reflect.Value, raw any, path []string, src source) 
 func setScalar(v reflect.Value, raw any) (want string, ok bool) {
 	switch v.Kind() {
 	case reflect.String:
+		// A type that parses text takes any scalar as its text, so that
+		// `stream: false` needs no quotes.
+		if u, isText := textUnmarshaler(v); isText {
+			switch raw.(type) {
+			case string, bool, int, int64, uint64, float64:
+				return "a string", u.UnmarshalText([]byte(fmt.Sprint(raw))) == nil
+			}
+		}
 		s, ok := raw.(string)
 		if ok {
 			v.SetString(s)
@@ -266,6 +275,14 @@ func setScalar(v reflect.Value, raw any) (want string, ok bool) {
 		return "a number", ok
 	}
 	return "", false
+}
+
+func textUnmarshaler(v reflect.Value) (encoding.TextUnmarshaler, bool) {
+	if !v.CanAddr() {
+		return nil, false
+	}
+	u, ok := v.Addr().Interface().(encoding.TextUnmarshaler)
+	return u, ok
 }
 
 func isContainer(k reflect.Kind) bool {

@@ -53,6 +53,9 @@ func fillModelDefaults(c *Config) {
 			if m.StreamUsage == nil {
 				m.StreamUsage = new(true)
 			}
+			if m.Stream == "" {
+				m.Stream = "auto"
+			}
 			if m.MaxRetries == nil {
 				m.MaxRetries = new(defaultOpenAIRetries)
 			}
@@ -240,6 +243,7 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 			if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
 				l.invalid(key+".base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
 			}
+			l.oneOf(key+".stream", string(m.Stream), "auto", "true", "false")
 		}
 		l.atLeast(key+".context_window", m.ContextWindow, 0)
 		l.atLeast(key+".timeout_seconds", m.TimeoutSeconds, 0)
