@@ -376,12 +376,16 @@ func (p *Provider) retryDelay(ctx context.Context, res *http.Response, status, n
 			if after > p.maxRetryDelay {
 				return 0, fmt.Sprintf("the server asked to retry after %s, longer than the %s herd waits", after, p.maxRetryDelay)
 			}
-			delay := after + rand.N(min(after/10, time.Second)+time.Millisecond)
-			if deadline, ok := ctx.Deadline(); ok && time.Now().Add(after).After(deadline) {
-				return 0, fmt.Sprintf("the server asked to retry after %s, past this call's deadline (%s left)",
-					after, time.Until(deadline).Round(time.Millisecond))
+			jitter := min(after/10, time.Second) + time.Millisecond
+			if deadline, ok := ctx.Deadline(); ok {
+				left := time.Until(deadline)
+				if after >= left {
+					return 0, fmt.Sprintf("the server asked to retry after %s, past this call's deadline (%s left)",
+						after, left.Round(time.Millisecond))
+				}
+				jitter = min(jitter, left-after)
 			}
-			return delay, ""
+			return after + rand.N(jitter), ""
 		}
 	}
 	delay := min(p.maxRetryDelay, time.Duration(float64(500*time.Millisecond)*math.Pow(2, float64(n-1))))
