@@ -16,10 +16,12 @@ import (
 	"herd/models"
 )
 
-// openAIModel is the real OpenAI provider pointed at a fake server.
+// openAIModel is the real OpenAI provider pointed at a fake server. It
+// always streams, so that a stream's faults reach the run rather than
+// stream: auto's unstreamed retry (TestDelegationWithoutStreaming).
 func openAIModel(t *testing.T, srv *openaitest.Server) *agent.Model {
 	t.Helper()
-	cfg := agent.ModelConfig{Name: "gpt", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "k", TimeoutSeconds: 1, MaxRetries: new(1)}
+	cfg := agent.ModelConfig{Name: "gpt", Provider: "openai", Model: "gpt-test", BaseURL: srv.URL(), APIKey: "k", TimeoutSeconds: 1, MaxRetries: new(1), Stream: "true"}
 	p, err := openai.New(cfg, openai.WithHTTPClient(srv.Client()), openai.WithMaxRetryDelay(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
