@@ -197,7 +197,7 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 
 // Complete runs one chat completion: streamed, or as one plain
 // request/response when the model's stream setting says so (see
-// completeWith). Errors wrap ErrProvider; a cancelled ctx also yields an
+// StreamAuto). Errors wrap ErrProvider; a cancelled ctx also yields an
 // error wrapping context.Canceled.
 func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func(text string)) (agent.Response, error) {
 	callID := uuid.NewString()
@@ -221,6 +221,9 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	// stream: auto and a server that cannot stream tool calls: try the
 	// call again as a plain request, and keep doing so for this model.
 	resp, plainErr := p.completePlain(ctx, params, callID, model, onDelta)
+	if plainErr != nil && ctx.Err() != nil {
+		return agent.Response{}, plainErr // keeps context.Canceled and the timeout findable
+	}
 	if plainErr != nil {
 		return agent.Response{}, p.errorf("%s; retried without streaming: %s", trimProviderPrefix(err, p.name), trimProviderPrefix(plainErr, p.name))
 	}
