@@ -4,16 +4,18 @@ package agent
 type ModelConfig struct {
 	Name        string `yaml:"name" json:"name"`
 	DisplayName string `yaml:"display_name" json:"display_name"`
-	Provider    string `yaml:"provider" json:"provider"` // "openai" or "demo"
+	Provider    string `yaml:"provider" json:"provider"` // "openai", "anthropic" or "demo"
 	Model       string `yaml:"model" json:"model"`
 	BaseURL     string `yaml:"base_url" json:"-"`
 	APIKey      string `yaml:"api_key" json:"-"`
 	StreamUsage *bool  `yaml:"stream_usage" json:"-"`
 	// Stream is auto, true or false (openai; empty means auto).
-	Stream         StreamMode `yaml:"stream" json:"-"`
-	ContextWindow  int        `yaml:"context_window" json:"-"`
-	TimeoutSeconds int        `yaml:"timeout_seconds" json:"-"`
-	MaxRetries     *int       `yaml:"max_retries" json:"-"`
+	Stream        StreamMode `yaml:"stream" json:"-"`
+	ContextWindow int        `yaml:"context_window" json:"-"`
+	// MaxOutputTokens caps each answer (Anthropic's max_tokens).
+	MaxOutputTokens int  `yaml:"max_output_tokens" json:"-"`
+	TimeoutSeconds  int  `yaml:"timeout_seconds" json:"-"`
+	MaxRetries      *int `yaml:"max_retries" json:"-"`
 	// Demo provider options.
 	LatencyMS int `yaml:"latency_ms" json:"-"`
 	// LatencyJitter spreads each response's latency over

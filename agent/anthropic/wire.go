@@ -1,0 +1,247 @@
+package anthropic
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/uuid"
+
+	"herd/agent"
+	"herd/agent/tools"
+)
+
+// messageParams maps a Request onto the Messages API request body. System
+// messages become the system blocks; consecutive messages of one role are
+// merged into one message, since the API wants user and assistant turns to
+// alternate and a batch of tool results to arrive in one user message.
+func messageParams(model string, maxTokens int64, req agent.Request) (sdk.MessageNewParams, error) {
+	params := sdk.MessageNewParams{Model: sdk.Model(model), MaxTokens: maxTokens}
+	type turn struct {
+		user   bool
+		blocks []sdk.ContentBlockParamUnion
+	}
+	var turns []turn
+	for i, m := range req.Messages {
+		var t turn
+		switch m.Type {
+		case agent.TypeSystem:
+			if m.Content != "" {
+				params.System = append(params.System, sdk.TextBlockParam{Text: m.Content})
+			}
+			continue
+		case agent.TypeHuman:
+			t = turn{true, textBlocks(m.Content)}
+		case agent.TypeAI:
+			t = turn{false, assistantBlocks(m)}
+		case agent.TypeTool:
+			t = turn{true, []sdk.ContentBlockParamUnion{sdk.NewToolResultBlock(m.ToolCallID, m.Content, false)}}
+		default:
+			return params, fmt.Errorf("message %d: unknown type %q", i, m.Type)
+		}
+		if len(t.blocks) == 0 {
+			continue // the API rejects empty content
+		}
+		if n := len(turns); n > 0 && turns[n-1].user == t.user {
+			turns[n-1].blocks = append(turns[n-1].blocks, t.blocks...)
+			continue
+		}
+		turns = append(turns, t)
+	}
+	for _, t := range turns {
+		if t.user {
+			params.Messages = append(params.Messages, sdk.NewUserMessage(t.blocks...))
+		} else {
+			params.Messages = append(params.Messages, sdk.NewAssistantMessage(t.blocks...))
+		}
+	}
+	// The cache breakpoints: the prefix up to the system prompt and the one
+	// up to the tools (which come first in the cached prefix) are both
+	// reused by every later turn of the conversation.
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	for _, t := range req.Tools {
+		tool, err := toolParam(t)
+		if err != nil {
+			return params, err
+		}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tool})
+	}
+	if n := len(params.Tools); n > 0 {
+		params.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	return params, nil
+}
+
+func textBlocks(text string) []sdk.ContentBlockParamUnion {
+	if text == "" {
+		return nil
+	}
+	return []sdk.ContentBlockParamUnion{sdk.NewTextBlock(text)}
+}
+
+func assistantBlocks(m agent.Message) []sdk.ContentBlockParamUnion {
+	blocks := textBlocks(m.Content)
+	for _, tc := range m.ToolCalls {
+		blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, toolInput(tc.Args), tc.Name))
+	}
+	return blocks
+}
+
+// toolInput is a call's arguments as the API takes them back: an object.
+// Args that are not one (a model's invalid JSON kept as a string) are sent
+// as {} — the tool result that follows already told the model so.
+func toolInput(args json.RawMessage) json.RawMessage {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+		return trimmed
+	}
+	return json.RawMessage(`{}`)
+}
+
+// toolParam maps a tool's JSON Schema onto the API's input_schema.
+func toolParam(t tools.Spec) (sdk.ToolParam, error) {
+	tool := sdk.ToolParam{Name: t.Name}
+	if t.Description != "" {
+		tool.Description = sdk.String(t.Description)
+	}
+	var schema map[string]any
+	if len(t.Parameters) > 0 {
+		if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+			return tool, fmt.Errorf("tool %q: parameters are not a JSON object: %w", t.Name, err)
+		}
+	}
+	if props, ok := schema["properties"]; ok {
+		tool.InputSchema.Properties = props
+	}
+	if req, ok := schema["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				tool.InputSchema.Required = append(tool.InputSchema.Required, s)
+			}
+		}
+	}
+	delete(schema, "type")
+	delete(schema, "properties")
+	delete(schema, "required")
+	if len(schema) > 0 {
+		tool.InputSchema.ExtraFields = schema
+	}
+	return tool, nil
+}
+
+// accumulator builds a Response from stream events.
+type accumulator struct {
+	events     int
+	text       strings.Builder
+	blocks     map[int64]*partialCall // tool_use blocks by content index
+	calls      []*partialCall         // in stream order
+	usage      sdk.MessageDeltaUsage  // the running totals
+	reported   bool                   // any usage arrived
+	model      string
+	messageID  string
+	stopReason string
+	stopped    bool // message_stop arrived
+}
+
+type partialCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+func newAccumulator() *accumulator { return &accumulator{blocks: map[int64]*partialCall{}} }
+
+func (a *accumulator) add(e sdk.MessageStreamEventUnion, onDelta func(string)) {
+	a.events++
+	switch e.Type {
+	case "message_start":
+		a.model, a.messageID = e.Message.Model, e.Message.ID
+		if e.Message.JSON.Usage.Valid() {
+			u := e.Message.Usage
+			a.usage = sdk.MessageDeltaUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+				CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens}
+			a.reported = true
+		}
+	case "content_block_start":
+		if e.ContentBlock.Type == "tool_use" {
+			c := &partialCall{id: e.ContentBlock.ID, name: e.ContentBlock.Name}
+			a.blocks[e.Index] = c
+			a.calls = append(a.calls, c)
+		}
+	case "content_block_delta":
+		switch e.Delta.Type {
+		case "text_delta":
+			if e.Delta.Text != "" {
+				a.text.WriteString(e.Delta.Text)
+				if onDelta != nil {
+					onDelta(e.Delta.Text)
+				}
+			}
+		case "input_json_delta":
+			if c := a.blocks[e.Index]; c != nil {
+				c.args.WriteString(e.Delta.PartialJSON)
+			}
+		}
+	case "message_delta":
+		a.stopReason = string(e.Delta.StopReason)
+		a.addDeltaUsage(e.Usage)
+	case "message_stop":
+		a.stopped = true
+	}
+}
+
+// addDeltaUsage takes message_delta's cumulative usage: output_tokens
+// always, the input figures when the server sends them again.
+func (a *accumulator) addDeltaUsage(u sdk.MessageDeltaUsage) {
+	if !u.JSON.OutputTokens.Valid() && !u.JSON.InputTokens.Valid() {
+		return
+	}
+	a.reported = true
+	if u.JSON.OutputTokens.Valid() {
+		a.usage.OutputTokens = u.OutputTokens
+	}
+	if u.JSON.InputTokens.Valid() && u.InputTokens > 0 {
+		a.usage.InputTokens = u.InputTokens
+	}
+	if u.JSON.CacheReadInputTokens.Valid() && u.CacheReadInputTokens > 0 {
+		a.usage.CacheReadInputTokens = u.CacheReadInputTokens
+	}
+	if u.JSON.CacheCreationInputTokens.Valid() && u.CacheCreationInputTokens > 0 {
+		a.usage.CacheCreationInputTokens = u.CacheCreationInputTokens
+	}
+}
+
+func (a *accumulator) response(callID, requestedModel string) agent.Response {
+	resp := agent.Response{CallID: callID, Text: a.text.String(), Model: cmp.Or(a.model, requestedModel)}
+	if a.reported {
+		u := a.usage
+		in := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+		resp.Usage = &agent.Usage{InputTokens: in, OutputTokens: u.OutputTokens, TotalTokens: in + u.OutputTokens,
+			CacheReadTokens: max(u.CacheReadInputTokens, 0)}
+	}
+	for _, c := range a.calls {
+		// A call id becomes a task_id and pairs the result with its call.
+		id := cmp.Or(c.id, "toolu_"+uuid.NewString())
+		resp.ToolCalls = append(resp.ToolCalls, agent.ToolCall{ID: id, Name: c.name, Args: toolArgs(c.args.String())})
+	}
+	return resp
+}
+
+// toolArgs turns the input JSON a model streamed into ToolCall.Args, by
+// the rules of agent/openai: an object is kept, empty becomes {}, anything
+// else becomes a JSON string holding the text verbatim.
+func toolArgs(text string) json.RawMessage {
+	trimmed := strings.TrimSpace(text)
+	if trimmed == "" {
+		return json.RawMessage(`{}`)
+	}
+	if trimmed[0] == '{' && json.Valid([]byte(trimmed)) {
+		return json.RawMessage(trimmed)
+	}
+	quoted, _ := json.Marshal(text) // a string always marshals
+	return quoted
+}
