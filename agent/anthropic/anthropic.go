@@ -303,4 +303,3 @@ func providerMessage(message, raw string) string {
 	}
 	return msg
 }
-

@@ -1,0 +1,486 @@
+// Package anthropictest is a fake Anthropic Messages API server for tests.
+// It speaks the real streaming wire format (SSE with named events:
+// message_start carrying usage, ping, content_block_start,
+// content_block_delta with text_delta and input_json_delta,
+// content_block_stop, message_delta with stop_reason and usage,
+// message_stop, and error), answers from a per-test script of replies, and
+// records every request it receives so a test can assert what the client
+// sent.
+//
+//	srv := anthropictest.NewServer(t, anthropictest.Text("Hello", ", world"))
+//	p, err := anthropic.New(
+//		agent.ModelConfig{Name: "claude", Provider: "anthropic", Model: "claude-test", BaseURL: srv.URL(), APIKey: "k"},
+//		anthropic.WithHTTPClient(srv.Client()), // no idle connections outlive the test
+//	)
+//
+// Replies are consumed in order, one per request. When the script runs out,
+// the fallback (see SetFallback) answers; without one the server answers
+// 500, so an unexpected extra call shows up as an error rather than a hang.
+package anthropictest
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// MessageID is the id of every message the server streams.
+const MessageID = "msg_anthropictest"
+
+// argPieces is how many input_json_delta events a tool call's input is
+// split across, so every tool call exercises delta accumulation.
+const argPieces = 3
+
+// Ending says how a streamed reply ends.
+type Ending int
+
+// The endings. For every ending but EndDone, Reply.After counts the events
+// (message_start, ping, each block's start, deltas and stop,
+// message_delta, message_stop) written before it happens.
+const (
+	// EndDone ends normally, with message_delta and message_stop.
+	EndDone Ending = iota
+	// EndCut ends the HTTP response cleanly with no message_stop, as a
+	// server or proxy that gives up mid-stream does.
+	EndCut
+	// EndAbort drops the connection mid-response.
+	EndAbort
+	// EndHang writes nothing more and holds the connection open until the
+	// client goes away or the server closes.
+	EndHang
+	// EndError writes an error event (`event: error`) carrying
+	// Reply.ErrorType and Reply.Error, and ends the response, as the API
+	// does when it overloads mid-stream.
+	EndError
+)
+
+// Reply scripts the server's answer to one request.
+type Reply struct {
+	// Chunks are the text deltas of one text block, in order.
+	Chunks []string
+	// ToolCalls are tool_use blocks streamed after the text, each input
+	// split across several input_json_delta events.
+	ToolCalls []ToolCall
+	// Usage is reported in message_start (input and cache figures) and
+	// message_delta (output_tokens). Nil: no usage at all, like a proxy
+	// that strips it.
+	Usage *Usage
+	// Model is the model reported in message_start; empty: the requested one.
+	Model string
+	// StopReason defaults to "tool_use" when there are tool calls and
+	// "end_turn" otherwise.
+	StopReason string
+	// EventDelay is waited before each event.
+	EventDelay time.Duration
+	// End and After script an abnormal ending after After events.
+	End   Ending
+	After int
+
+	// Status, when neither 0 nor 200, answers with that HTTP status and
+	// an Anthropic error body instead of a stream.
+	Status int
+	// Error is the provider's message for Status and EndError; ErrorType
+	// its type (default: the API's type for the status, overloaded_error
+	// for EndError).
+	Error     string
+	ErrorType string
+	// Header holds extra response headers, e.g. retry-after.
+	Header http.Header
+}
+
+// ToolCall is a tool_use block the fake model streams.
+type ToolCall struct {
+	ID   string
+	Name string
+	// Input is the input JSON text exactly as the model "generates" it.
+	Input string
+}
+
+// Usage is the token usage a reply reports. The cache figures are
+// pointers: nil leaves the field out of the event, as older API versions
+// and proxies do.
+type Usage struct {
+	InputTokens              int64
+	OutputTokens             int64
+	CacheReadInputTokens     *int64
+	CacheCreationInputTokens *int64
+}
+
+// Text is a reply that streams chunks as one text block and ends its turn.
+func Text(chunks ...string) Reply { return Reply{Chunks: chunks} }
+
+// Fail is a reply that answers with an HTTP error status and an Anthropic
+// error body carrying message.
+func Fail(status int, message string) Reply { return Reply{Status: status, Error: message} }
+
+// Request is one request the server received.
+type Request struct {
+	Header   http.Header
+	Body     []byte          // the raw request body
+	Messages MessagesRequest // Body decoded; zero when Body is not valid JSON
+}
+
+// MessagesRequest is the part of a Messages request body tests assert on.
+type MessagesRequest struct {
+	Model     string    `json:"model"`
+	MaxTokens int64     `json:"max_tokens"`
+	System    []Block   `json:"system"`
+	Messages  []Message `json:"messages"`
+	Tools     []Tool    `json:"tools"`
+	Stream    bool      `json:"stream"`
+}
+
+// Message is one message of a request.
+type Message struct {
+	Role    string  `json:"role"`
+	Content []Block `json:"content"`
+}
+
+// Text is the message's text blocks joined.
+func (m Message) Text() string {
+	s := ""
+	for _, b := range m.Content {
+		if b.Type == "text" {
+			s += b.Text
+		}
+	}
+	return s
+}
+
+// Block is a content block of a request: text, tool_use or tool_result.
+type Block struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text"`
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Input        json.RawMessage `json:"input"`
+	ToolUseID    string          `json:"tool_use_id"`
+	Content      json.RawMessage `json:"content"`
+	CacheControl *CacheControl   `json:"cache_control"`
+}
+
+// CacheControl is a block's or tool's cache breakpoint.
+type CacheControl struct {
+	Type string `json:"type"`
+}
+
+// Tool is a tool offered to the model in a request.
+type Tool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl *CacheControl   `json:"cache_control"`
+}
+
+// Server is the fake. Its methods are safe for concurrent use; concurrent
+// requests take replies from the script in arrival order.
+type Server struct {
+	srv       *httptest.Server
+	quit      chan struct{} // closed by Close: releases hanging handlers
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	script   []Reply
+	fallback func(MessagesRequest) Reply
+	requests []Request
+}
+
+// NewServer starts a server that answers with replies, in order, and closes
+// it when the test ends.
+func NewServer(t testing.TB, replies ...Reply) *Server {
+	t.Helper()
+	s := &Server{quit: make(chan struct{}), script: append([]Reply(nil), replies...)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/messages", s.messages)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found_error", "anthropictest: only POST /v1/messages is served, not "+r.Method+" "+r.URL.Path)
+	})
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// URL is the base URL to configure a client with (no /v1, as for the real
+// API: https://api.anthropic.com).
+func (s *Server) URL() string { return s.srv.URL }
+
+// Client is an HTTP client for the server whose idle connections Close
+// shuts, so a test leaves no connection goroutines behind.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// Enqueue appends replies to the script.
+func (s *Server) Enqueue(replies ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, replies...)
+}
+
+// SetFallback makes f answer every request that arrives once the script is
+// exhausted, for tests whose call order is not deterministic.
+func (s *Server) SetFallback(f func(MessagesRequest) Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fallback = f
+}
+
+// Requests returns every request received so far, in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Close releases hanging replies, drops open connections and stops the
+// server. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+}
+
+func (s *Server) next(rec Request) Reply {
+	s.mu.Lock()
+	s.requests = append(s.requests, rec)
+	if len(s.script) > 0 {
+		r := s.script[0]
+		s.script = s.script[1:]
+		s.mu.Unlock()
+		return r
+	}
+	fallback := s.fallback
+	s.mu.Unlock()
+	if fallback != nil {
+		return fallback(rec.Messages)
+	}
+	return Fail(http.StatusInternalServerError, "anthropictest: no scripted reply left")
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropictest: read body: "+err.Error())
+		return
+	}
+	rec := Request{Header: r.Header.Clone(), Body: body}
+	decodeErr := json.Unmarshal(body, &rec.Messages)
+	if decodeErr != nil {
+		rec.Messages = MessagesRequest{}
+	}
+	reply := s.next(rec)
+	for k, vs := range reply.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	switch {
+	case decodeErr != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropictest: request body is not JSON: "+decodeErr.Error())
+	case APIKey(r.Header) == "":
+		writeError(w, http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
+	case r.Header.Get("anthropic-version") == "":
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version header is required")
+	case reply.Status != 0 && reply.Status != http.StatusOK:
+		writeError(w, reply.Status, cmp.Or(reply.ErrorType, errorType(reply.Status)), reply.Error)
+	case !rec.Messages.Stream:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropictest: only streaming requests (stream: true) are supported")
+	case rec.Messages.MaxTokens <= 0:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens: Field required")
+	default:
+		s.stream(w, r, reply, rec.Messages)
+	}
+}
+
+// APIKey is the key a request carried: the x-api-key header, or the
+// bearer token the official SDK sends since v2.
+func APIKey(h http.Header) string {
+	if k := h.Get("x-api-key"); k != "" {
+		return k
+	}
+	return strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
+}
+
+// event is one server-sent event.
+type event struct {
+	name string
+	data []byte
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req MessagesRequest) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+
+	send := func(ev event) bool {
+		if reply.EventDelay > 0 {
+			t := time.NewTimer(reply.EventDelay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return false
+			case <-s.quit:
+				return false
+			}
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+
+	events := replyEvents(reply, req)
+	if reply.End == EndDone {
+		reply.After = len(events)
+	}
+	for _, ev := range events[:min(reply.After, len(events))] {
+		if !send(ev) {
+			return
+		}
+	}
+	switch reply.End {
+	case EndCut:
+		// Returning lets net/http end the chunked body cleanly.
+	case EndAbort:
+		panic(http.ErrAbortHandler)
+	case EndHang:
+		select {
+		case <-r.Context().Done():
+		case <-s.quit:
+		}
+	case EndError:
+		send(event{"error", mustJSON(errorBody(cmp.Or(reply.ErrorType, "overloaded_error"), reply.Error))})
+	}
+}
+
+// replyEvents builds the events of a reply that ends normally.
+func replyEvents(reply Reply, req MessagesRequest) []event {
+	var evs []event
+	add := func(name string, v map[string]any) {
+		v["type"] = name
+		evs = append(evs, event{name, mustJSON(v)})
+	}
+	msg := map[string]any{
+		"id": MessageID, "type": "message", "role": "assistant", "content": []any{},
+		"model": cmp.Or(reply.Model, req.Model), "stop_reason": nil, "stop_sequence": nil,
+	}
+	if u := reply.Usage; u != nil {
+		usage := map[string]any{"input_tokens": u.InputTokens, "output_tokens": 1}
+		if u.CacheReadInputTokens != nil {
+			usage["cache_read_input_tokens"] = *u.CacheReadInputTokens
+		}
+		if u.CacheCreationInputTokens != nil {
+			usage["cache_creation_input_tokens"] = *u.CacheCreationInputTokens
+		}
+		msg["usage"] = usage
+	}
+	add("message_start", map[string]any{"message": msg})
+	add("ping", map[string]any{})
+	index := 0
+	if len(reply.Chunks) > 0 {
+		add("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "text", "text": ""}})
+		for _, c := range reply.Chunks {
+			add("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "text_delta", "text": c}})
+		}
+		add("content_block_stop", map[string]any{"index": index})
+		index++
+	}
+	for _, tc := range reply.ToolCalls {
+		add("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}}})
+		for _, piece := range split(tc.Input, argPieces) {
+			add("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": piece}})
+		}
+		add("content_block_stop", map[string]any{"index": index})
+		index++
+	}
+	delta := map[string]any{"delta": map[string]any{"stop_reason": stopReason(reply), "stop_sequence": nil}}
+	if reply.Usage != nil {
+		delta["usage"] = map[string]any{"output_tokens": reply.Usage.OutputTokens}
+	}
+	add("message_delta", delta)
+	add("message_stop", map[string]any{})
+	return evs
+}
+
+func stopReason(reply Reply) string {
+	switch {
+	case reply.StopReason != "":
+		return reply.StopReason
+	case len(reply.ToolCalls) > 0:
+		return "tool_use"
+	default:
+		return "end_turn"
+	}
+}
+
+// split cuts s into at most n pieces on rune boundaries; the pieces of a
+// non-empty string are never empty.
+func split(s string, n int) []string {
+	if s == "" {
+		return nil
+	}
+	size := max(1, (len(s)+n-1)/n)
+	var out []string
+	for len(s) > 0 {
+		i := min(size, len(s))
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		out = append(out, s[:i])
+		s = s[i:]
+	}
+	return out
+}
+
+// errorType is the API's error type for a status.
+func errorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}
+
+func errorBody(typ, message string) map[string]any {
+	return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": message}}
+}
+
+func writeError(w http.ResponseWriter, status int, typ, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("request-id", "req_anthropictest_"+strconv.Itoa(status))
+	w.WriteHeader(status)
+	_, _ = w.Write(mustJSON(errorBody(typ, message)))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
