@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"herd/agent"
+	"herd/agent/anthropic"
 	"herd/agent/demo"
 	"herd/agent/openai"
 )
@@ -25,6 +26,12 @@ func buildModels(cfgs []agent.ModelConfig, log *slog.Logger) ([]*agent.Model, er
 				return nil, fmt.Errorf("models.%d (%s): %w", i, c.Name, err)
 			}
 			p = o
+		case "anthropic":
+			a, err := anthropic.New(c, anthropic.WithLogger(log))
+			if err != nil {
+				return nil, fmt.Errorf("models.%d (%s): %w", i, c.Name, err)
+			}
+			p = a
 		default:
 			return nil, fmt.Errorf("models.%d.provider: unknown provider %q", i, c.Provider)
 		}

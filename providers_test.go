@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"herd/agent"
+	"herd/agent/anthropic"
 	"herd/agent/demo"
 	"herd/agent/openai"
 	"herd/agent/openai/openaitest"
@@ -40,18 +41,22 @@ func TestBuildModels(t *testing.T) {
 		ms, err := buildModels([]agent.ModelConfig{
 			{Name: "fast", Provider: "demo"},
 			{Name: "gpt", Provider: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k"},
+			{Name: "claude", Provider: "anthropic", APIKey: "k"},
 		}, slog.Default())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ms) != 2 || ms[0].Config.Name != "fast" || ms[1].Config.Name != "gpt" {
-			t.Fatalf("models = %+v, want fast then gpt", ms)
+		if len(ms) != 3 || ms[0].Config.Name != "fast" || ms[1].Config.Name != "gpt" || ms[2].Config.Name != "claude" {
+			t.Fatalf("models = %+v, want fast, gpt, claude", ms)
 		}
 		if _, ok := ms[0].Provider.(*demo.Provider); !ok {
 			t.Errorf("fast: provider %T, want *demo.Provider", ms[0].Provider)
 		}
 		if _, ok := ms[1].Provider.(*openai.Provider); !ok {
 			t.Errorf("gpt: provider %T, want *openai.Provider", ms[1].Provider)
+		}
+		if _, ok := ms[2].Provider.(*anthropic.Provider); !ok {
+			t.Errorf("claude: provider %T, want *anthropic.Provider", ms[2].Provider)
 		}
 	})
 	tests := []struct {
@@ -60,6 +65,7 @@ func TestBuildModels(t *testing.T) {
 		want string
 	}{
 		{"unknown provider", []agent.ModelConfig{{Name: "fast", Provider: "demo"}, {Name: "x", Provider: "claude"}}, `models.1.provider: unknown provider "claude"`},
+		{"anthropic refuses its config", []agent.ModelConfig{{Name: "claude", Provider: "anthropic"}}, `models.0 (claude): anthropic model "claude": api_key is required`},
 		{"provider refuses its config", []agent.ModelConfig{{Name: "gpt", Provider: "openai", BaseURL: "ftp://x"}}, `models.0 (gpt): openai model "gpt": base_url`},
 	}
 	for _, tt := range tests {

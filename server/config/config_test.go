@@ -425,10 +425,12 @@ func TestMerge(t *testing.T) {
 		},
 		{
 			name: "model defaults",
-			file: "models:\n  - {name: gpt, provider: openai}\n  - {name: local, provider: openai, model: llama3, base_url: 'http://localhost:11434/v1', stream_usage: false, stream: false, max_retries: 0, timeout_seconds: 60}\n  - {name: d, provider: demo, usage: false}\n",
+			file: "models:\n  - {name: gpt, provider: openai}\n  - {name: local, provider: openai, model: llama3, base_url: 'http://localhost:11434/v1', stream_usage: false, stream: false, max_retries: 0, timeout_seconds: 60}\n  - {name: d, provider: demo, usage: false}\n  - {name: claude, provider: anthropic, model: claude-sonnet-4-5, api_key: k}\n",
 			check: func(c *Config) string {
-				gpt, local, d := c.Models[0], c.Models[1], c.Models[2]
+				gpt, local, d, claude := c.Models[0], c.Models[1], c.Models[2], c.Models[3]
 				switch {
+				case claude.BaseURL != "https://api.anthropic.com" || claude.MaxOutputTokens != 4096 || *claude.MaxRetries != 2 || claude.TimeoutSeconds != 300 || claude.StreamUsage != nil:
+					return fmt.Sprintf("claude = %+v, want the anthropic defaults", claude)
 				case gpt.Model != "gpt" || gpt.BaseURL != "https://api.openai.com/v1" || !*gpt.StreamUsage || gpt.Stream != "auto" || *gpt.MaxRetries != 2 || gpt.TimeoutSeconds != 300 || gpt.DisplayName != "":
 					return fmt.Sprintf("gpt = %+v, want the openai defaults", gpt)
 				case local.Model != "llama3" || local.BaseURL != "http://localhost:11434/v1" || *local.StreamUsage || local.Stream != "false" || *local.MaxRetries != 0 || local.TimeoutSeconds != 60:
@@ -580,7 +582,10 @@ func TestErrors(t *testing.T) {
 		{name: "model name empty", file: "models: [{provider: demo}]\n", want: []string{`config: herd.yaml: models.0.name: must not be empty`}},
 		{name: "model name characters", file: "models: [{name: 'my model', provider: demo}]\n", want: []string{`config: herd.yaml: models.0.name: must match ^[A-Za-z0-9][A-Za-z0-9._:-]*$, got "my model"`}},
 		{name: "model name taken", file: "models: [{name: a, provider: demo}, {name: a, provider: demo}]\n", want: []string{`config: herd.yaml: models.1.name: "a" is already the name of models.0`}},
-		{name: "provider", file: "models: [{name: a, provider: anthropic}]\n", want: []string{`config: herd.yaml: models.0.provider: must be one of openai, demo, got "anthropic"`}},
+		{name: "provider", file: "models: [{name: a, provider: claude}]\n", want: []string{`config: herd.yaml: models.0.provider: must be one of openai, anthropic, demo, got "claude"`}},
+		{name: "anthropic api_key", file: "models: [{name: a, provider: anthropic}]\n", want: []string{`config: herd.yaml: models.0.api_key: is required for provider anthropic (a key, or $ENV_VAR)`}},
+		{name: "anthropic base_url", file: "models: [{name: a, provider: anthropic, api_key: k, base_url: 'api.anthropic.com'}]\n", want: []string{`config: herd.yaml: models.0.base_url: must be an absolute http(s) URL, got "api.anthropic.com"`}},
+		{name: "max_output_tokens", file: openai + "max_output_tokens: -1}\n", want: []string{`config: herd.yaml: models.0.max_output_tokens: must be at least 0, got -1`}},
 		{name: "base_url", file: openai + "base_url: 'localhost:11434/v1'}\n", want: []string{`config: herd.yaml: models.0.base_url: must be an absolute http(s) URL, got "localhost:11434/v1"`}},
 		{name: "context_window", file: openai + "context_window: -1}\n", want: []string{`config: herd.yaml: models.0.context_window: must be at least 0, got -1`}},
 		{name: "model timeout", file: openai + "timeout_seconds: -1}\n", want: []string{`config: herd.yaml: models.0.timeout_seconds: must be at least 0, got -1`}},

@@ -17,8 +17,9 @@ import (
 
 // Providers a model may use. agent has no names for them yet.
 const (
-	providerOpenAI = "openai"
-	providerDemo   = "demo"
+	providerOpenAI    = "openai"
+	providerAnthropic = "anthropic"
+	providerDemo      = "demo"
 )
 
 // Model defaults filled in by Load (docs/DESIGN.md §12).
@@ -26,6 +27,9 @@ const (
 	defaultOpenAIBaseURL = "https://api.openai.com/v1"
 	defaultOpenAITimeout = 300
 	defaultOpenAIRetries = 2
+	// Anthropic's Messages API requires max_tokens on every request.
+	defaultAnthropicBaseURL   = "https://api.anthropic.com"
+	defaultAnthropicMaxTokens = 4096
 )
 
 // inheritModel runs a subagent on the model the lead uses for the run.
@@ -61,6 +65,19 @@ func fillModelDefaults(c *Config) {
 			}
 			if m.TimeoutSeconds == 0 {
 				m.TimeoutSeconds = defaultOpenAITimeout
+			}
+		case providerAnthropic:
+			if m.BaseURL == "" {
+				m.BaseURL = defaultAnthropicBaseURL
+			}
+			if m.MaxRetries == nil {
+				m.MaxRetries = new(defaultOpenAIRetries)
+			}
+			if m.TimeoutSeconds == 0 {
+				m.TimeoutSeconds = defaultOpenAITimeout
+			}
+			if m.MaxOutputTokens == 0 {
+				m.MaxOutputTokens = defaultAnthropicMaxTokens
 			}
 		case providerDemo:
 			if m.Usage == nil {
@@ -238,13 +255,17 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 		default:
 			first[m.Name] = i
 		}
-		l.oneOf(key+".provider", m.Provider, providerOpenAI, providerDemo)
-		if m.Provider == providerOpenAI {
+		l.oneOf(key+".provider", m.Provider, providerOpenAI, providerAnthropic, providerDemo)
+		if m.Provider == providerOpenAI || m.Provider == providerAnthropic {
 			if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
 				l.invalid(key+".base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
 			}
 			l.oneOf(key+".stream", string(m.Stream), "auto", "true", "false")
 		}
+		if m.Provider == providerAnthropic && m.APIKey == "" {
+			l.invalid(key+".api_key", "is required for provider anthropic (a key, or $ENV_VAR)")
+		}
+		l.atLeast(key+".max_output_tokens", m.MaxOutputTokens, 0)
 		l.atLeast(key+".context_window", m.ContextWindow, 0)
 		l.atLeast(key+".timeout_seconds", m.TimeoutSeconds, 0)
 		if m.MaxRetries != nil {
