@@ -129,3 +129,30 @@ func TestAnthropicDelegation(t *testing.T) {
 		t.Errorf("the lead's last request lacks the task results: %s", reqs[3].Body)
 	}
 }
+
+// TestAnthropicFaults: a lead whose Anthropic stream is cut, or that gets
+// an overloaded error event, fails with the provider's reason and leaks
+// nothing.
+func TestAnthropicFaults(t *testing.T) {
+	cases := []struct {
+		name  string
+		reply anthropictest.Reply
+		want  string
+	}{
+		{"cut stream", anthropictest.Reply{Chunks: []string{"Hel", "lo"}, End: anthropictest.EndCut, After: 4}, "before message_stop"},
+		{"overloaded mid-stream", anthropictest.Reply{Chunks: []string{"a"}, End: anthropictest.EndError, After: 3, Error: "Overloaded"}, "Overloaded"},
+		{"bad request", anthropictest.Fail(400, "prompt is too long: 210000 tokens > 200000 maximum"), "prompt is too long"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := anthropictest.NewServer(t)
+			srv.SetFallback(func(anthropictest.MessagesRequest) anthropictest.Reply { return c.reply })
+			h := agent.NewHarness(t, agent.HarnessConfig{Models: []*agent.Model{anthropicModel(t, srv)}})
+			t.Cleanup(srv.Close) // before the harness's leak check
+			st := h.Run("hello")
+			if r := h.RunRow(st.RunID); r.Status != models.RunFailed || !strings.Contains(r.Error, c.want) {
+				t.Errorf("run %s %q, want failed with %q", r.Status, r.Error, c.want)
+			}
+		})
+	}
+}
