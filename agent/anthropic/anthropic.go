@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,10 @@ const (
 	// DefaultMaxTokens is max_tokens when max_output_tokens is unset: the
 	// Messages API requires it on every request.
 	DefaultMaxTokens = 4096
+	// defaultMaxRetryDelay is the longest retry-after honoured; a server
+	// asking for a longer wait gets its error returned at once rather than
+	// a stalled run.
+	defaultMaxRetryDelay = 30 * time.Second
 	// maxProviderMessage bounds how much of an error body goes into an
 	// error, since a proxy may answer with a whole HTML page.
 	maxProviderMessage = 500
@@ -60,7 +65,8 @@ type Provider struct {
 	messages  sdk.MessageService
 	maxTokens int64
 	timeout   time.Duration
-	apiKey    string // kept only to scrub it from error text
+	maxDelay  time.Duration // the longest retry-after honoured
+	apiKey    string        // kept only to scrub it from error text
 	log       *slog.Logger
 }
 
@@ -68,8 +74,16 @@ type Provider struct {
 type Option func(*options)
 
 type options struct {
-	httpClient *http.Client
-	log        *slog.Logger
+	httpClient    *http.Client
+	maxRetryDelay time.Duration
+	log           *slog.Logger
+}
+
+// WithMaxRetryDelay sets the longest retry-after the provider waits for
+// (default 30 seconds); a longer one fails the call at once. d must be
+// positive.
+func WithMaxRetryDelay(d time.Duration) Option {
+	return func(o *options) { o.maxRetryDelay = d }
 }
 
 // WithHTTPClient sets the HTTP client the provider sends requests with
@@ -91,9 +105,12 @@ func WithLogger(l *slog.Logger) Option {
 // 2), with exponential backoff or the server's Retry-After; they happen
 // only before a response starts, never once text has been streamed.
 func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
-	o := options{httpClient: http.DefaultClient, log: slog.Default()}
+	o := options{httpClient: http.DefaultClient, maxRetryDelay: defaultMaxRetryDelay, log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.maxRetryDelay <= 0 {
+		return nil, fmt.Errorf("anthropic model %q: max retry delay must be positive, got %s", cfg.Name, o.maxRetryDelay)
 	}
 
 	key := cfg.APIKey
@@ -145,6 +162,7 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 		messages:  client.Messages,
 		maxTokens: int64(cmp.Or(cfg.MaxOutputTokens, DefaultMaxTokens)),
 		timeout:   timeout,
+		maxDelay:  o.maxRetryDelay,
 		apiKey:    key,
 		log:       o.log,
 	}, nil
@@ -206,9 +224,31 @@ func (p *Provider) countAttempts(n *int) option.RequestOption {
 		lastStatus = 0
 		if res != nil {
 			lastStatus = res.StatusCode
+			if d, ok := retryAfter(res.Header); ok && d > p.maxDelay {
+				// The SDK would wait as long as asked; x-should-retry is
+				// its documented switch to return the error instead.
+				res.Header.Set("x-should-retry", "false")
+				p.log.Info("anthropic: not retrying: retry-after exceeds the longest wait", "model", p.name, "retry_after", d, "max", p.maxDelay)
+			}
 		}
 		return res, err
 	})
+}
+
+// retryAfter reads the wait a response asks for, as the SDK does:
+// retry-after-ms, else retry-after in seconds or as an HTTP date.
+func retryAfter(h http.Header) (time.Duration, bool) {
+	if v, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil {
+		return time.Duration(v * float64(time.Millisecond)), true
+	}
+	v := h.Get("Retry-After")
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return time.Until(t), true
+	}
+	return 0, false
 }
 
 // streamError explains a call that failed: before the stream (a status

@@ -124,7 +124,7 @@ func TestRequestShape(t *testing.T) {
 				{ID: "toolu_2", Name: "read_file", Args: json.RawMessage(`"not json {"`)},
 			}},
 			{Type: agent.TypeTool, ToolCallID: "toolu_1", Name: "read_file", Content: "A"},
-			{Type: agent.TypeTool, ToolCallID: "toolu_2", Name: "read_file", Content: "bad arguments"},
+			{Type: agent.TypeTool, ToolCallID: "toolu_2", Name: "read_file", Content: ""},
 			{Type: agent.TypeHuman, Content: "and now?"},
 		},
 		Tools: []tools.Spec{
@@ -162,7 +162,7 @@ func TestRequestShape(t *testing.T) {
 		t.Errorf("assistant blocks %+v", a)
 	}
 	u := got.Messages[2].Content
-	if len(u) != 3 || u[0].Type != "tool_result" || u[0].ToolUseID != "toolu_1" || u[1].ToolUseID != "toolu_2" || u[2].Type != "text" || u[2].Text != "and now?" {
+	if len(u) != 3 || u[0].Type != "tool_result" || u[0].ToolUseID != "toolu_1" || u[1].ToolUseID != "toolu_2" || string(u[0].Content) != `[{"text":"A","type":"text"}]` || u[1].Content != nil || u[2].Type != "text" || u[2].Text != "and now?" {
 		t.Errorf("user blocks %+v", u)
 	}
 }
@@ -244,6 +244,9 @@ func TestErrors(t *testing.T) {
 		{"dropped connection", nil,
 			[]anthropictest.Reply{{Chunks: []string{"a", "b"}, End: anthropictest.EndAbort, After: 4}},
 			[]string{"stream cut short after 3 events"}},
+		{"retry-after beyond the longest wait", nil,
+			[]anthropictest.Reply{{Status: 429, Error: "rate limited", Header: http.Header{"Retry-After": {"3600"}}}},
+			[]string{"HTTP 429 Too Many Requests: rate limited"}},
 		{"hang", func(c *agent.ModelConfig) { c.TimeoutSeconds = 1 },
 			[]anthropictest.Reply{{Chunks: []string{"a"}, End: anthropictest.EndHang, After: 3}},
 			[]string{"timed out after 1s"}},

@@ -38,7 +38,7 @@ func messageParams(model string, maxTokens int64, req agent.Request) (sdk.Messag
 		case agent.TypeAI:
 			t = turn{false, assistantBlocks(m)}
 		case agent.TypeTool:
-			t = turn{true, []sdk.ContentBlockParamUnion{sdk.NewToolResultBlock(m.ToolCallID, m.Content, false)}}
+			t = turn{true, []sdk.ContentBlockParamUnion{toolResult(m)}}
 		default:
 			return params, fmt.Errorf("message %d: unknown type %q", i, m.Type)
 		}
@@ -75,6 +75,16 @@ func messageParams(model string, maxTokens int64, req agent.Request) (sdk.Messag
 		params.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
 	}
 	return params, nil
+}
+
+// toolResult answers a tool_use block. Empty output leaves the content
+// out: the API rejects an empty text block.
+func toolResult(m agent.Message) sdk.ContentBlockParamUnion {
+	r := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
+	if m.Content != "" {
+		r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Content}}}
+	}
+	return sdk.ContentBlockParamUnion{OfToolResult: &r}
 }
 
 func textBlocks(text string) []sdk.ContentBlockParamUnion {
