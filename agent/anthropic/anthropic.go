@@ -308,14 +308,47 @@ func (p *Provider) contextError(ctx context.Context) error {
 
 // errorf builds a provider error: it wraps agent.ErrProvider, names the
 // model and never carries the API key. Keys shorter than minRedactLen are
-// placeholders (x, EMPTY) and are left alone, as scrubbing them would
-// mangle ordinary words.
+// placeholders (x, EMPTY) and are left alone, and a key is matched only as
+// a whole token, so scrubbing cannot mangle ordinary words.
 func (p *Provider) errorf(format string, args ...any) error {
 	err := fmt.Errorf("%w: %s: "+format, append([]any{agent.ErrProvider, p.name}, args...)...)
-	if len(p.apiKey) >= minRedactLen && strings.Contains(err.Error(), p.apiKey) {
-		return &scrubbedError{text: strings.ReplaceAll(err.Error(), p.apiKey, "[redacted]"), err: err}
+	if text, ok := redact(err.Error(), p.apiKey); ok {
+		return &scrubbedError{text: text, err: err}
 	}
 	return err
+}
+
+// redact replaces each whole-token occurrence of key in text with
+// [redacted], reporting whether there was one.
+func redact(text, key string) (string, bool) {
+	if len(key) < minRedactLen {
+		return text, false
+	}
+	var b strings.Builder
+	found := false
+	for {
+		i := strings.Index(text, key)
+		if i < 0 {
+			break
+		}
+		end := i + len(key)
+		if (i > 0 && isKeyByte(text[i-1])) || (end < len(text) && isKeyByte(text[end])) {
+			b.WriteString(text[:i+1]) // part of a longer token: keep, look on
+			text = text[i+1:]
+			continue
+		}
+		b.WriteString(text[:i])
+		b.WriteString("[redacted]")
+		text = text[end:]
+		found = true
+	}
+	b.WriteString(text)
+	return b.String(), found
+}
+
+// isKeyByte reports whether c can continue an API key's token.
+func isKeyByte(c byte) bool {
+	return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // scrubbedError replaces an error's text while keeping its chain for
