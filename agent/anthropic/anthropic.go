@@ -204,6 +204,11 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	}
 
 	resp := acc.response(callID, model)
+	if acc.stopReason == "max_tokens" {
+		// The answer (or a tool call's input) is cut; the operator's fix
+		// is max_output_tokens.
+		p.log.Warn("anthropic: answer cut at max_tokens", "model", p.name, "call_id", callID, "max_output_tokens", p.maxTokens)
+	}
 	p.log.Debug("anthropic: call completed", "model", p.name, "call_id", callID, "message_id", acc.messageID,
 		"reported_model", resp.Model, "stop_reason", acc.stopReason, "tool_calls", len(resp.ToolCalls),
 		"cache_creation_tokens", acc.usage.CacheCreationInputTokens, "cache_read_tokens", acc.usage.CacheReadInputTokens,
