@@ -585,6 +585,7 @@ func TestErrors(t *testing.T) {
 		{name: "provider", file: "models: [{name: a, provider: claude}]\n", want: []string{`config: herd.yaml: models.0.provider: must be one of openai, anthropic, demo, got "claude"`}},
 		{name: "anthropic api_key", file: "models: [{name: a, provider: anthropic}]\n", want: []string{`config: herd.yaml: models.0.api_key: is required for provider anthropic (a key, or $ENV_VAR)`}},
 		{name: "anthropic base_url", file: "models: [{name: a, provider: anthropic, api_key: k, base_url: 'api.anthropic.com'}]\n", want: []string{`config: herd.yaml: models.0.base_url: must be an absolute http(s) URL, got "api.anthropic.com"`}},
+		{name: "anthropic stream", file: "models: [{name: a, provider: anthropic, api_key: k, stream: false}]\n", want: []string{`config: herd.yaml: models.0.stream: provider anthropic always streams: must be auto or true, got "false"`}},
 		{name: "max_output_tokens", file: openai + "max_output_tokens: -1}\n", want: []string{`config: herd.yaml: models.0.max_output_tokens: must be at least 0, got -1`}},
 		{name: "base_url", file: openai + "base_url: 'localhost:11434/v1'}\n", want: []string{`config: herd.yaml: models.0.base_url: must be an absolute http(s) URL, got "localhost:11434/v1"`}},
 		{name: "context_window", file: openai + "context_window: -1}\n", want: []string{`config: herd.yaml: models.0.context_window: must be at least 0, got -1`}},

@@ -260,10 +260,18 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 			if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
 				l.invalid(key+".base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
 			}
+		}
+		if m.Provider == providerOpenAI {
 			l.oneOf(key+".stream", string(m.Stream), "auto", "true", "false")
 		}
-		if m.Provider == providerAnthropic && m.APIKey == "" {
-			l.invalid(key+".api_key", "is required for provider anthropic (a key, or $ENV_VAR)")
+		if m.Provider == providerAnthropic {
+			if m.APIKey == "" {
+				l.invalid(key+".api_key", "is required for provider anthropic (a key, or $ENV_VAR)")
+			}
+			// The anthropic provider always streams.
+			if m.Stream != "" && m.Stream != "auto" && m.Stream != "true" {
+				l.invalid(key+".stream", "provider anthropic always streams: must be auto or true, got %q", m.Stream)
+			}
 		}
 		l.atLeast(key+".max_output_tokens", m.MaxOutputTokens, 0)
 		l.atLeast(key+".context_window", m.ContextWindow, 0)
