@@ -35,7 +35,7 @@ func buildModels(cfgs []agent.ModelConfig, log *slog.Logger) ([]*agent.Model, er
 		default:
 			return nil, fmt.Errorf("models.%d.provider: unknown provider %q", i, c.Provider)
 		}
-		out = append(out, &agent.Model{Config: c, Provider: p})
+		out = append(out, &agent.Model{Config: c, Provider: agent.LimitRequests(p, c.MaxConcurrentRequests)})
 	}
 	return out, nil
 }

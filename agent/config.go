@@ -13,9 +13,12 @@ type ModelConfig struct {
 	Stream        StreamMode `yaml:"stream" json:"-"`
 	ContextWindow int        `yaml:"context_window" json:"-"`
 	// MaxOutputTokens caps each answer (Anthropic's max_tokens).
-	MaxOutputTokens int  `yaml:"max_output_tokens" json:"-"`
-	TimeoutSeconds  int  `yaml:"timeout_seconds" json:"-"`
-	MaxRetries      *int `yaml:"max_retries" json:"-"`
+	MaxOutputTokens int `yaml:"max_output_tokens" json:"-"`
+	TimeoutSeconds  int `yaml:"timeout_seconds" json:"-"`
+	// MaxConcurrentRequests caps this model's calls in flight at once
+	// (0 = unlimited), for a local server that serves one or two at a time.
+	MaxConcurrentRequests int  `yaml:"max_concurrent_requests" json:"-"`
+	MaxRetries            *int `yaml:"max_retries" json:"-"`
 	// Demo provider options.
 	LatencyMS int `yaml:"latency_ms" json:"-"`
 	// LatencyJitter spreads each response's latency over

@@ -274,6 +274,7 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 			}
 		}
 		l.atLeast(key+".max_output_tokens", m.MaxOutputTokens, 0)
+		l.atLeast(key+".max_concurrent_requests", m.MaxConcurrentRequests, 0)
 		l.atLeast(key+".context_window", m.ContextWindow, 0)
 		l.atLeast(key+".timeout_seconds", m.TimeoutSeconds, 0)
 		if m.MaxRetries != nil {
