@@ -43,7 +43,9 @@ func newFlagSet(stderr io.Writer) (*flag.FlagSet, *cliFlags) {
 	fs.StringVar(&f.config, "config", "", "YAML config `FILE` (default ./herd.yaml when present)")
 	fs.StringVar(&f.addr, "addr", "", "listen `ADDRESS` (default 127.0.0.1:8080)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "data `DIR`: database and workspaces (default ./data)")
-	fs.Usage = func() { fmt.Fprintln(stderr, "run herd --help for the commands, flags and variables") }
+	// The flag package calls Usage for -h too; run prints the help itself,
+	// and the hint for a bad flag.
+	fs.Usage = func() {}
 	return fs, &f
 }
 

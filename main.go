@@ -68,6 +68,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		printHelp(stdout)
 		return 0
 	} else if err != nil {
+		fmt.Fprintln(stderr, "herd: run herd --help for the commands, flags and variables")
 		return 2
 	}
 	if name == "serve" && fs.NArg() > 0 {
@@ -129,16 +130,17 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 // the writer; the runtime; the server), serves until ctx ends and shuts
 // down gracefully.
 func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.Logger) error {
-	if err := resolveSandbox(cfg, log); err != nil {
-		return err
-	}
-	// The lock comes before anything touches the database: a second server
-	// must not run crash recovery over a live server's runs.
+	// The lock comes before anything else: a second server must change
+	// nothing, neither run crash recovery over a live server's runs nor
+	// probe the sandbox and create its cgroups.
 	lock, err := lockDataDir(cfg.Server.DataDir)
 	if err != nil {
 		return err
 	}
 	defer lock.release()
+	if err := resolveSandbox(cfg, log); err != nil {
+		return err
+	}
 	// Listen first: an address in use stops herd before it opens anything.
 	lns, err := openListeners(cfg)
 	if err != nil {
