@@ -73,8 +73,5 @@ func vacuumPrivately(ctx context.Context, db *sql.DB, out string) error {
 // readOnlyDSN opens path read-only (mode=ro): no write, no creation. WAL
 // readers still need the -shm file, which a running herd keeps.
 func readOnlyDSN(path string) string {
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Set("_busy_timeout", "10000")
-	return "file:" + path + "?" + q.Encode()
+	return fileDSN(path, busyTimeout, url.Values{"mode": {"ro"}})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -60,5 +61,5 @@ func (s *Store) Probe(ctx context.Context) error {
 }
 
 func probeDSN(path string) string {
-	return fmt.Sprintf("file:%s?_busy_timeout=%d&_txlock=immediate", path, probeBusyTimeout.Milliseconds())
+	return fileDSN(path, probeBusyTimeout, url.Values{"_txlock": {"immediate"}})
 }

@@ -222,7 +222,6 @@ func dsn(path string, readOnly bool) string {
 	q.Set("_journal_mode", "WAL")
 	// A lock held elsewhere fails a statement after busyTimeout: the writer
 	// then retries on its own (storage faults) and a request answers 503.
-	q.Set("_busy_timeout", strconv.Itoa(int(busyTimeout.Milliseconds())))
 	q.Set("_foreign_keys", "on")
 	q.Set("_synchronous", "NORMAL")
 	if readOnly {
@@ -230,7 +229,14 @@ func dsn(path string, readOnly bool) string {
 	} else {
 		q.Set("_txlock", "immediate")
 	}
-	return "file:" + path + "?" + q.Encode()
+	return fileDSN(path, busyTimeout, q)
+}
+
+// fileDSN is the go-sqlite3 DSN of path with params and a busy timeout,
+// shared by the pools, the readiness probe and backups.
+func fileDSN(path string, busy time.Duration, params url.Values) string {
+	params.Set("_busy_timeout", strconv.Itoa(int(busy.Milliseconds())))
+	return "file:" + path + "?" + params.Encode()
 }
 
 func (s *Store) migrate() error {

@@ -242,14 +242,13 @@ func (w *Writer) submit(ctx context.Context, j *job) error {
 	case w.in <- j:
 		return nil
 	case <-ctx.Done():
-		if j.token {
-			<-w.tokens
-		}
+		w.taken(j) // it never was: give its place back
 		return fmt.Errorf("store: write queue full: %w", ctx.Err())
 	}
 }
 
-// taken frees the queue place an Enqueued job held.
+// taken frees the queue place an Enqueued job held, once the loop takes
+// it (or its submission gives up).
 func (w *Writer) taken(j *job) *job {
 	if j.token {
 		<-w.tokens
