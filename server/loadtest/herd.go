@@ -191,16 +191,20 @@ func (h *herd) metric(series string) (float64, error) {
 }
 
 // peakRSS is the server's high-water resident set, from /proc.
-func (h *herd) peakRSS() (int64, error) {
+func (h *herd) peakRSS() (int64, error) { return h.memory("VmHWM") }
+
+// memory reads one of the server's memory figures (VmHWM, VmRSS) from
+// /proc, in bytes.
+func (h *herd) memory(field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, errors.New("no VmHWM")
+	return 0, fmt.Errorf("no %s", field)
 }

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -85,13 +82,11 @@ func flat(samples []sample, warmup time.Duration) error {
 	}
 	early, late := steady[:len(steady)/2], steady[len(steady)/2:]
 	peak := func(ss []sample, f func(sample) int64) int64 {
-		return slices.Max(func() []int64 {
-			var v []int64
-			for _, s := range ss {
-				v = append(v, f(s))
-			}
-			return v
-		}())
+		var top int64
+		for _, s := range ss {
+			top = max(top, f(s))
+		}
+		return top
 	}
 	var errs []error
 	for _, c := range []struct {
@@ -117,21 +112,11 @@ func flat(samples []sample, warmup time.Duration) error {
 // settled to idle (the first sample's count; < 0 for the first sample).
 func (h *herd) sample(dataDir string, idle float64) (sample, error) {
 	var s sample
-	pid := h.cmd.Process.Pid
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	var err error
+	if s.rss, err = h.memory("VmRSS"); err != nil {
 		return s, err
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				return s, err
-			}
-			s.rss = kb * 1024
-		}
-	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", h.cmd.Process.Pid))
 	if err != nil {
 		return s, err
 	}
