@@ -47,6 +47,9 @@ func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 		"HERD_SERVER_MAX_SOCKETS_PER_USER=100000",
 		"HERD_SERVER_WS_CONNECTS_PER_MINUTE=100000",
 		fmt.Sprintf("HERD_SUBAGENTS_MAX_RUNNING=%d", n),
+		// One account drives every thread: lift the per-user fair-use caps.
+		fmt.Sprintf("HERD_LEAD_MAX_ACTIVE_RUNS_PER_USER=%d", o.threads),
+		fmt.Sprintf("HERD_SUBAGENTS_MAX_RUNNING_PER_USER=%d", n),
 		fmt.Sprintf("HERD_SUBAGENTS_MAX_CONCURRENT_PER_RESPONSE=%d", o.items),
 		fmt.Sprintf("HERD_SUBAGENTS_MAX_TOTAL_PER_RUN=%d", o.items),
 		fmt.Sprintf("HERD_MODELS_0_LATENCY_MS=%d", o.latencyMS),
