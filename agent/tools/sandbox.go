@@ -198,13 +198,15 @@ func (sb *sandbox) setUpBwrap() error {
 	sb.bwrap, sb.prlimit = bwrap, prlimit
 	sb.sysMounts = systemMounts(sb.cfg.Network == NetworkHost)
 	sb.pids = findPidsCgroup()
-	if sb.pids != nil && sb.probeBwrap() != nil {
+	err = sb.probeBwrap()
+	if err != nil && sb.pids != nil {
 		// A cgroup that can be made but not joined must cost the process
 		// limit its cgroup, not the sandbox: the report then says
 		// RLIMIT_NPROC.
 		sb.pids = nil
+		err = sb.probeBwrap()
 	}
-	return sb.probeBwrap()
+	return err
 }
 
 // probeBwrap runs a trivial command in the sandbox, because bwrap is
