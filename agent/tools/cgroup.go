@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -169,14 +170,19 @@ func claimPidsCgroup(parent string, v2 bool) *pidsCgroup {
 // enablePids makes the pids controller available to dir's children, as
 // cgroup v2 requires; it fails where the controller is not delegated.
 func enablePids(dir string) bool {
-	ctrl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	ctrl := filepath.Join(dir, "cgroup.subtree_control")
+	on, err := listsPids(ctrl)
 	if err != nil {
 		return false
 	}
-	if hasOption(strings.ReplaceAll(strings.TrimSpace(string(ctrl)), " ", ","), "pids") {
-		return true
-	}
-	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0) == nil
+	return on || os.WriteFile(ctrl, []byte("+pids"), 0) == nil
+}
+
+// listsPids reports whether a controller list (cgroup.controllers or
+// cgroup.subtree_control: names separated by spaces) names pids.
+func listsPids(file string) (bool, error) {
+	list, err := os.ReadFile(file)
+	return err == nil && slices.Contains(strings.Fields(string(list)), "pids"), err
 }
 
 // serverLeaf is the cgroup v2 leaf the server moves itself into.
@@ -189,8 +195,7 @@ const serverLeaf = "herd-server"
 // only when the pids controller is available in parent and the server is
 // the only process there, and undoes the move when enabling fails.
 func leaveForLeaf(parent string) bool {
-	ctrl, err := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
-	if err != nil || !hasOption(strings.ReplaceAll(strings.TrimSpace(string(ctrl)), " ", ","), "pids") {
+	if on, err := listsPids(filepath.Join(parent, "cgroup.controllers")); err != nil || !on {
 		return false
 	}
 	procs, err := os.ReadFile(filepath.Join(parent, "cgroup.procs"))
