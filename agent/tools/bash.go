@@ -18,6 +18,7 @@ const (
 
 type bashTool struct {
 	sb      *sandbox
+	quota   quota
 	timeout time.Duration
 	limit   int
 }
@@ -35,6 +36,7 @@ func NewBash(cfg SandboxConfig) (Tool, error) {
 	}
 	t := &bashTool{
 		sb:      sb,
+		quota:   workspaceQuota(sb.cfg.Limits),
 		timeout: time.Duration(cfg.BashTimeoutSeconds) * time.Second,
 		limit:   cfg.OutputLimitBytes,
 	}
@@ -94,8 +96,7 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	if env.Workspace == "" {
 		return "", errNoWorkspace
 	}
-	quota := workspaceQuota(t.sb.cfg.Limits)
-	if err := quota.refuseOver(ctx, env.Workspace, "bash"); err != nil {
+	if err := t.quota.refuseOver(ctx, env.Workspace, "bash"); err != nil {
 		return "", err
 	}
 	timeout := t.timeout
@@ -128,7 +129,7 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	if errors.Is(waitErr, errSurvivors) {
 		status = strings.TrimPrefix(status+"; "+waitErr.Error(), "; ")
 	}
-	if note := quota.noteOver(ctx, env.Workspace); note != "" {
+	if note := t.quota.noteOver(ctx, env.Workspace); note != "" {
 		status = strings.TrimPrefix(status+"\n"+note, "\n")
 	}
 	return formatBashResult(out.String(), status), nil
