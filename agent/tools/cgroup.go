@@ -27,9 +27,6 @@ type pidsCgroup struct {
 var cgroupSeq atomic.Uint64
 
 func (c *pidsCgroup) String() string {
-	if c == nil {
-		return "none"
-	}
 	version := "v1"
 	if c.v2 {
 		version = "v2"

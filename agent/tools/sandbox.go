@@ -312,12 +312,15 @@ func (sb *sandbox) report() Report {
 	wsLimit := fmt.Sprintf("workspace %d MiB (checked before bash and file writes and after each command)", l.WorkspaceMB)
 	if sb.cfg.Mode == SandboxBwrap {
 		r.Commands = "bwrap: every user's runs get confined bash"
-		r.Confinement = "only the workspace and read-only system directories; own pid, ipc and uts namespaces; no network"
+		network := "no network"
 		if sb.cfg.Network == NetworkHost {
-			r.Confinement = "only the workspace and read-only system directories; own pid, ipc and uts namespaces; host network (sandbox.network: host)"
+			network = "host network (sandbox.network: host)"
 		}
-		procs := fmt.Sprintf("processes %d per command (pids cgroup %s)", l.Processes, sb.pids)
-		if sb.pids == nil {
+		r.Confinement = "only the workspace and read-only system directories; own pid, ipc and uts namespaces; " + network
+		var procs string
+		if sb.pids != nil {
+			procs = fmt.Sprintf("processes %d per command (pids cgroup %s)", l.Processes, sb.pids)
+		} else {
 			procs = fmt.Sprintf("processes %d (RLIMIT_NPROC: counts all processes of the server's user", l.Processes)
 			if os.Geteuid() == 0 {
 				procs += ", and does NOT hold for root: no writable pids cgroup found"
