@@ -471,17 +471,12 @@ func openWorkspaceFile(env Env, name string) (*os.Root, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := openRegular(root, name)
+	f, err := openChecked(root, name, os.O_RDONLY, wantFile)
 	if err != nil {
 		root.Close()
 		return nil, nil, err
 	}
 	return root, f, nil
-}
-
-// openRegular opens the regular file name for reading.
-func openRegular(root *os.Root, name string) (*os.File, error) {
-	return openChecked(root, name, os.O_RDONLY, wantFile)
 }
 
 // What openChecked expects to find.
