@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,15 +146,9 @@ type client struct {
 	csrf string
 }
 
+// signIn signs in the configured admin.
 func (p *proc) signIn() *client {
-	jar, _ := cookiejar.New(nil)
-	c := &client{t: p.t, base: p.url, http: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
-	var out struct {
-		CSRF string `json:"csrf_token"`
-	}
-	c.call("POST", "/api/auth/login", map[string]string{"email": "ops@example.com", "password": "long enough pw"}, &out)
-	c.csrf = out.CSRF
-	return c
+	return p.signInAs("ops@example.com", "long enough pw")
 }
 
 func (c *client) call(method, path string, body, out any) {
