@@ -214,7 +214,6 @@ func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		now:         x.now,
 		onEnd:       func(e *execution) { x.reg.scheduleJanitor(e, x.janitorGrace) },
 		collector:   newCollector(),
-		state:       StatusQueued,
 		done:        make(chan struct{}),
 	}
 	e.ctx, e.cancel = context.WithCancelCause(s.ctx)
