@@ -38,14 +38,13 @@ type execution struct {
 	userID    string // whose running slot it takes
 	spec      *subagentSpec
 	loopLimit int
-	// strays runs its tool calls, abandoning one that outlives the end
-	// of its context by cancelGrace.
-	strays      *strays
-	cancelGrace time.Duration
-	model       *Model
-	workspace   string
-	sink        taskSink
-	now         func() time.Time
+	// strays runs its tool and model calls, abandoning one that
+	// outlives the end of its context by the cancel grace.
+	strays    *strays
+	model     *Model
+	workspace string
+	sink      taskSink
+	now       func() time.Time
 	// onEnd is told once the terminal state is persisted (the registry
 	// arms its janitor).
 	onEnd func(*execution)

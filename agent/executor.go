@@ -207,7 +207,6 @@ func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		spec:        spec,
 		loopLimit:   x.cfg.LoopLimit,
 		strays:      x.strays,
-		cancelGrace: time.Duration(x.cfg.CancelGraceSeconds) * time.Second,
 		model:       model,
 		workspace:   s.workspace,
 		sink:        s.sink,

@@ -31,7 +31,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		if turn > e.spec.maxTurns {
 			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
-		resp, err := e.strays.complete(ctx, e.cancelGrace, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
+		resp, err := e.strays.complete(ctx, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
 		if err != nil {
 			return e.interrupted(ctx, err)
 		}
@@ -102,7 +102,7 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	out := make([]Message, len(calls))
 	call := func(i int) {
 		c := calls[i]
-		res := e.strays.runTool(ctx, e.cancelGrace, e.log, c.Name, func() string { return e.runTool(ctx, c) })
+		res := e.strays.runTool(ctx, e.log, c.Name, func() string { return e.runTool(ctx, c) })
 		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: res}
 	}
 	if len(calls) == 1 {
