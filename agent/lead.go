@@ -255,7 +255,7 @@ func (r *run) runTools(calls []ToolCall) []Message {
 				out[i] = r.finishTask(call, o, release)
 				return
 			}
-			out[i] = r.finishTool(call, r.env.strays.runTool(r.ctx, r.logger(), call.Name, func() string { return r.runTool(call) }))
+			out[i] = r.finishTool(call, r.runTool(call))
 		})
 	}
 	wg.Wait()
@@ -276,22 +276,13 @@ func (r *run) admitTask(nthInResponse int) string {
 	return ""
 }
 
-func (r *run) runTool(call ToolCall) (result string) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.logger().Error("tool panicked", "tool", call.Name, "panic", p)
-			result = fmt.Sprintf("Error: the %s tool failed internally", call.Name)
-		}
-	}()
+// runTool runs one of the lead's tools (strays.runTool).
+func (r *run) runTool(call ToolCall) string {
 	t, ok := r.box.tools.Get(call.Name)
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", "))
 	}
-	out, err := t.Run(r.ctx, tools.Env{Workspace: r.workspace}, call.Args)
-	if err != nil {
-		return "Error: " + err.Error()
-	}
-	return out
+	return r.env.strays.runTool(r.ctx, r.logger(), t, tools.Env{Workspace: r.workspace}, call)
 }
 
 func (r *run) finishTool(call ToolCall, result string) Message {

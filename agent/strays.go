@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"herd/agent/tools"
 )
 
 // strays runs the calls a run waits for — the tool and model calls of its
@@ -79,10 +81,22 @@ func await[T any](s *strays, ctx context.Context, log *slog.Logger, what string,
 	return zero, errAbandoned{what: what, grace: s.grace}
 }
 
-// runTool is await for a tool call: an abandoned call's result is the
-// error, for the model to read.
-func (s *strays) runTool(ctx context.Context, log *slog.Logger, tool string, f func() string) string {
-	res, err := await(s, ctx, log, "the "+tool+" tool", f)
+// runTool runs call with t through s (await). A tool that fails, panics or
+// is abandoned answers with the error, for the model to read.
+func (s *strays) runTool(ctx context.Context, log *slog.Logger, t tools.Tool, env tools.Env, call ToolCall) string {
+	res, err := await(s, ctx, log, "the "+call.Name+" tool", func() (result string) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("tool panicked", "tool", call.Name, "panic", p)
+				result = fmt.Sprintf("Error: the %s tool failed internally", call.Name)
+			}
+		}()
+		out, err := t.Run(ctx, env, call.Args)
+		if err != nil {
+			return "Error: " + err.Error()
+		}
+		return out
+	})
 	if err != nil {
 		return "Error: " + err.Error()
 	}

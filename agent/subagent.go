@@ -102,8 +102,7 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	out := make([]Message, len(calls))
 	call := func(i int) {
 		c := calls[i]
-		res := e.strays.runTool(ctx, e.log, c.Name, func() string { return e.runTool(ctx, c) })
-		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: res}
+		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: e.runTool(ctx, c)}
 	}
 	if len(calls) == 1 {
 		call(0) // the usual case: strays already runs the tool in a goroutine of its own
@@ -120,20 +119,11 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	return out
 }
 
-func (e *execution) runTool(ctx context.Context, c ToolCall) (result string) {
-	defer func() {
-		if p := recover(); p != nil {
-			e.log.Error("tool panicked", "tool", c.Name, "panic", p)
-			result = fmt.Sprintf("Error: the %s tool failed internally", c.Name)
-		}
-	}()
+// runTool runs one of the subagent's tools (strays.runTool).
+func (e *execution) runTool(ctx context.Context, c ToolCall) string {
 	t, ok := e.spec.tools.Get(c.Name)
 	if !ok {
 		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.spec.tools.Names(), ", "))
 	}
-	out, err := t.Run(ctx, tools.Env{Workspace: e.workspace}, c.Args)
-	if err != nil {
-		return "Error: " + err.Error()
-	}
-	return out
+	return e.strays.runTool(ctx, e.log, t, tools.Env{Workspace: e.workspace}, c)
 }
