@@ -36,9 +36,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 			return e.interrupted(ctx, err)
 		}
 		// A call that completes is counted even if ctx ended meanwhile.
-		if entry := e.sink.recordUsage(ctx, e.TaskID, resp); entry != nil {
-			e.collector.Record(entry)
-		}
+		e.collector.Record(e.sink.recordUsage(ctx, e.TaskID, resp))
 		e.emitStep(stepAI, resp.Text, resp.ToolCalls, "")
 		if t := strings.TrimSpace(resp.Text); t != "" {
 			lastText = resp.Text
