@@ -20,7 +20,7 @@ type executor struct {
 	slots  *admission // fair across users, FIFO within one
 	reg    *registry
 	wg     sync.WaitGroup // subagent goroutines
-	strays *strays        // their tool calls
+	strays *strays        // their tool and model calls
 	queued atomic.Int64
 	now    func() time.Time
 	newID  func() string
