@@ -38,14 +38,13 @@ type execution struct {
 	userID    string // whose running slot it takes
 	spec      *subagentSpec
 	loopLimit int
-	// strays runs its tool calls, abandoning one that outlives the end
-	// of its context by cancelGrace.
-	strays      *strays
-	cancelGrace time.Duration
-	model       *Model
-	workspace   string
-	sink        taskSink
-	now         func() time.Time
+	// strays runs its tool and model calls, abandoning one that
+	// outlives the end of its context by the cancel grace.
+	strays    *strays
+	model     *Model
+	workspace string
+	sink      taskSink
+	now       func() time.Time
 	// onEnd is told once the terminal state is persisted (the registry
 	// arms its janitor).
 	onEnd func(*execution)
@@ -61,12 +60,12 @@ type execution struct {
 	// written once, before done is closed.
 	decidedAt time.Time
 
-	mu    sync.Mutex
-	state string
-	// seen mirrors state for readers that must not wait on mu, which
-	// finish holds across the journal write of the end: metrics and stats
+	mu sync.Mutex
+	// state is set under mu (setStateLocked) but read without it: finish
+	// holds mu across the journal write of the end, and metrics and stats
 	// must answer even while the database is locked (docs/DESIGN.md §5).
-	seen    atomic.Pointer[string]
+	// nil is queued.
+	state   atomic.Pointer[string]
 	version int64
 	steps   int64
 	final   Outcome
@@ -76,7 +75,7 @@ type execution struct {
 
 // status is the current state, read without waiting on mu.
 func (e *execution) status() string {
-	if p := e.seen.Load(); p != nil {
+	if p := e.state.Load(); p != nil {
 		return *p
 	}
 	return StatusQueued
@@ -84,8 +83,7 @@ func (e *execution) status() string {
 
 // setStateLocked moves the state machine on; the caller holds e.mu.
 func (e *execution) setStateLocked(s string) {
-	e.state = s
-	e.seen.Store(&s)
+	e.state.Store(&s)
 }
 
 func (e *execution) isTerminal() bool { return isTerminal(e.status()) }
@@ -118,7 +116,7 @@ func (e *execution) emitQueued() {
 func (e *execution) emitStarted() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if isTerminal(e.state) {
+	if isTerminal(e.status()) {
 		return
 	}
 	e.setStateLocked(StatusRunning)
@@ -129,7 +127,7 @@ func (e *execution) emitStarted() {
 func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if isTerminal(e.state) {
+	if isTerminal(e.status()) {
 		return
 	}
 	e.steps++
@@ -153,7 +151,7 @@ func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName strin
 // rows. It reports whether this call won.
 func (e *execution) finish(o Outcome) bool {
 	e.mu.Lock()
-	if isTerminal(e.state) {
+	if isTerminal(e.status()) {
 		e.mu.Unlock()
 		return false
 	}

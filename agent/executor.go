@@ -20,7 +20,7 @@ type executor struct {
 	slots  *admission // fair across users, FIFO within one
 	reg    *registry
 	wg     sync.WaitGroup // subagent goroutines
-	strays *strays        // their tool calls
+	strays *strays        // their tool and model calls
 	queued atomic.Int64
 	now    func() time.Time
 	newID  func() string
@@ -207,14 +207,12 @@ func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		spec:        spec,
 		loopLimit:   x.cfg.LoopLimit,
 		strays:      x.strays,
-		cancelGrace: time.Duration(x.cfg.CancelGraceSeconds) * time.Second,
 		model:       model,
 		workspace:   s.workspace,
 		sink:        s.sink,
 		now:         x.now,
 		onEnd:       func(e *execution) { x.reg.scheduleJanitor(e, x.janitorGrace) },
 		collector:   newCollector(),
-		state:       StatusQueued,
 		done:        make(chan struct{}),
 	}
 	e.ctx, e.cancel = context.WithCancelCause(s.ctx)

@@ -54,9 +54,8 @@ type runEnv struct {
 	newID     func() string
 	persistTO time.Duration
 	// strays runs the lead's tool and model calls; one that outlives a
-	// Stop by cancelGrace is abandoned, so a Stop always ends the run.
-	strays      *strays
-	cancelGrace time.Duration
+	// Stop by the cancel grace is abandoned, so a Stop always ends the run.
+	strays *strays
 }
 
 type nopPublisher struct{}
@@ -208,7 +207,7 @@ func (r *run) complete(msgID string, msgs []Message) (Response, string, error) {
 	var streamed strings.Builder
 	deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
 	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs}
-	resp, err := r.env.strays.complete(r.ctx, r.env.cancelGrace, r.logger(), r.model, req, func(d string) {
+	resp, err := r.env.strays.complete(r.ctx, r.logger(), r.model, req, func(d string) {
 		mu.Lock()
 		streamed.WriteString(d)
 		mu.Unlock()
@@ -256,7 +255,7 @@ func (r *run) runTools(calls []ToolCall) []Message {
 				out[i] = r.finishTask(call, o, release)
 				return
 			}
-			out[i] = r.finishTool(call, r.env.strays.runTool(r.ctx, r.env.cancelGrace, r.logger(), call.Name, func() string { return r.runTool(call) }))
+			out[i] = r.finishTool(call, r.runTool(call))
 		})
 	}
 	wg.Wait()
@@ -277,22 +276,13 @@ func (r *run) admitTask(nthInResponse int) string {
 	return ""
 }
 
-func (r *run) runTool(call ToolCall) (result string) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.logger().Error("tool panicked", "tool", call.Name, "panic", p)
-			result = fmt.Sprintf("Error: the %s tool failed internally", call.Name)
-		}
-	}()
+// runTool runs one of the lead's tools (strays.runTool).
+func (r *run) runTool(call ToolCall) string {
 	t, ok := r.box.tools.Get(call.Name)
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", "))
 	}
-	out, err := t.Run(r.ctx, tools.Env{Workspace: r.workspace}, call.Args)
-	if err != nil {
-		return "Error: " + err.Error()
-	}
-	return out
+	return r.env.strays.runTool(r.ctx, r.logger(), t, tools.Env{Workspace: r.workspace}, call)
 }
 
 func (r *run) finishTool(call ToolCall, result string) Message {

@@ -90,9 +90,8 @@ func New(o Options) (*Runtime, error) {
 		runEnv: runEnv{
 			journal: o.Journal, history: o.History, pub: o.Publisher, lead: o.Lead,
 			wsRoot: o.WorkspaceRoot, log: o.Logger, now: o.Now, newID: o.NewID,
-			persistTO:   30 * time.Second,
-			cancelGrace: time.Duration(sub.CancelGraceSeconds) * time.Second,
-			strays:      &strays{},
+			persistTO: 30 * time.Second,
+			strays:    &strays{grace: time.Duration(sub.CancelGraceSeconds) * time.Second},
 		},
 		models:   make(map[string]*Model, len(o.Models)),
 		order:    o.Models,

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"herd/agent/tools"
 )
 
 // strays runs the calls a run waits for — the tool and model calls of its
@@ -18,6 +20,7 @@ import (
 // (Stats().Abandoned) and waited for by Shutdown, and its late result is
 // dropped.
 type strays struct {
+	grace     time.Duration // subagents.cancel_grace_seconds
 	wg        sync.WaitGroup
 	abandoned atomic.Int64 // abandoned calls that have not returned yet
 }
@@ -41,9 +44,10 @@ func (e errAbandoned) Error() string {
 }
 
 // await calls f (which must recover its own panics) in a goroutine of s
-// and returns its result, or errAbandoned once ctx has ended and grace
-// has passed without one. what names the call in the error and the logs.
-func await[T any](s *strays, ctx context.Context, grace time.Duration, log *slog.Logger, what string, f func() T) (T, error) {
+// and returns its result, or errAbandoned once ctx has ended and the
+// grace has passed without one. what names the call in the error and the
+// logs.
+func await[T any](s *strays, ctx context.Context, log *slog.Logger, what string, f func() T) (T, error) {
 	out := make(chan T, 1)
 	var state atomic.Int32
 	s.wg.Go(func() {
@@ -58,7 +62,7 @@ func await[T any](s *strays, ctx context.Context, grace time.Duration, log *slog
 		return res, nil
 	case <-ctx.Done():
 	}
-	t := time.NewTimer(grace)
+	t := time.NewTimer(s.grace)
 	defer t.Stop()
 	select {
 	case res := <-out:
@@ -72,30 +76,42 @@ func await[T any](s *strays, ctx context.Context, grace time.Duration, log *slog
 		s.abandoned.Add(-1)
 		return <-out, nil // it returned just now
 	}
-	log.Warn("abandoned a call that ignored its cancellation", "call", what, "grace", grace)
+	log.Warn("abandoned a call that ignored its cancellation", "call", what, "grace", s.grace)
 	var zero T
-	return zero, errAbandoned{what: what, grace: grace}
+	return zero, errAbandoned{what: what, grace: s.grace}
 }
 
-// runTool is await for a tool call: an abandoned call's result is the
-// error, for the model to read.
-func (s *strays) runTool(ctx context.Context, grace time.Duration, log *slog.Logger, tool string, f func() string) string {
-	res, err := await(s, ctx, grace, log, "the "+tool+" tool", f)
+// runTool runs call with t through s (await). A tool that fails, panics or
+// is abandoned answers with the error, for the model to read.
+func (s *strays) runTool(ctx context.Context, log *slog.Logger, t tools.Tool, env tools.Env, call ToolCall) string {
+	res, err := await(s, ctx, log, "the "+call.Name+" tool", func() (result string) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("tool panicked", "tool", call.Name, "panic", p)
+				result = fmt.Sprintf("Error: the %s tool failed internally", call.Name)
+			}
+		}()
+		out, err := t.Run(ctx, env, call.Args)
+		if err != nil {
+			return "Error: " + err.Error()
+		}
+		return out
+	})
 	if err != nil {
 		return "Error: " + err.Error()
 	}
 	return res
 }
 
-// complete calls p for req through s (await): a provider that ignores ctx
-// is abandoned after grace, and one that panics fails the call instead of
-// the process.
-func (s *strays) complete(ctx context.Context, grace time.Duration, log *slog.Logger, m *Model, req Request, onDelta func(string)) (Response, error) {
+// complete calls m for req through s (await): a provider that ignores ctx
+// is abandoned after the grace, and one that panics fails the call instead
+// of the process.
+func (s *strays) complete(ctx context.Context, log *slog.Logger, m *Model, req Request, onDelta func(string)) (Response, error) {
 	type result struct {
 		resp Response
 		err  error
 	}
-	res, err := await(s, ctx, grace, log, "the model "+m.Config.Name, func() (r result) {
+	res, err := await(s, ctx, log, "the model "+m.Config.Name, func() (r result) {
 		defer func() {
 			if p := recover(); p != nil {
 				log.Error("provider panicked", "model", m.Config.Name, "panic", p)

@@ -31,14 +31,12 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		if turn > e.spec.maxTurns {
 			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
-		resp, err := e.strays.complete(ctx, e.cancelGrace, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
+		resp, err := e.strays.complete(ctx, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
 		if err != nil {
 			return e.interrupted(ctx, err)
 		}
 		// A call that completes is counted even if ctx ended meanwhile.
-		if entry := e.sink.recordUsage(ctx, e.TaskID, resp); entry != nil {
-			e.collector.Record(entry)
-		}
+		e.collector.Record(e.sink.recordUsage(ctx, e.TaskID, resp))
 		e.emitStep(stepAI, resp.Text, resp.ToolCalls, "")
 		if t := strings.TrimSpace(resp.Text); t != "" {
 			lastText = resp.Text
@@ -102,8 +100,7 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	out := make([]Message, len(calls))
 	call := func(i int) {
 		c := calls[i]
-		res := e.strays.runTool(ctx, e.cancelGrace, e.log, c.Name, func() string { return e.runTool(ctx, c) })
-		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: res}
+		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: e.runTool(ctx, c)}
 	}
 	if len(calls) == 1 {
 		call(0) // the usual case: strays already runs the tool in a goroutine of its own
@@ -120,20 +117,11 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	return out
 }
 
-func (e *execution) runTool(ctx context.Context, c ToolCall) (result string) {
-	defer func() {
-		if p := recover(); p != nil {
-			e.log.Error("tool panicked", "tool", c.Name, "panic", p)
-			result = fmt.Sprintf("Error: the %s tool failed internally", c.Name)
-		}
-	}()
+// runTool runs one of the subagent's tools (strays.runTool).
+func (e *execution) runTool(ctx context.Context, c ToolCall) string {
 	t, ok := e.spec.tools.Get(c.Name)
 	if !ok {
 		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.spec.tools.Names(), ", "))
 	}
-	out, err := t.Run(ctx, tools.Env{Workspace: e.workspace}, c.Args)
-	if err != nil {
-		return "Error: " + err.Error()
-	}
-	return out
+	return e.strays.runTool(ctx, e.log, t, tools.Env{Workspace: e.workspace}, c)
 }

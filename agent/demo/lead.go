@@ -34,14 +34,9 @@ func lead(msgs []agent.Message, types []string, label string) reply {
 // have commands run: the reason its system prompt gives (agent.CommandsOff),
 // or that none is configured.
 func whyNoCommands(msgs []agent.Message) string {
-	for _, m := range msgs {
-		if m.Type != agent.TypeSystem {
-			continue
-		}
-		for line := range strings.Lines(m.Content) {
-			if reason, ok := strings.CutPrefix(strings.TrimSpace(line), agent.CommandsOff); ok && reason != "" {
-				return "Commands are turned off for your account: " + reason
-			}
+	for line := range strings.Lines(firstOf(msgs, agent.TypeSystem)) {
+		if reason, ok := strings.CutPrefix(strings.TrimSpace(line), agent.CommandsOff); ok && reason != "" {
+			return "Commands are turned off for your account: " + reason
 		}
 	}
 	return "This server has no bash subagent, so nobody can run commands here."
