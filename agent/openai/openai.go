@@ -215,10 +215,7 @@ func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompleti
 	if err != nil {
 		return agent.Response{}, acc.empty(), err
 	}
-	resp = acc.response(callID, model)
-	p.log.Debug("openai: call completed", "model", p.ep.Name, "call_id", callID, "completion_id", acc.completionID,
-		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", true)
-	return resp, false, nil
+	return p.completed(acc, callID, model, attempts, true), false, nil
 }
 
 // completePlain runs the call as one request and response, tool calls
@@ -258,10 +255,16 @@ func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionN
 	if text := acc.text.String(); text != "" && onDelta != nil {
 		onDelta(text)
 	}
+	return p.completed(acc, callID, model, attempts, false), nil
+}
+
+// completed is the response of a call that succeeded, logged with the
+// provider's completion id.
+func (p *Provider) completed(acc *streamAccumulator, callID, model string, attempts int, streamed bool) agent.Response {
 	resp := acc.response(callID, model)
 	p.log.Debug("openai: call completed", "model", p.ep.Name, "call_id", callID, "completion_id", acc.completionID,
-		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", false)
-	return resp, nil
+		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", streamed)
+	return resp
 }
 
 // send posts the request, retrying on 408, 409, 429, 5xx and connection
