@@ -17,23 +17,19 @@ func buildModels(cfgs []agent.ModelConfig, log *slog.Logger) ([]*agent.Model, er
 	out := make([]*agent.Model, 0, len(cfgs))
 	for i, c := range cfgs {
 		var p agent.Provider
+		var err error
 		switch c.Provider {
 		case "demo":
 			p = demo.New(c)
 		case "openai":
-			o, err := openai.New(c, openai.WithLogger(log))
-			if err != nil {
-				return nil, fmt.Errorf("models.%d (%s): %w", i, c.Name, err)
-			}
-			p = o
+			p, err = openai.New(c, openai.WithLogger(log))
 		case "anthropic":
-			a, err := anthropic.New(c, anthropic.WithLogger(log))
-			if err != nil {
-				return nil, fmt.Errorf("models.%d (%s): %w", i, c.Name, err)
-			}
-			p = a
+			p, err = anthropic.New(c, anthropic.WithLogger(log))
 		default:
 			return nil, fmt.Errorf("models.%d.provider: unknown provider %q", i, c.Provider)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("models.%d (%s): %w", i, c.Name, err)
 		}
 		out = append(out, &agent.Model{Config: c, Provider: agent.LimitRequests(p, c.MaxConcurrentRequests)})
 	}

@@ -326,24 +326,6 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	const key = "sk-ant-abcdefgh"
-	cases := []struct{ text, want string }{
-		{"bad key sk-ant-abcdefgh.", "bad key [redacted]."},
-		{`"sk-ant-abcdefgh" and sk-ant-abcdefgh`, `"[redacted]" and [redacted]`},
-		{"sk-ant-abcdefghij is another key", "sk-ant-abcdefghij is another key"},
-		{"xsk-ant-abcdefgh", "xsk-ant-abcdefgh"},
-	}
-	for _, c := range cases {
-		if got, _ := redact(c.text, key); got != c.want {
-			t.Errorf("redact(%q) = %q, want %q", c.text, got, c.want)
-		}
-	}
-	if got, ok := redact("context deadline exceeded", "x"); ok || got != "context deadline exceeded" {
-		t.Errorf("a placeholder key redacted: %q", got)
-	}
-}
-
 func TestNewValidates(t *testing.T) {
 	t.Setenv("HERD_TEST_ANTHROPIC_KEY", "")
 	cases := []struct {
@@ -363,7 +345,7 @@ func TestNewValidates(t *testing.T) {
 	}
 	t.Setenv("HERD_TEST_ANTHROPIC_KEY", "from-env-key")
 	p, err := New(agent.ModelConfig{Name: "c", APIKey: "${HERD_TEST_ANTHROPIC_KEY}"})
-	if err != nil || p.apiKey != "from-env-key" || p.maxTokens != DefaultMaxTokens {
+	if err != nil || p.ep.APIKey != "from-env-key" || p.maxTokens != DefaultMaxTokens {
 		t.Errorf("env key: %v %+v", err, p)
 	}
 }

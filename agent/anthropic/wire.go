@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"herd/agent"
+	"herd/agent/internal/provider"
 	"herd/agent/tools"
 )
 
@@ -236,22 +237,7 @@ func (a *accumulator) response(callID, requestedModel string) agent.Response {
 	for _, c := range a.calls {
 		// A call id becomes a task_id and pairs the result with its call.
 		id := cmp.Or(c.id, "toolu_"+uuid.NewString())
-		resp.ToolCalls = append(resp.ToolCalls, agent.ToolCall{ID: id, Name: c.name, Args: toolArgs(c.args.String())})
+		resp.ToolCalls = append(resp.ToolCalls, agent.ToolCall{ID: id, Name: c.name, Args: provider.ToolArgs(c.args.String())})
 	}
 	return resp
-}
-
-// toolArgs turns the input JSON a model streamed into ToolCall.Args, by
-// the rules of agent/openai: an object is kept, empty becomes {}, anything
-// else becomes a JSON string holding the text verbatim.
-func toolArgs(text string) json.RawMessage {
-	trimmed := strings.TrimSpace(text)
-	if trimmed == "" {
-		return json.RawMessage(`{}`)
-	}
-	if trimmed[0] == '{' && json.Valid([]byte(trimmed)) {
-		return json.RawMessage(trimmed)
-	}
-	quoted, _ := json.Marshal(text) // a string always marshals
-	return quoted
 }

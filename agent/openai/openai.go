@@ -13,9 +13,6 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
-	"net/url"
-	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,21 +25,15 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"herd/agent"
+	"herd/agent/internal/provider"
 )
 
 const (
 	defaultBaseURL = "https://api.openai.com/v1"
-	// defaultTimeout applies when timeout_seconds is unset, so a
-	// server that stops answering cannot hold a run forever.
-	defaultTimeout    = 5 * time.Minute
-	defaultMaxRetries = 2
 	// defaultMaxRetryDelay caps the backoff between retries and is
 	// the longest Retry-After honoured; a server asking for a longer wait
 	// gets its error returned at once rather than a stalled run.
 	defaultMaxRetryDelay = 30 * time.Second
-	// maxProviderMessage bounds how much of an error body goes into an
-	// error, since a proxy may answer with a whole HTML page.
-	maxProviderMessage = 500
 	// maxPlainBody bounds a non-streamed response read into memory.
 	maxPlainBody = 32 << 20
 )
@@ -59,13 +50,6 @@ const (
 	StreamFalse = "false"
 )
 
-// errCallTimedOut is the cause of the per-call deadline, so a timeout can
-// be told from the caller's own cancellation or deadline.
-var errCallTimedOut = errors.New("call timed out")
-
-// envKey matches an api_key that names an environment variable.
-var envKey = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$`)
-
 // Provider is an agent.Provider for any OpenAI-compatible chat-completions
 // endpoint (OpenAI, vLLM, Ollama, LiteLLM, DeepSeek, …). Calls stream,
 // or not, as the model's stream setting says (StreamAuto and friends).
@@ -78,18 +62,14 @@ var envKey = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A
 // read the text back with json.Unmarshal into a string; and when the call
 // is sent back in a later request the model sees exactly what it wrote.
 type Provider struct {
-	name        string // the configured model name, for error text and logs
-	model       string // the provider's model id when an agent.Request names none
+	ep          provider.Endpoint
 	client      oai.Client
 	streamUsage bool
 	stream      string // StreamAuto, StreamTrue or StreamFalse
 	// plainTools is set once stream: auto has seen the server fail a
 	// streamed request with tools: such calls are then made unstreamed.
 	plainTools    atomic.Bool
-	maxRetries    int
 	maxRetryDelay time.Duration
-	timeout       time.Duration
-	apiKey        string // kept only to scrub it from error text
 	log           *slog.Logger
 }
 
@@ -138,26 +118,9 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 		return nil, fmt.Errorf("openai model %q: max retry delay must be positive, got %s", cfg.Name, o.maxRetryDelay)
 	}
 
-	key := cfg.APIKey
-	if m := envKey.FindStringSubmatch(key); m != nil {
-		name := cmp.Or(m[1], m[2])
-		key = os.Getenv(name)
-		if key == "" {
-			return nil, fmt.Errorf("openai model %q: api_key: environment variable %s is not set", cfg.Name, name)
-		}
-	}
-
-	base := cmp.Or(cfg.BaseURL, defaultBaseURL)
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai model %q: base_url %q is not an http(s) URL", cfg.Name, base)
-	}
-
-	retries := defaultMaxRetries
-	if cfg.MaxRetries != nil {
-		retries = *cfg.MaxRetries
-	}
-	if retries < 0 {
-		return nil, fmt.Errorf("openai model %q: max_retries must not be negative, got %d", cfg.Name, retries)
+	ep, err := provider.NewEndpoint("openai", cfg, defaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
 
 	stream := cmp.Or(string(cfg.Stream), StreamAuto)
@@ -165,32 +128,23 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 		return nil, fmt.Errorf("openai model %q: stream must be auto, true or false, got %q", cfg.Name, cfg.Stream)
 	}
 
-	timeout := defaultTimeout
-	if cfg.TimeoutSeconds > 0 {
-		timeout = time.Duration(cfg.TimeoutSeconds) * time.Second
-	}
-
 	// The client is built from explicit options only: oai.NewClient
 	// would also read OPENAI_API_KEY, OPENAI_BASE_URL and friends from the
 	// environment, and could send an ambient key to a third-party base_url.
 	clientOpts := []option.RequestOption{
-		option.WithBaseURL(base),
-		option.WithAPIKey(key),
+		option.WithBaseURL(ep.BaseURL),
+		option.WithAPIKey(ep.APIKey),
 	}
 	if o.httpClient != nil {
 		clientOpts = append(clientOpts, option.WithHTTPClient(o.httpClient))
 	}
 
 	return &Provider{
-		name:          cfg.Name,
-		model:         cmp.Or(cfg.Model, cfg.Name),
+		ep:            ep,
 		client:        oai.Client{Options: clientOpts},
 		streamUsage:   cfg.StreamUsage == nil || *cfg.StreamUsage,
 		stream:        stream,
-		maxRetries:    retries,
 		maxRetryDelay: o.maxRetryDelay,
-		timeout:       timeout,
-		apiKey:        key,
 		log:           o.log,
 	}, nil
 }
@@ -201,13 +155,13 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 // error wrapping context.Canceled.
 func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func(text string)) (agent.Response, error) {
 	callID := uuid.NewString()
-	model := cmp.Or(req.Model, p.model)
+	model := cmp.Or(req.Model, p.ep.Model)
 	params, err := chatParams(model, req, p.streamUsage)
 	if err != nil {
-		return agent.Response{}, p.errorf("build request: %w", err)
+		return agent.Response{}, p.ep.Errorf("build request: %w", err)
 	}
 
-	ctx, cancel := context.WithTimeoutCause(ctx, p.timeout, errCallTimedOut)
+	ctx, cancel := p.ep.WithTimeout(ctx)
 	defer cancel()
 
 	tools := len(req.Tools) > 0
@@ -225,19 +179,13 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		return agent.Response{}, plainErr // keeps context.Canceled and the timeout findable
 	}
 	if plainErr != nil {
-		return agent.Response{}, p.errorf("%s; retried without streaming: %s", trimProviderPrefix(err, p.name), trimProviderPrefix(plainErr, p.name))
+		return agent.Response{}, p.ep.Errorf("%s; retried without streaming: %s", p.ep.TrimPrefix(err), p.ep.TrimPrefix(plainErr))
 	}
 	if p.plainTools.CompareAndSwap(false, true) {
 		p.log.Warn("openai: the server failed a streamed request with tools; this model now calls tools without streaming",
-			"model", p.name, "error", err.Error())
+			"model", p.ep.Name, "error", err.Error())
 	}
 	return resp, nil
-}
-
-// trimProviderPrefix is err's text without the "llm provider: model: "
-// prefix errorf adds, so that two errors can be joined into one sentence.
-func trimProviderPrefix(err error, name string) string {
-	return strings.TrimPrefix(err.Error(), agent.ErrProvider.Error()+": "+name+": ")
 }
 
 // completeStreamed runs the call as a stream. refused reports a failure
@@ -261,16 +209,13 @@ func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompleti
 		if err != nil {
 			return agent.Response{}, false, p.streamError(ctx, err, 0)
 		}
-		return agent.Response{}, true, p.errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
+		return agent.Response{}, true, p.ep.Errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
 	}
 	acc, err := p.readStream(ctx, res, onDelta)
 	if err != nil {
 		return agent.Response{}, acc.empty(), err
 	}
-	resp = acc.response(callID, model)
-	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
-		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", true)
-	return resp, false, nil
+	return p.completed(acc, callID, model, attempts, true), false, nil
 }
 
 // completePlain runs the call as one request and response, tool calls
@@ -289,7 +234,7 @@ func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionN
 	}
 	var cc oai.ChatCompletion
 	if err := json.Unmarshal(body, &cc); err != nil || !cc.JSON.Choices.Valid() {
-		return agent.Response{}, p.errorf("expected a chat completion, got: %s", providerMessage(body))
+		return agent.Response{}, p.ep.Errorf("expected a chat completion, got: %s", providerMessage(body))
 	}
 	acc := &streamAccumulator{model: cc.Model, completionID: cc.ID}
 	if cc.JSON.Usage.Valid() {
@@ -310,10 +255,16 @@ func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionN
 	if text := acc.text.String(); text != "" && onDelta != nil {
 		onDelta(text)
 	}
+	return p.completed(acc, callID, model, attempts, false), nil
+}
+
+// completed is the response of a call that succeeded, logged with the
+// provider's completion id.
+func (p *Provider) completed(acc *streamAccumulator, callID, model string, attempts int, streamed bool) agent.Response {
 	resp := acc.response(callID, model)
-	p.log.Debug("openai: call completed", "model", p.name, "call_id", callID, "completion_id", acc.completionID,
-		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", false)
-	return resp, nil
+	p.log.Debug("openai: call completed", "model", p.ep.Name, "call_id", callID, "completion_id", acc.completionID,
+		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", streamed)
+	return resp
 }
 
 // send posts the request, retrying on 408, 409, 429, 5xx and connection
@@ -333,7 +284,7 @@ func (p *Provider) send(ctx context.Context, params oai.ChatCompletionNewParams,
 			return res, attempts, 0, nil
 		}
 		if ctx.Err() != nil {
-			return nil, attempts, 0, p.contextError(ctx)
+			return nil, attempts, 0, p.ep.ContextError(ctx)
 		}
 		status, body := 0, []byte(nil)
 		if res != nil && res.StatusCode >= 400 {
@@ -342,19 +293,19 @@ func (p *Provider) send(ctx context.Context, params oai.ChatCompletionNewParams,
 			body, _ = io.ReadAll(res.Body)
 			_ = res.Body.Close()
 		}
-		if !retryable(status) || attempts > p.maxRetries {
+		if !retryable(status) || attempts > p.ep.MaxRetries {
 			return nil, attempts, status, p.requestError(err, status, body, attempts, "")
 		}
 		delay, why := p.retryDelay(ctx, res, status, attempts)
 		if why != "" {
 			return nil, attempts, status, p.requestError(err, status, body, attempts, why)
 		}
-		p.log.Info("openai: retrying", "model", p.name, "attempt", attempts+1, "previous_status", status, "delay", delay)
+		p.log.Info("openai: retrying", "model", p.ep.Name, "attempt", attempts+1, "previous_status", status, "delay", delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, attempts, 0, p.contextError(ctx)
+			return nil, attempts, 0, p.ep.ContextError(ctx)
 		case <-t.C:
 		}
 	}
@@ -431,7 +382,7 @@ func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta f
 		// Chunks already buffered when ctx ends are dropped, so no text
 		// reaches onDelta after the caller has stopped the call.
 		if ctx.Err() != nil {
-			return acc, p.contextError(ctx)
+			return acc, p.ep.ContextError(ctx)
 		}
 		acc.add(stream.Current(), onDelta)
 	}
@@ -439,7 +390,7 @@ func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta f
 		return acc, p.streamError(ctx, err, acc.chunks)
 	}
 	if !dec.done && acc.finishReason == "" {
-		return acc, p.errorf("stream cut short: the connection closed before [DONE] and without a finish_reason, after %d chunks", acc.chunks)
+		return acc, p.ep.Errorf("stream cut short: the connection closed before [DONE] and without a finish_reason, after %d chunks", acc.chunks)
 	}
 	return acc, nil
 }
@@ -500,21 +451,7 @@ func assistantMessage(m agent.Message) oai.ChatCompletionMessageParamUnion {
 	return oai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }
 
-// toolArgs turns the arguments text a model streamed into ToolCall.Args
-// (see Provider for the rules).
-func toolArgs(text string) json.RawMessage {
-	trimmed := strings.TrimSpace(text)
-	if trimmed == "" {
-		return json.RawMessage(`{}`)
-	}
-	if trimmed[0] == '{' && json.Valid([]byte(trimmed)) {
-		return json.RawMessage(trimmed)
-	}
-	quoted, _ := json.Marshal(text) // a string always marshals
-	return quoted
-}
-
-// argsText is toolArgs reversed, for sending a call back to the model.
+// argsText is provider.ToolArgs reversed, for sending a call back to the model.
 func argsText(args json.RawMessage) string {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return "{}"
@@ -639,7 +576,7 @@ func (a *streamAccumulator) response(callID, requestedModel string) agent.Respon
 		// A call id becomes a task_id and pairs the tool result with its
 		// call, so a server that sends none gets one made up.
 		id := cmp.Or(c.id, "call_"+uuid.NewString())
-		resp.ToolCalls = append(resp.ToolCalls, agent.ToolCall{ID: id, Name: c.name, Args: toolArgs(c.args.String())})
+		resp.ToolCalls = append(resp.ToolCalls, agent.ToolCall{ID: id, Name: c.name, Args: provider.ToolArgs(c.args.String())})
 	}
 	return resp
 }
@@ -648,113 +585,30 @@ func (a *streamAccumulator) response(callID, requestedModel string) agent.Respon
 // provider's own message, or the transport failure; why says why no retry
 // followed, when that was not max_retries.
 func (p *Provider) requestError(err error, status int, body []byte, attempts int, why string) error {
-	tries := ""
-	if attempts > 1 {
-		tries = fmt.Sprintf(" (after %d attempts)", attempts)
-	}
+	tries := provider.AfterAttempts(attempts)
 	if why != "" {
 		why = " (" + why + ")"
 	}
 	if status >= 400 {
-		return p.errorf("HTTP %d %s: %s%s%s", status, http.StatusText(status), providerMessage(body), tries, why)
+		return p.ep.Errorf("HTTP %d %s: %s%s%s", status, http.StatusText(status), providerMessage(body), tries, why)
 	}
-	return p.errorf("request failed%s: %w", tries, err)
+	return p.ep.Errorf("request failed%s: %w", tries, err)
 }
 
 // streamError explains a stream that failed part-way.
 func (p *Provider) streamError(ctx context.Context, err error, chunks int) error {
 	if ctx.Err() != nil {
-		return p.contextError(ctx)
+		return p.ep.ContextError(ctx)
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
-		return p.errorf("error event in stream after %d chunks: %s", chunks, providerMessage(streamErr.Event.Data))
+		return p.ep.Errorf("error event in stream after %d chunks: %s", chunks, providerMessage(streamErr.Event.Data))
 	}
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
-		return p.errorf("malformed stream chunk after %d chunks: %w", chunks, err)
+	if provider.IsDecodeError(err) {
+		return p.ep.Errorf("malformed stream chunk after %d chunks: %w", chunks, err)
 	}
-	return p.errorf("stream cut short after %d chunks: %w", chunks, err)
+	return p.ep.Errorf("stream cut short after %d chunks: %w", chunks, err)
 }
-
-// contextError explains a call ended by its context: the per-call timeout,
-// or the caller's cancellation or deadline (wrapped for errors.Is).
-func (p *Provider) contextError(ctx context.Context) error {
-	if errors.Is(context.Cause(ctx), errCallTimedOut) {
-		return p.errorf("timed out after %s (timeout_seconds): %w", p.timeout, context.DeadlineExceeded)
-	}
-	return p.errorf("call stopped: %w", ctx.Err())
-}
-
-// errorf builds a provider error: it wraps ErrProvider, names the model and
-// never carries the API key (see redactKey).
-func (p *Provider) errorf(format string, args ...any) error {
-	err := fmt.Errorf("%w: %s: "+format, append([]any{agent.ErrProvider, p.name}, args...)...)
-	if text, ok := redactKey(err.Error(), p.apiKey); ok {
-		return &scrubbedError{text: text, err: err}
-	}
-	return err
-}
-
-// minSecretLen is the shortest api_key treated as a secret. Shorter keys
-// (x, ollama, EMPTY) are placeholders for servers that check nothing, and
-// replacing their letters would mangle ordinary words.
-const minSecretLen = 8
-
-// placeholderKeys are keys of at least minSecretLen characters that local
-// servers' docs tell users to set; they are no secret.
-var placeholderKeys = map[string]bool{
-	"sk-no-key-required": true, // llama.cpp server
-	"not-needed":         true, // LM Studio examples
-	"lm-studio":          true,
-	"token-abc123":       true, // vLLM docs
-	"dummy-key":          true,
-	"anything":           true,
-}
-
-// redactKey replaces each whole-token occurrence of key in text with
-// [redacted]: one not preceded or followed by a letter, digit, - or _, so
-// that a key is never found inside a longer word.
-func redactKey(text, key string) (string, bool) {
-	if len(key) < minSecretLen || placeholderKeys[strings.ToLower(key)] {
-		return text, false
-	}
-	var b strings.Builder
-	found := false
-	for rest := text; ; {
-		i := strings.Index(rest, key)
-		if i < 0 {
-			b.WriteString(rest)
-			break
-		}
-		end := i + len(key)
-		whole := (i == 0 || !isTokenByte(rest[i-1])) && (end == len(rest) || !isTokenByte(rest[end]))
-		b.WriteString(rest[:i])
-		if whole {
-			b.WriteString("[redacted]")
-			found = true
-		} else {
-			b.WriteString(key)
-		}
-		rest = rest[end:]
-	}
-	return b.String(), found
-}
-
-func isTokenByte(c byte) bool {
-	return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-// scrubbedError replaces an error's text while keeping its chain for
-// errors.Is and errors.As.
-type scrubbedError struct {
-	text string
-	err  error
-}
-
-func (e *scrubbedError) Error() string { return e.text }
-func (e *scrubbedError) Unwrap() error { return e.err }
 
 // providerMessage extracts the human part of an error body, whichever of
 // the shapes OpenAI-compatible servers use it has: {"error": {"message"}},
@@ -784,14 +638,5 @@ func providerMessage(body []byte) string {
 			msg = string(shape.Detail)
 		}
 	}
-	if msg == "" {
-		msg = strings.Join(strings.Fields(string(body)), " ")
-	}
-	if msg == "" {
-		return "(empty error body)"
-	}
-	if len(msg) > maxProviderMessage {
-		msg = strings.ToValidUTF8(msg[:maxProviderMessage], "") + "…"
-	}
-	return msg
+	return provider.Message(msg, string(body))
 }

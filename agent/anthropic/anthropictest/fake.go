@@ -21,16 +21,15 @@ package anthropictest
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"herd/agent/internal/fake"
 )
 
 // MessageID is the id of every message the server streams.
@@ -184,87 +183,46 @@ type Tool struct {
 // Server is the fake. Its methods are safe for concurrent use; concurrent
 // requests take replies from the script in arrival order.
 type Server struct {
-	srv       *httptest.Server
-	quit      chan struct{} // closed by Close: releases hanging handlers
-	closeOnce sync.Once
-
-	mu       sync.Mutex
-	script   []Reply
-	fallback func(MessagesRequest) Reply
-	requests []Request
+	srv *fake.Server[Request, Reply]
 }
 
 // NewServer starts a server that answers with replies, in order, and closes
 // it when the test ends.
 func NewServer(t testing.TB, replies ...Reply) *Server {
 	t.Helper()
-	s := &Server{quit: make(chan struct{}), script: append([]Reply(nil), replies...)}
+	s := &Server{srv: fake.NewServer[Request](replies)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "anthropictest: only POST /v1/messages is served, not "+r.Method+" "+r.URL.Path)
 	})
-	s.srv = httptest.NewServer(mux)
-	t.Cleanup(s.Close)
+	s.srv.Start(t, mux)
 	return s
 }
 
 // URL is the base URL to configure a client with (no /v1, as for the real
 // API: https://api.anthropic.com).
-func (s *Server) URL() string { return s.srv.URL }
+func (s *Server) URL() string { return s.srv.BaseURL() }
 
 // Client is an HTTP client for the server whose idle connections Close
 // shuts, so a test leaves no connection goroutines behind.
 func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // Enqueue appends replies to the script.
-func (s *Server) Enqueue(replies ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, replies...)
-}
+func (s *Server) Enqueue(replies ...Reply) { s.srv.Enqueue(replies...) }
 
 // SetFallback makes f answer every request that arrives once the script is
 // exhausted, for tests whose call order is not deterministic.
 func (s *Server) SetFallback(f func(MessagesRequest) Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fallback = f
+	s.srv.Fallback(func(r Request) Reply { return f(r.Messages) })
 }
 
 // Requests returns every request received so far, in arrival order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
+func (s *Server) Requests() []Request { return s.srv.Requests() }
 
 // Close releases hanging replies, drops open connections and stops the
 // server. It is safe to call more than once.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.quit)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
-
-func (s *Server) next(rec Request) Reply {
-	s.mu.Lock()
-	s.requests = append(s.requests, rec)
-	if len(s.script) > 0 {
-		r := s.script[0]
-		s.script = s.script[1:]
-		s.mu.Unlock()
-		return r
-	}
-	fallback := s.fallback
-	s.mu.Unlock()
-	if fallback != nil {
-		return fallback(rec.Messages)
-	}
-	return Fail(http.StatusInternalServerError, "anthropictest: no scripted reply left")
-}
+func (s *Server) Close() { s.srv.Close() }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -277,12 +235,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	if decodeErr != nil {
 		rec.Messages = MessagesRequest{}
 	}
-	reply := s.next(rec)
-	for k, vs := range reply.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
+	reply, ok := s.srv.Next(rec)
+	if !ok {
+		reply = Fail(http.StatusInternalServerError, "anthropictest: no scripted reply left")
 	}
+	fake.AddHeader(w, reply.Header)
 	switch {
 	case decodeErr != nil:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropictest: request body is not JSON: "+decodeErr.Error())
@@ -317,29 +274,8 @@ type event struct {
 }
 
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req MessagesRequest) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-
-	send := func(ev event) bool {
-		if reply.EventDelay > 0 {
-			t := time.NewTimer(reply.EventDelay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				return false
-			case <-s.quit:
-				return false
-			}
-		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	sendEvent := s.srv.Stream(w, r, reply.EventDelay)
+	send := func(ev event) bool { return sendEvent(ev.name, ev.data) }
 
 	events := replyEvents(reply, req)
 	if reply.End == EndDone {
@@ -356,10 +292,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req
 	case EndAbort:
 		panic(http.ErrAbortHandler)
 	case EndHang:
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
+		s.srv.Hang(r)
 	case EndError:
 		send(event{"error", mustJSON(errorBody(cmp.Or(reply.ErrorType, "overloaded_error"), reply.Error))})
 	}

@@ -26,13 +26,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"herd/agent/internal/fake"
 )
 
 // CompletionID is the id the server puts in every chunk. It is the same for
@@ -227,96 +227,49 @@ type Function struct {
 // Server is the fake. Its methods are safe for concurrent use; concurrent
 // requests take replies from the script in arrival order.
 type Server struct {
-	srv       *httptest.Server
-	quit      chan struct{} // closed by Close: releases hanging handlers
-	closeOnce sync.Once
-
-	mu       sync.Mutex
-	script   []Reply
-	fallback func(ChatRequest) Reply
-	requests []Request
+	srv *fake.Server[Request, Reply]
 }
 
 // NewServer starts a server that answers with replies, in order, and closes
 // it when the test ends.
 func NewServer(t testing.TB, replies ...Reply) *Server {
 	t.Helper()
-	s := &Server{quit: make(chan struct{}), script: append([]Reply(nil), replies...)}
+	s := &Server{srv: fake.NewServer[Request](replies)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "openaitest: only POST /v1/chat/completions is served, not "+r.Method+" "+r.URL.Path)
 	})
-	s.srv = httptest.NewServer(mux)
-	t.Cleanup(s.Close)
+	s.srv.Start(t, mux)
 	return s
 }
 
 // URL is the base URL to configure a client with (it ends in /v1).
-func (s *Server) URL() string { return s.srv.URL + "/v1" }
+func (s *Server) URL() string { return s.srv.BaseURL() + "/v1" }
 
 // Client is an HTTP client for the server whose idle connections Close
 // shuts, so a test leaves no connection goroutines behind.
 func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // Enqueue appends replies to the script.
-func (s *Server) Enqueue(replies ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, replies...)
-}
+func (s *Server) Enqueue(replies ...Reply) { s.srv.Enqueue(replies...) }
 
 // SetFallback makes f answer every request that arrives once the script is
 // exhausted, for tests whose call order is not deterministic (parallel
 // subagents): f may choose a reply from the request's messages.
 func (s *Server) SetFallback(f func(ChatRequest) Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fallback = f
+	s.srv.Fallback(func(r Request) Reply { return f(r.Chat) })
 }
 
 // Pending is the number of scripted replies not yet used.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.script)
-}
+func (s *Server) Pending() int { return s.srv.Pending() }
 
 // Requests returns every request received so far, in arrival order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
+func (s *Server) Requests() []Request { return s.srv.Requests() }
 
 // Close releases hanging replies, drops open connections and stops the
 // server. It is safe to call more than once.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.quit)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
-
-// next records the request and takes the reply for it.
-func (s *Server) next(rec Request) Reply {
-	s.mu.Lock()
-	s.requests = append(s.requests, rec)
-	if len(s.script) > 0 {
-		r := s.script[0]
-		s.script = s.script[1:]
-		s.mu.Unlock()
-		return r
-	}
-	fallback := s.fallback
-	s.mu.Unlock()
-	// The fallback runs unlocked: it is test code and may call back into s.
-	if fallback != nil {
-		return fallback(rec.Chat)
-	}
-	return Fail(http.StatusInternalServerError, "openaitest: no scripted reply left")
-}
+func (s *Server) Close() { s.srv.Close() }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -329,13 +282,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	if decodeErr != nil {
 		rec.Chat = ChatRequest{}
 	}
-	reply := s.next(rec)
-
-	for k, vs := range reply.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
+	reply, ok := s.srv.Next(rec)
+	if !ok {
+		reply = Fail(http.StatusInternalServerError, "openaitest: no scripted reply left")
 	}
+
+	fake.AddHeader(w, reply.Header)
 	switch {
 	case decodeErr != nil:
 		writeError(w, http.StatusBadRequest, "openaitest: request body is not JSON: "+decodeErr.Error())
@@ -358,29 +310,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 
 // stream writes the reply as server-sent events.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req ChatRequest) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-
-	send := func(data []byte) bool {
-		if reply.ChunkDelay > 0 {
-			t := time.NewTimer(reply.ChunkDelay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				return false
-			case <-s.quit:
-				return false
-			}
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	sendEvent := s.srv.Stream(w, r, reply.ChunkDelay)
+	send := func(data []byte) bool { return sendEvent("", data) }
 
 	events := chunks(reply, req)
 	if reply.End == EndDone || reply.End == EndNoDone {
@@ -401,10 +332,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req
 		// logging, so the client sees an unexpected EOF.
 		panic(http.ErrAbortHandler)
 	case EndHang:
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
+		s.srv.Hang(r)
 	case EndMalformed:
 		if send([]byte(`{"id":"` + CompletionID + `","choices":[{"index":0,"delta":{"content":`)) {
 			send([]byte("[DONE]"))
