@@ -251,25 +251,13 @@ func (s *Server) renderAccount(c echo.Context, status int, flash, errMsg string)
 	return s.render(c, status, views.Account(views.AccountPage{Page: p, Sessions: items}))
 }
 
-// accountResult shows an apiError on the account page; other errors go up.
-func (s *Server) accountResult(c echo.Context, err error, flash string) error {
-	if err == nil {
-		return s.renderAccount(c, http.StatusOK, flash, "")
-	}
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return s.renderAccount(c, ae.Status, "", ae.Message)
-	}
-	return err
-}
-
 func (s *Server) passwordSubmit(c echo.Context) error {
 	next := c.FormValue("password")
 	if next != c.FormValue("password_confirm") {
-		return s.accountResult(c, errUnprocessable("the new passwords do not match"), "")
+		return formResult(c, errUnprocessable("the new passwords do not match"), "", s.renderAccount)
 	}
 	err := s.changePassword(c, c.FormValue("current_password"), next)
-	return s.accountResult(c, err, "Password changed. Your other sessions are signed out.")
+	return formResult(c, err, "Password changed. Your other sessions are signed out.", s.renderAccount)
 }
 
 func (s *Server) sessionDeleteSubmit(c echo.Context) error {
@@ -278,7 +266,7 @@ func (s *Server) sessionDeleteSubmit(c echo.Context) error {
 		s.clearCookie(c, sessionCookie)
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
-	return s.accountResult(c, err, "Session signed out.")
+	return formResult(c, err, "Session signed out.", s.renderAccount)
 }
 
 func (s *Server) sessionsDeleteSubmit(c echo.Context) error {
