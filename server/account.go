@@ -19,22 +19,22 @@ import (
 // session, a token or a user's rights also closes their sockets, and an
 // admin's change to a user stops that user's runs.
 
-// revokeUser ends what an admin's change (disable, demote, delete) leaves
+// revokeUser ends what an admin's change (disable, demote) leaves
 // behind: the user's runs are stopped and their sockets closed. The store
 // has already deleted their sessions in the change's transaction, so no
 // request is served with the old rights after it.
 func (s *Server) revokeUser(ctx context.Context, userID string) error {
 	s.sockets.closeUser(closeAccountChanged, userID)
-	return s.stopUserRuns(ctx, userID)
-}
-
-// stopUserRuns cancels every active run of userID's threads, then waits
-// for each to write its end.
-func (s *Server) stopUserRuns(ctx context.Context, userID string) error {
 	ts, err := s.store.Threads(ctx, userID)
 	if err != nil {
 		return err
 	}
+	return s.stopRuns(ctx, ts)
+}
+
+// stopRuns cancels every active run of ts, then waits for each to write
+// its end.
+func (s *Server) stopRuns(ctx context.Context, ts []models.Thread) error {
 	var stopping []string
 	for _, t := range ts {
 		if runID, ok := s.rt.ActiveRun(t.ID); ok {

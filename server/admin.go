@@ -118,10 +118,8 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range ts {
-		if err := s.stopRun(ctx, t.ID); err != nil {
-			return err
-		}
+	if err := s.stopRuns(ctx, ts); err != nil {
+		return err
 	}
 	err = s.store.DeleteUser(ctx, id)
 	switch {
@@ -132,11 +130,13 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 	case err != nil:
 		return err
 	}
-	err = s.revokeUser(ctx, id)
+	// Their runs were stopped above and their threads are gone with them:
+	// only their sockets are left to close.
+	s.sockets.closeUser(closeAccountChanged, id)
 	for _, t := range ts {
 		s.removeWorkspace(t.ID)
 	}
-	return err
+	return nil
 }
 
 // isLastAdmin reports whether user id is the only enabled admin.
