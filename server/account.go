@@ -73,6 +73,15 @@ func (s *Server) revokeToken(ctx context.Context, userID, id string) error {
 	return nil
 }
 
+// endSession signs out the session with id and closes its sockets.
+func (s *Server) endSession(ctx context.Context, id string) error {
+	if err := s.store.DeleteSession(ctx, id); err != nil {
+		return err
+	}
+	s.sockets.close(closeSignedOut, sessionCredential(id))
+	return nil
+}
+
 // endSessions deletes userID's sessions but keep and closes their sockets.
 func (s *Server) endSessions(ctx context.Context, userID string, reason closeReason, keep ...string) error {
 	ids, err := s.store.DeleteUserSessions(ctx, userID, keep...)
@@ -130,10 +139,9 @@ func (s *Server) endMySession(c echo.Context, pub string) (current bool, err err
 		if publicSessionID(x.ID) != pub {
 			continue
 		}
-		if err := s.store.DeleteSession(ctx, x.ID); err != nil {
+		if err := s.endSession(ctx, x.ID); err != nil {
 			return false, err
 		}
-		s.sockets.close(closeSignedOut, sessionCredential(x.ID))
 		cur := currentSession(c)
 		return cur != nil && cur.ID == x.ID, nil
 	}

@@ -305,11 +305,9 @@ func (s *Server) signIn(c echo.Context, u *models.User) (string, error) {
 // signOut ends this request's session and closes its sockets.
 func (s *Server) signOut(c echo.Context) error {
 	if ck, err := c.Request().Cookie(s.cookieName(sessionCookie)); err == nil && ck.Value != "" {
-		id := hashToken(ck.Value)
-		if err := s.store.DeleteSession(c.Request().Context(), id); err != nil {
+		if err := s.endSession(c.Request().Context(), hashToken(ck.Value)); err != nil {
 			return err
 		}
-		s.sockets.close(closeSignedOut, sessionCredential(id))
 	}
 	s.clearCookie(c, sessionCookie)
 	return nil
