@@ -53,20 +53,10 @@ func (s *Server) stopRuns(ctx context.Context, ts []models.Thread) error {
 // revokeToken deletes userID's API token id and closes the sockets it
 // opened.
 func (s *Server) revokeToken(ctx context.Context, userID, id string) error {
-	ts, err := s.store.APITokens(ctx, userID)
-	if err != nil {
-		return err
-	}
-	hash := ""
-	for _, t := range ts {
-		if t.ID == id {
-			hash = t.Hash
-		}
-	}
-	if err := s.store.DeleteAPIToken(ctx, userID, id); err != nil {
-		if errors.Is(err, models.ErrNotFound) {
-			return errNotFound("token")
-		}
+	hash, err := s.store.DeleteAPIToken(ctx, userID, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return errNotFound("token")
+	} else if err != nil {
 		return err
 	}
 	s.sockets.close(closeTokenRevoked, tokenCredential(hash))
