@@ -93,7 +93,8 @@ func publicSessionID(id string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// sessionJSON is a session on the wire.
+// sessionJSON is a session on the wire. It has views.SessionView's fields,
+// so the account page converts it rather than copying field by field.
 type sessionJSON struct {
 	ID         string     `json:"id"`
 	CreatedAt  time.Time  `json:"created_at"`
@@ -242,7 +243,7 @@ func (s *Server) renderAccount(c echo.Context, status int, flash, errMsg string)
 	}
 	items := make([]views.SessionView, len(ss))
 	for i, x := range ss {
-		items[i] = views.SessionView{ID: x.ID, CreatedAt: x.CreatedAt, LastSeenAt: x.LastSeenAt, UserAgent: x.UserAgent, IP: x.IP, Current: x.Current}
+		items[i] = views.SessionView(x)
 	}
 	p := s.page(c, "Account")
 	p.Flash, p.Error = flash, errMsg
