@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"time"
 
@@ -51,12 +50,10 @@ func (s *Server) stopRuns(ctx context.Context, ts []models.Thread) error {
 }
 
 // revokeToken deletes userID's API token id and closes the sockets it
-// opened.
+// opened. A token that is not there is models.ErrNotFound.
 func (s *Server) revokeToken(ctx context.Context, userID, id string) error {
 	hash, err := s.store.DeleteAPIToken(ctx, userID, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return errNotFound("token")
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	s.sockets.close(closeTokenRevoked, tokenCredential(hash))
