@@ -266,9 +266,20 @@ func (s *Store) APITokens(ctx context.Context, userID string) ([]APIToken, error
 	return list[APIToken](s.r.WithContext(ctx).Where("user_id = ?", userID).Order("created_at DESC"), "api tokens")
 }
 
-// DeleteAPIToken deletes userID's token id.
-func (s *Store) DeleteAPIToken(ctx context.Context, userID, id string) error {
-	return affected(s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Delete(&APIToken{}), "delete api token")
+// DeleteAPIToken deletes userID's token id and returns its hash, which
+// names what the token signed in.
+func (s *Store) DeleteAPIToken(ctx context.Context, userID, id string) (string, error) {
+	var t APIToken
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ? AND user_id = ?", id, userID).Take(&t).Error; err != nil {
+			return err
+		}
+		return tx.Delete(&t).Error
+	})
+	if err != nil {
+		return "", userErr("delete api token", err)
+	}
+	return t.Hash, nil
 }
 
 // TokenUser returns the enabled user owning the token with hash, and marks

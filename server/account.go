@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"time"
 
@@ -19,22 +18,22 @@ import (
 // session, a token or a user's rights also closes their sockets, and an
 // admin's change to a user stops that user's runs.
 
-// revokeUser ends what an admin's change (disable, demote, delete) leaves
+// revokeUser ends what an admin's change (disable, demote) leaves
 // behind: the user's runs are stopped and their sockets closed. The store
 // has already deleted their sessions in the change's transaction, so no
 // request is served with the old rights after it.
 func (s *Server) revokeUser(ctx context.Context, userID string) error {
 	s.sockets.closeUser(closeAccountChanged, userID)
-	return s.stopUserRuns(ctx, userID)
-}
-
-// stopUserRuns cancels every active run of userID's threads, then waits
-// for each to write its end.
-func (s *Server) stopUserRuns(ctx context.Context, userID string) error {
 	ts, err := s.store.Threads(ctx, userID)
 	if err != nil {
 		return err
 	}
+	return s.stopRuns(ctx, ts)
+}
+
+// stopRuns cancels every active run of ts, then waits for each to write
+// its end.
+func (s *Server) stopRuns(ctx context.Context, ts []models.Thread) error {
 	var stopping []string
 	for _, t := range ts {
 		if runID, ok := s.rt.ActiveRun(t.ID); ok {
@@ -51,25 +50,22 @@ func (s *Server) stopUserRuns(ctx context.Context, userID string) error {
 }
 
 // revokeToken deletes userID's API token id and closes the sockets it
-// opened.
+// opened. A token that is not there is models.ErrNotFound.
 func (s *Server) revokeToken(ctx context.Context, userID, id string) error {
-	ts, err := s.store.APITokens(ctx, userID)
+	hash, err := s.store.DeleteAPIToken(ctx, userID, id)
 	if err != nil {
 		return err
 	}
-	hash := ""
-	for _, t := range ts {
-		if t.ID == id {
-			hash = t.Hash
-		}
-	}
-	if err := s.store.DeleteAPIToken(ctx, userID, id); err != nil {
-		if errors.Is(err, models.ErrNotFound) {
-			return errNotFound("token")
-		}
+	s.sockets.close(closeTokenRevoked, tokenCredential(hash))
+	return nil
+}
+
+// endSession signs out the session with id and closes its sockets.
+func (s *Server) endSession(ctx context.Context, id string) error {
+	if err := s.store.DeleteSession(ctx, id); err != nil {
 		return err
 	}
-	s.sockets.close(closeTokenRevoked, tokenCredential(hash))
+	s.sockets.close(closeSignedOut, sessionCredential(id))
 	return nil
 }
 
@@ -94,7 +90,8 @@ func publicSessionID(id string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// sessionJSON is a session on the wire.
+// sessionJSON is a session on the wire. It has views.SessionView's fields,
+// so the account page converts it rather than copying field by field.
 type sessionJSON struct {
 	ID         string     `json:"id"`
 	CreatedAt  time.Time  `json:"created_at"`
@@ -130,10 +127,9 @@ func (s *Server) endMySession(c echo.Context, pub string) (current bool, err err
 		if publicSessionID(x.ID) != pub {
 			continue
 		}
-		if err := s.store.DeleteSession(ctx, x.ID); err != nil {
+		if err := s.endSession(ctx, x.ID); err != nil {
 			return false, err
 		}
-		s.sockets.close(closeSignedOut, sessionCredential(x.ID))
 		cur := currentSession(c)
 		return cur != nil && cur.ID == x.ID, nil
 	}
@@ -244,32 +240,20 @@ func (s *Server) renderAccount(c echo.Context, status int, flash, errMsg string)
 	}
 	items := make([]views.SessionView, len(ss))
 	for i, x := range ss {
-		items[i] = views.SessionView{ID: x.ID, CreatedAt: x.CreatedAt, LastSeenAt: x.LastSeenAt, UserAgent: x.UserAgent, IP: x.IP, Current: x.Current}
+		items[i] = views.SessionView(x)
 	}
 	p := s.page(c, "Account")
 	p.Flash, p.Error = flash, errMsg
 	return s.render(c, status, views.Account(views.AccountPage{Page: p, Sessions: items}))
 }
 
-// accountResult shows an apiError on the account page; other errors go up.
-func (s *Server) accountResult(c echo.Context, err error, flash string) error {
-	if err == nil {
-		return s.renderAccount(c, http.StatusOK, flash, "")
-	}
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return s.renderAccount(c, ae.Status, "", ae.Message)
-	}
-	return err
-}
-
 func (s *Server) passwordSubmit(c echo.Context) error {
 	next := c.FormValue("password")
 	if next != c.FormValue("password_confirm") {
-		return s.accountResult(c, errUnprocessable("the new passwords do not match"), "")
+		return formResult(c, errUnprocessable("the new passwords do not match"), "", s.renderAccount)
 	}
 	err := s.changePassword(c, c.FormValue("current_password"), next)
-	return s.accountResult(c, err, "Password changed. Your other sessions are signed out.")
+	return formResult(c, err, "Password changed. Your other sessions are signed out.", s.renderAccount)
 }
 
 func (s *Server) sessionDeleteSubmit(c echo.Context) error {
@@ -278,7 +262,7 @@ func (s *Server) sessionDeleteSubmit(c echo.Context) error {
 		s.clearCookie(c, sessionCookie)
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
-	return s.accountResult(c, err, "Session signed out.")
+	return formResult(c, err, "Session signed out.", s.renderAccount)
 }
 
 func (s *Server) sessionsDeleteSubmit(c echo.Context) error {

@@ -118,10 +118,8 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range ts {
-		if err := s.stopRun(ctx, t.ID); err != nil {
-			return err
-		}
+	if err := s.stopRuns(ctx, ts); err != nil {
+		return err
 	}
 	err = s.store.DeleteUser(ctx, id)
 	switch {
@@ -132,11 +130,13 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 	case err != nil:
 		return err
 	}
-	err = s.revokeUser(ctx, id)
+	// Their runs were stopped above and their threads are gone with them:
+	// only their sockets are left to close.
+	s.sockets.closeUser(closeAccountChanged, id)
 	for _, t := range ts {
 		s.removeWorkspace(t.ID)
 	}
-	return err
+	return nil
 }
 
 // isLastAdmin reports whether user id is the only enabled admin.
@@ -227,14 +227,15 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), Models: s.modelOptions(), Users: users}))
 }
 
-// formError shows an apiError on the admin page; other errors go up.
-func (s *Server) adminResult(c echo.Context, err error, flash string) error {
+// formResult answers a page's form with the page again: with flash when
+// err is nil, with the message of an apiError; other errors go up.
+func formResult(c echo.Context, err error, flash string, render func(c echo.Context, status int, flash, errMsg string) error) error {
 	if err == nil {
-		return s.renderAdmin(c, http.StatusOK, flash, "")
+		return render(c, http.StatusOK, flash, "")
 	}
 	var ae *apiError
 	if errors.As(err, &ae) {
-		return s.renderAdmin(c, ae.Status, "", ae.Message)
+		return render(c, ae.Status, "", ae.Message)
 	}
 	return err
 }
@@ -246,12 +247,12 @@ func (s *Server) adminSettingsSubmit(c echo.Context) error {
 	if on {
 		state = "on"
 	}
-	return s.adminResult(c, err, "Token usage display is "+state+".")
+	return formResult(c, err, "Token usage display is "+state+".", s.renderAdmin)
 }
 
 func (s *Server) adminUserCreateSubmit(c echo.Context) error {
 	_, err := s.createUser(c.Request().Context(), c.FormValue("email"), c.FormValue("password"), c.FormValue("role"))
-	return s.adminResult(c, err, "User created.")
+	return formResult(c, err, "User created.", s.renderAdmin)
 }
 
 func (s *Server) adminUserUpdateSubmit(c echo.Context) error {
@@ -269,7 +270,7 @@ func (s *Server) adminUserUpdateSubmit(c echo.Context) error {
 		disabled = &v
 	}
 	_, err = s.updateUser(c.Request().Context(), id, role, disabled)
-	return s.adminResult(c, err, "User updated.")
+	return formResult(c, err, "User updated.", s.renderAdmin)
 }
 
 func (s *Server) adminUserDeleteSubmit(c echo.Context) error {
@@ -277,5 +278,5 @@ func (s *Server) adminUserDeleteSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.adminResult(c, s.deleteUser(c.Request().Context(), id), "User deleted.")
+	return formResult(c, s.deleteUser(c.Request().Context(), id), "User deleted.", s.renderAdmin)
 }

@@ -114,11 +114,11 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // names a live session, and notes where the session was last seen.
 func (s *Server) sessionFromCookie(c echo.Context) error {
 	req := c.Request()
-	ck, err := req.Cookie(s.cookieName(sessionCookie))
-	if err != nil || ck.Value == "" {
+	id := s.cookieSessionID(req)
+	if id == "" {
 		return nil
 	}
-	sess, u, err := s.store.SessionUser(req.Context(), hashToken(ck.Value))
+	sess, u, err := s.store.SessionUser(req.Context(), id)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
 		s.clearCookie(c, sessionCookie)
@@ -133,6 +133,16 @@ func (s *Server) sessionFromCookie(c echo.Context) error {
 	c.Set(ctxSession, sess)
 	c.Set(ctxCredential, sessionCredential(sess.ID))
 	return nil
+}
+
+// cookieSessionID is the stored id (the hash) of the session the request's
+// cookie names, or "" without one.
+func (s *Server) cookieSessionID(r *http.Request) string {
+	ck, err := r.Cookie(s.cookieName(sessionCookie))
+	if err != nil || ck.Value == "" {
+		return ""
+	}
+	return hashToken(ck.Value)
 }
 
 // userAgent is the request's User-Agent, cut to what a list shows.
@@ -281,8 +291,8 @@ func (s *Server) clearCookie(c echo.Context, name string) {
 // returns its CSRF token.
 func (s *Server) signIn(c echo.Context, u *models.User) (string, error) {
 	req := c.Request()
-	if ck, err := req.Cookie(s.cookieName(sessionCookie)); err == nil && ck.Value != "" {
-		_ = s.store.DeleteSession(req.Context(), hashToken(ck.Value))
+	if id := s.cookieSessionID(req); id != "" {
+		_ = s.store.DeleteSession(req.Context(), id)
 	}
 	tok := randomToken()
 	now := s.now().UTC()
@@ -304,12 +314,10 @@ func (s *Server) signIn(c echo.Context, u *models.User) (string, error) {
 
 // signOut ends this request's session and closes its sockets.
 func (s *Server) signOut(c echo.Context) error {
-	if ck, err := c.Request().Cookie(s.cookieName(sessionCookie)); err == nil && ck.Value != "" {
-		id := hashToken(ck.Value)
-		if err := s.store.DeleteSession(c.Request().Context(), id); err != nil {
+	if id := s.cookieSessionID(c.Request()); id != "" {
+		if err := s.endSession(c.Request().Context(), id); err != nil {
 			return err
 		}
-		s.sockets.close(closeSignedOut, sessionCredential(id))
 	}
 	s.clearCookie(c, sessionCookie)
 	return nil

@@ -78,8 +78,7 @@ func (s *Server) setupSubmit(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")
-	if key := "setup:" + c.RealIP(); !s.limits.attempts.allow(key) {
-		ae := rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address")
+	if ae := s.limitAttempt(c, "setup"); ae != nil {
 		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
 	}
 	if !s.setup.valid(tok) {
@@ -105,6 +104,16 @@ func (s *Server) setupSubmit(c echo.Context) error {
 
 // checkNewAccount checks the form that creates an account: a valid email
 // and a good password, typed the same twice.
+// limitAttempt counts a set-up or sign-up (form) against the address's
+// limit, and refuses it past the limit.
+func (s *Server) limitAttempt(c echo.Context, form string) *apiError {
+	key := form + ":" + c.RealIP()
+	if s.limits.attempts.allow(key) {
+		return nil
+	}
+	return rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address")
+}
+
 func checkNewAccount(email, pw, confirm string) *apiError {
 	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
 		return ae
@@ -191,8 +200,8 @@ func (s *Server) signupSubmit(c echo.Context) error {
 		p.Error = ae.Message
 		return s.render(c, ae.Status, views.Signup(views.SignupPage{Page: p, Email: email}))
 	}
-	if key := "signup:" + c.RealIP(); !s.limits.attempts.allow(key) {
-		return fail(rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address"))
+	if ae := s.limitAttempt(c, "signup"); ae != nil {
+		return fail(ae)
 	}
 	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
 		return fail(ae)

@@ -73,19 +73,20 @@ func (f *formSigner) mac(purpose, body string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// open returns the body and age of tok, if this server signed it for
-// purpose.
-func (f *formSigner) open(purpose, tok string, now time.Time) (string, time.Duration, bool) {
+// open returns the body of tok, if this server signed it for purpose at
+// most maxAge ago (a minute ahead is allowed for a clock step).
+func (f *formSigner) open(purpose, tok string, now time.Time, maxAge time.Duration) (string, bool) {
 	i := strings.LastIndexByte(tok, '.')
 	if i < 0 || !hmac.Equal([]byte(tok[i+1:]), []byte(f.mac(purpose, tok[:i]))) {
-		return "", 0, false
+		return "", false
 	}
 	j := strings.LastIndexByte(tok[:i], '.')
 	sec, err := strconv.ParseInt(tok[j+1:i], 10, 64)
 	if j < 0 || err != nil {
-		return "", 0, false
+		return "", false
 	}
-	return tok[:j], now.Sub(time.Unix(sec, 0)), true
+	age := now.Sub(time.Unix(sec, 0))
+	return tok[:j], age >= -time.Minute && age <= maxAge
 }
 
 // issue returns a new signed-out form token: nonce.issued.mac.
@@ -99,12 +100,12 @@ func (f *formSigner) issue(now time.Time) string {
 
 // valid reports whether tok was signed here and has not expired.
 func (f *formSigner) valid(tok string, now time.Time) bool {
-	_, age, ok := f.open(purposeCSRF, tok, now)
-	return ok && age >= -time.Minute && age <= preCSRFTTL
+	_, ok := f.open(purposeCSRF, tok, now, preCSRFTTL)
+	return ok
 }
 
 // fresh reports whether tok is valid long enough to be shown in a form.
 func (f *formSigner) fresh(tok string, now time.Time) bool {
-	_, age, ok := f.open(purposeCSRF, tok, now)
-	return ok && age >= -time.Minute && age <= preCSRFTTL-preCSRFRenew
+	_, ok := f.open(purposeCSRF, tok, now, preCSRFTTL-preCSRFRenew)
+	return ok
 }

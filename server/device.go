@@ -32,8 +32,8 @@ func (s *Server) knownDevice(c echo.Context, email string) bool {
 	if err != nil {
 		return false
 	}
-	body, age, ok := s.signer.open(purposeDevice, ck.Value, s.now())
-	return ok && body == deviceKey(email) && age >= -time.Minute && age <= deviceTTL
+	body, ok := s.signer.open(purposeDevice, ck.Value, s.now(), deviceTTL)
+	return ok && body == deviceKey(email)
 }
 
 // rememberDevice marks this browser as one that signed in to email.

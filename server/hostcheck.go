@@ -59,7 +59,7 @@ func (s *Server) checkHost(next echo.HandlerFunc) echo.HandlerFunc {
 		msg := "herd does not answer to the host " + strconvQuote(req.Host) + ": browse to it by a configured name, or add this one to server.allowed_hosts"
 		c.Response().Header().Set("Cache-Control", "no-store")
 		if strings.HasPrefix(req.URL.Path, "/api/") {
-			return c.JSON(http.StatusMisdirectedRequest, map[string]any{"error": map[string]string{"code": "unknown_host", "message": msg}})
+			return &apiError{http.StatusMisdirectedRequest, "unknown_host", msg}
 		}
 		return c.String(http.StatusMisdirectedRequest, msg+"\n")
 	}

@@ -66,6 +66,9 @@ func (s *Server) apiTokenDelete(c echo.Context) error {
 		return err
 	}
 	if err := s.revokeToken(c.Request().Context(), currentUser(c).ID, id); err != nil {
+		if errors.Is(err, models.ErrNotFound) {
+			return errNotFound("token")
+		}
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -106,8 +109,7 @@ func (s *Server) tokenDeleteSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var ae *apiError
-	if err := s.revokeToken(c.Request().Context(), currentUser(c).ID, id); err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusNotFound) {
+	if err := s.revokeToken(c.Request().Context(), currentUser(c).ID, id); err != nil && !errors.Is(err, models.ErrNotFound) {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings")
