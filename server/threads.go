@@ -86,16 +86,12 @@ func (s *Server) loadThread(c echo.Context) (*threadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	before, err := parseBeforeSeq(c)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := queryInt(c, "limit", messagesPage, 1, maxMessagesPg)
+	before, limit, err := pageQuery(c, parseBeforeSeq, messagesPage, maxMessagesPg)
 	if err != nil {
 		return nil, err
 	}
 	ctx := c.Request().Context()
-	msgs, more, err := s.store.MessagesBefore(ctx, t.ID, before, int(limit))
+	msgs, more, err := s.store.MessagesBefore(ctx, t.ID, before, limit)
 	if err != nil {
 		return nil, err
 	}
