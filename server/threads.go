@@ -259,7 +259,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		"thread_id":           t.ID,
 		"last_seq":            v.lastSeq,
 		"active_run_id":       nil,
-		"token_usage_enabled": s.settings.TokenUsage(),
+		"token_usage_enabled": show,
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID
