@@ -253,18 +253,13 @@ func (s *Store) LastSeq(ctx context.Context, threadID string) (int64, error) {
 	return t.LastSeq, nil
 }
 
-// CardEvents returns what the thread's cards are rebuilt from besides its
-// messages, in two queries whatever the number of cards: every
-// queued/start/end row of the thread, and the latest step of each task of
+// CardEventsBetween returns what the cards of one page of messages are
+// rebuilt from besides its messages: the events with from ≤ seq < to (to
+// 0: no upper bound), which lie between the page's first message and the
+// next page's. It takes two queries whatever the number of cards: every
+// queued/start/end row in that range, and the latest step of each task of
 // activeRunID (none when it is ""). Steps themselves stay in the database
 // until a card is expanded.
-func (s *Store) CardEvents(ctx context.Context, threadID, activeRunID string) ([]RunEvent, error) {
-	return s.CardEventsBetween(ctx, threadID, activeRunID, 0, 0)
-}
-
-// CardEventsBetween is CardEvents for the events with from ≤ seq < to (to
-// 0: no upper bound): the cards of one page of messages, whose events lie
-// between the page's first message and the next page's.
 func (s *Store) CardEventsBetween(ctx context.Context, threadID, activeRunID string, from, to int64) ([]RunEvent, error) {
 	if to <= 0 {
 		to = math.MaxInt64

@@ -239,6 +239,12 @@ func (u *user) do(method, path string, body any, hdr ...string) response {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
 	}
+	return u.send(req)
+}
+
+// send sends req with u's cookies and reads the whole answer.
+func (u *user) send(req *http.Request) response {
+	u.a.t.Helper()
 	resp, err := u.c.Do(req)
 	if err != nil {
 		u.a.t.Fatal(err)

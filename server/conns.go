@@ -191,8 +191,13 @@ func (l *ConnLimit) wake() {
 	}
 }
 
+// release gives c's slot back, once however often c is closed.
 func (l *ConnLimit) release(c *limitedConn) {
 	l.mu.Lock()
+	if c.closed {
+		l.mu.Unlock()
+		return
+	}
 	if c.elem != nil {
 		l.waiting.Remove(c.elem)
 		c.elem = nil
@@ -207,8 +212,7 @@ func (l *ConnLimit) release(c *limitedConn) {
 // the HTTP server, the WebSocket hub after a hijack, or an eviction.
 type limitedConn struct {
 	net.Conn
-	l    *ConnLimit
-	once sync.Once
+	l *ConnLimit
 	// elem and closed are guarded by l.mu.
 	elem   *list.Element
 	closed bool
@@ -216,7 +220,7 @@ type limitedConn struct {
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c) })
+	c.l.release(c)
 	return err
 }
 

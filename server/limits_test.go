@@ -21,13 +21,7 @@ func (u *user) chunked(method, path, contentType string, body io.Reader) respons
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("X-CSRF-Token", u.csrf)
-	resp, err := u.c.Do(req)
-	if err != nil {
-		u.a.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, body: b, header: resp.Header}
+	return u.send(req)
 }
 
 func TestChunkedBodyOverTheLimitIs413(t *testing.T) {

@@ -22,9 +22,20 @@ const (
 	maxMessagesPg  = 200
 )
 
-// errBadCursor answers a before that this server did not give out.
-func errBadCursor() *apiError {
-	return &apiError{http.StatusUnprocessableEntity, "bad_cursor", "before must be the next value of a previous page"}
+// pageQuery reads the page a query asks for: ?before=, which cursor
+// decodes (absent: the first page, C's zero value), and ?limit=, def when
+// absent, at most max. A before that cursor refuses is one this server did
+// not give out.
+func pageQuery[C any](c echo.Context, cursor func(string) (C, bool), def, max int64) (C, int, error) {
+	var before C
+	if v := c.QueryParam("before"); v != "" {
+		var ok bool
+		if before, ok = cursor(v); !ok {
+			return before, 0, &apiError{http.StatusUnprocessableEntity, "bad_cursor", "before must be the next value of a previous page"}
+		}
+	}
+	limit, err := queryInt(c, "limit", def, 1, max)
+	return before, int(limit), err
 }
 
 // threadCursor encodes a thread's position in its owner's list as an
@@ -34,50 +45,34 @@ func threadCursor(t *models.Thread) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
-// parseThreadCursor reads ?before= of the thread list; nil without one.
-func parseThreadCursor(c echo.Context) (*models.ThreadCursor, error) {
-	v := c.QueryParam("before")
-	if v == "" {
-		return nil, nil
-	}
+// parseThreadCursor reads a before of the thread list (threadCursor).
+func parseThreadCursor(v string) (*models.ThreadCursor, bool) {
 	raw, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil || len(raw) > 128 {
-		return nil, errBadCursor()
+		return nil, false
 	}
 	at, id, ok := strings.Cut(string(raw), ":")
 	n, err := strconv.ParseInt(at, 10, 64)
 	if !ok || err != nil || id == "" {
-		return nil, errBadCursor()
+		return nil, false
 	}
-	return &models.ThreadCursor{UpdatedAt: time.Unix(0, n).UTC(), ID: id}, nil
+	return &models.ThreadCursor{UpdatedAt: time.Unix(0, n).UTC(), ID: id}, true
 }
 
-// parseBeforeSeq reads ?before= of a thread's messages: a seq, 0 without
-// one (the newest page).
-func parseBeforeSeq(c echo.Context) (int64, error) {
-	v := c.QueryParam("before")
-	if v == "" {
-		return 0, nil
-	}
+// parseBeforeSeq reads a before of a thread's messages: a seq.
+func parseBeforeSeq(v string) (int64, bool) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 1 {
-		return 0, errBadCursor()
-	}
-	return n, nil
+	return n, err == nil && n >= 1
 }
 
 // threadsPageOf loads the current user's page of threads the query asks
 // for, and the cursor of the next page ("" when it is the last).
 func (s *Server) threadsPageOf(c echo.Context) ([]models.Thread, string, error) {
-	after, err := parseThreadCursor(c)
+	after, limit, err := pageQuery(c, parseThreadCursor, threadsPage, maxThreadsPage)
 	if err != nil {
 		return nil, "", err
 	}
-	limit, err := queryInt(c, "limit", threadsPage, 1, maxThreadsPage)
-	if err != nil {
-		return nil, "", err
-	}
-	ts, more, err := s.store.ThreadsPage(c.Request().Context(), currentUser(c).ID, after, int(limit))
+	ts, more, err := s.store.ThreadsPage(c.Request().Context(), currentUser(c).ID, after, limit)
 	if err != nil || !more {
 		return ts, "", err
 	}

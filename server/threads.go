@@ -86,16 +86,12 @@ func (s *Server) loadThread(c echo.Context) (*threadView, error) {
 	if err != nil {
 		return nil, err
 	}
-	before, err := parseBeforeSeq(c)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := queryInt(c, "limit", messagesPage, 1, maxMessagesPg)
+	before, limit, err := pageQuery(c, parseBeforeSeq, messagesPage, maxMessagesPg)
 	if err != nil {
 		return nil, err
 	}
 	ctx := c.Request().Context()
-	msgs, more, err := s.store.MessagesBefore(ctx, t.ID, before, int(limit))
+	msgs, more, err := s.store.MessagesBefore(ctx, t.ID, before, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +259,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		"thread_id":           t.ID,
 		"last_seq":            v.lastSeq,
 		"active_run_id":       nil,
-		"token_usage_enabled": s.settings.TokenUsage(),
+		"token_usage_enabled": show,
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID

@@ -111,6 +111,7 @@ export class Cards {
 		const c = this.card(node.dataset.runId ?? "", node.dataset.taskId ?? "");
 		readCard(c, node, this.labels);
 		if (remembered(c)) setExpanded(c, true, this.steps);
+		return c;
 	}
 
 	onClick(ev) {
@@ -198,10 +199,7 @@ export class Cards {
 	// messages (nodes, the page's top-level elements).
 	adoptUnder(nodes) {
 		for (const node of nodes) {
-			for (const card of node.querySelectorAll("section.card")) {
-				this.adopt(card);
-				this.render(this.cards.get(cardKey(card.dataset.runId ?? "", card.dataset.taskId ?? "")));
-			}
+			for (const card of node.querySelectorAll("section.card")) this.render(this.adopt(card));
 		}
 	}
 
