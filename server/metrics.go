@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"herd/agent"
+	"herd/internal/loopback"
 	"herd/models"
 )
 
@@ -78,8 +78,7 @@ func (m *Metrics) Handler(token string) http.Handler {
 // reading the figures.
 func loopbackHostOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := normalHost(r.Host)
-		if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		if !loopback.Host(normalHost(r.Host)) {
 			http.Error(w, "metrics answer to a loopback host name only, such as 127.0.0.1", http.StatusMisdirectedRequest)
 			return
 		}

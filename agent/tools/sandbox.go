@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"herd/internal/loopback"
 )
 
 // Sandbox modes. SandboxAuto is a configured value only: Resolve turns it
@@ -439,10 +438,10 @@ func CheckBashAllowed(cfg SandboxConfig, addr, publicURL string) error {
 	if !cfg.AllowHostBash || cfg.Mode == SandboxBwrap || cfg.AllowHostBashPublic {
 		return nil
 	}
-	if !isLoopbackAddr(addr) {
+	if !loopback.Addr(addr) {
 		return refuseHostBash(fmt.Sprintf("the non-loopback address %q", addr))
 	}
-	if publicURL != "" && !isLoopbackURL(publicURL) {
+	if publicURL != "" && !loopback.URL(publicURL) {
 		return refuseHostBash(fmt.Sprintf("server.public_url %q, a non-loopback host", publicURL))
 	}
 	return nil
@@ -453,30 +452,4 @@ func refuseHostBash(where string) error {
 		"without a working bubblewrap) and sandbox.allow_host_bash is true, which gives admins' runs a shell here; "+
 		"use sandbox.mode: bwrap (install bubblewrap), set sandbox.allow_host_bash: false, listen on 127.0.0.1 "+
 		"without a public server.public_url, or accept the risk with sandbox.allow_host_bash_public: true", where)
-}
-
-// isLoopbackAddr reports whether a listen address binds only loopback. An
-// empty host binds every interface; a name other than localhost may
-// resolve anywhere, so both count as public.
-func isLoopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	return isLoopbackHost(host)
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
-}
-
-// isLoopbackURL reports whether a public URL names a loopback host; one
-// that does not parse counts as public.
-func isLoopbackURL(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && u.Host != "" && isLoopbackHost(u.Hostname())
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"herd/agent"
 	"herd/agent/tools"
+	"herd/internal/loopback"
 )
 
 // Providers a model may use. agent has no names for them yet.
@@ -209,20 +209,9 @@ func (l *loader) validateMetrics(m MetricsConfig) {
 		l.invalid("metrics.addr", "must be host:port or empty, got %q", m.Addr)
 		return
 	}
-	if m.Token == "" && !loopbackHost(host) {
+	if m.Token == "" && !loopback.Host(host) {
 		l.invalid("metrics.addr", "%q is reachable from other machines and /metrics shows usage figures; listen on 127.0.0.1 or set metrics.token", m.Addr)
 	}
-}
-
-// loopbackHost reports whether a listen host binds only loopback: an empty
-// host binds every interface and a name other than localhost may resolve
-// anywhere.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // validHostName accepts what a Host header names: a DNS name or an IP
