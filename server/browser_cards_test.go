@@ -679,7 +679,9 @@ func TestBrowserCardsReloadAndStop(t *testing.T) {
 // seq order, some from the events API (paged two at a time) and some that
 // arrived live. The expanded state survives live updates and reloads.
 func TestBrowserCardsBackfill(t *testing.T) {
-	a := newApp(t, withModels(demoModel("demo-fast", 350, 2)))
+	// A turn of a second leaves the reload, however slow on a loaded
+	// machine, several steps before the task ends: one must arrive live.
+	a := newApp(t, withModels(demoModel("demo-fast", 1000, 2)))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("backfill")
 	b := newBrowser(t, a.http.URL)
