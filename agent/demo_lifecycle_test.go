@@ -164,3 +164,58 @@ func TestDemoWithoutCommands(t *testing.T) {
 		t.Errorf("%d answers, want 2", answers)
 	}
 }
+
+// TestDemoStartsHeldBackItems: a list of 8 items over the limit of 4 per
+// response ends with 8 completed tasks, each item started once, the four
+// held back called again by the demo lead in its next turn, and a final
+// answer that cites all 8 results in the user's words.
+func TestDemoStartsHeldBackItems(t *testing.T) {
+	demoLLM := demo.New(agent.ModelConfig{Name: "demo-fast", Model: "demo-fast", LatencyMS: 1})
+	h := agent.NewHarness(t, agent.HarnessConfig{Tools: tools.Workspace(), Models: []*agent.Model{agent.TestModel("demo-fast", demoLLM)}})
+	items := []string{"Alpha one", "beta Two", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}
+	h.Run("Please look into:\n- " + strings.Join(items, "\n- "))
+
+	msgs, _ := h.Store().Messages(context.Background(), h.Thread())
+	started := map[string]int{} // description → tasks that ran
+	held, answer := 0, ""
+	for _, m := range msgs {
+		switch {
+		case m.Type == agent.TypeTool && strings.Contains(m.Content, agent.TaskCallAgain):
+			held++
+		case m.Type == agent.TypeAI && len(m.ToolCalls) == 0:
+			answer = m.Content
+		}
+	}
+	for id, tm := range h.ToolMessages() {
+		if strings.Contains(tm.Content, agent.TaskCallAgain) {
+			continue
+		}
+		if !strings.HasPrefix(tm.Content, "Task Succeeded") {
+			t.Errorf("task %s: %q, want a success", id, tm.Content)
+		}
+		evs := h.Events(id)
+		if len(evs) == 0 || evs[len(evs)-1].EventType != agent.EventSubagentEnd {
+			t.Errorf("task %s: events %v, want it to end", id, agent.EventTypesOf(evs))
+			continue
+		}
+		var start struct {
+			Description string `json:"description"`
+		}
+		_ = json.Unmarshal(evs[0].Content, &start)
+		started[start.Description]++
+	}
+	if held != 4 {
+		t.Errorf("%d calls were held back, want 4 (8 items, 4 per response)", held)
+	}
+	for _, item := range items {
+		if started[item] != 1 {
+			t.Errorf("item %q ran %d times (titles %v), want once, titled in the user's words", item, started[item], started)
+		}
+	}
+	if !strings.Contains(answer, "8 subagents reported") || !strings.Contains(answer, "Everything I delegated is done.") {
+		t.Errorf("final answer %q: want all 8 results, all done", answer)
+	}
+	if strings.Contains(answer, "Not started") {
+		t.Errorf("final answer %q cites a held-back call", answer)
+	}
+}

@@ -262,13 +262,18 @@ func (r *run) runTools(calls []ToolCall) []Message {
 	return out
 }
 
+// TaskCallAgain ends the result of a task call refused only for now (over
+// the per-response limit): the lead should call task again for it in its
+// next response. The demo lead does.
+const TaskCallAgain = "call task again for this one after the others finish"
+
 // taskRefused is the outcome of a task call a limit refused.
 func taskRefused(reason string) Outcome { return Outcome{Status: StatusFailed, Error: reason} }
 
 func (r *run) admitTask(nthInResponse int) string {
 	cfg := r.env.exec.cfg
 	if nthInResponse > cfg.MaxConcurrentPerResponse {
-		return fmt.Sprintf("Not started: one response may start at most %d subagents (subagents.max_concurrent_per_response); call task again for this one after the others finish.", cfg.MaxConcurrentPerResponse)
+		return fmt.Sprintf("Not started: one response may start at most %d subagents (subagents.max_concurrent_per_response); %s.", cfg.MaxConcurrentPerResponse, TaskCallAgain)
 	}
 	if n := r.tasks.Add(1); int(n) > cfg.MaxTotalPerRun {
 		return fmt.Sprintf("Not started: this run already started its limit of %d subagents (subagents.max_total_per_run).", cfg.MaxTotalPerRun)

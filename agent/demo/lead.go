@@ -223,15 +223,20 @@ var outcomeWords = map[string]string{
 	"timed out":         "timed out",
 }
 
-// leadAfterTools answers once the lead's tool calls have returned: a
-// summary citing each task's result, or the other tools' output.
+// leadAfterTools answers once the lead's tool calls have returned: the
+// tasks a limit held back are called again, as their results ask; then a
+// summary cites each task's result since the user's message, or the other
+// tools' output.
 func leadAfterTools(msgs []agent.Message) reply {
-	results, calls := lastToolResults(msgs)
+	if again := callAgain(lastToolResults(msgs)); len(again.calls) > 0 {
+		return again
+	}
+	results, calls := toolResultsSince(msgs, agent.TypeHuman)
 	var b strings.Builder
 	tasks, succeeded := 0, 0
 	for _, m := range results {
 		call, known := calls[m.ToolCallID]
-		if call.Name != agent.ToolTask && (known || m.Name != agent.ToolTask) {
+		if call.Name != agent.ToolTask && (known || m.Name != agent.ToolTask) || heldBack(m) {
 			continue
 		}
 		tasks++
@@ -242,7 +247,8 @@ func leadAfterTools(msgs []agent.Message) reply {
 		}
 	}
 	if tasks == 0 {
-		return toolsAnswer(results)
+		last, _ := lastToolResults(msgs)
+		return toolsAnswer(last)
 	}
 
 	head := "Here is what the subagent reported:\n\n"
@@ -255,6 +261,31 @@ func leadAfterTools(msgs []agent.Message) reply {
 	}
 	return reply{text: head + b.String() + closing +
 		" (Summary by the offline demo model, in the subagents' own words.)"}
+}
+
+// heldBack reports whether a task result says a limit held the call back
+// for now, to be called again (agent.TaskCallAgain).
+func heldBack(m agent.Message) bool {
+	return m.Name == agent.ToolTask && strings.Contains(m.Content, agent.TaskCallAgain)
+}
+
+// callAgain calls task again, with the same arguments, for every result
+// that a limit held back; a call the runtime holds back again comes back
+// in the next turn, and every turn starts at least one.
+func callAgain(results []agent.Message, calls map[string]agent.ToolCall) reply {
+	var r reply
+	for _, m := range results {
+		if c, ok := calls[m.ToolCallID]; ok && heldBack(m) {
+			r.calls = append(r.calls, call{name: agent.ToolTask, args: c.Args})
+		}
+	}
+	switch n := len(r.calls); {
+	case n == 1:
+		r.text = "One item had to wait for the others; I'm starting it now."
+	case n > 1:
+		r.text = fmt.Sprintf("%d items had to wait for the others; I'm starting them now.", n)
+	}
+	return r
 }
 
 // lastToolResults returns the tool messages that end msgs and, by id, the
@@ -271,6 +302,29 @@ func lastToolResults(msgs []agent.Message) ([]agent.Message, map[string]agent.To
 		}
 	}
 	return msgs[start:], calls
+}
+
+// toolResultsSince returns the tool messages after the last message of
+// type typ and, by id, every call they answer: the results of all the
+// lead's turns since the user spoke.
+func toolResultsSince(msgs []agent.Message, typ string) ([]agent.Message, map[string]agent.ToolCall) {
+	start := len(msgs)
+	for start > 0 && msgs[start-1].Type != typ {
+		start--
+	}
+	var results []agent.Message
+	calls := map[string]agent.ToolCall{}
+	for _, m := range msgs[start:] {
+		switch m.Type {
+		case agent.TypeTool:
+			results = append(results, m)
+		case agent.TypeAI:
+			for _, c := range m.ToolCalls {
+				calls[c.ID] = c
+			}
+		}
+	}
+	return results, calls
 }
 
 // taskItem renders a task's result m as a list item in the subagent's own

@@ -22,24 +22,21 @@ func command(s string) (string, bool) {
 	return "", false
 }
 
-// describe makes a task's 3–5 word title from its text.
+// describe makes a task's card title from its text in the user's own
+// words and case: the first line whole when it is short, else its first
+// five words and an ellipsis. A cut that splits a `code span` drops the
+// backticks, so no stray one shows in the title.
 func describe(item string) string {
-	var words []string
-	for _, f := range strings.Fields(item) {
-		w := strings.TrimFunc(f, func(r rune) bool { return !wordRune(r) })
-		if w == "" {
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(w)
-		words = append(words, string(unicode.ToUpper(r))+w[size:])
-		if len(words) == 5 {
-			break
-		}
+	first, _, _ := strings.Cut(item, "\n")
+	words := strings.Fields(first)
+	if len(words) <= 6 {
+		return strings.Join(words, " ")
 	}
-	if len(words) < 3 {
-		words = append([]string{"Work", "On"}, words...)
+	title := strings.Join(words[:5], " ")
+	if strings.Count(title, "`")%2 == 1 {
+		title = strings.ReplaceAll(title, "`", "")
 	}
-	return strings.Join(words, " ")
+	return strings.TrimRight(title, ",;:") + "…"
 }
 
 // slug names a subagent's notes file after its topic.

@@ -25,3 +25,19 @@ func TestTokens(t *testing.T) {
 		})
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	for in, want := range map[string]string{
+		"alpha":                        "alpha",
+		"Run `date` and `uname -s`":    "Run `date` and `uname -s`",
+		"SQLite  WAL mode\nmore lines": "SQLite WAL mode",
+		"check the README, then fix every typo in it":      "check the README, then fix…",
+		"run `go test ./...` and then report the failures": "run `go test ./...` and…",
+		"please run `go test -race -count=1 ./...` now":    "please run go test -race…",
+		"Über größe: ÄÖÜ stays as written":                 "Über größe: ÄÖÜ stays as written",
+	} {
+		if got := describe(in); got != want {
+			t.Errorf("describe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
