@@ -6,8 +6,9 @@ import { errorMessage, post, postFromButton } from "./api.js";
 import { keepPinned } from "./pinned.js";
 
 export class Composer {
-	constructor({ threadID, activeRun }) {
+	constructor({ threadID, activeRun, onSend }) {
 		this.threadID = threadID;
+		this.onSend = onSend;
 		this.form = document.getElementById("composer");
 		this.input = document.getElementById("composer-input");
 		this.model = document.getElementById("composer-model");
@@ -65,6 +66,7 @@ export class Composer {
 		this.sending = true;
 		this.showError("");
 		this.update();
+		this.onSend?.();
 		try {
 			const body = { content };
 			if (this.model) body.model = this.model.value;

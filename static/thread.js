@@ -8,7 +8,7 @@ import { intAttr } from "./dom.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
 import { OlderMessages } from "./older.js";
-import { keepPinned, scrollToBottom } from "./pinned.js";
+import { Follower } from "./pinned.js";
 import { openStream } from "./socket.js";
 
 export class ThreadPage {
@@ -17,7 +17,12 @@ export class ThreadPage {
 		this.list = document.getElementById("messages");
 		this.connStatus = document.getElementById("conn-status");
 		this.lastSeq = state.last_seq ?? 0;
-		this.composer = new Composer({ threadID: this.threadID, activeRun: state.active_run_id });
+		this.follower = new Follower(this.list, document.getElementById("jump-latest"));
+		this.composer = new Composer({
+			threadID: this.threadID,
+			activeRun: state.active_run_id,
+			onSend: () => this.follower.jump(),
+		});
 		this.cards = new Cards({
 			threadID: this.threadID,
 			tokenUsage: state.token_usage_enabled === true,
@@ -52,7 +57,7 @@ export class ThreadPage {
 		document.addEventListener("herd:frame", (ev) => this.handleFrame(ev.detail));
 		this.composer.listen();
 		this.older.listen();
-		scrollToBottom();
+		this.follower.jump();
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
 			url: () => `${scheme}//${location.host}/api/threads/${this.threadID}/stream?after_seq=${this.lastSeq}`,
@@ -74,11 +79,11 @@ export class ThreadPage {
 		this.connStatus.hidden = text === "";
 	}
 
+	// changeList changes the message list; the follower keeps the view
+	// where the reader wants it.
 	changeList(change) {
-		keepPinned(() => {
-			document.getElementById("empty-state")?.remove();
-			change();
-		});
+		document.getElementById("empty-state")?.remove();
+		change();
 	}
 
 	addMessage(m) {
@@ -146,6 +151,7 @@ export class ThreadPage {
 			if (frame.seq <= this.lastSeq) return; // a replay we already have
 			this.lastSeq = frame.seq;
 		}
+		this.follower.noteOutput();
 		this.handlers.get(frame.type)?.(frame.data ?? {}, frame);
 	}
 }
