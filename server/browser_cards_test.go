@@ -167,7 +167,7 @@ func (b *browser) reload() {
 func (b *browser) waitRunEnd(a *testApp, th string) {
 	b.t.Helper()
 	a.waitIdle(th)
-	b.waitFor("the run's end on the page", `!document.querySelector("#send-button").disabled && document.querySelector("#stop-button").hidden`, 15*time.Second)
+	b.waitFor("the run's end on the page", `document.querySelector("#composer").dataset.state === "idle" && document.querySelector("#stop-button").hidden`, 15*time.Second)
 }
 
 // sameCards fails the test when two snapshots of the cards differ.

@@ -58,7 +58,18 @@ func TestBrowserChat(t *testing.T) {
 	b.waitFor("streamed text", `(() => { const s = document.querySelector(".msg-streaming .stream-text"); return s && s.textContent.length > 10; })()`, 10*time.Second)
 	b.shot("streaming")
 	b.waitFor("the persisted answer", `!document.querySelector(".msg-streaming") && document.querySelectorAll("article.msg-ai .msg-body").length === 1`, 20*time.Second)
-	b.waitFor("Send enabled again", `!document.querySelector("#send-button").disabled && document.querySelector("#stop-button").hidden`, 10*time.Second)
+	b.waitFor("the composer idle again", `document.querySelector("#composer").dataset.state === "idle" && document.querySelector("#stop-button").hidden`, 10*time.Second)
+	// Send waits for a message: blank input keeps it disabled.
+	if !evalAs[bool](b, `document.querySelector("#send-button").disabled`) {
+		t.Error("Send is enabled with an empty message")
+	}
+	b.do("type spaces", chromedp.SendKeys(`#composer-input`, "   "))
+	if !evalAs[bool](b, `document.querySelector("#send-button").disabled`) {
+		t.Error("Send is enabled with a blank message")
+	}
+	b.do("type a word", chromedp.SendKeys(`#composer-input`, "hi"))
+	b.do("Send enabled", chromedp.WaitEnabled(`#send-button`))
+	evalAs[chromedp.Void](b, `document.querySelector("#composer-input").value = ""`)
 	before := evalAs[string](b, `document.querySelector("#messages").innerText`)
 	b.shot("answered")
 

@@ -212,9 +212,15 @@ func (b *browser) navigate(path string) {
 // sendMessage types a message into the composer and clicks Send.
 func (b *browser) sendMessage(text string) {
 	b.t.Helper()
-	b.do("wait for the composer", chromedp.WaitEnabled(chromedp.CSS("#send-button")))
+	b.waitFor("the composer idle", `document.querySelector("#composer").dataset.state === "idle"`, 15*time.Second)
 	js, _ := json.Marshal(text)
-	evalAs[chromedp.Void](b, fmt.Sprintf(`document.querySelector("#composer-input").value = %s`, js))
+	// As typing does: the input event lets the composer enable Send.
+	evalAs[chromedp.Void](b, fmt.Sprintf(`(() => {
+		const input = document.querySelector("#composer-input");
+		input.value = %s;
+		input.dispatchEvent(new Event("input", { bubbles: true }));
+	})()`, js))
+	b.do("wait for Send", chromedp.WaitEnabled(chromedp.CSS("#send-button")))
 	b.do("send", chromedp.Click(chromedp.CSS("#send-button")))
 }
 

@@ -25,6 +25,7 @@ export class Composer {
 	listen() {
 		this.form.addEventListener("submit", (ev) => this.submit(ev));
 		this.stop.addEventListener("click", () => this.cancel());
+		this.input.addEventListener("input", () => this.update());
 		this.input.addEventListener("keydown", (ev) => {
 			if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
 				ev.preventDefault();
@@ -34,9 +35,14 @@ export class Composer {
 		this.update();
 	}
 
+	// update sets the controls from the state: Send needs a message and no
+	// run in flight. The form's data-state (idle, sending, running) says
+	// the same to tests and styles.
 	update() {
-		this.send.disabled = this.sending || this.activeRun !== null;
+		const busy = this.sending || this.activeRun !== null;
+		this.send.disabled = busy || this.input.value.trim() === "";
 		this.stop.hidden = this.activeRun === null;
+		this.form.dataset.state = this.activeRun !== null ? "running" : this.sending ? "sending" : "idle";
 	}
 
 	// showError writes the error line. It grows the sticky composer; stay
