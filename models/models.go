@@ -37,9 +37,22 @@ type User struct {
 	PasswordHash string `gorm:"not null"`
 	Role         string `gorm:"not null;default:user"`
 	Disabled     bool   `gorm:"not null;default:false"`
+	// Theme is the user's colour scheme: ThemeLight, ThemeDark, or
+	// ThemeSystem ("" too) to follow the browser.
+	Theme string `gorm:"not null;default:''"`
+	// DefaultModel names the model a new thread starts with; "" or a
+	// model no longer configured means the server's default.
+	DefaultModel string `gorm:"not null;default:''"`
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 }
+
+// The themes a user may choose.
+const (
+	ThemeSystem = "system"
+	ThemeLight  = "light"
+	ThemeDark   = "dark"
+)
 
 // IsAdmin reports whether u has the admin role.
 func (u *User) IsAdmin() bool { return u.Role == RoleAdmin }

@@ -69,6 +69,8 @@ type UserUpdate struct {
 	Role         *string
 	Disabled     *bool
 	PasswordHash *string
+	Theme        *string
+	DefaultModel *string
 }
 
 // UpdateUser applies up to user id, refusing to leave no enabled admin.
@@ -92,6 +94,12 @@ func (s *Store) UpdateUser(ctx context.Context, id string, up UserUpdate) (*User
 		}
 		if up.PasswordHash != nil {
 			u.PasswordHash = *up.PasswordHash
+		}
+		if up.Theme != nil {
+			u.Theme = *up.Theme
+		}
+		if up.DefaultModel != nil {
+			u.DefaultModel = *up.DefaultModel
 		}
 		if wasActiveAdmin && (u.Role != RoleAdmin || u.Disabled) {
 			if err := lastAdminCheck(tx, id); err != nil {

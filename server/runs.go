@@ -48,8 +48,12 @@ func (s *Server) apiRunStart(c echo.Context) error {
 		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
 	}
 	u := currentUser(c)
+	model := req.Model
+	if model == "" {
+		model = s.defaultModel(u)
+	}
 	started, err := s.rt.Start(c.Request().Context(), agent.StartRequest{
-		ThreadID: t.ID, UserID: u.ID, Content: *req.Content, Model: req.Model, Commands: s.commandsFor(u),
+		ThreadID: t.ID, UserID: u.ID, Content: *req.Content, Model: model, Commands: s.commandsFor(u),
 	})
 	var runLimit *agent.RunLimitError
 	switch {

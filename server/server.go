@@ -267,6 +267,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/threads/:id/rename", s.threadRenameSubmit, requireUser)
 	app.POST("/threads/:id/delete", s.threadDeleteSubmit, requireUser)
 	app.GET("/settings", s.settingsPage, requireUser)
+	app.POST("/settings/preferences", s.preferencesSubmit, requireUser)
 	app.POST("/settings/tokens", s.tokenCreateSubmit, requireUser)
 	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, requireUser)
 	app.GET("/account", s.accountPage, requireUser)
@@ -287,6 +288,8 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/auth/logout", s.apiLogout, requireUser)
 	api.GET("/auth/me", s.apiMe, requireUser)
 	api.POST("/account/password", s.apiPassword, requireUser)
+	api.GET("/account/preferences", s.apiPreferences, requireUser)
+	api.PUT("/account/preferences", s.apiPreferencesUpdate, requireUser)
 	api.GET("/account/sessions", s.apiSessions, requireUser)
 	api.DELETE("/account/sessions", s.apiSessionsDelete, requireUser)
 	api.DELETE("/account/sessions/:id", s.apiSessionDelete, requireUser)
@@ -424,6 +427,7 @@ func (s *Server) page(c echo.Context, title string) views.Page {
 	p := views.Page{Title: title, Assets: s.assets, CSRF: s.pageCSRF(c)}
 	if u := currentUser(c); u != nil {
 		p.User = &views.User{ID: u.ID, Email: u.Email, Admin: u.IsAdmin()}
+		p.Theme = u.Theme
 	}
 	return p
 }

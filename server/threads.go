@@ -272,7 +272,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		}
 		page.Usage = s.usageView(rep)
 	}
-	if page.DefaultModel, err = s.threadModel(c.Request().Context(), t.ID); err != nil {
+	if page.DefaultModel, err = s.threadModel(c.Request().Context(), t.ID, currentUser(c)); err != nil {
 		return err
 	}
 	page.CommandsOff = s.commandsOff(currentUser(c))
@@ -331,18 +331,15 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 
 // threadModel is the model the composer preselects: the one the thread's
 // latest run used, while it is still configured; else the first model.
-func (s *Server) threadModel(ctx context.Context, threadID string) (string, error) {
+func (s *Server) threadModel(ctx context.Context, threadID string, u *models.User) (string, error) {
 	last, err := s.store.LastModel(ctx, threadID)
 	if err != nil {
 		return "", err
 	}
-	ms := s.rt.Models()
-	for _, m := range ms {
-		if m.Name == last {
-			return last, nil
-		}
+	if last != "" && s.hasModel(last) {
+		return last, nil
 	}
-	return ms[0].Name, nil
+	return s.defaultModel(u), nil
 }
 
 func (s *Server) modelOptions() []views.ModelOption {

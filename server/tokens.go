@@ -75,10 +75,16 @@ func (s *Server) apiTokenDelete(c echo.Context) error {
 }
 
 func (s *Server) settingsPage(c echo.Context) error {
-	return s.renderSettings(c, http.StatusOK, "", "", "")
+	return s.renderSettings(c, http.StatusOK, settingsForm{})
 }
 
-func (s *Server) renderSettings(c echo.Context, status int, newToken, newName, errMsg string) error {
+// settingsForm is what a submitted form adds to the settings page.
+type settingsForm struct {
+	flash, errMsg     string
+	newToken, newName string // a token just created, shown once
+}
+
+func (s *Server) renderSettings(c echo.Context, status int, f settingsForm) error {
 	ts, err := s.store.APITokens(c.Request().Context(), currentUser(c).ID)
 	if err != nil {
 		return err
@@ -88,8 +94,12 @@ func (s *Server) renderSettings(c echo.Context, status int, newToken, newName, e
 		items[i] = views.TokenView{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, LastUsedAt: t.LastUsedAt}
 	}
 	p := s.page(c, "Settings")
-	p.Error = errMsg
-	return s.render(c, status, views.Settings(views.SettingsPage{Page: p, Tokens: items, NewToken: newToken, NewName: newName}))
+	p.Flash, p.Error = f.flash, f.errMsg
+	prefs := preferencesOf(currentUser(c))
+	return s.render(c, status, views.Settings(views.SettingsPage{
+		Page: p, Tokens: items, NewToken: f.newToken, NewName: f.newName,
+		Theme: prefs.Theme, DefaultModel: s.defaultModel(currentUser(c)), Models: s.modelOptions(),
+	}))
 }
 
 func (s *Server) tokenCreateSubmit(c echo.Context) error {
@@ -97,11 +107,11 @@ func (s *Server) tokenCreateSubmit(c echo.Context) error {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
-		return s.renderSettings(c, ae.Status, "", "", ae.Message)
+		return s.renderSettings(c, ae.Status, settingsForm{errMsg: ae.Message})
 	case err != nil:
 		return err
 	}
-	return s.renderSettings(c, http.StatusOK, tok, t.Name, "")
+	return s.renderSettings(c, http.StatusOK, settingsForm{newToken: tok, newName: t.Name})
 }
 
 func (s *Server) tokenDeleteSubmit(c echo.Context) error {

@@ -20,7 +20,10 @@ type Page struct {
 	// content hash, so browsers can cache it forever.
 	Assets map[string]string
 	Flash  string // a one-line notice (e.g. "Thread deleted")
-	Error  string // a one-line error shown above the form
+	// Theme is the user's colour scheme, "light" or "dark"; anything
+	// else follows the browser.
+	Theme string
+	Error string // a one-line error shown above the form
 }
 
 // Asset returns the hashed URL of a static file.
@@ -173,6 +176,11 @@ type SettingsPage struct {
 	Tokens   []TokenView
 	NewToken string // shown once, right after creation
 	NewName  string
+	// Preferences: the theme (system, light, dark) and the model new
+	// threads start with.
+	Theme        string
+	DefaultModel string
+	Models       []ModelOption
 }
 
 // UserView is one user on the admin page.
