@@ -45,7 +45,7 @@ func (s *Server) apiModels(c echo.Context) error {
 	for i, m := range ms {
 		out[i] = modelJSON{Name: m.Name, DisplayName: m.Label(), Provider: m.Provider}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": ms[0].Name, "token_usage_enabled": s.settings.TokenUsage()})
+	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": s.defaultModel(currentUser(c)), "token_usage_enabled": s.settings.TokenUsage()})
 }
 
 // Users.

@@ -54,6 +54,11 @@ func TestPreferences(t *testing.T) {
 	if page := string(u.do("GET", "/threads/"+fresh, nil).body); !strings.Contains(page, `<option value="demo-deep" selected>`) {
 		t.Error("a new thread's composer does not start with the user's model")
 	}
+	var listed struct{ Default string }
+	u.mustJSON("GET", "/api/models", nil, http.StatusOK, &listed)
+	if listed.Default != "demo-deep" {
+		t.Errorf("GET /api/models says the default is %q, want the user's demo-deep", listed.Default)
+	}
 	var started struct{ Model string }
 	u.mustJSON("POST", "/api/threads/"+fresh+"/runs", map[string]string{"content": "hello"}, http.StatusAccepted, &started)
 	if started.Model != "demo-deep" {
