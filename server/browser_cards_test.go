@@ -219,6 +219,7 @@ func isTerminal(status string) bool { return views.IsTerminalStatus(status) }
 // apiThread is what the tests read of GET /api/threads/{id}: the task
 // ToolMessages' metadata and the cards (tasks).
 type apiThread struct {
+	Thread   threadJSON `json:"thread"`
 	Messages []struct {
 		Type             string         `json:"type"`
 		Name             string         `json:"name"`

@@ -49,11 +49,16 @@ func TestBrowserChat(t *testing.T) {
 	b.waitFor("the thread list", `location.pathname === "/"`, 10*time.Second)
 	b.shot("threads-empty")
 
-	b.do("new thread", chromedp.Submit(chromedp.CSS(`form[action="/threads"]`)))
-	b.waitFor("the thread page", `location.pathname.startsWith("/threads/") && !!document.querySelector("#herd-state")`, 10*time.Second)
-	b.shot("thread-empty")
+	b.do("new thread", chromedp.Click(`a[href="/threads/new"]`))
+	b.waitFor("the new-thread page", `location.pathname === "/threads/new" && document.documentElement.dataset.herdReady === "1"`, 10*time.Second)
+	b.shot("thread-new")
 
+	// The thread is created with its first message, titled from it.
 	b.sendMessage("What can you do?")
+	b.waitFor("the thread page", `/^\/threads\/[0-9a-f-]{36}$/.test(location.pathname) && !!document.querySelector("#herd-state")`, 10*time.Second)
+	if title := evalAs[string](b, `document.querySelector("#thread-title").textContent`); title != "What can you do?" {
+		t.Errorf("the new thread is titled %q, want its first message", title)
+	}
 	// The answer streams in: a streaming bubble first, then the message.
 	b.waitFor("streamed text", `(() => { const s = document.querySelector(".msg-streaming .stream-text"); return s && s.textContent.length > 10; })()`, 10*time.Second)
 	b.shot("streaming")

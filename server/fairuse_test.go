@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -142,24 +141,24 @@ func TestConnectRateLimit(t *testing.T) {
 	}
 }
 
-// TestThreadCreationLimit: the form and the API share one per-user budget
-// of new threads; over it both answer 429 with a clear message and
-// create nothing.
+// TestThreadCreationLimit: a thread created empty and one created with
+// its first message (the new-thread page) share one per-user budget of new
+// threads; over it both answer 429 with a clear message and create nothing.
 func TestThreadCreationLimit(t *testing.T) {
 	a := newApp(t, withServer(func(o *Options) { o.ThreadsPerMinute = 2 }))
 	ann := a.newUser("ann@example.com", false)
 	bob := a.newUser("bob@example.com", false)
 	ann.newThread("one")
-	if r := ann.do("POST", "/threads", url.Values{"title": {"two"}, "_csrf": {ann.csrf}}); r.status != http.StatusSeeOther {
-		t.Fatalf("form: %d, want 303", r.status)
+	if r := ann.do("POST", "/api/threads", map[string]string{"content": "two"}); r.status != http.StatusCreated {
+		t.Fatalf("with a message: %d %s, want 201", r.status, r.body)
 	}
 	r := ann.do("POST", "/api/threads", map[string]string{"title": "three"})
 	if r.status != http.StatusTooManyRequests || r.errorCode() != "rate_limited" || !strings.Contains(string(r.body), "too many new threads") {
 		t.Errorf("API over the limit: %d %s, want 429 rate_limited", r.status, r.body)
 	}
-	r = ann.do("POST", "/threads", url.Values{"title": {"four"}, "_csrf": {ann.csrf}})
+	r = ann.do("POST", "/api/threads", map[string]string{"content": "four"})
 	if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), "too many new threads") {
-		t.Errorf("form over the limit: %d, want 429 with the reason", r.status)
+		t.Errorf("with a message over the limit: %d %s, want 429 with the reason", r.status, r.body)
 	}
 	var list struct {
 		Threads []threadJSON `json:"threads"`

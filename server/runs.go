@@ -30,13 +30,31 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	if req.Content == nil || strings.TrimSpace(*req.Content) == "" {
+	if err := s.checkMessage(c, req.Content); err != nil {
+		return err
+	}
+	started, err := s.startRun(c, t, *req.Content, req.Model)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, startedJSON(started))
+}
+
+func startedJSON(st agent.Started) map[string]string {
+	return map[string]string{"run_id": st.RunID, "message_id": st.MessageID, "model": st.ModelName}
+}
+
+// checkMessage refuses a message that cannot start a run, before anything
+// is created: missing, blank, too large or not UTF-8, while storage is
+// failing, or over the user's message rate.
+func (s *Server) checkMessage(c echo.Context, content *string) error {
+	if content == nil || strings.TrimSpace(*content) == "" {
 		return errUnprocessable("content is required: the message to send")
 	}
-	if len(*req.Content) > s.maxContent {
-		return errTooLarge(fmt.Sprintf("the message is %d KB; the limit is %d KB", (len(*req.Content)+1023)/1024, s.maxContent/1024))
+	if len(*content) > s.maxContent {
+		return errTooLarge(fmt.Sprintf("the message is %d KB; the limit is %d KB", (len(*content)+1023)/1024, s.maxContent/1024))
 	}
-	if !utf8.ValidString(*req.Content) {
+	if !utf8.ValidString(*content) {
 		return errUnprocessable("content must be valid UTF-8")
 	}
 	// New work is refused while the writer retries through a storage
@@ -47,30 +65,42 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if !s.runLimiter.allow("user:" + currentUser(c).ID) {
 		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
 	}
+	return nil
+}
+
+// startRun starts the lead on content in thread t (checked by
+// checkMessage). An untitled thread is titled from its first message.
+func (s *Server) startRun(c echo.Context, t *models.Thread, content, model string) (agent.Started, error) {
 	u := currentUser(c)
-	model := req.Model
 	if model == "" {
 		model = s.defaultModel(u)
 	}
 	started, err := s.rt.Start(c.Request().Context(), agent.StartRequest{
-		ThreadID: t.ID, UserID: u.ID, Content: *req.Content, Model: model, Commands: s.commandsFor(u),
+		ThreadID: t.ID, UserID: u.ID, Content: content, Model: model, Commands: s.commandsFor(u),
 	})
 	var runLimit *agent.RunLimitError
 	switch {
 	case errors.Is(err, agent.ErrRunActive):
-		return errConflict("a run is already active in this thread; wait for it or stop it")
+		return started, errConflict("a run is already active in this thread; wait for it or stop it")
 	case errors.As(err, &runLimit):
-		return &apiError{http.StatusTooManyRequests, "too_many_runs", runLimit.Error() + "; wait for one to finish or stop it"}
+		return started, &apiError{http.StatusTooManyRequests, "too_many_runs", runLimit.Error() + "; wait for one to finish or stop it"}
 	case errors.Is(err, agent.ErrUnknownModel):
-		return errUnprocessable("unknown model %q; GET /api/models lists the available ones", req.Model)
+		return started, errUnprocessable("unknown model %q; GET /api/models lists the available ones", model)
 	case errors.Is(err, agent.ErrShuttingDown):
-		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
+		return started, &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	case errors.Is(err, models.ErrNotFound):
-		return errNotFound("thread")
+		return started, errNotFound("thread")
 	case err != nil:
-		return err
+		return started, err
 	}
-	return c.JSON(http.StatusAccepted, map[string]string{"run_id": started.RunID, "message_id": started.MessageID, "model": started.ModelName})
+	if t.Title == "" {
+		if title := titleFrom(content); title != "" {
+			if _, err := s.store.RenameThread(c.Request().Context(), u.ID, t.ID, title); err != nil {
+				s.log.Warn("title a thread from its first message", "thread", t.ID, "err", err)
+			}
+		}
+	}
+	return started, nil
 }
 
 // commandsFor reports whether u's runs are offered commands: always,

@@ -261,7 +261,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/signup", s.signupSubmit)
 	app.POST("/logout", s.logoutSubmit)
 	app.GET("/", s.threadListPage, requireUser)
-	app.POST("/threads", s.threadCreateSubmit, requireUser)
+	app.GET("/threads/new", s.threadNewPage, requireUser)
 	app.GET("/threads/:id", s.threadPage, requireUser)
 	app.GET("/threads/:id/messages", s.threadMessagesFragment, requireUser)
 	app.POST("/threads/:id/rename", s.threadRenameSubmit, requireUser)

@@ -152,20 +152,8 @@ func flashText(key string) string {
 	return ""
 }
 
-func (s *Server) threadCreateSubmit(c echo.Context) error {
-	title, ae := cleanTitle(c.FormValue("title"))
-	if ae != nil {
-		return ae
-	}
-	t, err := s.createThread(c, title)
-	if err != nil {
-		return err
-	}
-	return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
-}
-
 // createThread creates a thread for the current user, within their
-// thread-creation rate (the form and the API share it).
+// thread-creation rate.
 func (s *Server) createThread(c echo.Context, title string) (*models.Thread, error) {
 	u := currentUser(c)
 	if !s.threadLimiter.allow("user:" + u.ID) {
@@ -284,6 +272,19 @@ func (s *Server) threadPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.Thread(page))
 }
 
+// threadNewPage is a thread before its first message: the composer alone.
+// Sending creates the thread with its run (POST /api/threads with content),
+// so no empty thread is ever left behind.
+func (s *Server) threadNewPage(c echo.Context) error {
+	u := currentUser(c)
+	return s.render(c, http.StatusOK, views.NewThread(views.ThreadPage{
+		Page:         s.page(c, "New thread"),
+		Models:       s.modelOptions(),
+		DefaultModel: s.defaultModel(u),
+		CommandsOff:  s.commandsOff(u),
+	}))
+}
+
 // threadMessagesFragment answers the page of older messages the thread
 // page loads on demand (views.OlderMessages): the same markup and cards
 // as the page renders.
@@ -393,6 +394,10 @@ func listJSON[T, J any](c echo.Context, key string, list func(ctx context.Contex
 
 type threadRequest struct {
 	Title *string `json:"title"`
+	// Content, when sent, is the thread's first message: the thread is
+	// created with its run, or not at all.
+	Content *string `json:"content"`
+	Model   string  `json:"model"`
 }
 
 func (s *Server) apiThreadCreate(c echo.Context) error {
@@ -410,11 +415,30 @@ func (s *Server) apiThreadCreate(c echo.Context) error {
 		}
 		title = t
 	}
+	if req.Content != nil {
+		if err := s.checkMessage(c, req.Content); err != nil {
+			return err
+		}
+	}
 	t, err := s.createThread(c, title)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, newThreadJSON(t))
+	if req.Content == nil {
+		return c.JSON(http.StatusCreated, newThreadJSON(t))
+	}
+	started, err := s.startRun(c, t, *req.Content, req.Model)
+	if err != nil {
+		// A thread exists only with its first message.
+		if derr := s.store.DeleteThread(c.Request().Context(), t.UserID, t.ID); derr != nil {
+			s.log.Warn("remove a thread whose first run did not start", "thread", t.ID, "err", derr)
+		}
+		return err
+	}
+	if fresh, err := s.store.Thread(c.Request().Context(), t.UserID, t.ID); err == nil {
+		t = fresh // with the title its first message gave it
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"thread": newThreadJSON(t), "run": startedJSON(started)})
 }
 
 func (s *Server) apiThread(c echo.Context) error {

@@ -4,7 +4,8 @@
 // messages. Modules import each other by relative URL (/static/x.js); the
 // server serves those with an ETag and no-cache, so a page never runs a
 // stale module (server/server.go serveStatic). Only the thread page loads
-// thread.js and the modules it imports.
+// thread.js and the modules it imports; the new-thread page only the
+// composer.
 
 // Copy buttons are rendered hidden: they only work with this script and a
 // clipboard, so they appear only then.
@@ -30,4 +31,8 @@ const stateNode = document.getElementById("herd-state");
 if (stateNode) {
 	const { ThreadPage } = await import("./thread.js");
 	new ThreadPage(JSON.parse(stateNode.textContent)).start();
+} else if (document.getElementById("new-thread")) {
+	const { Composer } = await import("./composer.js");
+	new Composer({}).listen();
+	document.documentElement.dataset.herdReady = "1";
 }

@@ -1,6 +1,7 @@
 // The composer: sends a message (starting a run), stops the active run,
 // and shows what went wrong on its error line. One run at a time: Send is
-// disabled while a run is active.
+// disabled while a run is active. Without a thread (the new-thread page)
+// the first message creates the thread with its run, and opens it.
 
 import { errorMessage, post, postFromButton } from "./api.js";
 import { keepPinned } from "./pinned.js";
@@ -76,6 +77,10 @@ export class Composer {
 		try {
 			const body = { content };
 			if (this.model) body.model = this.model.value;
+			if (!this.threadID) {
+				await this.create(body);
+				return;
+			}
 			const res = await post(`/api/threads/${this.threadID}/runs`, body);
 			if (res.status === 202) {
 				this.input.value = "";
@@ -86,9 +91,22 @@ export class Composer {
 		} catch {
 			this.showError("Could not reach the server. Check your connection and try again.");
 		} finally {
-			this.sending = false;
+			if (this.sending !== "opening") this.sending = false;
 			this.update();
 		}
+	}
+
+	// create makes the thread with its first message and opens it; the
+	// composer stays busy until the thread's page replaces this one.
+	async create(body) {
+		const res = await post("/api/threads", body);
+		if (res.status !== 201) {
+			this.showError(await errorMessage(res));
+			return;
+		}
+		const { thread } = await res.json();
+		this.sending = "opening";
+		location.replace(`/threads/${encodeURIComponent(thread.id)}`);
 	}
 
 	cancel() {
