@@ -338,6 +338,9 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 	if err := b.store.DeleteExpiredSessions(ctx); err != nil {
 		return nil, err
 	}
+	if err := srv.ResumeDeletes(ctx); err != nil {
+		return nil, err
+	}
 	return srv, nil
 }
 
@@ -367,7 +370,7 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, lns *list
 	case err := <-served:
 		served <- err
 	}
-	return shutdown(cfg, log, b, rt, servers, served)
+	return shutdown(cfg, log, b, rt, srv, servers, served)
 }
 
 // announceSetup prints the one-time set-up link while no user exists:
@@ -422,7 +425,7 @@ func metricsMux(m *server.Metrics, token string) http.Handler {
 	return mux
 }
 
-func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, servers []*httpServer, served <-chan error) error {
+func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, srv *server.Server, servers []*httpServer, served <-chan error) error {
 	// Graceful shutdown (docs/DESIGN.md §11): refuse new runs and cancel the running
 	// ones while sockets still carry their terminal frames, then close the
 	// sockets with going-away, stop HTTP and flush the database.
@@ -446,6 +449,7 @@ func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, 
 			errs = append(errs, err)
 		}
 	}
+	srv.Close()
 	b.writer.Close()
 	return errors.Join(errs...)
 }

@@ -93,6 +93,10 @@ type Thread struct {
 	LastSeq   int64  `gorm:"not null;default:0"`
 	CreatedAt time.Time
 	UpdatedAt time.Time `gorm:"index:idx_threads_user_updated,priority:2"`
+	// DeleteAt is set when the owner deletes the thread: it is gone from
+	// their view at once and removed for good at that time, unless they
+	// undo first (RestoreThread).
+	DeleteAt *time.Time `gorm:"index"`
 }
 
 // Message is one persisted chat message (human, ai or tool).

@@ -63,7 +63,7 @@ func (s *Store) CreateThread(ctx context.Context, userID, title string) (*Thread
 // Thread returns the thread id if userID owns it. Admins see only their
 // own threads too: a thread is private to its owner.
 func (s *Store) Thread(ctx context.Context, userID, id string) (*Thread, error) {
-	return take[Thread](s.r.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID), "thread")
+	return take[Thread](s.r.WithContext(ctx).Where("id = ? AND user_id = ? AND delete_at IS NULL", id, userID), "thread")
 }
 
 // Threads lists userID's threads, most recently active first.
@@ -83,7 +83,7 @@ type ThreadCursor struct {
 // more follow. The position is a key, not an offset, so threads created
 // while a user pages never shift the pages after the first.
 func (s *Store) ThreadsPage(ctx context.Context, userID string, after *ThreadCursor, limit int) ([]Thread, bool, error) {
-	q := s.r.WithContext(ctx).Where("user_id = ?", userID)
+	q := s.r.WithContext(ctx).Where("user_id = ? AND delete_at IS NULL", userID)
 	if after != nil {
 		// Times are stored in UTC (gormConfig's NowFunc, the Writer), so
 		// the bound binds as the same text the rows hold.
@@ -115,12 +115,49 @@ func (s *Store) threadW(ctx context.Context, userID, id string) (*Thread, error)
 	return take[Thread](s.w.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID), "thread")
 }
 
+// ScheduleThreadDelete deletes userID's thread id from their view now and
+// for good at at (PurgeThread), unless RestoreThread comes first.
+func (s *Store) ScheduleThreadDelete(ctx context.Context, userID, id string, at time.Time) error {
+	return affected(s.w.WithContext(ctx).Model(&Thread{}).Where("id = ? AND user_id = ? AND delete_at IS NULL", id, userID).
+		Update("delete_at", at.UTC()), "delete thread")
+}
+
+// RestoreThread undoes ScheduleThreadDelete while the thread is still
+// there; ErrNotFound once it is gone (or was never deleted).
+func (s *Store) RestoreThread(ctx context.Context, userID, id string) (*Thread, error) {
+	err := affected(s.w.WithContext(ctx).Model(&Thread{}).Where("id = ? AND user_id = ? AND delete_at IS NOT NULL", id, userID).
+		Update("delete_at", nil), "restore thread")
+	if err != nil {
+		return nil, err
+	}
+	return s.Thread(ctx, userID, id)
+}
+
+// ScheduledDeletes lists the threads waiting to be removed for good, for
+// a server that starts to finish what the last one scheduled.
+func (s *Store) ScheduledDeletes(ctx context.Context) ([]Thread, error) {
+	return list[Thread](s.r.WithContext(ctx).Where("delete_at IS NOT NULL").Order("delete_at"), "threads")
+}
+
+// PurgeThread removes a thread whose deletion is due, with everything
+// recorded in it; ErrNotFound when it was restored, is not due, or is
+// already gone. Its owner's undo and the purge cannot both win.
+func (s *Store) PurgeThread(ctx context.Context, id string, now time.Time) error {
+	return s.deleteThread(ctx, id, "delete_at IS NOT NULL AND delete_at <= ?", now.UTC())
+}
+
 // DeleteThread deletes userID's thread id and everything recorded in it.
 // Callers stop the thread's run first; records the Writer still holds for
 // it are dropped with ErrNotFound.
 func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
+	return s.deleteThread(ctx, id, "user_id = ?", userID)
+}
+
+// deleteThread deletes thread id, if it also matches cond, and everything
+// recorded in it, in one transaction.
+func (s *Store) deleteThread(ctx context.Context, id, cond string, args ...any) error {
 	return s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := affected(tx.Where("id = ? AND user_id = ?", id, userID).Delete(&Thread{}), "delete thread"); err != nil {
+		if err := affected(tx.Where("id = ?", id).Where(cond, args...).Delete(&Thread{}), "delete thread"); err != nil {
 			return err
 		}
 		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {

@@ -144,6 +144,7 @@ func (a *testApp) close() {
 		a.t.Errorf("hub close: %v", err)
 	}
 	a.http.Close()
+	a.srv.Close()
 	a.writer.Close()
 	_ = a.store.Close()
 }

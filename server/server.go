@@ -67,6 +67,11 @@ type Options struct {
 	MaxBodyBytes       int64
 	WebSocketReadLimit int64
 	ThreadsPerMinute   int // thread creations per user; 0 = 20
+	// UndoWindow is how long a deleted thread can be restored; 0 = 10 s.
+	UndoWindow time.Duration
+	// OnThreadPurged, when set, is told of every deleted thread removed
+	// for good (tests wait on it).
+	OnThreadPurged func(threadID string)
 	// MaxSocketsPerUser caps a user's open WebSockets; 0 = 16.
 	MaxSocketsPerUser int
 	// WSConnectsPerMinute limits WebSocket connects per user (per IP
@@ -111,6 +116,8 @@ type Server struct {
 	maxContent    int
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
+	purger        *purger
+	undoWindow    time.Duration
 }
 
 // New builds the server and its routes.
@@ -148,6 +155,13 @@ func New(o Options) (*Server, error) {
 		maxBody:       o.MaxBodyBytes,
 		adminCommands: o.CommandsAdminOnly,
 	}
+	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
+		s.removeWorkspace(id)
+		if o.OnThreadPurged != nil {
+			o.OnThreadPurged(id)
+		}
+	})
+	s.undoWindow = o.UndoWindow
 	s.labels = map[string]string{}
 	for _, m := range o.Runtime.Models() {
 		s.labels[m.Name] = m.Label()
@@ -177,6 +191,9 @@ func New(o Options) (*Server, error) {
 
 // withDefaults fills in the options left at zero.
 func (o Options) withDefaults() Options {
+	if o.UndoWindow <= 0 {
+		o.UndoWindow = defaultUndoWindow
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -266,6 +283,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.GET("/threads/:id/messages", s.threadMessagesFragment, requireUser)
 	app.POST("/threads/:id/rename", s.threadRenameSubmit, requireUser)
 	app.POST("/threads/:id/delete", s.threadDeleteSubmit, requireUser)
+	app.POST("/threads/:id/restore", s.threadRestoreSubmit, requireUser)
 	app.GET("/settings", s.settingsPage, requireUser)
 	app.POST("/settings/preferences", s.preferencesSubmit, requireUser)
 	app.POST("/settings/tokens", s.tokenCreateSubmit, requireUser)
@@ -301,8 +319,10 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/threads", s.apiThreadCreate, requireUser)
 	api.GET("/threads/:id", s.apiThread, requireUser)
 	api.GET("/threads/:id/messages", s.apiThreadMessages, requireUser)
+	api.GET("/threads/:id/export", s.apiThreadExport, requireUser)
 	api.PATCH("/threads/:id", s.apiThreadRename, requireUser)
 	api.DELETE("/threads/:id", s.apiThreadDelete, requireUser)
+	api.POST("/threads/:id/restore", s.apiThreadRestore, requireUser)
 	api.POST("/threads/:id/runs", s.apiRunStart, requireUser)
 	api.POST("/threads/:id/runs/:run_id/cancel", s.apiRunCancel, requireUser)
 	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, requireUser)

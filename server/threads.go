@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"herd/agent"
@@ -129,7 +131,11 @@ func (s *Server) threadListPage(c echo.Context) error {
 	}
 	p := s.page(c, "Threads")
 	p.Flash = flashText(c.QueryParam("flash"))
-	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items, Older: next, Paged: c.QueryParam("before") != ""}))
+	deleted := ""
+	if id, err := uuid.Parse(c.QueryParam("deleted")); err == nil {
+		deleted = id.String()
+	}
+	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items, Older: next, Paged: c.QueryParam("before") != "", Deleted: deleted}))
 }
 
 func threadItem(t *models.Thread) views.ThreadItem {
@@ -144,8 +150,6 @@ func threadItem(t *models.Thread) views.ThreadItem {
 // from the URL is never shown.
 func flashText(key string) string {
 	switch key {
-	case "deleted":
-		return "Thread deleted."
 	case "renamed":
 		return "Thread renamed."
 	}
@@ -174,33 +178,77 @@ func (s *Server) threadRenameSubmit(c echo.Context) error {
 	if _, err := s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title); err != nil {
 		return err
 	}
+	if c.FormValue("from") == "thread" {
+		return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
+	}
 	return c.Redirect(http.StatusSeeOther, "/?flash=renamed")
 }
 
 func (s *Server) threadDeleteSubmit(c echo.Context) error {
-	if err := s.deleteThread(c); err != nil {
-		return err
-	}
-	return c.Redirect(http.StatusSeeOther, "/?flash=deleted")
-}
-
-// deleteThread deletes the :id thread the current user owns (see
-// ownThread): it stops the thread's run, waits for it to write its end,
-// then deletes everything recorded in the thread and its workspace.
-func (s *Server) deleteThread(c echo.Context) error {
-	t, err := s.ownThread(c)
+	t, err := s.deleteThread(c)
 	if err != nil {
 		return err
 	}
+	return c.Redirect(http.StatusSeeOther, "/?deleted="+url.QueryEscape(t.ID))
+}
+
+// deleteThread deletes the :id thread the current user owns (see
+// ownThread): it stops the thread's run and waits for it to write its
+// end; the thread leaves the owner's view at once, and it and its
+// workspace are removed for good after the undo window unless the owner
+// restores it first.
+func (s *Server) deleteThread(c echo.Context) (*models.Thread, error) {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return nil, err
+	}
 	ctx := c.Request().Context()
 	if err := s.stopRun(ctx, t.ID); err != nil {
+		return nil, err
+	}
+	at := s.now().Add(s.undoWindow)
+	if err := s.store.ScheduleThreadDelete(ctx, t.UserID, t.ID, at); err != nil {
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, errNotFound("thread")
+		}
+		return nil, err
+	}
+	s.purger.schedule(t.ID, at)
+	return t, nil
+}
+
+// restoreThread undoes the delete of the :id thread while its undo window
+// lasts; after it, the thread is gone (404).
+func (s *Server) restoreThread(c echo.Context) (*models.Thread, error) {
+	id, err := pathID(c, "id", "thread")
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.RestoreThread(c.Request().Context(), currentUser(c).ID, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, &apiError{http.StatusNotFound, "not_found", "the thread is gone: it can be restored only in the seconds after its delete"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.purger.cancel(id)
+	return t, nil
+}
+
+func (s *Server) threadRestoreSubmit(c echo.Context) error {
+	t, err := s.restoreThread(c)
+	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteThread(ctx, t.UserID, t.ID); err != nil {
+	return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
+}
+
+func (s *Server) apiThreadRestore(c echo.Context) error {
+	t, err := s.restoreThread(c)
+	if err != nil {
 		return err
 	}
-	s.removeWorkspace(t.ID)
-	return nil
+	return c.JSON(http.StatusOK, newThreadJSON(t))
 }
 
 // removeWorkspace deletes a deleted thread's files. The thread is already
@@ -509,7 +557,7 @@ func (s *Server) apiThreadRename(c echo.Context) error {
 }
 
 func (s *Server) apiThreadDelete(c echo.Context) error {
-	if err := s.deleteThread(c); err != nil {
+	if _, err := s.deleteThread(c); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

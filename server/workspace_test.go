@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // workspaceFiles lists the files a thread's workspace holds, nil when the
@@ -38,7 +39,11 @@ func (u *user) writeFiles(threadID string) {
 }
 
 func TestDeletingAThreadRemovesItsWorkspace(t *testing.T) {
-	a := newApp(t)
+	purged := make(chan string, 8)
+	a := newApp(t, withServer(func(o *Options) {
+		o.UndoWindow = 20 * time.Millisecond
+		o.OnThreadPurged = func(id string) { purged <- id }
+	}))
 	u := a.newUser("ann@example.com", false)
 	for _, c := range []struct {
 		name   string
@@ -61,6 +66,14 @@ func TestDeletingAThreadRemovesItsWorkspace(t *testing.T) {
 			u.writeFiles(kept)
 			c.delete(th)
 			a.waitIdle(th)
+			select {
+			case id := <-purged:
+				if id != th {
+					t.Fatalf("purged %s, want %s", id, th)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the deleted thread was not removed after its undo window")
+			}
 			if files := a.workspaceFiles(th); files != nil {
 				t.Errorf("the deleted thread's workspace still holds %v", files)
 			}

@@ -87,6 +87,9 @@ type ThreadListPage struct {
 	Older string
 	// Paged is set on every page but the first, which links back to it.
 	Paged bool
+	// Deleted is the thread just deleted, which the page offers to
+	// restore (Undo) while its undo window lasts.
+	Deleted string
 }
 
 // ModelOption is one model in a picker or list.
