@@ -47,7 +47,9 @@ func TestThreadExport(t *testing.T) {
 	if doc.Thread.ID != th || len(doc.Messages) != len(all.Messages) || len(doc.Messages) != 5 {
 		t.Errorf("json export: thread %q with %d messages, the thread has %d", doc.Thread.ID, len(doc.Messages), len(all.Messages))
 	}
-	tokens := func() bool { return strings.Contains(string(u.do("GET", "/api/threads/"+th+"/export?format=json", nil).body), "total_tokens") }
+	tokens := func() bool {
+		return strings.Contains(string(u.do("GET", "/api/threads/"+th+"/export?format=json", nil).body), "total_tokens")
+	}
 	if !tokens() {
 		t.Error("with the token gate on, the JSON export has no token figures")
 	}
