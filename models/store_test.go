@@ -256,3 +256,22 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Errorf("backup: last_seq %d, %d records, %v: not a consistent snapshot", last, len(recs), err)
 	}
 }
+
+func TestSearchThreads(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for _, title := range []string{"Plan the Launch", "launch review", "100% done", "snake_case names", "other"} {
+		if _, err := s.CreateThread(ctx, "u1", title); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreateThread(ctx, "u2", "launch of someone else"); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]int{"LAUNCH": 2, "100%": 1, "%": 1, "_": 1, "e_c": 1, "nothing": 0, "": 5} {
+		got, err := s.SearchThreads(ctx, "u1", q, 10)
+		if err != nil || len(got) != want {
+			t.Errorf("search %q: %d threads (%v), want %d", q, len(got), err, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,6 +70,15 @@ func (s *Store) Thread(ctx context.Context, userID, id string) (*Thread, error) 
 // Threads lists userID's threads, most recently active first.
 func (s *Store) Threads(ctx context.Context, userID string) ([]Thread, error) {
 	return list[Thread](s.r.WithContext(ctx).Where("user_id = ?", userID).Order("updated_at DESC, id"), "threads")
+}
+
+// SearchThreads lists up to limit of userID's threads whose title
+// contains q (any case), most recently active first.
+func (s *Store) SearchThreads(ctx context.Context, userID, q string, limit int) ([]Thread, error) {
+	pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(q)) + "%"
+	return list[Thread](s.r.WithContext(ctx).
+		Where(`user_id = ? AND delete_at IS NULL AND LOWER(title) LIKE ? ESCAPE '\'`, userID, pattern).
+		Order("updated_at DESC, id").Limit(limit), "threads")
 }
 
 // ThreadCursor is the position of a thread in its owner's list: a page

@@ -120,8 +120,23 @@ func (s *Server) loadThread(c echo.Context) (*threadView, error) {
 
 // Pages.
 
+// sidebarThreads is how many recent threads the sidebar lists; the rest
+// are a search or the thread list away.
+const sidebarThreads = 50
+
+// maxSearchResults bounds a search of thread titles.
+const maxSearchResults = 100
+
 func (s *Server) threadListPage(c echo.Context) error {
-	ts, next, err := s.threadsPageOf(c)
+	q := strings.TrimSpace(c.QueryParam("q"))
+	var ts []models.Thread
+	var next string
+	var err error
+	if q != "" {
+		ts, err = s.store.SearchThreads(c.Request().Context(), currentUser(c).ID, q, maxSearchResults)
+	} else {
+		ts, next, err = s.threadsPageOf(c)
+	}
 	if err != nil {
 		return err
 	}
@@ -135,7 +150,7 @@ func (s *Server) threadListPage(c echo.Context) error {
 	if id, err := uuid.Parse(c.QueryParam("deleted")); err == nil {
 		deleted = id.String()
 	}
-	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items, Older: next, Paged: c.QueryParam("before") != "", Deleted: deleted}))
+	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items, Older: next, Paged: c.QueryParam("before") != "", Deleted: deleted, Query: q}))
 }
 
 func threadItem(t *models.Thread) views.ThreadItem {
@@ -282,7 +297,12 @@ func (s *Server) threadPage(c echo.Context) error {
 	}
 	t := v.thread
 	show := s.showTokens()
+	sidebar, err := s.sidebar(c)
+	if err != nil {
+		return err
+	}
 	page := views.ThreadPage{
+		Sidebar:  sidebar,
 		Page:     s.page(c, threadItem(t).Title),
 		Thread:   threadItem(t),
 		Messages: s.messageViews(v.messages, v.cards, show),
@@ -325,12 +345,30 @@ func (s *Server) threadPage(c echo.Context) error {
 // so no empty thread is ever left behind.
 func (s *Server) threadNewPage(c echo.Context) error {
 	u := currentUser(c)
+	sidebar, err := s.sidebar(c)
+	if err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, views.NewThread(views.ThreadPage{
+		Sidebar:      sidebar,
 		Page:         s.page(c, "New thread"),
 		Models:       s.modelOptions(),
 		DefaultModel: s.defaultModel(u),
 		CommandsOff:  s.commandsOff(u),
 	}))
+}
+
+// sidebar is the current user's most recently active threads.
+func (s *Server) sidebar(c echo.Context) ([]views.ThreadItem, error) {
+	ts, _, err := s.store.ThreadsPage(c.Request().Context(), currentUser(c).ID, nil, sidebarThreads)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]views.ThreadItem, len(ts))
+	for i := range ts {
+		items[i] = threadItem(&ts[i])
+	}
+	return items, nil
 }
 
 // threadMessagesFragment answers the page of older messages the thread

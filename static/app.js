@@ -7,6 +7,8 @@
 // thread.js and the modules it imports; the new-thread page only the
 // composer.
 
+import { threadLists } from "./threadlist.js";
+
 // Copy buttons are rendered hidden: they only work with this script and a
 // clipboard, so they appear only then.
 function copyButtons() {
@@ -27,6 +29,7 @@ function copyButtons() {
 }
 
 copyButtons();
+threadLists();
 const stateNode = document.getElementById("herd-state");
 if (stateNode) {
 	const { ThreadPage } = await import("./thread.js");

@@ -3,6 +3,7 @@ package views
 import (
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -139,4 +140,15 @@ func errorHeading(p ErrorPage) string {
 	default:
 		return "Something went wrong"
 	}
+}
+
+// searchResults says how many threads a title search found.
+func searchResults(n int, q string) string {
+	switch n {
+	case 0:
+		return "No thread title contains “" + q + "”."
+	case 1:
+		return "1 thread title contains “" + q + "”."
+	}
+	return strconv.Itoa(n) + " thread titles contain “" + q + "”."
 }

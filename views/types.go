@@ -90,6 +90,8 @@ type ThreadListPage struct {
 	// Deleted is the thread just deleted, which the page offers to
 	// restore (Undo) while its undo window lasts.
 	Deleted string
+	// Query is a search of titles (?q=): Threads are its results.
+	Query string
 }
 
 // ModelOption is one model in a picker or list.
@@ -133,6 +135,8 @@ type MessageView struct {
 // ThreadPage is one conversation.
 type ThreadPage struct {
 	Page
+	// Sidebar lists the user's recent threads beside the conversation.
+	Sidebar      []ThreadItem
 	Thread       ThreadItem
 	Messages     []MessageView
 	Models       []ModelOption
