@@ -39,6 +39,7 @@ export class Follower {
 		this.button = button;
 		this.following = true;
 		this.output = false;
+		this.lastTop = document.documentElement.scrollTop;
 		this.lastBelow = below();
 		window.addEventListener("scroll", () => this.onScroll(), { passive: true });
 		// A ResizeObserver runs after layout and before paint: the view
@@ -47,10 +48,19 @@ export class Follower {
 		button?.addEventListener("click", () => this.jump());
 	}
 
+	// onScroll stops following only when the reader scrolls up: the event
+	// of our own scroll to the bottom may come after more output has
+	// grown the page, and must not be read as the reader leaving.
 	onScroll() {
-		this.following = nearBottom();
+		const top = document.documentElement.scrollTop;
+		if (nearBottom()) {
+			this.following = true;
+			this.showButton(false);
+		} else if (top < this.lastTop) {
+			this.following = false;
+		}
+		this.lastTop = top;
 		this.lastBelow = below();
-		if (this.following) this.showButton(false);
 	}
 
 	// noteOutput is told of every frame before it changes the page.
