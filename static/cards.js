@@ -152,9 +152,15 @@ export class Cards {
 		}
 	}
 
+	// refreshUsageSoon refreshes the usage panel at most every
+	// USAGE_REFRESH_MS while usage keeps arriving, so the thread's figures
+	// follow the cards during a run, not only after it.
 	refreshUsageSoon() {
-		clearTimeout(this.usageTimer);
-		this.usageTimer = setTimeout(() => this.refreshUsage(), USAGE_REFRESH_MS);
+		if (this.usageTimer) return;
+		this.usageTimer = setTimeout(() => {
+			this.usageTimer = 0;
+			this.refreshUsage();
+		}, USAGE_REFRESH_MS);
 	}
 
 	// refetchTotals brings back the totals the gate kept from this page,
@@ -225,7 +231,7 @@ export class Cards {
 		this.update(c, () => (applied = applyTaskFrame(c, type, data, frame.seq)));
 		if (!applied) return;
 		if (type === "task_running" && Number.isInteger(frame.seq) && d.step) addStep(c, stepOf(frame.seq, d.step));
-		if (isTerminal(c.status)) this.refreshUsageSoon();
+		if (isTerminal(c.status) || d.usage) this.refreshUsageSoon();
 	}
 
 	toolMessage(m) {

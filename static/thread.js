@@ -96,6 +96,8 @@ export class ThreadPage {
 			this.addToolResult(m);
 			return;
 		}
+		// The lead's own calls count in the thread's figures as they come.
+		if (m.usage) this.cards.refreshUsageSoon();
 		const node = messageElement(m, this.cards.labels);
 		const streaming = document.getElementById(`stream-${m.id}`);
 		this.changeList(() => {
