@@ -39,10 +39,17 @@ export class Composer {
 	// update sets the controls from the state: Send needs a message and no
 	// run in flight. The form's data-state (idle, sending, running) says
 	// the same to tests and styles.
+	// setOffline disables Send and Stop while the server is out of reach.
+	setOffline(down) {
+		this.offline = down;
+		this.update();
+	}
+
 	update() {
 		const busy = this.sending || this.activeRun !== null;
-		this.send.disabled = busy || this.input.value.trim() === "";
+		this.send.disabled = busy || this.offline === true || this.input.value.trim() === "";
 		this.stop.hidden = this.activeRun === null;
+		this.stop.disabled = this.offline === true;
 		this.form.dataset.state = this.activeRun !== null ? "running" : this.sending ? "sending" : "idle";
 	}
 

@@ -13,7 +13,8 @@ const CROWDED_SETTLE_MS = 1000;
 
 // openStream connects to url() (asked again on every reconnect) and
 // hands each raw frame to onFrame; onOpen runs on every connect, onStatus
-// gets the connection line's text ("" when connected).
+// gets the connection line's text ("" when connected) and whether the
+// server is out of reach (its controls cannot work meanwhile).
 export function openStream({ url, onFrame, onOpen, onStatus }) {
 	let retryDelay = RECONNECT_MIN_MS;
 	let crowded = false; // the last close said the account has too many sockets
@@ -44,7 +45,7 @@ export function openStream({ url, onFrame, onOpen, onStatus }) {
 				onStatus("Too many open tabs for this account: live updates resume when you close one.");
 				retryDelay = RECONNECT_MAX_MS;
 			} else {
-				onStatus("Reconnecting…");
+				onStatus("Reconnecting…", true);
 			}
 			setTimeout(connect, retryDelay);
 			retryDelay = Math.min(retryDelay * 2, RECONNECT_MAX_MS);

@@ -62,7 +62,7 @@ export class ThreadPage {
 		openStream({
 			url: () => `${scheme}//${location.host}/api/threads/${this.threadID}/stream?after_seq=${this.lastSeq}`,
 			onFrame: (raw) => this.onFrame(raw),
-			onStatus: (text) => this.showConn(text),
+			onStatus: (text, down) => this.showConn(text, down === true),
 			// Tests wait for data-herd-ready before they act on the page.
 			onOpen: () => this.cardsLoaded.then(() => (document.documentElement.dataset.herdReady = "1")),
 		});
@@ -74,9 +74,16 @@ export class ThreadPage {
 		return intAttr(this.list.querySelector(":scope > [data-seq]")?.dataset.seq);
 	}
 
-	showConn(text) {
+	// showConn writes the connection line. While the server is out of
+	// reach nothing on the page is live: running cards say they wait for
+	// the connection (app.css, [data-offline]) and the controls that need
+	// the server are disabled until it is back.
+	showConn(text, down = false) {
 		this.connStatus.textContent = text;
 		this.connStatus.hidden = text === "";
+		document.documentElement.toggleAttribute("data-offline", down);
+		this.composer.setOffline(down);
+		for (const b of this.list.querySelectorAll(".card-cancel")) b.disabled = down;
 	}
 
 	// changeList changes the message list; the follower keeps the view
