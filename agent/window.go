@@ -33,8 +33,11 @@ const (
 	// minCalibrationTokens: a request this small says little about the
 	// ratio, mostly template overhead.
 	minCalibrationTokens = 64
-	// The ratio stays within these bounds whatever a provider reports.
-	minRatio, maxRatio = 0.25, 8.0
+	// The ratio stays within these bounds whatever a provider reports:
+	// no real tokenizer is far outside them, and a provider that
+	// under-reports (the demo counts no tool definitions) cannot make
+	// the estimate useless.
+	minRatio, maxRatio = 0.5, 4.0
 	// overflowRatioStep raises the ratio when a provider refused a
 	// request the estimate said would fit: that estimate was far off, so
 	// the retry assumes twice the tokens; reported usage brings the ratio
