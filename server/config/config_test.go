@@ -63,8 +63,8 @@ func TestLoadDefaults(t *testing.T) {
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Models: []agent.ModelConfig{
-			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
-			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
+			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
+			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
 		},
 		Lead: agent.LeadConfig{MaxTurns: 25, MaxActiveRunsPerUser: 3},
 		Subagents: agent.SubagentsConfig{
