@@ -192,3 +192,38 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestTooLongForTheWindow: a message that cannot fit even alone fails the
+// run saying so, without a request; a model whose window is not
+// configured fails in plain words that say what to set, with the
+// provider's own.
+func TestTooLongForTheWindow(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		window       int
+		wantRequests int
+		wantError    []string
+	}{
+		{"minimum over the window", tightWindow, 0, []string{"does not fit the context window", "context_window 4096"}},
+		{"window unknown", 0, 1, []string{"set context_window for this model", "maximum context length is 4096 tokens"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := tightServer(t, func(openaitest.ChatRequest) openaitest.Reply { return openaitest.Text("never") })
+			h := agent.NewHarness(t, agent.HarnessConfig{Models: []*agent.Model{tightModel(t, srv, tt.window)}})
+			t.Cleanup(srv.Close)
+			st := h.Run(strings.Repeat("A very long paste. ", 1500))
+			r := h.RunRow(st.RunID)
+			if r.Status != models.RunFailed {
+				t.Fatalf("run %s, want failed", r.Status)
+			}
+			for _, want := range tt.wantError {
+				if !strings.Contains(r.Error, want) {
+					t.Errorf("error %q lacks %q", r.Error, want)
+				}
+			}
+			if n := len(srv.Requests()); n != tt.wantRequests {
+				t.Errorf("%d requests, want %d", n, tt.wantRequests)
+			}
+		})
+	}
+}

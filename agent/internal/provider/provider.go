@@ -160,6 +160,7 @@ func Message(msg, raw string) string {
 var overflowPhrases = []string{
 	"context_length_exceeded", "maximum context length", "context length", "context window",
 	"prompt is too long", "input is too long", "too many tokens", "exceeds the available context",
+	"context limit", // Anthropic: "input length and `max_tokens` exceed context limit"
 }
 
 // Overflow says whether a refusal with this status and message means the
