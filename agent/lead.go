@@ -159,12 +159,16 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 		return models.RunFailed, "could not load the conversation"
 	}
 	msgs := append([]Message{{Type: TypeSystem, Content: r.box.prompt}}, replayable(stored)...)
+	var trimmed *fitReport // the latest call of the run that left turns out
 	for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
 		msgID := r.env.newID()
-		resp, streamed, err := r.complete(msgID, msgs)
+		resp, fit, streamed, err := r.complete(msgID, msgs)
+		if fit.Trimmed() {
+			trimmed = &fit
+		}
 		if err != nil {
 			if r.ctx.Err() != nil {
-				r.keepPartial(msgID, streamed)
+				r.keepPartial(msgID, streamed, trimmed)
 				return models.RunCancelled, ""
 			}
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
@@ -172,18 +176,20 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 		}
 		r.recordUsage(r.ctx, "", resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls}
+		final := len(resp.ToolCalls) == 0
 		if err := r.persist(&models.Message{
 			ID: msgID, Type: TypeAI, Content: resp.Text, ToolCalls: toolCallsJSON(resp.ToolCalls),
 			// The herd model's name, as on the run and the cards, so that the
 			// meta line can show its display name; the provider's own name
 			// for it (which may carry a date) stays in the ledger and logs.
 			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
+			AdditionalKwargs: answerKwargs(final, false, trimmed),
 		}); err != nil {
 			log.Error("persist ai message", "err", err)
 			return models.RunFailed, "could not save the answer"
 		}
 		msgs = append(msgs, ai)
-		if len(resp.ToolCalls) == 0 {
+		if final {
 			if strings.TrimSpace(resp.Text) == "" {
 				return models.RunFailed, "No response generated"
 			}
@@ -202,32 +208,55 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 // message msgID, and returns the response and the text streamed so far.
 // A provider that ignores a Stop is abandoned after the cancel grace, as a
 // stuck tool is (strays).
-func (r *run) complete(msgID string, msgs []Message) (Response, string, error) {
+func (r *run) complete(msgID string, msgs []Message) (Response, fitReport, string, error) {
 	var mu sync.Mutex // an abandoned call may stream on
 	var streamed strings.Builder
 	deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
 	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs}
-	resp, err := r.env.strays.complete(r.ctx, r.logger(), r.model, req, func(d string) {
+	resp, fit, err := callFitted(r.ctx, r.env.strays, r.logger(), r.model, req, func(d string) {
 		mu.Lock()
 		streamed.WriteString(d)
 		mu.Unlock()
 		deltas.write(d)
 	})
 	deltas.close()
+	if fit.Trimmed() {
+		r.logger().Info("left turns out to fit the context window", "model", r.model.Config.Name, "sent", fit.Sent, "total", fit.Total)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	return resp, streamed.String(), err
+	return resp, fit, streamed.String(), err
 }
+
+// answerKwargs is an AI message's additional_kwargs: stopped for an answer
+// the user stopped, and on a run's answer (final, or stopped) the note
+// that turns were left out of the run's requests (docs/API.md).
+func answerKwargs(final, stopped bool, trimmed *fitReport) models.JSON {
+	kw := map[string]any{}
+	if stopped {
+		kw["stopped"] = true
+	}
+	if trimmed != nil && (final || stopped) {
+		kw[kwargContextTrimmed] = map[string]int{"sent": trimmed.Sent, "total": trimmed.Total}
+	}
+	if len(kw) == 0 {
+		return nil
+	}
+	return models.MustJSON(kw)
+}
+
+// kwargContextTrimmed is the additional_kwargs key of the note.
+const kwargContextTrimmed = "context_trimmed"
 
 // keepPartial saves what was streamed of an answer the user stopped, so a
 // reload shows what they saw.
-func (r *run) keepPartial(msgID, text string) {
+func (r *run) keepPartial(msgID, text string, trimmed *fitReport) {
 	if strings.TrimSpace(text) == "" {
 		return
 	}
 	err := r.persist(&models.Message{
 		ID: msgID, Type: TypeAI, Content: text, ModelName: r.model.Config.Name,
-		AdditionalKwargs: models.MustJSON(map[string]any{"stopped": true}),
+		AdditionalKwargs: answerKwargs(false, true, trimmed),
 	})
 	if err != nil {
 		r.logger().Error("persist partial answer", "err", err)

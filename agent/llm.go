@@ -77,4 +77,6 @@ var ErrProvider = errors.New("llm provider")
 type Model struct {
 	Config   ModelConfig
 	Provider Provider
+	// gauge calibrates the token estimate of this model's requests.
+	gauge gauge
 }

@@ -31,7 +31,12 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		if turn > e.spec.maxTurns {
 			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
-		resp, err := e.strays.complete(ctx, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
+		// Its conversation grows with every tool step; the oldest steps are
+		// left out when it outgrows the model's window (callFitted).
+		resp, fit, err := callFitted(ctx, e.strays, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
+		if fit.Trimmed() {
+			e.log.Info("left tool steps out to fit the context window", "model", e.model.Config.Name, "sent", fit.Sent, "total", fit.Total)
+		}
 		if err != nil {
 			return e.interrupted(ctx, err)
 		}

@@ -407,9 +407,12 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 				mv.ToolCalls = append(mv.ToolCalls, tv)
 			}
 		}
-		var kw map[string]any
-		if len(m.AdditionalKwargs) > 0 && json.Unmarshal(m.AdditionalKwargs, &kw) == nil {
-			mv.Stopped, _ = kw["stopped"].(bool)
+		var kw struct {
+			Stopped bool               `json:"stopped"`
+			Trimmed *views.ContextTrim `json:"context_trimmed"`
+		}
+		if len(m.AdditionalKwargs) > 0 && json.Unmarshal(m.AdditionalKwargs, &kw) == nil && m.Type == agent.TypeAI {
+			mv.Stopped, mv.Trimmed = kw.Stopped, kw.Trimmed
 		}
 		out = append(out, mv)
 	}

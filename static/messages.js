@@ -22,7 +22,8 @@ export function messageElement(m, labels) {
 	// The one innerHTML: the server rendered and sanitized this field.
 	if (m.html) body.innerHTML = m.html;
 	else body.remove();
-	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note").remove();
+	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note:not(.msg-context)").remove();
+	fillContextNote(node.querySelector(".msg-context"), m.additional_kwargs?.context_trimmed);
 	fillToolCalls(node.querySelector(".msg-tools"), m.tool_calls ?? []);
 	const meta = node.querySelector(".msg-meta");
 	if (m.model_name && m.html) {
@@ -30,6 +31,17 @@ export function messageElement(m, labels) {
 		meta.title = m.model_name;
 	} else meta.remove();
 	return node;
+}
+
+// fillContextNote fills the figures of the note that older turns were
+// left out of the answer's requests (context_trimmed), or removes it.
+function fillContextNote(note, trimmed) {
+	if (!Number.isInteger(trimmed?.sent) || !Number.isInteger(trimmed?.total)) {
+		note.remove();
+		return;
+	}
+	note.querySelector(".context-sent").textContent = String(trimmed.sent);
+	note.querySelector(".context-total").textContent = String(trimmed.total);
 }
 
 // fillToolCalls gives each call a copy of the template's matching part: a

@@ -130,6 +130,16 @@ type MessageView struct {
 	ModelLabel string // the model's display name, which the meta line shows
 	ToolCalls  []ToolCallView
 	Stopped    bool // the user stopped this answer while it streamed
+	// Trimmed is set on an answer whose run left older turns out of its
+	// requests to fit the model's context window.
+	Trimmed *ContextTrim
+}
+
+// ContextTrim is how many of a conversation's turns a run's request sent,
+// of how many (an AI message's additional_kwargs.context_trimmed).
+type ContextTrim struct {
+	Sent  int `json:"sent"`
+	Total int `json:"total"`
 }
 
 // ThreadPage is one conversation.

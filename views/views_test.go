@@ -418,6 +418,11 @@ func TestMessage(t *testing.T) {
 			want: `<article class="msg msg-ai" id="msg-c" data-seq="9" data-run-id=""><div class="msg-tools"><details class="tool-call" data-tool-call-id="k"><summary><span class="tool-name">ls</span><code class="tool-brief">{}</code></summary><pre class="tool-args">{}</pre></details></div></article>`,
 		},
 		{
+			name: "ai whose run left turns out",
+			m:    MessageView{ID: "e", Seq: 11, Type: "ai", HTML: "<p>ok</p>", ModelName: "m", Trimmed: &ContextTrim{Sent: 3, Total: 11}},
+			want: `<article class="msg msg-ai" id="msg-e" data-seq="11" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-note msg-context">Earlier messages were left out of this answer to fit the model's context window (<span class="context-sent">3</span> of <span class="context-total">11</span> turns sent).</p><p class="msg-meta" title="m">m</p></article>`,
+		},
+		{
 			name: "tool",
 			m:    MessageView{ID: "d", Seq: 10, Type: "tool", Content: "<i>out</i>"},
 			want: `<div class="tool-result" id="msg-d" data-seq="10"><pre class="tool-output">&lt;i&gt;out&lt;/i&gt;</pre></div>`,

@@ -222,6 +222,9 @@ func (p *Provider) streamError(ctx context.Context, err error, events, attempts 
 		if events > 0 || apiErr.StatusCode == http.StatusOK {
 			return p.ep.Errorf("error event in stream after %d events: %s", events, msg)
 		}
+		if provider.Overflow(apiErr.StatusCode, msg) {
+			return p.ep.Errorf("HTTP %d %s: %s%s%w", apiErr.StatusCode, statusText(apiErr.StatusCode), msg, provider.AfterAttempts(attempts), provider.Overflowed)
+		}
 		return p.ep.Errorf("HTTP %d %s: %s%s", apiErr.StatusCode, statusText(apiErr.StatusCode), msg, provider.AfterAttempts(attempts))
 	}
 	if events == 0 && attempts > 0 && !provider.IsDecodeError(err) {

@@ -349,3 +349,28 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("env key: %v %+v", err, p)
 	}
 }
+
+// TestPromptTooLong: Anthropic's refusal of a prompt over the window is
+// marked agent.ErrContextLength (so herd leaves more turns out), with the
+// provider's words; another 400 is not.
+func TestPromptTooLong(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		reply anthropictest.Reply
+		want  bool
+	}{
+		{"prompt too long", anthropictest.Fail(400, "prompt is too long: 208752 tokens > 200000 maximum"), true},
+		{"another 400", anthropictest.Fail(400, "messages: roles must alternate"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, _ := newFake(t, func(c *agent.ModelConfig) { c.MaxRetries = new(0) }, tt.reply)
+			_, err := p.Complete(context.Background(), agent.Request{Messages: []agent.Message{{Type: agent.TypeHuman, Content: "hi"}}}, nil)
+			if err == nil || errors.Is(err, agent.ErrContextLength) != tt.want {
+				t.Fatalf("err %v: ErrContextLength %v, want %v", err, errors.Is(err, agent.ErrContextLength), tt.want)
+			}
+			if tt.want && !strings.HasSuffix(err.Error(), "200000 maximum") {
+				t.Errorf("err %q, want the provider's words and nothing after", err)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -71,6 +72,12 @@ type Provider struct {
 	plainTools    atomic.Bool
 	maxRetryDelay time.Duration
 	log           *slog.Logger
+	// maxOutput caps each answer (max_output_tokens; 0 sends no cap).
+	maxOutput int64
+	// completionTokens sends the cap as max_completion_tokens, which
+	// OpenAI's own API requires of its reasoning models, rather than the
+	// max_tokens that compatible servers (Ollama, vLLM, llama.cpp) read.
+	completionTokens bool
 }
 
 // Option tunes a Provider beyond its agent.ModelConfig.
@@ -140,12 +147,14 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 	}
 
 	return &Provider{
-		ep:            ep,
-		client:        oai.Client{Options: clientOpts},
-		streamUsage:   cfg.StreamUsage == nil || *cfg.StreamUsage,
-		stream:        stream,
-		maxRetryDelay: o.maxRetryDelay,
-		log:           o.log,
+		ep:               ep,
+		client:           oai.Client{Options: clientOpts},
+		streamUsage:      cfg.StreamUsage == nil || *cfg.StreamUsage,
+		stream:           stream,
+		maxRetryDelay:    o.maxRetryDelay,
+		log:              o.log,
+		maxOutput:        int64(max(cfg.MaxOutputTokens, 0)),
+		completionTokens: isOpenAIHost(ep.BaseURL),
 	}, nil
 }
 
@@ -157,6 +166,11 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	callID := uuid.NewString()
 	model := cmp.Or(req.Model, p.ep.Model)
 	params, err := chatParams(model, req, p.streamUsage)
+	if p.maxOutput > 0 && p.completionTokens {
+		params.MaxCompletionTokens = oai.Int(p.maxOutput)
+	} else if p.maxOutput > 0 {
+		params.MaxTokens = oai.Int(p.maxOutput)
+	}
 	if err != nil {
 		return agent.Response{}, p.ep.Errorf("build request: %w", err)
 	}
@@ -198,7 +212,8 @@ func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompleti
 		case 0, http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
 			return agent.Response{}, false, err
 		}
-		return agent.Response{}, true, err
+		// A request too long for the model is as long unstreamed.
+		return agent.Response{}, !errors.Is(err, agent.ErrContextLength), err
 	}
 	// Some servers and proxies ignore stream: true, or answer 200 with an
 	// error object; the SSE decoder would see neither as anything but an
@@ -393,6 +408,12 @@ func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta f
 		return acc, p.ep.Errorf("stream cut short: the connection closed before [DONE] and without a finish_reason, after %d chunks", acc.chunks)
 	}
 	return acc, nil
+}
+
+// isOpenAIHost says whether base is OpenAI's own API.
+func isOpenAIHost(base string) bool {
+	u, err := url.Parse(base)
+	return err == nil && strings.EqualFold(u.Hostname(), "api.openai.com")
 }
 
 // chatParams maps a Request onto the chat-completions request body.
@@ -590,7 +611,11 @@ func (p *Provider) requestError(err error, status int, body []byte, attempts int
 		why = " (" + why + ")"
 	}
 	if status >= 400 {
-		return p.ep.Errorf("HTTP %d %s: %s%s%s", status, http.StatusText(status), providerMessage(body), tries, why)
+		msg := providerMessage(body)
+		if provider.Overflow(status, string(body)) {
+			return p.ep.Errorf("HTTP %d %s: %s%s%s%w", status, http.StatusText(status), msg, tries, why, provider.Overflowed)
+		}
+		return p.ep.Errorf("HTTP %d %s: %s%s%s", status, http.StatusText(status), msg, tries, why)
 	}
 	return p.ep.Errorf("request failed%s: %w", tries, err)
 }

@@ -981,3 +981,67 @@ func TestDefaultBaseURL(t *testing.T) {
 		t.Errorf("request URL = %q, want %q", got, want)
 	}
 }
+
+// TestMaxOutputTokens: max_output_tokens caps the answer as max_tokens on
+// a compatible server and as max_completion_tokens on OpenAI's own API
+// (which refuses max_tokens for its reasoning models); unset, no cap is
+// sent.
+func TestMaxOutputTokens(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		max              int
+		openAIHost       bool
+		wantMax, wantMCT int64
+	}{
+		{"unset", 0, false, 0, 0},
+		{"compatible server", 512, false, 512, 0},
+		{"api.openai.com", 512, true, 0, 512},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, srv := newFake(t, func(c *agent.ModelConfig) { c.MaxOutputTokens = tt.max }, openaitest.Text("ok"))
+			p.completionTokens = tt.openAIHost
+			if _, err := p.Complete(context.Background(), hello(), nil); err != nil {
+				t.Fatal(err)
+			}
+			got := srv.Requests()[0].Chat
+			if got.MaxTokens != tt.wantMax || got.MaxCompletionTokens != tt.wantMCT {
+				t.Errorf("max_tokens %d, max_completion_tokens %d; want %d, %d", got.MaxTokens, got.MaxCompletionTokens, tt.wantMax, tt.wantMCT)
+			}
+		})
+	}
+	if !isOpenAIHost("https://API.openai.com/v1") || isOpenAIHost("http://localhost:11434/v1") {
+		t.Error("isOpenAIHost")
+	}
+}
+
+// TestContextLengthExceeded: a refusal for length is marked
+// agent.ErrContextLength, keeps the provider's words, and is not taken
+// for a server that cannot stream (no plain retry under stream: auto).
+func TestContextLengthExceeded(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		reply openaitest.Reply
+		want  bool
+	}{
+		{"openai", openaitest.ContextLengthExceeded(8192, 9000), true},
+		{"vllm", openaitest.Fail(http.StatusBadRequest, "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens"), true},
+		{"other 400", openaitest.Fail(http.StatusBadRequest, "unknown parameter: foo"), false},
+		{"500 that mentions it", openaitest.Fail(http.StatusInternalServerError, "context length"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, srv := newFake(t, func(c *agent.ModelConfig) { c.MaxRetries = new(0) }, tt.reply)
+			req := hello()
+			req.Tools = []tools.Spec{{Name: "ls", Parameters: json.RawMessage(`{"type":"object"}`)}}
+			_, err := p.Complete(context.Background(), req, nil)
+			if err == nil || errors.Is(err, agent.ErrContextLength) != tt.want {
+				t.Fatalf("err %v; ErrContextLength %v, want %v", err, errors.Is(err, agent.ErrContextLength), tt.want)
+			}
+			if tt.want && (!strings.Contains(err.Error(), "maximum context length") || strings.HasSuffix(err.Error(), " ")) {
+				t.Errorf("err %q, want the provider's words", err)
+			}
+			if tt.want && len(srv.Requests()) != 1 {
+				t.Errorf("%d requests, want no retry without streaming", len(srv.Requests()))
+			}
+		})
+	}
+}

@@ -63,8 +63,8 @@ func TestLoadDefaults(t *testing.T) {
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Models: []agent.ModelConfig{
-			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
-			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
+			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
+			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
 		},
 		Lead: agent.LeadConfig{MaxTurns: 25, MaxActiveRunsPerUser: 3},
 		Subagents: agent.SubagentsConfig{
@@ -588,7 +588,9 @@ func TestErrors(t *testing.T) {
 		{name: "anthropic stream", file: "models: [{name: a, provider: anthropic, api_key: k, stream: false}]\n", want: []string{`config: herd.yaml: models.0.stream: provider anthropic always streams: must be auto or true, got "false"`}},
 		{name: "max_output_tokens", file: openai + "max_output_tokens: -1}\n", want: []string{`config: herd.yaml: models.0.max_output_tokens: must be at least 0, got -1`}},
 		{name: "base_url", file: openai + "base_url: 'localhost:11434/v1'}\n", want: []string{`config: herd.yaml: models.0.base_url: must be an absolute http(s) URL, got "localhost:11434/v1"`}},
-		{name: "context_window", file: openai + "context_window: -1}\n", want: []string{`config: herd.yaml: models.0.context_window: must be at least 0, got -1`}},
+		{name: "context_window", file: openai + "context_window: -1}\n", want: []string{`config: herd.yaml: models.0.context_window: must be 0 (unknown) or at least 512 tokens, got -1`}},
+		{name: "context_window in thousands", file: openai + "context_window: 128}\n", want: []string{`config: herd.yaml: models.0.context_window: must be 0 (unknown) or at least 512 tokens, got 128`}},
+		{name: "max_output_tokens over the window", file: openai + "context_window: 8192, max_output_tokens: 8192}\n", want: []string{`config: herd.yaml: models.0.max_output_tokens: must be less than context_window (8192), got 8192`}},
 		{name: "model timeout", file: openai + "timeout_seconds: -1}\n", want: []string{`config: herd.yaml: models.0.timeout_seconds: must be at least 0, got -1`}},
 		{name: "max_retries", file: openai + "max_retries: -1}\n", want: []string{`config: herd.yaml: models.0.max_retries: must be at least 0, got -1`}},
 		{name: "stream", file: openai + "stream: sometimes}\n", want: []string{`config: herd.yaml: models.0.stream: must be one of auto, true, false, got "sometimes"`}},

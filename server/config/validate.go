@@ -264,7 +264,7 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 		}
 		l.atLeast(key+".max_output_tokens", m.MaxOutputTokens, 0)
 		l.atLeast(key+".max_concurrent_requests", m.MaxConcurrentRequests, 0)
-		l.atLeast(key+".context_window", m.ContextWindow, 0)
+		l.validateWindow(key, m)
 		l.atLeast(key+".timeout_seconds", m.TimeoutSeconds, 0)
 		if m.MaxRetries != nil {
 			l.atLeast(key+".max_retries", *m.MaxRetries, 0)
@@ -275,6 +275,21 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 		}
 		l.atLeast(key+".chunk_ms", m.ChunkMS, 0)
 		l.atLeast(key+".fail_after", m.FailAfter, 0)
+	}
+}
+
+// minContextWindow catches a window written in thousands (128 for 128k):
+// below it no conversation would fit.
+const minContextWindow = 512
+
+// validateWindow checks context_window (0 = unknown) against
+// max_output_tokens, which the window must leave room beside.
+func (l *loader) validateWindow(key string, m agent.ModelConfig) {
+	switch cw := m.ContextWindow; {
+	case cw < 0 || (cw > 0 && cw < minContextWindow):
+		l.invalid(key+".context_window", "must be 0 (unknown) or at least %d tokens, got %d", minContextWindow, cw)
+	case cw > 0 && m.MaxOutputTokens >= cw:
+		l.invalid(key+".max_output_tokens", "must be less than context_window (%d), got %d", cw, m.MaxOutputTokens)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -152,6 +153,40 @@ func Message(msg, raw string) string {
 	}
 	return msg
 }
+
+// overflowPhrases are how servers say a request was longer than the
+// model's context window: OpenAI's code and message, vLLM, llama.cpp,
+// LiteLLM, OpenRouter, DeepSeek and Anthropic ("prompt is too long").
+var overflowPhrases = []string{
+	"context_length_exceeded", "maximum context length", "context length", "context window",
+	"prompt is too long", "input is too long", "too many tokens", "exceeds the available context",
+	"context limit", // Anthropic: "input length and `max_tokens` exceed context limit"
+}
+
+// Overflow says whether a refusal with this status and message means the
+// request did not fit the model's context window, which herd can remedy
+// by leaving older turns out (agent.ErrContextLength).
+func Overflow(status int, msg string) bool {
+	if status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge && status != http.StatusUnprocessableEntity {
+		return false
+	}
+	msg = strings.ToLower(msg)
+	for _, p := range overflowPhrases {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Overflowed marks a provider error as agent.ErrContextLength: Errorf's
+// format ends in %w with it as the argument. It adds no text.
+var Overflowed error = overflowed{}
+
+type overflowed struct{}
+
+func (overflowed) Error() string        { return "" }
+func (overflowed) Is(target error) bool { return target == agent.ErrContextLength }
 
 // ToolArgs turns the arguments text a model streamed into ToolCall.Args,
 // which is always valid JSON. A JSON object is kept as is; empty arguments

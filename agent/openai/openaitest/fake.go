@@ -148,6 +148,14 @@ func Text(chunks ...string) Reply { return Reply{Chunks: chunks} }
 // OpenAI-style error body carrying message.
 func Fail(status int, message string) Reply { return Reply{Status: status, Error: message} }
 
+// ContextLengthExceeded is OpenAI's refusal of a request of got tokens to
+// a model whose context window is limit tokens, word for word.
+func ContextLengthExceeded(limit, got int) Reply {
+	return Reply{Status: http.StatusBadRequest, ErrorBody: fmt.Sprintf(`{"error":{"message":"This model's maximum context length is %d tokens. `+
+		`However, your messages resulted in %d tokens. Please reduce the length of the messages.",`+
+		`"type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, limit, got)}
+}
+
 // Request is one request the server received.
 type Request struct {
 	Header http.Header
@@ -162,6 +170,9 @@ type ChatRequest struct {
 	Tools         []Tool         `json:"tools"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *StreamOptions `json:"stream_options"`
+	// The answer's cap, as compatible servers and as OpenAI's API read it.
+	MaxTokens           int64 `json:"max_tokens"`
+	MaxCompletionTokens int64 `json:"max_completion_tokens"`
 }
 
 // StreamOptions is the request's stream_options.
