@@ -207,7 +207,8 @@ func (r *run) complete(msgID string, msgs []Message) (Response, string, error) {
 	var streamed strings.Builder
 	deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
 	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs}
-	resp, err := r.env.strays.complete(r.ctx, r.logger(), r.model, req, func(d string) {
+	ctx := withModelWait(r.ctx, r.emitWaiting)
+	resp, err := r.env.strays.complete(ctx, r.logger(), r.model, req, func(d string) {
 		mu.Lock()
 		streamed.WriteString(d)
 		mu.Unlock()
@@ -217,6 +218,14 @@ func (r *run) complete(msgID string, msgs []Message) (Response, string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	return resp, streamed.String(), err
+}
+
+// emitWaiting shows that the lead's model call waits for a slot of its
+// model, or has got one (withModelWait); nothing once the run is stopping.
+func (r *run) emitWaiting(waiting bool) {
+	if r.ctx.Err() == nil {
+		r.emit(r.ctx, "", RunWait{RunID: r.id, Waiting: waiting})
+	}
 }
 
 // keepPartial saves what was streamed of an answer the user stopped, so a
