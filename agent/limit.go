@@ -48,9 +48,18 @@ func (l *limited) wait(ctx context.Context) error {
 	if hook != nil {
 		hook(true)
 	}
+	held := false
 	select {
 	case l.slots <- struct{}{}:
+		held = true
 	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
+		// A slot that freed as the context ended (a Stop or a deadline
+		// ends the holder and the waiter together) is not worth a call.
+		if held {
+			<-l.slots
+		}
 		return fmt.Errorf("%w: waiting for the model (max_concurrent_requests %d): %w", ErrProvider, cap(l.slots), ctx.Err())
 	}
 	if hook != nil {

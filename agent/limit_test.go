@@ -294,3 +294,73 @@ func TestLeadWaitingForTheModel(t *testing.T) {
 		t.Errorf("after a reload the ended lead still shows as waiting")
 	}
 }
+
+// A card waiting for the model ends at once, with the status its ending
+// calls for, whichever way its context ends: its own cancel, a Stop, its
+// execution deadline.
+func TestWaitEndsWithItsContext(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		timeout int
+		end     func(h *harness, st Started, waiting string)
+		want    string
+		wantErr string
+	}{
+		{"cancel the card", 30, func(h *harness, _ Started, id string) { _ = h.rt.CancelTask(h.thread, id) }, StatusCancelled, ""},
+		{"stop the run", 30, func(h *harness, st Started, _ string) { _ = h.rt.Cancel(h.thread, st.RunID) }, StatusCancelled, ""},
+		{"execution deadline", 1, func(*harness, Started, string) {}, StatusTimedOut, "execution timed out after 1 seconds"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			holding := make(chan struct{}, 2)
+			sub := func(ctx context.Context, _ Request) (Response, error) {
+				holding <- struct{}{}
+				<-ctx.Done() // holds the only slot until its own context ends
+				return Response{}, ctx.Err()
+			}
+			tasks := []ToolCall{taskCall("t0", "item 0", SubagentGeneral), taskCall("t1", "item 1", SubagentGeneral)}
+			cfg := defaultSubagents()
+			cfg.TimeoutSeconds = tt.timeout
+			h := newHarness(t, harnessConfig{subagents: cfg, models: []*Model{model("local", LimitRequests(split(leadThen(tasks...), sub), 1))}})
+			st := h.start("two items")
+			<-holding
+			h.until("a card waiting for the model", func(recs []models.Record) bool { return waitingTasks(recs) == 1 })
+			var waiting string
+			byTask, _ := waits(h.records())
+			for id, w := range byTask {
+				if w {
+					waiting = id
+				}
+			}
+			began := time.Now()
+			tt.end(h, st, waiting)
+			h.until("the waiting card's end", func(recs []models.Record) bool {
+				for _, r := range recs {
+					if r.Event != nil {
+						if e, ok := r.Event.Payload.(TaskEnd); ok && e.TaskID == waiting {
+							return true
+						}
+					}
+				}
+				return false
+			})
+			// Within the cancel grace (2 s), after which a call that ignored
+			// its context would be abandoned and end the card anyway.
+			if d := time.Since(began); d > 1500*time.Millisecond {
+				t.Errorf("the waiting card took %v to end", d)
+			}
+			if tt.name == "cancel the card" {
+				_ = h.rt.Cancel(h.thread, st.RunID) // free the holder
+			}
+			h.wait()
+			md := metadata(t, h.toolMessages()[waiting])
+			if md.Status != tt.want || md.Error != tt.wantErr {
+				t.Errorf("the waiting card ended %s %q, want %s %q", md.Status, md.Error, tt.want, tt.wantErr)
+			}
+			// Under a deadline the holder, admitted first, ends first, and
+			// the waiter may get the slot in its last milliseconds.
+			if len(holding) != 0 && tt.want != StatusTimedOut {
+				t.Error("the waiting card called the model")
+			}
+		})
+	}
+}
