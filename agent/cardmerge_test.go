@@ -44,6 +44,7 @@ type cardState struct {
 	SubagentType string `json:"subagent_type"`
 	Status       string `json:"status"`
 	Activity     string `json:"activity"`
+	Waiting      bool   `json:"waiting"`
 	ModelName    string `json:"model_name"`
 	Usage        *struct {
 		InputTokens  int64 `json:"input_tokens"`
@@ -63,6 +64,7 @@ type cardState struct {
 var eventTypes = map[string]string{
 	"task_queued":    "subagent.queued",
 	"task_started":   "subagent.start",
+	"task_waiting":   "subagent.wait",
 	"task_running":   "subagent.step",
 	"task_completed": "subagent.end",
 	"task_failed":    "subagent.end",

@@ -26,6 +26,10 @@ type Card struct {
 	LastSeq      int64       `json:"last_seq"`
 	// Activity is the latest step's tool name while running.
 	Activity string `json:"activity"`
+	// Waiting is true while the task's model call waits for a slot of its
+	// model (max_concurrent_requests): the card says "Waiting for the
+	// model".
+	Waiting bool `json:"waiting"`
 	// Steps is how many steps a live card has had (0 once terminal: a
 	// finished card's count would need its step rows, which stay in the
 	// database until the card is expanded).
@@ -36,8 +40,9 @@ type Card struct {
 func (c *Card) Terminal() bool { return isTerminal(c.Status) }
 
 // CardSource is what ProjectCards reads: every message of the thread, the
-// queued/start/end events of the thread, the latest step of each task of
-// the active run, and the active run's id ("" when none).
+// queued/start/end events of the thread, the latest step and the latest
+// wait of each task of the active run, and the active run's id ("" when
+// none).
 type CardSource struct {
 	Messages    []models.Message
 	Events      []models.RunEvent
@@ -94,7 +99,7 @@ func ProjectCards(src CardSource) []Card {
 			if tm := results[k]; tm != nil {
 				c.applyResult(tm)
 			} else if !c.Terminal() && m.RunID != src.ActiveRunID {
-				c.Status, c.Error, c.Activity = StatusFailed, noResult, ""
+				c.Status, c.Error, c.Activity, c.Waiting = StatusFailed, noResult, "", false
 			}
 			if c.Terminal() {
 				c.Steps = 0
@@ -132,11 +137,16 @@ func (c *Card) apply(e *models.RunEvent) {
 	if c.Terminal() {
 		return
 	}
+	// Only a wait event says the task waits; every newer event means its
+	// call got a slot (or it has not made one yet, or it ended).
+	c.Waiting = false
 	switch p := ev.(type) {
 	case TaskQueued:
 		c.Status = StatusQueued
 	case TaskStarted:
 		c.Status = StatusRunning
+	case TaskWait:
+		c.Status, c.Waiting = StatusRunning, p.Waiting
 	case TaskStep:
 		c.Status = StatusRunning
 		c.Steps = max(c.Steps, p.MessageIndex)
@@ -151,7 +161,7 @@ func (c *Card) apply(e *models.RunEvent) {
 // malformed metadata read tolerantly; text without metadata falls back to
 // the content's prefix.
 func (c *Card) applyResult(m *models.Message) {
-	c.Activity = ""
+	c.Activity, c.Waiting = "", false
 	var kw map[string]any
 	if len(m.AdditionalKwargs) > 0 {
 		kw, _ = DecodeContent(m.AdditionalKwargs)
@@ -206,4 +216,21 @@ func errorText(content string) string {
 		return e
 	}
 	return ""
+}
+
+// LeadWaiting reports whether the lead of run runID waits for a slot of
+// its model (max_concurrent_requests): its latest run.wait among events
+// says so. The page shows it beside the composer.
+func LeadWaiting(events []models.RunEvent, runID string) bool {
+	waiting := false
+	for i := range events {
+		e := &events[i]
+		if e.RunID != runID || e.EventType != eventRunWait {
+			continue
+		}
+		if ev, err := PayloadOf(e); err == nil {
+			waiting = ev.(RunWait).Waiting
+		}
+	}
+	return waiting
 }

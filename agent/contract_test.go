@@ -407,6 +407,8 @@ func sampleEvents() map[string][]map[string]any {
 	start := map[string]any{"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
 	out := map[string][]map[string]any{
 		eventRunStart:       {{"run_id": "r1", "model_name": "m"}},
+		eventRunWait:        {{"run_id": "r1", "waiting": true}, {"run_id": "r1", "waiting": false}},
+		eventSubagentWait:   {base(map[string]any{"waiting": true}), base(map[string]any{"waiting": false})},
 		eventRunEnd:         {{"run_id": "r1", "status": "completed"}, {"run_id": "r1", "status": "failed", "error": "e", "usage": map[string]any{}}},
 		eventSubagentQueued: {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
 		eventSubagentStart:  {base(start), base(map[string]any{"description": "d", "prompt": "p", "subagent_type": "x", "model_name": "m"})},
@@ -478,6 +480,8 @@ func frameTypeOf(eventType, status string) string {
 		return frameTaskStarted
 	case eventSubagentStep:
 		return frameTaskRunning
+	case eventSubagentWait:
+		return frameTaskWaiting
 	case eventSubagentEnd:
 		typ, _ := TaskEnd{Status: status}.Frame(FrameOptions{})
 		return typ

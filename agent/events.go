@@ -15,9 +15,11 @@ import (
 const (
 	eventRunStart       = "run.start"
 	eventRunEnd         = "run.end"
+	eventRunWait        = "run.wait"
 	eventSubagentQueued = "subagent.queued"
 	eventSubagentStart  = "subagent.start"
 	eventSubagentStep   = "subagent.step"
+	eventSubagentWait   = "subagent.wait"
 	eventSubagentEnd    = "subagent.end"
 
 	categoryRun      = "run"
@@ -29,6 +31,7 @@ const (
 	frameTaskQueued    = "task_queued"
 	frameTaskStarted   = "task_started"
 	frameTaskRunning   = "task_running"
+	frameTaskWaiting   = "task_waiting"
 	frameTaskCompleted = "task_completed"
 	frameTaskFailed    = "task_failed"
 	frameTaskCancelled = "task_cancelled"
@@ -115,6 +118,15 @@ type StepBody struct {
 	ToolName  string     `json:"tool_name,omitempty" kind:"string"`
 }
 
+// TaskWait is subagent.wait: the task's next model call waits for a slot
+// of its model (max_concurrent_requests), or, with Waiting false, has got
+// one and started. Only a call that has to wait writes the pair: two rows
+// per waiting call, none per call that finds a slot free.
+type TaskWait struct {
+	TaskRef
+	Waiting bool `json:"waiting" kind:"bool"`
+}
+
 // TaskEnd is subagent.end: the one terminal event of a task.
 type TaskEnd struct {
 	TaskRef
@@ -142,20 +154,32 @@ type RunEnd struct {
 	Usage  *models.UsageReport `json:"usage,omitempty" kind:"totals"`
 }
 
+// RunWait is run.wait: the lead's model call waits for a slot of its model
+// (max_concurrent_requests), or, with Waiting false, has got one. As with
+// TaskWait, only a call that has to wait writes the pair.
+type RunWait struct {
+	RunID   string `json:"run_id" kind:"id"`
+	Waiting bool   `json:"waiting" kind:"bool"`
+}
+
 // EventType names each payload's persisted type.
 func (TaskQueued) EventType() string  { return eventSubagentQueued }
 func (TaskStarted) EventType() string { return eventSubagentStart }
 func (TaskStep) EventType() string    { return eventSubagentStep }
+func (TaskWait) EventType() string    { return eventSubagentWait }
 func (TaskEnd) EventType() string     { return eventSubagentEnd }
 func (RunStart) EventType() string    { return eventRunStart }
 func (RunEnd) EventType() string      { return eventRunEnd }
+func (RunWait) EventType() string     { return eventRunWait }
 
 // Validate checks each payload against its fields' kinds.
 func (e TaskQueued) Validate() error  { return checkKinds(e) }
 func (e TaskStarted) Validate() error { return checkKinds(e) }
+func (e TaskWait) Validate() error    { return checkKinds(e) }
 func (e TaskEnd) Validate() error     { return checkKinds(e) }
 func (e RunStart) Validate() error    { return checkKinds(e) }
 func (e RunEnd) Validate() error      { return checkKinds(e) }
+func (e RunWait) Validate() error     { return checkKinds(e) }
 
 // Validate also checks that a step names tools only where its kind has
 // them: calls on an AI step, a tool name on a tool step.
@@ -179,7 +203,7 @@ func (e TaskStep) Validate() error {
 
 // categoryOf is the category of an event type.
 func categoryOf(eventType string) string {
-	if eventType == eventRunStart || eventType == eventRunEnd {
+	if eventType == eventRunStart || eventType == eventRunEnd || eventType == eventRunWait {
 		return categoryRun
 	}
 	return categorySubagent
@@ -189,9 +213,11 @@ func categoryOf(eventType string) string {
 var payloadTypes = map[string]func() Event{
 	eventRunStart:       func() Event { return new(RunStart) },
 	eventRunEnd:         func() Event { return new(RunEnd) },
+	eventRunWait:        func() Event { return new(RunWait) },
 	eventSubagentQueued: func() Event { return new(TaskQueued) },
 	eventSubagentStart:  func() Event { return new(TaskStarted) },
 	eventSubagentStep:   func() Event { return new(TaskStep) },
+	eventSubagentWait:   func() Event { return new(TaskWait) },
 	eventSubagentEnd:    func() Event { return new(TaskEnd) },
 }
 
@@ -275,6 +301,8 @@ func runIDOf(ev Event) string {
 	case RunStart:
 		return e.RunID
 	case RunEnd:
+		return e.RunID
+	case RunWait:
 		return e.RunID
 	}
 	return ""
@@ -415,6 +443,8 @@ func (r TaskRef) task() TaskRef { return r }
 func (e TaskIntro) model() string     { return e.ModelName }
 func (e TaskStep) model() string      { return e.ModelName }
 func (e TaskEnd) model() string       { return e.ModelName }
+func (TaskWait) model() string        { return "" }
+func (TaskWait) usage() *TokenUsage   { return nil }
 func (TaskIntro) usage() *TokenUsage  { return nil }
 func (e TaskStep) usage() *TokenUsage { return e.Usage }
 func (e TaskEnd) usage() *TokenUsage  { return e.Usage }

@@ -145,6 +145,18 @@ func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName strin
 	e.sink.emit(e.ctx, e.TaskID, st)
 }
 
+// emitWaiting tells the card that the next model call waits for a slot of
+// its model, or has got one (withModelWait). A late word from an
+// abandoned call after the end changes nothing.
+func (e *execution) emitWaiting(waiting bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if isTerminal(e.status()) {
+		return
+	}
+	e.sink.emit(e.ctx, e.TaskID, TaskWait{TaskRef: e.nextRefLocked(), Waiting: waiting})
+}
+
 // finish sets the terminal state if none is set yet (the first terminal
 // wins), persists subagent.end with the task's ToolMessage and then
 // signals done, so whoever sees done also sees the payload and committed

@@ -50,6 +50,12 @@ type endFrame struct {
 func (e TaskQueued) Frame(FrameOptions) (string, any)  { return frameTaskQueued, e }
 func (e TaskStarted) Frame(FrameOptions) (string, any) { return frameTaskStarted, e }
 
+// Frame of a task's wait for its model is its payload.
+func (e TaskWait) Frame(FrameOptions) (string, any) { return frameTaskWaiting, e }
+
+// Frame of the lead's wait for its model is its payload.
+func (e RunWait) Frame(FrameOptions) (string, any) { return eventRunWait, e }
+
 // Frame of a run's start is its payload.
 func (e RunStart) Frame(FrameOptions) (string, any) { return eventRunStart, e }
 

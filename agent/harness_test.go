@@ -72,6 +72,9 @@ type harness struct {
 	cfg     harnessConfig
 	mu      sync.Mutex
 	frames  []models.Record // every committed record, in commit order
+	// committed is signalled (without blocking) after every commit, for
+	// until.
+	committed chan struct{}
 	retries atomic.Int64    // failed write attempts the writer retried
 }
 
@@ -102,11 +105,15 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: store, dbPath: filepath.Join(dir, "herd.db"), cfg: hc}
+	h := &harness{t: t, store: store, dbPath: filepath.Join(dir, "herd.db"), cfg: hc, committed: make(chan struct{}, 1)}
 	h.writer = store.NewWriter(models.WriterOptions{Backoff: hc.backoff, OnBatch: func(st models.BatchStats) { h.retries.Add(int64(st.Attempts - 1)) }, OnCommit: func(recs []models.Record) {
 		h.mu.Lock()
 		h.frames = append(h.frames, recs...)
 		h.mu.Unlock()
+		select {
+		case h.committed <- struct{}{}:
+		default:
+		}
 	}})
 	if hc.tools == nil {
 		hc.tools = tools.Workspace()
@@ -170,6 +177,26 @@ func (h *harness) wait() {
 	defer cancel()
 	if err := h.rt.Wait(ctx, h.thread); err != nil {
 		h.t.Fatalf("run did not end: %v", err)
+	}
+}
+
+// until waits, commit by commit, for cond to hold over every record
+// committed so far; it fails the test after 10 s.
+func (h *harness) until(what string, cond func([]models.Record) bool) {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		h.mu.Lock()
+		ok := cond(h.frames)
+		h.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-h.committed:
+		case <-deadline:
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
 

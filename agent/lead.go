@@ -213,7 +213,8 @@ func (r *run) complete(msgID string, msgs []Message) (Response, fitReport, strin
 	var streamed strings.Builder
 	deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
 	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs}
-	resp, fit, err := callFitted(r.ctx, r.env.strays, r.logger(), r.model, req, func(d string) {
+	ctx := withModelWait(r.ctx, r.emitWaiting)
+	resp, fit, err := callFitted(ctx, r.env.strays, r.logger(), r.model, req, func(d string) {
 		mu.Lock()
 		streamed.WriteString(d)
 		mu.Unlock()
@@ -247,6 +248,14 @@ func answerKwargs(final, stopped bool, trimmed *fitReport) models.JSON {
 
 // kwargContextTrimmed is the additional_kwargs key of the note.
 const kwargContextTrimmed = "context_trimmed"
+
+// emitWaiting shows that the lead's model call waits for a slot of its
+// model, or has got one (withModelWait); nothing once the run is stopping.
+func (r *run) emitWaiting(waiting bool) {
+	if r.ctx.Err() == nil {
+		r.emit(r.ctx, "", RunWait{RunID: r.id, Waiting: waiting})
+	}
+}
 
 // keepPartial saves what was streamed of an answer the user stopped, so a
 // reload shows what they saw.

@@ -25,6 +25,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		{Type: TypeHuman, Content: e.Prompt},
 	}
 	specs := e.spec.tools.Specs()
+	ctx = withModelWait(ctx, e.emitWaiting)
 	repeats := map[string]int{}
 	lastText := ""
 	for turn := 1; ; turn++ {

@@ -304,9 +304,10 @@ func (s *Store) LastSeq(ctx context.Context, threadID string) (int64, error) {
 // rebuilt from besides its messages: the events with from ≤ seq < to (to
 // 0: no upper bound), which lie between the page's first message and the
 // next page's. It takes two queries whatever the number of cards: every
-// queued/start/end row in that range, and the latest step of each task of
-// activeRunID (none when it is ""). Steps themselves stay in the database
-// until a card is expanded.
+// queued/start/end row in that range, and the latest step and the latest
+// wait for the model of each task of activeRunID, and of its lead (none
+// when it is ""). Steps themselves stay in the database until a card is
+// expanded.
 func (s *Store) CardEventsBetween(ctx context.Context, threadID, activeRunID string, from, to int64) ([]RunEvent, error) {
 	if to <= 0 {
 		to = math.MaxInt64
@@ -324,8 +325,8 @@ func (s *Store) CardEventsBetween(ctx context.Context, threadID, activeRunID str
 	var steps []RunEvent
 	err = s.r.WithContext(ctx).
 		Where("id IN (?)", s.r.Model(&RunEvent{}).Select("MAX(id)").
-			Where("thread_id = ? AND run_id = ? AND event_type = ? AND seq >= ? AND seq < ?", threadID, activeRunID, "subagent.step", from, to).
-			Group("task_id")).
+			Where("thread_id = ? AND run_id = ? AND event_type IN ? AND seq >= ? AND seq < ?", threadID, activeRunID, []string{"subagent.step", "subagent.wait", "run.wait"}, from, to).
+			Group("task_id, event_type")).
 		Order("seq").Find(&steps).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: card steps: %w", err)

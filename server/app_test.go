@@ -100,6 +100,8 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		if cfg.provider != nil {
 			m.Provider = cfg.provider
 		}
+		// As providers.go wires it: the limit, then the metrics.
+		m.Provider = agent.LimitRequests(m.Provider, m.Config.MaxConcurrentRequests)
 		m.Provider = a.metrics.Instrument(m.Config.Name, m.Provider)
 	}
 	toolset := cfg.tools

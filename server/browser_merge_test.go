@@ -24,9 +24,9 @@ func TestBrowserCardMergeContract(t *testing.T) {
 		// The fields both sides hold, in one order; usage is kept as its
 		// total, result_html by the browser only.
 		const state = (c) => JSON.stringify([c.runID, c.taskID, c.executionID, c.description, c.prompt, c.subagentType,
-			c.status, c.activity, c.modelName, c.total, c.stopReason, c.result, c.error, c.version, c.lastSeq, c.steps, c.resultHTML]);
+			c.status, c.activity, c.waiting, c.modelName, c.total, c.stopReason, c.result, c.error, c.version, c.lastSeq, c.steps, c.resultHTML]);
 		const wanted = (w) => JSON.stringify([w.run_id, w.task_id, w.execution_id, w.description, w.prompt, w.subagent_type,
-			w.status, w.activity, w.model_name, w.usage?.total_tokens ?? null, w.stop_reason, w.result, w.error, w.version, w.last_seq, w.steps, w.result_html ?? null]);
+			w.status, w.activity, w.waiting === true, w.model_name, w.usage?.total_tokens ?? null, w.stop_reason, w.result, w.error, w.version, w.last_seq, w.steps, w.result_html ?? null]);
 		for (const tc of contract.cases) {
 			const cards = new Map();
 			const key = (run, task) => run + "\u0000" + task;

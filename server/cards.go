@@ -45,6 +45,7 @@ func (s *Server) loadCards(ctx context.Context, v *threadView) error {
 		return err
 	}
 	v.cards = agent.ProjectCards(agent.CardSource{Messages: v.messages, Events: events, ActiveRunID: active})
+	v.leadWaiting = active != "" && agent.LeadWaiting(events, active)
 	return nil
 }
 
@@ -65,7 +66,7 @@ func (s *Server) cardView(c agent.Card, showTokens bool) *views.CardView {
 	v := &views.CardView{
 		TaskID: c.TaskID, RunID: c.RunID, ExecutionID: c.ExecutionID,
 		Description: c.Description, Prompt: c.Prompt, SubagentType: c.SubagentType,
-		Status: c.Status, Activity: c.Activity,
+		Status: c.Status, Activity: c.Activity, Waiting: c.Waiting,
 		ModelName: c.ModelName, ModelLabel: s.modelLabel(c.ModelName),
 		ShowTokens: showTokens, StopReason: c.StopReason, Error: c.Error,
 		Version: c.Version, LastSeq: c.LastSeq, Steps: c.Steps,

@@ -77,8 +77,10 @@ type threadView struct {
 	active   *models.Run
 	lastSeq  int64
 	cards    []agent.Card
-	before   int64 // the page's bound (0: the newest page)
-	next     int64 // before of the next older page; 0: none
+	// leadWaiting: the active run's lead waits for a slot of its model.
+	leadWaiting bool
+	before      int64 // the page's bound (0: the newest page)
+	next        int64 // before of the next older page; 0: none
 }
 
 // loadThread loads the :id thread the current user owns (see ownThread)
@@ -319,6 +321,7 @@ func (s *Server) threadPage(c echo.Context) error {
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID
+		page.LeadWaiting = v.leadWaiting
 		state["active_run_id"] = v.active.ID
 	}
 	if show {

@@ -17,6 +17,7 @@ export function renderCard(c, view) {
 	node.dataset.version = String(c.version);
 	node.dataset.lastSeq = String(c.lastSeq);
 	node.dataset.steps = String(c.steps);
+	node.dataset.waiting = c.waiting ? "1" : "";
 	node.dataset.totalTokens = view.showTokens && c.total !== null ? String(c.total) : "";
 	renderHead(c, view);
 	renderBody(c);
@@ -25,7 +26,7 @@ export function renderCard(c, view) {
 function renderHead(c, view) {
 	const part = (selector) => c.node.querySelector(selector);
 	part(".card-title").textContent = c.description.trim() === "" ? "Subagent task" : c.description;
-	part(".card-status").textContent = statusText(c.status, c.activity);
+	part(".card-status").textContent = statusText(c.status, c.activity, c.waiting);
 	const model = part(".card-model");
 	model.textContent = view.labels.get(c.modelName) ?? c.modelName;
 	model.title = c.modelName;
@@ -87,8 +88,8 @@ export function readCard(c, node, labels) {
 	c.steps = intAttr(node.dataset.steps);
 	c.total = (node.dataset.totalTokens ?? "") === "" ? null : intAttr(node.dataset.totalTokens);
 	c.description = text(".card-title");
-	const shown = text(".card-status");
-	c.activity = c.status === "running" && shown !== "Running" ? shown : "";
+	c.waiting = c.status === "running" && node.dataset.waiting === "1";
+	c.activity = c.status === "running" ? (node.dataset.activity ?? "") : "";
 	const model = node.querySelector(".card-model");
 	c.modelName = model?.title ?? "";
 	if (c.modelName !== "") labels.set(c.modelName, model.textContent);

@@ -16,6 +16,9 @@ export class Composer {
 		this.send = document.getElementById("send-button");
 		this.stop = document.getElementById("stop-button");
 		this.errorLine = document.getElementById("composer-error");
+		// "Waiting for the model": the lead's call waits for a slot of its
+		// model (max_concurrent_requests); the server renders it as it is.
+		this.runStatus = document.getElementById("run-status");
 		this.activeRun = activeRun || null;
 		this.sending = false;
 		// A run can end before the POST that started it answers; remember
@@ -69,8 +72,20 @@ export class Composer {
 
 	endRun(runID) {
 		this.endedRuns.add(runID);
-		if (this.activeRun === runID) this.activeRun = null;
+		if (this.activeRun === runID) {
+			this.activeRun = null;
+			this.setWaiting(runID, false);
+		}
 		this.update();
+	}
+
+	// setWaiting shows or hides that the active run's lead waits for its
+	// model; a word about any other run changes nothing.
+	setWaiting(runID, waiting) {
+		if (!runID || runID !== this.activeRun) return;
+		keepPinned(() => {
+			this.runStatus.hidden = !waiting;
+		});
 	}
 
 	async submit(ev) {

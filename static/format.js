@@ -29,11 +29,16 @@ export function tokenLabel(total, terminal) {
 	return `${tenths(Math.floor((total + 50_000) / 100_000))}M tokens`;
 }
 
-export function statusText(status, activity) {
+// WAITING_TEXT is a running card's status while its model call waits for
+// a slot of its model (views.WaitingText).
+export const WAITING_TEXT = "Waiting for the model";
+
+export function statusText(status, activity, waiting) {
 	switch (status) {
 		case "queued":
 			return "Queued";
 		case "running":
+			if (waiting) return WAITING_TEXT;
 			return activity || "Running";
 		case "completed":
 			return "Completed";

@@ -13,7 +13,7 @@ const TERMINAL_FRAMES = {
 	task_timed_out: "timed_out",
 };
 
-export const TASK_FRAME_TYPES = ["task_queued", "task_started", "task_running", ...Object.keys(TERMINAL_FRAMES)];
+export const TASK_FRAME_TYPES = ["task_queued", "task_started", "task_waiting", "task_running", ...Object.keys(TERMINAL_FRAMES)];
 
 // The error of a card whose run ended without its ToolMessage: the text of
 // agent.NoResult, so a live card reads as it will after a reload.
@@ -29,6 +29,7 @@ export function newCard(runID, taskID) {
 		subagentType: "",
 		status: "queued",
 		activity: "",
+		waiting: false, // running, its model call waiting for a slot of its model
 		modelName: "",
 		total: null, // the latest cumulative total_tokens; null without usage
 		stopReason: "",
@@ -92,9 +93,15 @@ export function applyTaskFrame(card, type, d, seq) {
 		card.subagentType ||= str(d.subagent_type).trim();
 	}
 	if (isTerminal(card.status)) return true;
+	// Only a wait frame says the task waits; every newer frame means its
+	// call got a slot (or it has not made one yet, or it ended).
+	card.waiting = false;
 	if (type === "task_queued") card.status = "queued";
 	else if (type === "task_started") card.status = "running";
-	else if (type === "task_running") applyStep(card, d);
+	else if (type === "task_waiting") {
+		card.status = "running";
+		card.waiting = d.waiting === true;
+	} else if (type === "task_running") applyStep(card, d);
 	else applyEnd(card, type, d);
 	return true;
 }
@@ -123,6 +130,7 @@ function applyEnd(card, type, d) {
 export function applyToolMessage(card, m) {
 	const content = str(m.content);
 	card.activity = "";
+	card.waiting = false;
 	card.steps = 0;
 	let md = readMetadata(m.additional_kwargs);
 	if (!md) {
@@ -164,6 +172,7 @@ export function failUnfinished(card) {
 	if (isTerminal(card.status)) return false;
 	card.status = "failed";
 	card.activity = "";
+	card.waiting = false;
 	card.steps = 0;
 	card.error = NO_RESULT;
 	return true;

@@ -42,6 +42,7 @@ export class ThreadPage {
 			["message", (d) => this.addMessage(d)],
 			["run.start", (d, f) => this.composer.startRun(d.run_id ?? f.run_id)],
 			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id)],
+			["run.wait", (d, f) => this.composer.setWaiting(d.run_id ?? f.run_id, d.waiting === true)],
 			["ai_delta", (d) => this.appendDelta(d)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
 			// The server's thread is behind this page's cursor (a restored
@@ -124,6 +125,9 @@ export class ThreadPage {
 	}
 
 	appendDelta(d) {
+		// Text is arriving: the lead's call has its slot, whichever of its
+		// frames comes first.
+		this.composer.setWaiting(this.composer.activeRun, false);
 		if (!d.message_id || document.getElementById(`msg-${d.message_id}`)) return;
 		this.changeList(() => {
 			let bubble = document.getElementById(`stream-${d.message_id}`);

@@ -57,12 +57,19 @@ func groupThousands(n int64) string {
 	return b.String()
 }
 
+// WaitingText is the status of a running card whose model call waits for
+// a slot of its model (max_concurrent_requests).
+const WaitingText = "Waiting for the model"
+
 // StatusText is the card's one-line status.
-func StatusText(status, activity string) string {
+func StatusText(status, activity string, waiting bool) string {
 	switch status {
 	case "queued":
 		return "Queued"
 	case "running":
+		if waiting {
+			return WaitingText
+		}
 		if activity != "" {
 			return activity
 		}
@@ -111,6 +118,13 @@ func cardTitle(c CardView) string {
 }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func boolAttr(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
+}
 
 func totalAttr(t *int64) string {
 	if t == nil {

@@ -15,7 +15,10 @@ type formatContract struct {
 		Terminal bool   `json:"terminal"`
 		Label    string `json:"label"`
 	} `json:"token_labels"`
-	StatusTexts []struct{ Status, Activity, Text string } `json:"status_texts"`
+	StatusTexts []struct {
+		Status, Activity, Text string
+		Waiting                bool
+	} `json:"status_texts"`
 	StopBadges  []struct {
 		StopReason string `json:"stop_reason"`
 		Badge      string `json:"badge"`
@@ -37,8 +40,8 @@ func TestCardFormatContract(t *testing.T) {
 		}
 	}
 	for _, st := range c.StatusTexts {
-		if got := StatusText(st.Status, st.Activity); got != st.Text {
-			t.Errorf("StatusText(%q, %q) = %q, want %q", st.Status, st.Activity, got, st.Text)
+		if got := StatusText(st.Status, st.Activity, st.Waiting); got != st.Text {
+			t.Errorf("StatusText(%q, %q, %v) = %q, want %q", st.Status, st.Activity, st.Waiting, got, st.Text)
 		}
 	}
 	for _, sb := range c.StopBadges {

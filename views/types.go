@@ -152,7 +152,10 @@ type ThreadPage struct {
 	Models       []ModelOption
 	DefaultModel string // preselected: the thread's last-used model, else the first
 	ActiveRunID  string
-	LastSeq      int64
+	// LeadWaiting shows that the active run's lead waits for a slot of its
+	// model (max_concurrent_requests).
+	LeadWaiting bool
+	LastSeq     int64
 	// Usage is the thread's usage panel; nil when token figures are hidden
 	// from this user.
 	Usage *UsageView
@@ -236,6 +239,7 @@ type CardView struct {
 	SubagentType string
 	Status       string // queued, running, or a terminal status
 	Activity     string // the latest step's tool name while running
+	Waiting      bool   // running, its model call waiting for a slot
 	ModelName    string // the effective model's name
 	ModelLabel   string // its display name
 	// ShowTokens is false under the token gate: no figure is rendered.

@@ -894,6 +894,17 @@ func TestWireQuirks(t *testing.T) {
 			},
 		},
 		{
+			// LiteLLM and some gateways name the event; OpenAI does not.
+			name:    "an error event with an event name inside a 200 stream",
+			body:    role + "event: error\ndata: {\"error\":{\"message\":\"rate limit upstream\",\"type\":\"server_error\"}}\n\n",
+			wantErr: "error event in stream after 1 chunks: rate limit upstream",
+		},
+		{
+			name:    "an error event after text, then [DONE]",
+			body:    role + `data: {"id":"c1","model":"m-1","choices":[{"index":0,"delta":{"content":"par"}}]}` + "\n\n" + `data: {"error":{"message":"context length exceeded"}}` + "\n\n" + done,
+			wantErr: "error event in stream after 2 chunks: context length exceeded",
+		},
+		{
 			name:        "a JSON error with status 200",
 			contentType: "application/json",
 			body:        `{"error":{"message":"upstream provider failed","type":"proxy_error"}}`,
