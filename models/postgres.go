@@ -45,7 +45,7 @@ func OpenPostgres(dsn string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: connect to PostgreSQL database %s: %w", pgName(cc), err)
 	}
-	s := &Store{pg: true, w: w, now: now}
+	s := &Store{pg: true, name: pgName(cc), w: w, now: now}
 	return s.finishOpen(dial(), cfg)
 }
 
@@ -151,6 +151,15 @@ func (s *Store) LockInstance(ctx context.Context) (release func(), err error) {
 		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock("+lockKey(instanceLock)+")")
 		_ = conn.Close()
 	}, nil
+}
+
+// Name names the store's database for messages: the SQLite file's path,
+// or PostgreSQL's user@host:port/database (never the password).
+func (s *Store) Name() string {
+	if s.pg {
+		return s.name
+	}
+	return s.path
 }
 
 // Driver names the store's database: "sqlite" or "postgres".

@@ -26,6 +26,7 @@ import (
 type Store struct {
 	path string // the SQLite file; "" on PostgreSQL
 	pg   bool   // PostgreSQL rather than SQLite (docs/DESIGN.md §7)
+	name string // PostgreSQL's user@host:port/database, for messages
 	w    *gorm.DB
 	r    *gorm.DB
 	now  func() time.Time

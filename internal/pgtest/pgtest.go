@@ -30,9 +30,9 @@ import (
 const EnvDSN = "HERD_TEST_POSTGRES_DSN"
 
 var (
-	once    sync.Once
-	base    string // the server's DSN
-	cluster *Cluster
+	once     sync.Once
+	base     string // the server's DSN
+	cluster  *Cluster
 	startErr error
 )
 
