@@ -162,14 +162,6 @@ func (s *Store) Name() string {
 	return s.path
 }
 
-// Driver names the store's database: "sqlite" or "postgres".
-func (s *Store) Driver() string {
-	if s.pg {
-		return "postgres"
-	}
-	return "sqlite"
-}
-
 // GormDBDataType stores JSON as text on PostgreSQL (a []byte would be
 // bytea); SQLite keeps the type its databases were created with.
 func (JSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
