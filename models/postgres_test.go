@@ -110,3 +110,39 @@ func TestPostgresBadDSN(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresWriterSurvivesALostConnection: when PostgreSQL drops the
+// writer's connection (a server restart, a failover, an idle timeout),
+// the writer reports a storage fault, keeps the records and commits them
+// on a new connection, with the sequence intact.
+func TestPostgresWriterSurvivesALostConnection(t *testing.T) {
+	s, th, w := drivers[1].newThreadWriter(t)
+	ctx := context.Background()
+	write := func() error {
+		return w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: CategoryRun}})
+	}
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	// The writer's one connection, and only it: other packages' tests may
+	// share the server.
+	var pid int
+	if err := s.w.Raw("SELECT pg_backend_pid()").Row().Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	var killed bool
+	if err := s.r.Raw("SELECT pg_terminate_backend(?)", pid).Row().Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminate the writer's connection: %v, %v", killed, err)
+	}
+	for range 3 {
+		if err := write(); err != nil {
+			t.Fatalf("write after the connection was lost: %v", err)
+		}
+	}
+	if last, err := s.LastSeq(ctx, th.ID); err != nil || last != 4 {
+		t.Errorf("last_seq %d (%v), want 4", last, err)
+	}
+	if f := w.Fault(); f != nil {
+		t.Errorf("fault still reported: %v", f)
+	}
+}
