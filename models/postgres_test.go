@@ -3,9 +3,13 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"herd/internal/pgtest"
 )
@@ -144,5 +148,36 @@ func TestPostgresWriterSurvivesALostConnection(t *testing.T) {
 	}
 	if f := w.Fault(); f != nil {
 		t.Errorf("fault still reported: %v", f)
+	}
+}
+
+// TestPostgresProbeAndFaults: readiness probes a healthy server without
+// error, and PostgreSQL's errors of the storage (an unreachable, full or
+// read-only server) are storage faults while errors of the records are
+// not.
+func TestPostgresProbeAndFaults(t *testing.T) {
+	s := drivers[1].newStore(t)
+	if err := s.Probe(context.Background()); err != nil {
+		t.Errorf("probe: %v", err)
+	}
+	for _, tc := range []struct {
+		err    error
+		reason string
+	}{
+		{&pgconn.PgError{Code: "53100"}, "the disk is full"},
+		{&pgconn.PgError{Code: "57P01"}, "the database cannot be reached"},
+		{&pgconn.PgError{Code: "08006"}, "the database cannot be reached"},
+		{&pgconn.PgError{Code: "25006"}, "the database is read-only"},
+		{&pgconn.PgError{Code: "23505"}, ""}, // a unique violation: the records'
+		{&pgconn.PgError{Code: "22021"}, ""}, // bad encoding: the records'
+		{fmt.Errorf("begin: %w", &net.OpError{Op: "dial", Err: errors.New("connection refused")}), "the database cannot be reached"},
+	} {
+		got := ""
+		if f, ok := AsStorageFault(tc.err); ok {
+			got = f.Reason
+		}
+		if got != tc.reason {
+			t.Errorf("%v: fault %q, want %q", tc.err, got, tc.reason)
+		}
 	}
 }
