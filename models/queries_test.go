@@ -38,6 +38,13 @@ func TestEveryQuery(t *testing.T) {
 		if got, err := s.User(ctx, u.ID); err != nil || got.Email != "u@example.com" {
 			t.Errorf("user %v, %v", got, err)
 		}
+		theme, model := ThemeDark, "demo-deep"
+		if got, err := s.UpdateUser(ctx, u.ID, UserUpdate{Theme: &theme, DefaultModel: &model}); err != nil || got.Theme != ThemeDark || got.DefaultModel != model {
+			t.Errorf("update preferences %v, %v", got, err)
+		}
+		if got, err := s.UserByEmail(ctx, "u@example.com"); err != nil || got.Theme != ThemeDark || got.DefaultModel != model {
+			t.Errorf("preferences read back %v, %v", got, err)
+		}
 
 		// Sessions: one expired, two live; touch; delete all but one.
 		for i, id := range []string{"s1", "s2", "s3"} {
