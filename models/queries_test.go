@@ -161,6 +161,32 @@ func TestEveryQuery(t *testing.T) {
 			t.Errorf("usage %+v, %v", rep, err)
 		}
 
+		// A scheduled delete hides the thread, an undo brings it back, and
+		// a due purge removes a second thread for good.
+		other, err := s.CreateThread(ctx, u.ID, "other")
+		check("create thread", err)
+		check("schedule", s.ScheduleThreadDelete(ctx, u.ID, th.ID, now.Add(time.Minute)))
+		if _, err := s.Thread(ctx, u.ID, th.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("a thread scheduled for deletion is visible: %v", err)
+		}
+		if ts, _, err := s.ThreadsPage(ctx, u.ID, nil, 10); err != nil || len(ts) != 1 || ts[0].ID != other.ID {
+			t.Errorf("threads page %v, %v: want only the other thread", ts, err)
+		}
+		if _, err := s.RestoreThread(ctx, u.ID, th.ID); err != nil {
+			t.Errorf("restore: %v", err)
+		}
+		check("schedule other", s.ScheduleThreadDelete(ctx, u.ID, other.ID, now))
+		if ds, err := s.ScheduledDeletes(ctx); err != nil || len(ds) != 1 || ds[0].ID != other.ID {
+			t.Errorf("scheduled deletes %v, %v", ds, err)
+		}
+		if err := s.PurgeThread(ctx, other.ID, now.Add(-time.Second)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("a purge before it is due: %v", err)
+		}
+		check("purge", s.PurgeThread(ctx, other.ID, now))
+		if ds, _ := s.ScheduledDeletes(ctx); len(ds) != 0 {
+			t.Errorf("scheduled deletes after the purge: %v", ds)
+		}
+
 		// Deleting the user deletes their threads and everything in them.
 		check("delete user", s.DeleteUser(ctx, u.ID))
 		if _, err := s.Thread(ctx, u.ID, th.ID); !errors.Is(err, ErrNotFound) {
