@@ -108,6 +108,13 @@ func runBackup(ctx context.Context, cfg *config.Config, args []string, stderr io
 		fmt.Fprintln(stderr, "usage: herd backup [--config FILE] [--data-dir DIR] BACKUP_FILE")
 		return 2
 	}
+	if cfg.Database.Driver == config.DriverPostgres {
+		// The file copy below is SQLite's; PostgreSQL has its own tool,
+		// consistent while herd serves as well.
+		fmt.Fprintln(stderr, "herd: herd backup copies the SQLite database, but this herd uses PostgreSQL (database.driver: postgres);")
+		fmt.Fprintln(stderr, `herd: back it up with pg_dump, e.g. pg_dump --format=custom --file herd.dump "$HERD_DATABASE_DSN" (docs/OPERATIONS.md)`)
+		return 1
+	}
 	if err := models.Backup(ctx, filepath.Join(cfg.Server.DataDir, "herd.db"), args[0]); err != nil {
 		fmt.Fprintf(stderr, "herd: %v\n", err)
 		return 1
@@ -203,15 +210,17 @@ type base struct {
 	hub      *server.Hub
 	writer   *models.Writer
 	owner    *dataDirLock // the data directory's lock, which records the address
+	unlock   func()       // releases the database's instance lock (PostgreSQL)
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
-	store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
+	store, unlock, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	settings, err := server.NewSettings(ctx, store, cfg.TokenUsage.Enabled)
 	if err != nil {
+		unlock()
 		_ = store.Close()
 		return nil, err
 	}
@@ -220,13 +229,39 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
 	settings.Notify(hub)
 	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, OnBatch: metrics.OnBatch, Logger: log})
-	return &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub, writer: writer}, nil
+	return &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub, writer: writer, unlock: unlock}, nil
+}
+
+// openStore opens the configured database. On PostgreSQL it then takes
+// the database's instance lock, the counterpart of the data directory's:
+// crash recovery closes every run left running, so a second herd on the
+// same database must stop before it (docs/OPERATIONS.md "PostgreSQL").
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*models.Store, func(), error) {
+	if cfg.Database.Driver != config.DriverPostgres {
+		store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
+		return store, func() {}, err
+	}
+	store, err := models.OpenPostgres(cfg.Database.DSN, models.Options{Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err := store.LockInstance(ctx)
+	if err != nil {
+		_ = store.Close()
+		if errors.Is(err, models.ErrInstanceRunning) {
+			return nil, nil, fmt.Errorf("database %s is in use by another herd; one herd per PostgreSQL database for now: stop it first or point database.dsn elsewhere", store.Name())
+		}
+		return nil, nil, err
+	}
+	log.Info("database", "driver", "postgres", "database", store.Name())
+	return store, unlock, nil
 }
 
 // close stops the writer first: it commits what is still queued, so the
 // store must stay open until it returns.
 func (b *base) close() {
 	b.writer.Close()
+	b.unlock()
 	_ = b.store.Close()
 }
 

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"herd/models"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,9 +13,22 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"herd/internal/pgtest"
+	"herd/models"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop() // the cluster the PostgreSQL tests started, if any
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test.
 type syncBuffer struct {

@@ -1,11 +1,16 @@
 package models
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/mattn/go-sqlite3"
 )
 
@@ -27,7 +32,7 @@ func (f *StorageFault) Unwrap() error { return f.Err }
 func storageFault(err error) (reason string, ok bool) {
 	var se sqlite3.Error
 	if !errors.As(err, &se) {
-		return "", false
+		return pgFault(err)
 	}
 	switch se.Code {
 	case sqlite3.ErrFull:
@@ -73,4 +78,33 @@ func AsStorageFault(err error) (*StorageFault, bool) {
 		return &StorageFault{Since: time.Now(), Reason: reason, Err: err}, true
 	}
 	return nil, false
+}
+
+// pgFault classifies a PostgreSQL error (docs/DESIGN.md §7): a server that
+// cannot be reached, is shutting down, out of disk or resources, or
+// read-only is a storage fault; an error the server raised about the
+// statement (a constraint, a type) is the records'.
+func pgFault(err error) (reason string, ok bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "53100":
+			return "the disk is full", true
+		case strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"):
+			return "the database cannot be reached", true
+		case pe.Code == "25006":
+			return "the database is read-only", true
+		case pe.Code == "55P03", pe.Code == "40P01", pe.Code == "40001":
+			return "the database is locked by another process", true
+		}
+		return "", false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		strings.Contains(err.Error(), "conn closed") {
+		return "the database cannot be reached", true
+	}
+	return "", false
 }

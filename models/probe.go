@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -32,6 +33,9 @@ type prober struct {
 // timeout, so it never queues behind the writer's batches. The error is a
 // *StorageFault.
 func (s *Store) Probe(ctx context.Context) error {
+	if s.pg {
+		return s.probePostgres(ctx)
+	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(filepath.Dir(s.path), &st); err == nil {
 		if free := st.Bavail * uint64(st.Bsize); free < minFreeBytes {
@@ -63,3 +67,31 @@ func (s *Store) Probe(ctx context.Context) error {
 func probeDSN(path string) string {
 	return fileDSN(path, probeBusyTimeout, url.Values{"_txlock": {"immediate"}})
 }
+
+// probePostgres tells whether PostgreSQL takes writes now: the server
+// answers within probeTimeout on a reader connection and is not a
+// read-only standby. The writer's connection is left to its batches.
+func (s *Store) probePostgres(ctx context.Context) error {
+	db, err := s.r.DB()
+	if err != nil {
+		return &StorageFault{Since: s.now(), Reason: "the database cannot be reached", Err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var standby bool
+	// database/sql, not gorm: the read counter is for the app's queries.
+	if err := db.QueryRowContext(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil {
+		if f, ok := AsStorageFault(err); ok {
+			return f
+		}
+		return &StorageFault{Since: s.now(), Reason: "the database cannot be reached", Err: err}
+	}
+	if standby {
+		return &StorageFault{Since: s.now(), Reason: "the database is read-only", Err: errors.New("PostgreSQL is a standby (in recovery)")}
+	}
+	return nil
+}
+
+// probeTimeout bounds the PostgreSQL probe, well inside a readiness
+// deadline.
+const probeTimeout = time.Second

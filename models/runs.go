@@ -70,7 +70,7 @@ func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport,
 		UsageTotals
 	}
 	q := s.r.WithContext(ctx).Model(&UsageEntry{}).
-		Select("task_id = '' AS lead, model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, SUM(unreported) AS unreported_calls").
+		Select("task_id = '' AS lead, model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "+countTrue("unreported")+" AS unreported_calls").
 		Where("thread_id = ?", threadID)
 	if runID != "" {
 		q = q.Where("run_id = ?", runID)

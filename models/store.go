@@ -24,7 +24,9 @@ import (
 // assigned in the writing transaction could not be contended at all.
 // Reads use a separate pool (r) that WAL lets run beside the writer.
 type Store struct {
-	path string
+	path string // the SQLite file; "" on PostgreSQL
+	pg   bool   // PostgreSQL rather than SQLite (docs/DESIGN.md §7)
+	name string // PostgreSQL's user@host:port/database, for messages
 	w    *gorm.DB
 	r    *gorm.DB
 	now  func() time.Time
@@ -133,23 +135,29 @@ func open(path string, opts Options) (*Store, error) {
 		now = time.Now
 	}
 	cfg := gormConfig(now)
-	w, err := openWriter(path, cfg)
+	w, err := openWriter(sqlite.Open(dsn(path, false)), cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s := &Store{path: path, w: w, now: now}
+	return s.finishOpen(sqlite.Open(dsn(path, true)), cfg)
+}
+
+// finishOpen migrates the store whose writer is open, then opens the
+// readers on dial and registers the read counter.
+func (s *Store) finishOpen(dial gorm.Dialector, cfg *gorm.Config) (*Store, error) {
 	// Until the readers are open, Close closes the writer alone.
 	if err := s.migrate(); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
-	r, err := openReaders(path, cfg)
+	r, err := openReaders(dial, cfg)
 	if err != nil {
 		_ = s.Close()
 		return nil, err
 	}
 	s.r = r
-	for _, db := range []*gorm.DB{r, w} {
+	for _, db := range []*gorm.DB{r, s.w} {
 		if err := s.countReads(db); err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("store: register query counter: %w", err)
@@ -177,14 +185,14 @@ func gormConfig(now func() time.Time) *gorm.Config {
 // openWriter opens the pool of the one writer connection, which is never
 // recycled: the Writer's prepared statements and its wal_autocheckpoint
 // setting live on it.
-func openWriter(path string, cfg *gorm.Config) (*gorm.DB, error) {
-	w, err := gorm.Open(sqlite.Open(dsn(path, false)), cfg)
+func openWriter(dial gorm.Dialector, cfg *gorm.Config) (*gorm.DB, error) {
+	w, err := gorm.Open(dial, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, err
 	}
 	wdb, err := w.DB()
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, err
 	}
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
@@ -194,14 +202,14 @@ func openWriter(path string, cfg *gorm.Config) (*gorm.DB, error) {
 
 // openReaders opens the query-only pool that WAL lets read beside the
 // writer.
-func openReaders(path string, cfg *gorm.Config) (*gorm.DB, error) {
-	r, err := gorm.Open(sqlite.Open(dsn(path, true)), cfg)
+func openReaders(dial gorm.Dialector, cfg *gorm.Config) (*gorm.DB, error) {
+	r, err := gorm.Open(dial, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
+		return nil, fmt.Errorf("store: open for reading: %w", err)
 	}
 	rdb, err := r.DB()
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
+		return nil, fmt.Errorf("store: open for reading: %w", err)
 	}
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
@@ -239,8 +247,16 @@ func fileDSN(path string, busy time.Duration, params url.Values) string {
 	return "file:" + path + "?" + params.Encode()
 }
 
+// allModels is every model the store migrates.
+var allModels = []any{&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{}}
+
 func (s *Store) migrate() error {
-	err := s.w.AutoMigrate(&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{})
+	var err error
+	if s.pg {
+		err = s.migratePostgres()
+	} else {
+		err = s.w.AutoMigrate(allModels...)
+	}
 	if err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}

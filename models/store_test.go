@@ -10,34 +10,28 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"herd/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// newStore opens a fresh database file for one test.
-func newStore(t testing.TB) *Store {
-	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "herd.db"), Options{})
-	if err != nil {
-		t.Fatalf("open: %v", err)
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	os.Exit(code)
 }
 
-// newThreadWriter opens a fresh store with one thread of user u1 and a
-// Writer on it, which the test's end closes.
-func newThreadWriter(t testing.TB) (*Store, *Thread, *Writer) {
-	t.Helper()
-	s := newStore(t)
-	th, err := s.CreateThread(context.Background(), "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := s.NewWriter(WriterOptions{})
-	t.Cleanup(w.Close)
-	return s, th, w
-}
+// newStore opens a fresh SQLite store, for the tests of what only SQLite
+// has (pragmas, file modes, backups).
+func newStore(t testing.TB) *Store { return drivers[0].newStore(t) }
+
+// newThreadWriter is newStore with one thread of user u1 and a Writer.
+func newThreadWriter(t testing.TB) (*Store, *Thread, *Writer) { return drivers[0].newThreadWriter(t) }
 
 func TestOpenPragmas(t *testing.T) {
 	s := newStore(t)
@@ -66,142 +60,150 @@ func TestOpenPragmas(t *testing.T) {
 }
 
 func TestWriterSequenceUnderConcurrency(t *testing.T) {
-	s := newStore(t)
-	ctx := context.Background()
-	th1, _ := s.CreateThread(ctx, "u1", "a")
-	th2, _ := s.CreateThread(ctx, "u1", "b")
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s := d.newStore(t)
+		ctx := context.Background()
+		th1, _ := s.CreateThread(ctx, "u1", "a")
+		th2, _ := s.CreateThread(ctx, "u1", "b")
 
-	var (
-		mu        sync.Mutex
-		broadcast = map[string][]int64{}
-	)
-	w := s.NewWriter(WriterOptions{OnCommit: func(recs []Record) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, r := range recs {
-			broadcast[r.ThreadID()] = append(broadcast[r.ThreadID()], r.Seq())
-		}
-	}})
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for i := range 100 {
-				th := th1.ID
-				if (g+i)%2 == 0 {
-					th = th2.ID
-				}
-				var err error
-				if i%3 == 0 {
-					err = w.Write(ctx, Record{Message: &Message{ID: fmt.Sprintf("m-%d-%d", g, i), ThreadID: th, Type: "human", Content: "x"}})
-				} else {
-					err = w.Enqueue(ctx, Record{Event: &RunEvent{ThreadID: th, EventType: "subagent.step", Category: CategorySubagent, TaskID: "t"}})
-				}
-				if err != nil {
-					t.Errorf("write: %v", err)
-				}
+		var (
+			mu        sync.Mutex
+			broadcast = map[string][]int64{}
+		)
+		w := s.NewWriter(WriterOptions{OnCommit: func(recs []Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range recs {
+				broadcast[r.ThreadID()] = append(broadcast[r.ThreadID()], r.Seq())
 			}
-		})
-	}
-	wg.Wait()
-	if err := w.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-
-	for _, th := range []*Thread{th1, th2} {
-		got := broadcast[th.ID]
-		if len(got) != 400 {
-			t.Fatalf("thread %s: %d records broadcast, want 400", th.Title, len(got))
+		}})
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 100 {
+					th := th1.ID
+					if (g+i)%2 == 0 {
+						th = th2.ID
+					}
+					var err error
+					if i%3 == 0 {
+						err = w.Write(ctx, Record{Message: &Message{ID: fmt.Sprintf("m-%d-%d", g, i), ThreadID: th, Type: "human", Content: "x"}})
+					} else {
+						err = w.Enqueue(ctx, Record{Event: &RunEvent{ThreadID: th, EventType: "subagent.step", Category: CategorySubagent, TaskID: "t"}})
+					}
+					if err != nil {
+						t.Errorf("write: %v", err)
+					}
+				}
+			})
 		}
-		for i, seq := range got {
-			if seq != int64(i+1) {
-				t.Fatalf("thread %s: broadcast[%d] seq = %d, want %d (gap, duplicate or out of order)", th.Title, i, seq, i+1)
-			}
-		}
-		recs, err := s.Since(ctx, th.ID, 0, 10000)
-		if err != nil {
+		wg.Wait()
+		if err := w.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for i, r := range recs {
-			if r.Seq() != int64(i+1) {
-				t.Fatalf("stored seq[%d] = %d, want %d", i, r.Seq(), i+1)
+		w.Close()
+
+		for _, th := range []*Thread{th1, th2} {
+			got := broadcast[th.ID]
+			if len(got) != 400 {
+				t.Fatalf("thread %s: %d records broadcast, want 400", th.Title, len(got))
+			}
+			for i, seq := range got {
+				if seq != int64(i+1) {
+					t.Fatalf("thread %s: broadcast[%d] seq = %d, want %d (gap, duplicate or out of order)", th.Title, i, seq, i+1)
+				}
+			}
+			recs, err := s.Since(ctx, th.ID, 0, 10000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range recs {
+				if r.Seq() != int64(i+1) {
+					t.Fatalf("stored seq[%d] = %d, want %d", i, r.Seq(), i+1)
+				}
+			}
+			last, _ := s.LastSeq(ctx, th.ID)
+			if last != 400 || len(recs) != 400 {
+				t.Errorf("last_seq = %d, stored = %d; want 400, 400", last, len(recs))
 			}
 		}
-		last, _ := s.LastSeq(ctx, th.ID)
-		if last != 400 || len(recs) != 400 {
-			t.Errorf("last_seq = %d, stored = %d; want 400, 400", last, len(recs))
-		}
-	}
+	})
 }
 
 func TestWriterDeletedThread(t *testing.T) {
-	s := newStore(t)
-	ctx := context.Background()
-	th, _ := s.CreateThread(ctx, "u1", "a")
-	other, _ := s.CreateThread(ctx, "u1", "b")
-	w := s.NewWriter(WriterOptions{})
-	defer w.Close()
-	if err := s.DeleteThread(ctx, "u1", th.ID); err != nil {
-		t.Fatal(err)
-	}
-	err := w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: CategoryRun}})
-	if !errors.Is(err, ErrNotFound) {
-		t.Errorf("write to deleted thread: err = %v, want ErrNotFound", err)
-	}
-	if err := w.Write(ctx, Record{Event: &RunEvent{ThreadID: other.ID, EventType: "run.start", Category: CategoryRun}}); err != nil {
-		t.Errorf("write to live thread: %v", err)
-	}
-	if n, _ := s.LastSeq(ctx, other.ID); n != 1 {
-		t.Errorf("other thread last_seq = %d, want 1", n)
-	}
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s := d.newStore(t)
+		ctx := context.Background()
+		th, _ := s.CreateThread(ctx, "u1", "a")
+		other, _ := s.CreateThread(ctx, "u1", "b")
+		w := s.NewWriter(WriterOptions{})
+		defer w.Close()
+		if err := s.DeleteThread(ctx, "u1", th.ID); err != nil {
+			t.Fatal(err)
+		}
+		err := w.Write(ctx, Record{Event: &RunEvent{ThreadID: th.ID, EventType: "run.start", Category: CategoryRun}})
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("write to deleted thread: err = %v, want ErrNotFound", err)
+		}
+		if err := w.Write(ctx, Record{Event: &RunEvent{ThreadID: other.ID, EventType: "run.start", Category: CategoryRun}}); err != nil {
+			t.Errorf("write to live thread: %v", err)
+		}
+		if n, _ := s.LastSeq(ctx, other.ID); n != 1 {
+			t.Errorf("other thread last_seq = %d, want 1", n)
+		}
+	})
 }
 
 func TestUsageLedgerIdempotent(t *testing.T) {
-	s := newStore(t)
-	ctx := context.Background()
-	th, _ := s.CreateThread(ctx, "u1", "a")
-	w := s.NewWriter(WriterOptions{})
-	defer w.Close()
-	lead := UsageEntry{CallID: "c1", ThreadID: th.ID, RunID: "r1", ModelName: "m1", InputTokens: 10, OutputTokens: 5, TotalTokens: 15}
-	sub := UsageEntry{CallID: "c2", ThreadID: th.ID, RunID: "r1", TaskID: "t1", ModelName: "m2", InputTokens: 100, OutputTokens: 50, TotalTokens: 150, CacheReadTokens: 7}
-	for range 3 {
-		l, su := lead, sub
-		if err := w.Write(ctx, Record{Usage: &l}, Record{Usage: &su}); err != nil {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s := d.newStore(t)
+		ctx := context.Background()
+		th, _ := s.CreateThread(ctx, "u1", "a")
+		w := s.NewWriter(WriterOptions{})
+		defer w.Close()
+		lead := UsageEntry{CallID: "c1", ThreadID: th.ID, RunID: "r1", ModelName: "m1", InputTokens: 10, OutputTokens: 5, TotalTokens: 15}
+		sub := UsageEntry{CallID: "c2", ThreadID: th.ID, RunID: "r1", TaskID: "t1", ModelName: "m2", InputTokens: 100, OutputTokens: 50, TotalTokens: 150, CacheReadTokens: 7}
+		for range 3 {
+			l, su := lead, sub
+			if err := w.Write(ctx, Record{Usage: &l}, Record{Usage: &su}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := s.Usage(ctx, th.ID, "")
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	rep, err := s.Usage(ctx, th.ID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Total.TotalTokens != 165 || rep.Lead.TotalTokens != 15 || rep.Subagents.TotalTokens != 150 || rep.Total.Calls != 2 {
-		t.Errorf("usage = %+v, want total 165 (lead 15, subagents 150) over 2 calls", rep)
-	}
-	if rep.ByModel["m2"].CacheReadTokens != 7 {
-		t.Errorf("by model m2 = %+v, want cache read 7", rep.ByModel["m2"])
-	}
+		if rep.Total.TotalTokens != 165 || rep.Lead.TotalTokens != 15 || rep.Subagents.TotalTokens != 150 || rep.Total.Calls != 2 {
+			t.Errorf("usage = %+v, want total 165 (lead 15, subagents 150) over 2 calls", rep)
+		}
+		if rep.ByModel["m2"].CacheReadTokens != 7 {
+			t.Errorf("by model m2 = %+v, want cache read 7", rep.ByModel["m2"])
+		}
+	})
 }
 
 func TestLastAdminProtected(t *testing.T) {
-	s := newStore(t)
-	ctx := context.Background()
-	admin, err := s.CreateUser(ctx, "Admin@Example.com", "h", RoleAdmin, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateUser(ctx, "x@example.com", "h", RoleUser, true); !errors.Is(err, ErrConflict) {
-		t.Errorf("second set-up user: err = %v, want ErrConflict", err)
-	}
-	user := RoleUser
-	if _, err := s.UpdateUser(ctx, admin.ID, UserUpdate{Role: &user}); !errors.Is(err, ErrLastAdmin) {
-		t.Errorf("demote last admin: err = %v, want ErrLastAdmin", err)
-	}
-	if err := s.DeleteUser(ctx, admin.ID); !errors.Is(err, ErrLastAdmin) {
-		t.Errorf("delete last admin: err = %v, want ErrLastAdmin", err)
-	}
-	if u, err := s.UserByEmail(ctx, " admin@EXAMPLE.com"); err != nil || u.ID != admin.ID {
-		t.Errorf("lookup by email is not case-insensitive: %v", err)
-	}
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s := d.newStore(t)
+		ctx := context.Background()
+		admin, err := s.CreateUser(ctx, "Admin@Example.com", "h", RoleAdmin, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateUser(ctx, "x@example.com", "h", RoleUser, true); !errors.Is(err, ErrConflict) {
+			t.Errorf("second set-up user: err = %v, want ErrConflict", err)
+		}
+		user := RoleUser
+		if _, err := s.UpdateUser(ctx, admin.ID, UserUpdate{Role: &user}); !errors.Is(err, ErrLastAdmin) {
+			t.Errorf("demote last admin: err = %v, want ErrLastAdmin", err)
+		}
+		if err := s.DeleteUser(ctx, admin.ID); !errors.Is(err, ErrLastAdmin) {
+			t.Errorf("delete last admin: err = %v, want ErrLastAdmin", err)
+		}
+		if u, err := s.UserByEmail(ctx, " admin@EXAMPLE.com"); err != nil || u.ID != admin.ID {
+			t.Errorf("lookup by email is not case-insensitive: %v", err)
+		}
+	})
 }
 
 func TestBackupWhileWriting(t *testing.T) {

@@ -273,7 +273,7 @@ func (s *Store) Since(ctx context.Context, threadID string, after int64, limit i
 			return fmt.Errorf("events: %w", err)
 		}
 		return nil
-	})
+	}, s.snapshotTx())
 	if err != nil {
 		return nil, fmt.Errorf("store: replay: %w", err)
 	}

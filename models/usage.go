@@ -55,22 +55,39 @@ func (s *Store) UsageHistory(ctx context.Context, last time.Time, n int) (UsageH
 	end := last.UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
 	start := end.AddDate(0, 0, -n)
 	var rows []usageDay
-	// The writer stores UTC times; date() also reads an offset, so a day is
-	// a UTC day whatever wrote the row. LEFT JOINs keep a row whose thread or
+	// The writer stores UTC times, and utcDay names a row's UTC day whatever
+	// wrote it. LEFT JOINs keep a row whose thread or
 	// user is gone: the totals are the ledger's, whole.
 	err := s.r.WithContext(ctx).Table("usage_entries AS u").
-		Select("date(u.created_at) AS day, COALESCE(t.user_id, '') AS user_id, COALESCE(us.email, '') AS email, u.model_name, "+
+		Select(s.utcDay("u.created_at")+" AS day, COALESCE(t.user_id, '') AS user_id, COALESCE(us.email, '') AS email, u.model_name, "+
 			"SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens, SUM(u.total_tokens) AS total_tokens, "+
-			"SUM(u.cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, SUM(u.unreported) AS unreported_calls").
+			"SUM(u.cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "+countTrue("u.unreported")+" AS unreported_calls").
 		Joins("LEFT JOIN threads AS t ON t.id = u.thread_id").
 		Joins("LEFT JOIN users AS us ON us.id = t.user_id").
 		Where("u.created_at >= ? AND u.created_at < ?", start, end).
-		Group("day, t.user_id, u.model_name").
+		Group("day, t.user_id, us.email, u.model_name").
 		Scan(&rows).Error
 	if err != nil {
 		return UsageHistory{}, fmt.Errorf("store: usage history: %w", err)
 	}
 	return buildHistory(start, n, rows), nil
+}
+
+// utcDay is the SQL for the UTC day of the time column col, as dayLayout.
+// SQLite's date() reads the offset of the text it is given; PostgreSQL's
+// timestamptz is converted to UTC explicitly, whatever the session's zone.
+func (s *Store) utcDay(col string) string {
+	if s.pg {
+		return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	return "date(" + col + ")"
+}
+
+// countTrue is the SQL counting the rows where the boolean column col is
+// true: SQLite stores it as 0 or 1, which SUM could add, PostgreSQL as a
+// boolean, which it cannot.
+func countTrue(col string) string {
+	return "SUM(CASE WHEN " + col + " THEN 1 ELSE 0 END)"
 }
 
 // buildHistory spreads the grouped rows over the n days from start.

@@ -178,16 +178,21 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{s: s, opts: opts, log: log, in: make(chan *job, opts.Queue+opts.Reserve), tokens: make(chan struct{}, opts.Queue), done: make(chan struct{}), ckpt: make(chan struct{}, 1), closing: make(chan struct{})}
-	w.stmts = &stmtCache{}
+	w.stmts = &stmtCache{pg: s.pg}
 	w.stmts.db, w.stmts.err = s.w.DB()
 	if w.stmts.err == nil {
-		w.stmts.tables, w.stmts.err = newWriterTables(s.w)
+		w.stmts.tables, w.stmts.err = newWriterTables(s.w, s.pg)
 	}
 	w.setAutoCheckpoint(backstopCheckpointPages)
 	// Both goroutines start before NewWriter returns, so a caller that
-	// snapshots its goroutines afterwards sees them both.
+	// snapshots its goroutines afterwards sees them both. PostgreSQL
+	// checkpoints on its own: it needs no checkpoint goroutine.
 	stop, stopped := make(chan struct{}), make(chan struct{})
-	go w.checkpoints(stop, stopped)
+	if s.pg {
+		close(stopped)
+	} else {
+		go w.checkpoints(stop, stopped)
+	}
 	go w.loop(stop, stopped)
 	return w
 }
@@ -461,7 +466,7 @@ func (w *Writer) checkpoints(stop <-chan struct{}, stopped chan<- struct{}) {
 // setAutoCheckpoint sets wal_autocheckpoint on the writer connection (one
 // connection that is never recycled, so the setting holds).
 func (w *Writer) setAutoCheckpoint(pages int) {
-	if w.stmts.err != nil {
+	if w.s.pg || w.stmts.err != nil {
 		return // nothing can be written anyway; tx reports it
 	}
 	var set int
@@ -636,21 +641,82 @@ func (w *Writer) placeRecords(tx *sql.Tx, recs []Record, next map[string]int64, 
 // insertLog inserts rows in tx and sets each event's ID.
 func (w *Writer) insertLog(tx *sql.Tx, rows logRows) error {
 	tables := w.stmts.tables
-	if err := insertRows(w.stmts, tx, tables.messages, rows.msgs, nil); err != nil {
+	if err := insertRows(w.stmts, tx, tables.messages, rows.msgs); err != nil {
 		return fmt.Errorf("insert messages: %w", err)
 	}
-	err := insertRows(w.stmts, tx, tables.events, rows.events, func(chunk []*RunEvent, lastID int64) {
-		// One INSERT takes consecutive AUTOINCREMENT ids: the writer
-		// holds the only write lock.
-		for i, e := range chunk {
-			e.ID = lastID - int64(len(chunk)-1-i)
-		}
-	})
-	if err != nil {
+	if err := w.insertEvents(tx, rows.events); err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
-	if err := insertRows(w.stmts, tx, tables.usage, rows.usage, nil); err != nil {
+	if err := insertRows(w.stmts, tx, tables.usage, rows.usage); err != nil {
 		return fmt.Errorf("insert usage: %w", err)
+	}
+	return nil
+}
+
+// insertEvents inserts events and sets their IDs. On SQLite one INSERT
+// takes consecutive AUTOINCREMENT ids (the writer holds the only write
+// lock), so the last id gives them all. PostgreSQL makes no promise about
+// the order a sequence serves one INSERT's rows in, so there the INSERT
+// returns each row's id with the thread and seq that identify the row.
+func (w *Writer) insertEvents(tx *sql.Tx, events []*RunEvent) error {
+	t := w.stmts.tables.events
+	return eachChunk(len(events), func(lo, n int) error {
+		chunk := events[lo : lo+n]
+		st := tx.Stmt(w.stmts.inserts[insertKey{t.into, n}])
+		args := appendRows(t, nil, chunk)
+		if !w.s.pg {
+			res, err := st.Exec(args...)
+			if err != nil {
+				return err
+			}
+			last, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			for i, e := range chunk {
+				e.ID = last - int64(len(chunk)-1-i)
+			}
+			return nil
+		}
+		return scanEventIDs(st, args, chunk)
+	})
+}
+
+// scanEventIDs runs an event INSERT … RETURNING and gives each event of
+// chunk its id.
+func scanEventIDs(st *sql.Stmt, args []any, chunk []*RunEvent) error {
+	type key struct {
+		thread string
+		seq    int64
+	}
+	byKey := make(map[key]*RunEvent, len(chunk))
+	for _, e := range chunk {
+		byKey[key{e.ThreadID, e.Seq}] = e
+	}
+	rows, err := st.Query(args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var (
+			k  key
+			id int64
+		)
+		if err := rows.Scan(&id, &k.thread, &k.seq); err != nil {
+			return err
+		}
+		if e := byKey[k]; e != nil {
+			e.ID = id
+			n++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n != len(chunk) {
+		return fmt.Errorf("%d event ids returned for %d rows", n, len(chunk))
 	}
 	return nil
 }
@@ -665,6 +731,7 @@ type insertTable struct {
 	into     string  // "table (columns)"
 	fields   [][]int // each column's struct field index, in column order
 	conflict string  // appended to the INSERT
+	pg       bool    // PostgreSQL: $n placeholders, text made storable (pgText)
 }
 
 // writerTables are the tables the Writer inserts into.
@@ -672,18 +739,22 @@ type writerTables struct {
 	messages, events, usage, runs insertTable
 }
 
-func newWriterTables(db *gorm.DB) (writerTables, error) {
+func newWriterTables(db *gorm.DB, pg bool) (writerTables, error) {
 	var (
 		t    writerTables
 		errs []error
 	)
 	table := func(model any, conflict string) insertTable {
 		it, err := newInsertTable(db, model, conflict)
+		it.pg = pg
 		errs = append(errs, err)
 		return it
 	}
 	t.messages = table(&Message{}, "")
 	t.events = table(&RunEvent{}, "")
+	if pg {
+		t.events.conflict = " RETURNING id, thread_id, seq" // insertEvents
+	}
 	// A usage row is inserted once per call id; a repeat is ignored.
 	t.usage = table(&UsageEntry{}, " ON CONFLICT DO NOTHING")
 	// A run row is inserted, or its status, error and end time updated.
@@ -716,7 +787,19 @@ func newInsertTable(db *gorm.DB, model any, conflict string) (insertTable, error
 func (t insertTable) appendRow(args []any, row any) []any {
 	v := reflect.ValueOf(row).Elem()
 	for _, i := range t.fields {
-		args = append(args, v.FieldByIndex(i).Interface())
+		a := v.FieldByIndex(i).Interface()
+		if t.pg {
+			a = pgText(a)
+		}
+		args = append(args, a)
+	}
+	return args
+}
+
+// appendRows appends the column values of every row.
+func appendRows[T any](t insertTable, args []any, rows []T) []any {
+	for _, r := range rows {
+		args = t.appendRow(args, r)
 	}
 	return args
 }
@@ -729,35 +812,35 @@ const maxInsertRows = 256
 
 func (t insertTable) query(rows int) string {
 	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(t.fields)), ", ") + ")"
-	return "INSERT INTO " + t.into + " VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", rows), ", ") + t.conflict
+	q := "INSERT INTO " + t.into + " VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", rows), ", ") + t.conflict
+	if t.pg {
+		q = rebind(q)
+	}
+	return q
+}
+
+// eachChunk calls f for consecutive chunks of n items, each of a
+// power-of-two length up to maxInsertRows, from lo.
+func eachChunk(n int, f func(lo, n int) error) error {
+	for lo := 0; lo < n; {
+		size := 1 << (bits.Len(uint(min(n-lo, maxInsertRows))) - 1)
+		if err := f(lo, size); err != nil {
+			return err
+		}
+		lo += size
+	}
+	return nil
 }
 
 // insertRows writes rows (pointers to t's model) with multi-row INSERTs
-// in tx; inserted, when set, is told each INSERT's rows and the rowid of
-// its last row.
-func insertRows[T any](stmts *stmtCache, tx *sql.Tx, t insertTable, rows []T, inserted func([]T, int64)) error {
+// in tx.
+func insertRows[T any](stmts *stmtCache, tx *sql.Tx, t insertTable, rows []T) error {
 	args := make([]any, 0, min(len(rows), maxInsertRows)*len(t.fields))
-	for len(rows) > 0 {
-		n := 1 << (bits.Len(uint(min(len(rows), maxInsertRows))) - 1)
-		chunk := rows[:n]
-		rows = rows[n:]
-		args = args[:0]
-		for _, r := range chunk {
-			args = t.appendRow(args, r)
-		}
-		res, err := tx.Stmt(stmts.inserts[insertKey{t.into, n}]).Exec(args...)
-		if err != nil {
-			return err
-		}
-		if inserted != nil {
-			last, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			inserted(chunk, last)
-		}
-	}
-	return nil
+	return eachChunk(len(rows), func(lo, n int) error {
+		args = appendRows(t, args[:0], rows[lo:lo+n])
+		_, err := tx.Stmt(stmts.inserts[insertKey{t.into, n}]).Exec(args...)
+		return err
+	})
 }
 
 // stmtCache holds the Writer's statements, prepared on its *sql.DB and
@@ -766,6 +849,7 @@ func insertRows[T any](stmts *stmtCache, tx *sql.Tx, t insertTable, rows []T, in
 // connection belongs to the transaction until it ends. Only the writer's
 // goroutine uses the cache.
 type stmtCache struct {
+	pg      bool // PostgreSQL: the reservation's placeholders are rebound
 	db      *sql.DB
 	tables  writerTables
 	err     error // from getting db or the tables; every transaction fails with it
@@ -796,7 +880,11 @@ func (c *stmtCache) ready() error {
 		c.all = append(c.all, st)
 		return st
 	}
-	c.reserve = prepare(reserveSeqSQL)
+	if c.pg {
+		c.reserve = prepare(rebind(reserveSeqSQL))
+	} else {
+		c.reserve = prepare(reserveSeqSQL)
+	}
 	c.inserts = map[insertKey]*sql.Stmt{}
 	for _, t := range []insertTable{c.tables.messages, c.tables.events, c.tables.usage} {
 		for n := 1; n <= maxInsertRows; n *= 2 {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,13 +26,23 @@ const (
 //
 // Metrics: writer-rows/s, raw-rows/s, writer/raw (the ratio) and
 // rows/tx (the Writer's mean transaction size; the raw side uses its largest).
+//
+// It runs on each driver; PostgreSQL's is HERD_TEST_POSTGRES_DSN's server
+// (or a throwaway one, fsync off: internal/pgtest), each side in a fresh
+// schema.
 func BenchmarkWriterThroughput(b *testing.B) {
+	for _, d := range drivers {
+		b.Run(d.name, func(b *testing.B) { benchWriterThroughput(b, d) })
+	}
+}
+
+func benchWriterThroughput(b *testing.B, d dbDriver) {
 	ctx := context.Background()
 	var writerDur, rawDur time.Duration
 	var txs, txRows int
-	for i := range b.N {
+	for range b.N {
 		b.StopTimer()
-		ws, threads := benchStore(b, fmt.Sprintf("writer-%d", i))
+		ws, threads := benchStore(b, d)
 		recs := benchStepRows(threads, benchRows)
 		var (
 			mu      sync.Mutex
@@ -48,9 +57,12 @@ func BenchmarkWriterThroughput(b *testing.B) {
 			mu.Unlock()
 		}})
 		// The raw side gets the checkpoint setting the Writer runs with.
-		autoCheckpoint, err := ws.pragma(ctx, "wal_autocheckpoint")
-		if err != nil {
-			b.Fatal(err)
+		var autoCheckpoint string
+		if !ws.pg {
+			var err error
+			if autoCheckpoint, err = ws.pragma(ctx, "wal_autocheckpoint"); err != nil {
+				b.Fatal(err)
+			}
 		}
 		b.StartTimer()
 
@@ -90,9 +102,11 @@ func BenchmarkWriterThroughput(b *testing.B) {
 
 		// The raw side inserts the rows exactly as committed (same seq,
 		// same content), in transactions of the Writer's largest batch.
-		rs, _ := benchStore(b, fmt.Sprintf("raw-%d", i))
-		if _, err := rs.pragma(ctx, "wal_autocheckpoint = "+autoCheckpoint); err != nil {
-			b.Fatal(err)
+		rs, _ := benchStore(b, d)
+		if !rs.pg {
+			if _, err := rs.pragma(ctx, "wal_autocheckpoint = "+autoCheckpoint); err != nil {
+				b.Fatal(err)
+			}
 		}
 		db, err := rs.w.DB()
 		if err != nil {
@@ -107,7 +121,7 @@ func BenchmarkWriterThroughput(b *testing.B) {
 		b.StartTimer()
 
 		start = time.Now()
-		if err := rawInsert(ctx, db, events, batchSize); err != nil {
+		if err := rawInsert(ctx, db, rs.pg, events, batchSize); err != nil {
 			b.Fatal(err)
 		}
 		rawDur += time.Since(start)
@@ -126,9 +140,9 @@ func BenchmarkWriterThroughput(b *testing.B) {
 }
 
 // benchStore opens a fresh database with one thread per producer.
-func benchStore(b *testing.B, name string) (*Store, []string) {
+func benchStore(b *testing.B, d dbDriver) (*Store, []string) {
 	b.Helper()
-	s, err := Open(filepath.Join(b.TempDir(), name+".db"), Options{})
+	s, err := d.open(b, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -191,7 +205,7 @@ func benchStepRows(threads []string, n int) []Record {
 
 // rawInsert writes events in transactions of batch rows, each one
 // multi-row INSERT, on db (the Store's single writer connection).
-func rawInsert(ctx context.Context, db *sql.DB, events []*RunEvent, batch int) error {
+func rawInsert(ctx context.Context, db *sql.DB, pg bool, events []*RunEvent, batch int) error {
 	const cols = "thread_id, seq, run_id, event_type, category, task_id, content, metadata, created_at"
 	const one = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	now := time.Now().UTC()
@@ -207,7 +221,11 @@ func rawInsert(ctx context.Context, db *sql.DB, events []*RunEvent, batch int) e
 		st, ok := stmts[len(chunk)]
 		if !ok {
 			var err error
-			st, err = db.PrepareContext(ctx, "INSERT INTO run_events ("+cols+") VALUES "+strings.TrimSuffix(strings.Repeat(one+",", len(chunk)), ","))
+			q := "INSERT INTO run_events (" + cols + ") VALUES " + strings.TrimSuffix(strings.Repeat(one+",", len(chunk)), ",")
+			if pg {
+				q = rebind(q)
+			}
+			st, err = db.PrepareContext(ctx, q)
 			if err != nil {
 				return err
 			}

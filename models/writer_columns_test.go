@@ -15,44 +15,46 @@ import (
 // reflection, so a field added to a model is covered without editing
 // this test.
 func TestWriterWritesEveryField(t *testing.T) {
-	s, th, w := newThreadWriter(t)
-	ctx := context.Background()
-	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	var msg Message
-	var ev RunEvent
-	var use UsageEntry
-	var run Run
-	for _, m := range []any{&msg, &ev, &use, &run} {
-		fill(t, m, at)
-		reflect.ValueOf(m).Elem().FieldByName("ThreadID").SetString(th.ID)
-	}
-	if err := w.Write(ctx, Record{Run: &run}, Record{Message: &msg}, Record{Event: &ev}, Record{Usage: &use}); err != nil {
-		t.Fatal(err)
-	}
-	// The writer assigns seq and the event's id; the rest is the caller's.
-	for _, c := range []struct {
-		name      string
-		want, got any
-		key       string
-	}{
-		{"message", &msg, &Message{}, "id = ?"},
-		{"event", &ev, &RunEvent{}, "id = ?"},
-		{"usage", &use, &UsageEntry{}, "call_id = ?"},
-		{"run", &run, &Run{}, "id = ?"},
-	} {
-		key := reflect.ValueOf(c.want).Elem().Field(0).Interface()
-		if err := s.r.Where(c.key, key).Take(c.got).Error; err != nil {
-			t.Errorf("%s: read back: %v", c.name, err)
-			continue
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s, th, w := d.newThreadWriter(t)
+		ctx := context.Background()
+		at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		var msg Message
+		var ev RunEvent
+		var use UsageEntry
+		var run Run
+		for _, m := range []any{&msg, &ev, &use, &run} {
+			fill(t, m, at)
+			reflect.ValueOf(m).Elem().FieldByName("ThreadID").SetString(th.ID)
 		}
-		want, got := reflect.ValueOf(c.want).Elem(), reflect.ValueOf(c.got).Elem()
-		for i := range want.NumField() {
-			f := want.Type().Field(i)
-			if !reflect.DeepEqual(got.Field(i).Interface(), want.Field(i).Interface()) {
-				t.Errorf("%s.%s reads back %v, want %v", c.name, f.Name, got.Field(i).Interface(), want.Field(i).Interface())
+		if err := w.Write(ctx, Record{Run: &run}, Record{Message: &msg}, Record{Event: &ev}, Record{Usage: &use}); err != nil {
+			t.Fatal(err)
+		}
+		// The writer assigns seq and the event's id; the rest is the caller's.
+		for _, c := range []struct {
+			name      string
+			want, got any
+			key       string
+		}{
+			{"message", &msg, &Message{}, "id = ?"},
+			{"event", &ev, &RunEvent{}, "id = ?"},
+			{"usage", &use, &UsageEntry{}, "call_id = ?"},
+			{"run", &run, &Run{}, "id = ?"},
+		} {
+			key := reflect.ValueOf(c.want).Elem().Field(0).Interface()
+			if err := s.r.Where(c.key, key).Take(c.got).Error; err != nil {
+				t.Errorf("%s: read back: %v", c.name, err)
+				continue
+			}
+			want, got := reflect.ValueOf(c.want).Elem(), reflect.ValueOf(c.got).Elem()
+			for i := range want.NumField() {
+				f := want.Type().Field(i)
+				if !reflect.DeepEqual(got.Field(i).Interface(), want.Field(i).Interface()) {
+					t.Errorf("%s.%s reads back %v, want %v", c.name, f.Name, got.Field(i).Interface(), want.Field(i).Interface())
+				}
 			}
 		}
-	}
+	})
 }
 
 // fill sets every exported field of the struct m points to a non-zero

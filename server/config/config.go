@@ -21,6 +21,7 @@ import (
 // every key and its default.
 type Config struct {
 	Server     ServerConfig          `yaml:"server"`
+	Database   DatabaseConfig        `yaml:"database"`
 	Log        LogConfig             `yaml:"log"`
 	Auth       AuthConfig            `yaml:"auth"`
 	TokenUsage TokenUsageConfig      `yaml:"token_usage"`
@@ -55,6 +56,19 @@ type ServerConfig struct {
 	MaxConnections           int `yaml:"max_connections"`
 	MaxSocketsPerUser        int `yaml:"max_sockets_per_user"`
 	WSConnectsPerMinute      int `yaml:"ws_connects_per_minute"`
+}
+
+// Database drivers (docs/OPERATIONS.md "PostgreSQL").
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// DatabaseConfig is the store: SQLite in server.data_dir (the default), or
+// the PostgreSQL database DSN names.
+type DatabaseConfig struct {
+	Driver string `yaml:"driver"`
+	DSN    string `yaml:"dsn"`
 }
 
 // MetricsConfig is where /metrics is served: on its own address (Addr,

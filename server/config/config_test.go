@@ -58,6 +58,7 @@ func TestLoadDefaults(t *testing.T) {
 		Server: ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, AllowedHosts: []string{}, TrustedProxies: []string{},
 			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 256,
 			MaxSocketsPerUser: 16, WSConnectsPerMinute: 60},
+		Database:   DatabaseConfig{Driver: "sqlite"},
 		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
@@ -853,6 +854,48 @@ func TestMetricsAddressWithTokenOrEmpty(t *testing.T) {
 			}
 			if got.Metrics != c.want {
 				t.Errorf("metrics = %+v, want %+v", got.Metrics, c.want)
+			}
+		})
+	}
+}
+
+// TestDatabaseConfig: the driver, the DSN from the file or
+// HERD_DATABASE_DSN, and a clear error for each mistake.
+func TestDatabaseConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		env        []string
+		want       DatabaseConfig
+		err        string
+	}{
+		{name: "default", want: DatabaseConfig{Driver: "sqlite"}},
+		{name: "postgres from the file", file: "database: {driver: postgres, dsn: 'postgres://herd@db:5432/herd'}",
+			want: DatabaseConfig{Driver: "postgres", DSN: "postgres://herd@db:5432/herd"}},
+		{name: "dsn from the environment", file: "database: {driver: postgres}", env: []string{"HERD_DATABASE_DSN=host=/run/pg user=herd dbname=herd"},
+			want: DatabaseConfig{Driver: "postgres", DSN: "host=/run/pg user=herd dbname=herd"}},
+		{name: "driver from the environment", env: []string{"HERD_DATABASE_DRIVER=postgres", "HERD_DATABASE_DSN=postgres://h/d"},
+			want: DatabaseConfig{Driver: "postgres", DSN: "postgres://h/d"}},
+		{name: "unknown driver", file: "database: {driver: mysql}", err: `database.driver: must be sqlite or postgres, got "mysql"`},
+		{name: "postgres without a dsn", file: "database: {driver: postgres}", err: "database.dsn: must name the PostgreSQL database"},
+		{name: "a dsn for sqlite", env: []string{"HERD_DATABASE_DSN=postgres://h/d"}, err: "HERD_DATABASE_DSN: is only for database.driver postgres"},
+		{name: "a bad dsn, password kept out", file: "database: {driver: postgres, dsn: 'postgres://herd:s3cret@db:notaport/herd'}", err: "database.dsn: is not a PostgreSQL connection string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := loadYAML(t, tc.file, tc.env, Overrides{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("the error shows the password: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Database != tc.want {
+				t.Errorf("database = %+v, want %+v", got.Database, tc.want)
 			}
 		})
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"herd/agent"
 	"herd/agent/tools"
 	"herd/internal/loopback"
@@ -137,6 +139,7 @@ func (l *loader) oneOf(key, got string, allowed ...string) {
 
 func (l *loader) validate(c *Config) {
 	l.validateServer(c.Server)
+	l.validateDatabase(c.Database)
 	l.validateMetrics(c.Metrics)
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
@@ -151,6 +154,24 @@ func (l *loader) validate(c *Config) {
 	l.atLeast("lead.max_active_runs_per_user", c.Lead.MaxActiveRunsPerUser, 1)
 	l.validateSubagents(c.Subagents, c.Models)
 	l.validateSandbox(c.Sandbox)
+}
+
+func (l *loader) validateDatabase(d DatabaseConfig) {
+	switch d.Driver {
+	case DriverSQLite:
+		if d.DSN != "" {
+			l.invalid("database.dsn", "is only for database.driver postgres (SQLite keeps herd.db in server.data_dir); set database.driver: postgres or remove the dsn")
+		}
+	case DriverPostgres:
+		if strings.TrimSpace(d.DSN) == "" {
+			l.invalid("database.dsn", "must name the PostgreSQL database when database.driver is postgres, e.g. postgres://herd@db.example.com:5432/herd (or set HERD_DATABASE_DSN)")
+		} else if _, err := pgx.ParseConfig(d.DSN); err != nil {
+			// pgx's error redacts the password.
+			l.invalid("database.dsn", "is not a PostgreSQL connection string: %v", err)
+		}
+	default:
+		l.invalid("database.driver", "must be sqlite or postgres, got %q", d.Driver)
+	}
 }
 
 func (l *loader) validateServer(s ServerConfig) {
