@@ -3,6 +3,8 @@ package server
 import (
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestBrowserTotalsFollowCards: while a run is still going, the thread's
@@ -28,4 +30,42 @@ func TestBrowserTotalsFollowCards(t *testing.T) {
 	})()`, 20*time.Second)
 	b.shot("totals-mid-run")
 	b.waitRunEnd(a, th)
+}
+
+// TestBrowserEightItems: a list of 8 at 4 per response ends with 8
+// completed cards; the 4 the limit held back say so, quietly, and were
+// started in the lead's next turn.
+func TestBrowserEightItems(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 20, 1)))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("eight")
+	b := newBrowser(t, a.http.URL)
+	b.signIn(u.email, "password123")
+	b.openThread(th, "")
+	b.sendMessage("Eight:\n- one\n- two\n- three\n- four\n- five\n- six\n- seven\n- eight")
+	b.waitRunEnd(a, th)
+	check := func(when string) {
+		got := evalAs[map[string]any](b, `(() => {
+			const cards = [...document.querySelectorAll("#messages section.card")];
+			const held = cards.filter((c) => c.dataset.notStarted === "1");
+			return {
+				completed: cards.filter((c) => c.dataset.status === "completed").length,
+				held: held.length,
+				text: held.map((c) => c.querySelector(".card-status").textContent),
+			};
+		})()`)
+		if got["completed"] != float64(8) || got["held"] != float64(4) {
+			t.Errorf("%s: %v completed and %v held back, want 8 and 4", when, got["completed"], got["held"])
+		}
+		for _, s := range got["text"].([]any) {
+			if s != "Not started · limit of 4 per response" {
+				t.Errorf("%s: a held-back card says %q", when, s)
+			}
+		}
+	}
+	check("live")
+	evalAs[chromedp.Void](b, `document.querySelector("#messages section.card").scrollIntoView()`)
+	b.shot("eight")
+	b.reload()
+	check("after a reload")
 }

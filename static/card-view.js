@@ -4,7 +4,7 @@
 // <template id="card-template">.
 
 import { clone, el, intAttr } from "./dom.js";
-import { STOP_LABELS, isTerminal, statusText, stopLabel, tokenLabel } from "./format.js";
+import { STOP_LABELS, isTerminal, notStartedText, statusText, stopLabel, tokenLabel } from "./format.js";
 
 // renderCard shows c in its node; view is {showTokens, labels}, labels
 // mapping model names to display names.
@@ -26,7 +26,9 @@ export function renderCard(c, view) {
 function renderHead(c, view) {
 	const part = (selector) => c.node.querySelector(selector);
 	part(".card-title").textContent = c.description.trim() === "" ? "Subagent task" : c.description;
-	part(".card-status").textContent = statusText(c.status, c.activity, c.waiting);
+	const notStarted = c.status === "failed" ? notStartedText(c.error) : "";
+	c.node.dataset.notStarted = notStarted ? "1" : "";
+	part(".card-status").textContent = notStarted || statusText(c.status, c.activity, c.waiting);
 	const model = part(".card-model");
 	model.textContent = view.labels.get(c.modelName) ?? c.modelName;
 	model.title = c.modelName;

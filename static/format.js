@@ -33,6 +33,18 @@ export function tokenLabel(total, terminal) {
 // a slot of its model (views.WaitingText).
 export const WAITING_TEXT = "Waiting for the model";
 
+// NOT_STARTED reads the error of a task call a limit refused before it
+// started (views.NotStartedText).
+const NOT_STARTED = /^Not started: (?:one response may start at most (\d+) subagents|this run already started its limit of (\d+) subagents)/;
+
+// notStartedText is the status of a failed card whose task a limit refused
+// before it started; "" for any other error.
+export function notStartedText(error) {
+	const m = NOT_STARTED.exec(error ?? "");
+	if (!m) return "";
+	return m[1] ? `Not started · limit of ${m[1]} per response` : `Not started · limit of ${m[2]} per run`;
+}
+
 export function statusText(status, activity, waiting) {
 	switch (status) {
 		case "queued":

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -84,6 +85,34 @@ func StatusText(status, activity string, waiting bool) string {
 		return "Timed out"
 	}
 	return "Running"
+}
+
+// notStarted reads the error of a task call a limit refused before it
+// started (agent's admitTask).
+var notStarted = regexp.MustCompile(`^Not started: (?:one response may start at most (\d+) subagents|this run already started its limit of (\d+) subagents)`)
+
+// NotStartedText is the status of a failed card whose task a limit
+// refused before it started, such as "Not started · limit of 4 per
+// response"; "" for any other error.
+func NotStartedText(errText string) string {
+	m := notStarted.FindStringSubmatch(errText)
+	switch {
+	case m == nil:
+		return ""
+	case m[1] != "":
+		return "Not started · limit of " + m[1] + " per response"
+	}
+	return "Not started · limit of " + m[2] + " per run"
+}
+
+// cardStatus is the status line of card c.
+func cardStatus(c CardView) string {
+	if c.Status == "failed" {
+		if t := NotStartedText(c.Error); t != "" {
+			return t
+		}
+	}
+	return StatusText(c.Status, c.Activity, c.Waiting)
 }
 
 // StopLabel is the badge of a stop reason.

@@ -19,7 +19,11 @@ type formatContract struct {
 		Status, Activity, Text string
 		Waiting                bool
 	} `json:"status_texts"`
-	StopBadges  []struct {
+	NotStarted []struct {
+		Error string `json:"error"`
+		Text  string `json:"text"`
+	} `json:"not_started"`
+	StopBadges []struct {
 		StopReason string `json:"stop_reason"`
 		Badge      string `json:"badge"`
 	} `json:"stop_badges"`
@@ -43,6 +47,14 @@ func TestCardFormatContract(t *testing.T) {
 		if got := StatusText(st.Status, st.Activity, st.Waiting); got != st.Text {
 			t.Errorf("StatusText(%q, %q, %v) = %q, want %q", st.Status, st.Activity, st.Waiting, got, st.Text)
 		}
+	}
+	for _, ns := range c.NotStarted {
+		if got := NotStartedText(ns.Error); got != ns.Text {
+			t.Errorf("NotStartedText(%q) = %q, want %q", ns.Error, got, ns.Text)
+		}
+	}
+	if len(c.NotStarted) == 0 {
+		t.Error("the contract has no not_started cases")
 	}
 	for _, sb := range c.StopBadges {
 		if got := StopLabel(sb.StopReason); got != sb.Badge {
