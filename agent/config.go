@@ -17,7 +17,7 @@ type ModelConfig struct {
 	// ThinkingBudgetTokens turns on Anthropic's extended thinking with
 	// this budget (0 = off; else at least 1024 and below max_output_tokens).
 	ThinkingBudgetTokens int `yaml:"thinking_budget_tokens" json:"-"`
-	TimeoutSeconds  int `yaml:"timeout_seconds" json:"-"`
+	TimeoutSeconds       int `yaml:"timeout_seconds" json:"-"`
 	// MaxConcurrentRequests caps this model's calls in flight at once
 	// (0 = unlimited), for a local server that serves one or two at a time.
 	MaxConcurrentRequests int  `yaml:"max_concurrent_requests" json:"-"`

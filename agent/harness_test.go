@@ -88,6 +88,7 @@ type harnessConfig struct {
 	// server does for a non-admin in host mode.
 	noCommands bool
 	offReason  string
+	publisher  Publisher // nil: none
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -124,7 +125,7 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	h.rt, err = New(Options{
 		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5)},
 		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
-		CommandsOffReason: hc.offReason,
+		CommandsOffReason: hc.offReason, Publisher: hc.publisher,
 	})
 	if err != nil {
 		t.Fatal(err)
