@@ -18,7 +18,7 @@ import (
 // block: the page streams the lead's reasoning live into a collapsed
 // Thinking block above the answer, keeps it out of the answer, shows the
 // subagent's reasoning collapsed in its card's step, and a reload shows
-// the same.
+// the same. Markup in reasoning stays text.
 func TestBrowserThinking(t *testing.T) {
 	slow := 250 * time.Millisecond
 	fake := openaitest.NewServer(t,
@@ -28,7 +28,7 @@ func TestBrowserThinking(t *testing.T) {
 			ChunkDelay: slow,
 		},
 		openaitest.Text("<think>Sub ", "ponders the ", "listing.</think>\n", "Found notes.txt."),
-		openaitest.Reply{Reasoning: []string{"Report ", "the finding."}, Chunks: []string{"There is ", "notes.txt."}, ChunkDelay: slow},
+		openaitest.Reply{Reasoning: []string{"Report ", "the <img src=x onerror=\"window.__pwned = 1\"><b>finding</b>."}, Chunks: []string{"There is ", "notes.txt."}, ChunkDelay: slow},
 	)
 	p, err := openai.New(agent.ModelConfig{Name: "demo-fast", Provider: "openai", Model: "reasoner", BaseURL: fake.URL(), APIKey: "sk-test"},
 		openai.WithHTTPClient(fake.Client()), openai.WithLogger(slog.New(slog.DiscardHandler)))
@@ -60,7 +60,7 @@ func TestBrowserThinking(t *testing.T) {
 		problems := evalAs[[]string](b, `(() => {
 			const problems = [];
 			const ais = [...document.querySelectorAll("article.msg-ai")];
-			const want = ["The user wants a file listed; a subagent can do it.", "Report the finding."];
+			const want = ["The user wants a file listed; a subagent can do it.", 'Report the <img src=x onerror="window.__pwned = 1"><b>finding</b>.'];
 			ais.forEach((ai, i) => {
 				const block = ai.querySelector(":scope > .msg-thinking");
 				if (!block) { problems.push("answer " + i + " has no Thinking block"); return; }
@@ -69,6 +69,8 @@ func TestBrowserThinking(t *testing.T) {
 				if (block.querySelector("summary").textContent !== "Thinking") problems.push("answer " + i + ": summary " + block.querySelector("summary").textContent);
 				if (block.querySelector(".thinking-text").textContent !== want[i]) problems.push("answer " + i + ": thinking " + JSON.stringify(block.querySelector(".thinking-text").textContent));
 			});
+			// Reasoning is text: markup in it stays inert.
+			if (document.querySelector(".thinking-text *") || window.__pwned) problems.push("markup in the reasoning was rendered");
 			const body = document.querySelector("article.msg-ai > .msg-body").textContent.trim();
 			if (body !== "There is notes.txt.") problems.push("answer text " + JSON.stringify(body));
 			return problems;
