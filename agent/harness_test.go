@@ -63,19 +63,19 @@ func taskCall(id, desc, typ string) ToolCall {
 
 // harness is a Runtime on a real SQLite file, as main wires it.
 type harness struct {
-	t       *testing.T
-	dbPath  string
-	store   *models.Store
-	writer  *models.Writer
-	rt      *Runtime
-	thread  string
-	cfg     harnessConfig
-	mu      sync.Mutex
-	frames  []models.Record // every committed record, in commit order
+	t      *testing.T
+	dbPath string
+	store  *models.Store
+	writer *models.Writer
+	rt     *Runtime
+	thread string
+	cfg    harnessConfig
+	mu     sync.Mutex
+	frames []models.Record // every committed record, in commit order
 	// committed is signalled (without blocking) after every commit, for
 	// until.
 	committed chan struct{}
-	retries atomic.Int64    // failed write attempts the writer retried
+	retries   atomic.Int64 // failed write attempts the writer retried
 }
 
 type harnessConfig struct {
