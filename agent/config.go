@@ -14,7 +14,10 @@ type ModelConfig struct {
 	ContextWindow int        `yaml:"context_window" json:"-"`
 	// MaxOutputTokens caps each answer (Anthropic's max_tokens).
 	MaxOutputTokens int `yaml:"max_output_tokens" json:"-"`
-	TimeoutSeconds  int `yaml:"timeout_seconds" json:"-"`
+	// ThinkingBudgetTokens turns on Anthropic's extended thinking with
+	// this budget (0 = off; else at least 1024 and below max_output_tokens).
+	ThinkingBudgetTokens int `yaml:"thinking_budget_tokens" json:"-"`
+	TimeoutSeconds       int `yaml:"timeout_seconds" json:"-"`
 	// MaxConcurrentRequests caps this model's calls in flight at once
 	// (0 = unlimited), for a local server that serves one or two at a time.
 	MaxConcurrentRequests int  `yaml:"max_concurrent_requests" json:"-"`

@@ -116,6 +116,10 @@ type StepBody struct {
 	Truncated bool       `json:"truncated" kind:"bool"`
 	ToolCalls []StepCall `json:"tool_calls,omitempty" kind:"calls"`
 	ToolName  string     `json:"tool_name,omitempty" kind:"string"`
+	// Reasoning is what the model thought before this AI step, shown
+	// collapsed and never part of Text or the task's result.
+	Reasoning          string `json:"reasoning,omitempty" kind:"string"`
+	ReasoningTruncated bool   `json:"reasoning_truncated,omitempty" kind:"bool"`
 }
 
 // TaskWait is subagent.wait: the task's next model call waits for a slot
@@ -197,6 +201,8 @@ func (e TaskStep) Validate() error {
 		return fmt.Errorf("event %s: tool_name on an ai step", eventSubagentStep)
 	case e.Kind == stepTool && e.ToolCalls != nil:
 		return fmt.Errorf("event %s: tool_calls on a tool step", eventSubagentStep)
+	case e.Kind == stepTool && e.Reasoning != "":
+		return fmt.Errorf("event %s: reasoning on a tool step", eventSubagentStep)
 	}
 	return nil
 }

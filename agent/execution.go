@@ -123,8 +123,9 @@ func (e *execution) emitStarted() {
 	e.sink.emit(e.ctx, e.TaskID, TaskStarted{e.introLocked()})
 }
 
-// emitStep publishes one bounded step with the cumulative usage snapshot.
-func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName string) {
+// emitStep publishes one bounded step with the cumulative usage snapshot;
+// an AI step's reasoning is kept apart from its text, bounded the same way.
+func (e *execution) emitStep(kind, text, reasoning string, calls []ToolCall, toolName string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if isTerminal(e.status()) {
@@ -133,6 +134,7 @@ func (e *execution) emitStep(kind, text string, calls []ToolCall, toolName strin
 	e.steps++
 	st := TaskStep{TaskRef: e.nextRefLocked(), MessageIndex: e.steps, StepBody: StepBody{Kind: kind}, ModelName: e.ModelName, Usage: e.collector.Snapshot()}
 	st.Text, st.Truncated = cut(text, eventTextCap)
+	st.Reasoning, st.ReasoningTruncated = cut(reasoning, eventTextCap)
 	if kind == stepAI {
 		for _, tc := range calls {
 			c := StepCall{Name: tc.Name}

@@ -63,19 +63,19 @@ func taskCall(id, desc, typ string) ToolCall {
 
 // harness is a Runtime on a real SQLite file, as main wires it.
 type harness struct {
-	t       *testing.T
-	dbPath  string
-	store   *models.Store
-	writer  *models.Writer
-	rt      *Runtime
-	thread  string
-	cfg     harnessConfig
-	mu      sync.Mutex
-	frames  []models.Record // every committed record, in commit order
+	t      *testing.T
+	dbPath string
+	store  *models.Store
+	writer *models.Writer
+	rt     *Runtime
+	thread string
+	cfg    harnessConfig
+	mu     sync.Mutex
+	frames []models.Record // every committed record, in commit order
 	// committed is signalled (without blocking) after every commit, for
 	// until.
 	committed chan struct{}
-	retries atomic.Int64    // failed write attempts the writer retried
+	retries   atomic.Int64 // failed write attempts the writer retried
 }
 
 type harnessConfig struct {
@@ -88,6 +88,7 @@ type harnessConfig struct {
 	// server does for a non-admin in host mode.
 	noCommands bool
 	offReason  string
+	publisher  Publisher // nil: none
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -124,7 +125,7 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	h.rt, err = New(Options{
 		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5)},
 		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
-		CommandsOffReason: hc.offReason,
+		CommandsOffReason: hc.offReason, Publisher: hc.publisher,
 	})
 	if err != nil {
 		t.Fatal(err)

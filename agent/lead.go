@@ -34,9 +34,11 @@ type History interface {
 }
 
 // Publisher streams what is not persisted: the text of the AI message
-// being written. The server's hub implements it; it must not block.
+// being written, and apart from it the model's reasoning. The server's hub
+// implements it; it must not block.
 type Publisher interface {
 	Delta(threadID, runID, messageID, text string)
+	Reasoning(threadID, runID, messageID, text string)
 }
 
 // runEnv is what every run needs, built once by New and read-only after:
@@ -60,7 +62,8 @@ type runEnv struct {
 
 type nopPublisher struct{}
 
-func (nopPublisher) Delta(string, string, string, string) {}
+func (nopPublisher) Delta(string, string, string, string)     {}
+func (nopPublisher) Reasoning(string, string, string, string) {}
 
 // workspace returns the thread's workspace directory, creating it.
 func (env *runEnv) workspace(threadID string) (string, error) {
@@ -175,7 +178,7 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 			return models.RunFailed, err.Error()
 		}
 		r.recordUsage(r.ctx, "", resp)
-		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls}
+		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
 		final := len(resp.ToolCalls) == 0
 		if err := r.persist(&models.Message{
 			ID: msgID, Type: TypeAI, Content: resp.Text, ToolCalls: toolCallsJSON(resp.ToolCalls),
@@ -183,7 +186,7 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 			// meta line can show its display name; the provider's own name
 			// for it (which may carry a date) stays in the ledger and logs.
 			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
-			AdditionalKwargs: answerKwargs(final, false, trimmed),
+			AdditionalKwargs: answerKwargs(final, false, trimmed, resp.Reasoning),
 		}); err != nil {
 			log.Error("persist ai message", "err", err)
 			return models.RunFailed, "could not save the answer"
@@ -204,38 +207,54 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 	return models.RunFailed, fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.env.lead.MaxTurns)
 }
 
-// complete makes one call of the lead's model, streaming its text as
-// message msgID, and returns the response and the text streamed so far.
-// A provider that ignores a Stop is abandoned after the cancel grace, as a
-// stuck tool is (strays).
-func (r *run) complete(msgID string, msgs []Message) (Response, fitReport, string, error) {
+// complete makes one call of the lead's model, streaming its text and,
+// apart, its reasoning as message msgID, and returns the response and
+// what was streamed so far. A provider that ignores a Stop is abandoned
+// after the cancel grace, as a stuck tool is (strays).
+func (r *run) complete(msgID string, msgs []Message) (Response, fitReport, partial, error) {
 	var mu sync.Mutex // an abandoned call may stream on
-	var streamed strings.Builder
+	var text, reasoning strings.Builder
+	stream := func(b *strings.Builder, s *deltaStream, before func()) func(string) {
+		return func(d string) {
+			mu.Lock()
+			b.WriteString(d)
+			mu.Unlock()
+			before()
+			s.write(d)
+		}
+	}
 	deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
-	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs}
+	thoughts := newDeltaStream(func(text string) { r.env.pub.Reasoning(r.threadID, r.id, msgID, text) })
+	// Text sends the reasoning gathered before it first, so frames keep
+	// the order the model wrote in.
+	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs, OnReasoning: stream(&reasoning, thoughts, func() {})}
 	ctx := withModelWait(r.ctx, r.emitWaiting)
-	resp, fit, err := callFitted(ctx, r.env.strays, r.logger(), r.model, req, func(d string) {
-		mu.Lock()
-		streamed.WriteString(d)
-		mu.Unlock()
-		deltas.write(d)
-	})
+	resp, fit, err := callFitted(ctx, r.env.strays, r.logger(), r.model, req, stream(&text, deltas, thoughts.flush))
+	thoughts.close()
 	deltas.close()
 	if fit.Trimmed() {
 		r.logger().Info("left turns out to fit the context window", "model", r.model.Config.Name, "sent", fit.Sent, "total", fit.Total)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return resp, fit, streamed.String(), err
+	return resp, fit, partial{text: text.String(), reasoning: reasoning.String()}, err
 }
 
+// partial is what a call streamed before it ended.
+type partial struct{ text, reasoning string }
+
 // answerKwargs is an AI message's additional_kwargs: stopped for an answer
-// the user stopped, and on a run's answer (final, or stopped) the note
-// that turns were left out of the run's requests (docs/API.md).
-func answerKwargs(final, stopped bool, trimmed *fitReport) models.JSON {
+// the user stopped, on a run's answer (final, or stopped) the note that
+// turns were left out of the run's requests (docs/API.md), and the
+// model's reasoning as reasoning_content (LangChain's key for it): kept
+// for the page, never replayed to a model (replayable).
+func answerKwargs(final, stopped bool, trimmed *fitReport, reasoning string) models.JSON {
 	kw := map[string]any{}
 	if stopped {
 		kw["stopped"] = true
+	}
+	if reasoning = strings.TrimSpace(reasoning); reasoning != "" {
+		kw["reasoning_content"] = reasoning
 	}
 	if trimmed != nil && (final || stopped) {
 		kw[kwargContextTrimmed] = map[string]int{"sent": trimmed.Sent, "total": trimmed.Total}
@@ -258,14 +277,14 @@ func (r *run) emitWaiting(waiting bool) {
 }
 
 // keepPartial saves what was streamed of an answer the user stopped, so a
-// reload shows what they saw.
-func (r *run) keepPartial(msgID, text string, trimmed *fitReport) {
-	if strings.TrimSpace(text) == "" {
+// reload shows what they saw, its reasoning included.
+func (r *run) keepPartial(msgID string, p partial, trimmed *fitReport) {
+	if strings.TrimSpace(p.text) == "" && strings.TrimSpace(p.reasoning) == "" {
 		return
 	}
 	err := r.persist(&models.Message{
-		ID: msgID, Type: TypeAI, Content: text, ModelName: r.model.Config.Name,
-		AdditionalKwargs: answerKwargs(false, true, trimmed),
+		ID: msgID, Type: TypeAI, Content: p.text, ModelName: r.model.Config.Name,
+		AdditionalKwargs: answerKwargs(false, true, trimmed, p.reasoning),
 	})
 	if err != nil {
 		r.logger().Error("persist partial answer", "err", err)

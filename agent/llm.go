@@ -23,6 +23,21 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"` // the tool's name on a tool message
+	// Thinking is an AI message's reasoning as the provider must get it
+	// back (Anthropic's signed thinking blocks, within a tool-use turn).
+	// It lives only in a loop's own history, never in the stored thread:
+	// reasoning is shown to the user, not replayed to models
+	// (docs/DESIGN.md §3).
+	Thinking []ThinkingBlock `json:"thinking,omitempty"`
+}
+
+// ThinkingBlock is one reasoning block a provider signed: its text and
+// signature, or the opaque data of a block the provider redacted. herd
+// only carries it back, unchanged.
+type ThinkingBlock struct {
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Redacted  string `json:"redacted,omitempty"` // a redacted_thinking block's data
 }
 
 // ToolCall is one tool invocation requested by a model. ID is the
@@ -51,19 +66,31 @@ type Request struct {
 	Model    string // the provider's model id
 	Messages []Message
 	Tools    []tools.Spec
+	// OnReasoning, when set, receives the model's reasoning as it
+	// arrives, apart from the answer's text; nil: the caller only wants
+	// Response.Reasoning.
+	OnReasoning func(text string)
 }
 
 // Response is one completed LLM response.
 type Response struct {
-	CallID    string // unique per call; the usage ledger's key
-	Text      string
+	CallID string // unique per call; the usage ledger's key
+	Text   string
+	// Reasoning is what the model thought before answering (reasoning
+	// fields, thinking blocks, a leading <think> block), never part of
+	// Text.
+	Reasoning string
+	// Thinking is the reasoning as the provider needs it back in the next
+	// call of the same turn (Message.Thinking); nil for most providers.
+	Thinking  []ThinkingBlock
 	ToolCalls []ToolCall
 	Usage     *Usage // nil when the provider reported none
 	Model     string // the model name the provider reported
 }
 
 // Provider is an LLM backend. Complete streams text through onDelta (which
-// may be nil) as it arrives and returns the whole response. It must honour
+// may be nil) as it arrives, and reasoning through req.OnReasoning, and
+// returns the whole response. It must honour
 // ctx: cancelling ctx aborts the in-flight request.
 type Provider interface {
 	Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error)

@@ -43,7 +43,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		}
 		// A call that completes is counted even if ctx ended meanwhile.
 		e.collector.Record(e.sink.recordUsage(ctx, e.TaskID, resp))
-		e.emitStep(stepAI, resp.Text, resp.ToolCalls, "")
+		e.emitStep(stepAI, resp.Text, resp.Reasoning, resp.ToolCalls, "")
 		if t := strings.TrimSpace(resp.Text); t != "" {
 			lastText = resp.Text
 		}
@@ -65,7 +65,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 				return capped(stopLoopCapped, lastText, fmt.Sprintf("called %s with the same arguments %d times", c.Name, repeats[key]))
 			}
 		}
-		msgs = append(msgs, Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls})
+		msgs = append(msgs, Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking})
 		msgs = append(msgs, e.runTools(ctx, resp.ToolCalls)...)
 		if ctx.Err() != nil {
 			return e.interrupted(ctx, ctx.Err())
@@ -118,7 +118,7 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 		wg.Wait()
 	}
 	for _, m := range out {
-		e.emitStep(stepTool, m.Content, nil, m.Name)
+		e.emitStep(stepTool, m.Content, "", nil, m.Name)
 	}
 	return out
 }

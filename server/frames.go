@@ -11,10 +11,12 @@ import (
 
 // Frame types that are not task frames (docs/API.md).
 const (
-	FrameMessage  = "message"
-	FrameAIDelta  = "ai_delta"
-	FrameSettings = "settings"
-	FramePing     = "ping"
+	FrameMessage = "message"
+	FrameAIDelta = "ai_delta"
+	// FrameAIReasoning streams reasoning, as ai_delta streams text.
+	FrameAIReasoning = "ai_reasoning_delta"
+	FrameSettings    = "settings"
+	FramePing        = "ping"
 	// FrameResync tells a client its cursor is past the thread's end (a
 	// restored backup, another database): it must reload the thread.
 	FrameResync = "resync"

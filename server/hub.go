@@ -137,6 +137,17 @@ func (h *Hub) Delta(threadID, runID, messageID, text string) {
 	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
 }
 
+// Reasoning streams the model's reasoning for an AI message being written
+// (agent.Publisher), apart from its text: the page shows it in the
+// message's collapsed Thinking block.
+func (h *Hub) Reasoning(threadID, runID, messageID, text string) {
+	if !h.watched(threadID) {
+		return
+	}
+	f := ephemeral(FrameAIReasoning, threadID, runID, map[string]string{"message_id": messageID, "text": text})
+	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+}
+
 // item is one frame to publish: a committed record to encode, or a ready
 // ephemeral frame.
 type item struct {

@@ -413,9 +413,11 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 		var kw struct {
 			Stopped bool               `json:"stopped"`
 			Trimmed *views.ContextTrim `json:"context_trimmed"`
+			// Reasoning is the model's, shown apart from the answer.
+			Reasoning string `json:"reasoning_content"`
 		}
 		if len(m.AdditionalKwargs) > 0 && json.Unmarshal(m.AdditionalKwargs, &kw) == nil && m.Type == agent.TypeAI {
-			mv.Stopped, mv.Trimmed = kw.Stopped, kw.Trimmed
+			mv.Stopped, mv.Trimmed, mv.Reasoning = kw.Stopped, kw.Trimmed, kw.Reasoning
 		}
 		out = append(out, mv)
 	}

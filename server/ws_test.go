@@ -320,7 +320,8 @@ func TestStreamRefusals(t *testing.T) {
 }
 
 // TestLiveRunStreams watches a real run over the socket: run.start, the
-// human message, ai_delta frames, the AI message, run.end.
+// human message, ai_reasoning_delta frames (the demo lead's reasoning),
+// ai_delta frames, the AI message, run.end.
 func TestLiveRunStreams(t *testing.T) {
 	a := newApp(t, withModels(demoModel("demo-fast", 20, 2)))
 	u := a.newUser("ann@example.com", false)
@@ -328,17 +329,17 @@ func TestLiveRunStreams(t *testing.T) {
 	conn := u.watch(th)
 	u.startRun(th, "Tell me about herd")
 	var types []string
-	var deltas strings.Builder
+	var deltas, reasoning strings.Builder
 	for {
 		f, err := readFrame(conn, 10*time.Second)
 		if err != nil {
 			t.Fatalf("after %v: %v", types, err)
 		}
-		if f.Type == FrameAIDelta {
+		if f.Type == FrameAIDelta || f.Type == FrameAIReasoning {
 			var d struct{ Text string }
 			_ = json.Unmarshal(f.Data, &d)
-			deltas.WriteString(d.Text)
-			if len(types) == 0 || types[len(types)-1] != FrameAIDelta {
+			map[string]*strings.Builder{FrameAIDelta: &deltas, FrameAIReasoning: &reasoning}[f.Type].WriteString(d.Text)
+			if len(types) == 0 || types[len(types)-1] != f.Type {
 				types = append(types, f.Type)
 			}
 			continue
@@ -350,6 +351,13 @@ func TestLiveRunStreams(t *testing.T) {
 			if m.Type == "ai" && m.Content != deltas.String() {
 				t.Errorf("streamed %q, persisted %q", deltas.String(), m.Content)
 			}
+			var kw struct {
+				Reasoning string `json:"reasoning_content"`
+			}
+			_ = json.Unmarshal(m.AdditionalKwargs, &kw)
+			if m.Type == "ai" && (kw.Reasoning == "" || kw.Reasoning != reasoning.String() || strings.Contains(m.Content, kw.Reasoning)) {
+				t.Errorf("streamed reasoning %q, persisted %q beside the answer %q", reasoning.String(), kw.Reasoning, m.Content)
+			}
 			if m.Type == "ai" && !strings.Contains(m.HTML, "<p>") {
 				t.Errorf("ai message html = %q, want rendered Markdown", m.HTML)
 			}
@@ -358,7 +366,7 @@ func TestLiveRunStreams(t *testing.T) {
 			break
 		}
 	}
-	want := []string{"run.start", "message", "ai_delta", "message", "run.end"}
+	want := []string{"run.start", "message", "ai_reasoning_delta", "ai_delta", "message", "run.end"}
 	if strings.Join(types, ",") != strings.Join(want, ",") {
 		t.Errorf("frames = %v, want %v", types, want)
 	}

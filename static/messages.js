@@ -24,6 +24,10 @@ export function messageElement(m, labels) {
 	else body.remove();
 	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note:not(.msg-context)").remove();
 	fillContextNote(node.querySelector(".msg-context"), m.additional_kwargs?.context_trimmed);
+	// Reasoning is text in its own collapsed block, never part of the body.
+	const reasoning = m.additional_kwargs?.reasoning_content;
+	if (typeof reasoning === "string" && reasoning !== "") node.querySelector(".thinking-text").textContent = reasoning;
+	else node.querySelector(".msg-thinking").remove();
 	fillToolCalls(node.querySelector(".msg-tools"), m.tool_calls ?? []);
 	const meta = node.querySelector(".msg-meta");
 	if (m.model_name && m.html) {

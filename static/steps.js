@@ -21,6 +21,8 @@ export function stepOf(seq, s) {
 		text: str(s.text),
 		truncated: s.truncated === true,
 		toolName: str(s.tool_name),
+		reasoning: str(s.reasoning),
+		reasoningTruncated: s.reasoning_truncated === true,
 		calls: calls.map((c) => ({ name: str(c?.name), args: str(c?.args), truncated: c?.args_truncated === true })),
 	};
 }
@@ -32,6 +34,7 @@ function stepElement(step) {
 		li.append(el("span", "step-tool", step.toolName || "tool"));
 		if (step.text !== "") li.append(el("pre", "step-output", step.text));
 	} else {
+		if (step.reasoning !== "") li.append(thinkingElement(step));
 		if (step.text !== "") li.append(el("p", "step-text", step.text));
 		for (const call of step.calls) {
 			const line = el("p", "step-call");
@@ -42,6 +45,15 @@ function stepElement(step) {
 	}
 	if (step.truncated) li.append(el("span", "step-cut", "text truncated"));
 	return li;
+}
+
+// thinkingElement is an AI step's reasoning, collapsed above its text as
+// a message's is (views/thread.templ, thinking).
+function thinkingElement(step) {
+	const block = el("details", "msg-thinking step-thinking");
+	block.append(el("summary", "", "Thinking"), el("div", "thinking-text", step.reasoning));
+	if (step.reasoningTruncated) block.append(el("span", "step-cut", "reasoning truncated"));
+	return block;
 }
 
 export function expanded(c) {

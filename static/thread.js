@@ -44,6 +44,7 @@ export class ThreadPage {
 			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id)],
 			["run.wait", (d, f) => this.composer.setWaiting(d.run_id ?? f.run_id, d.waiting === true)],
 			["ai_delta", (d) => this.appendDelta(d)],
+			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
 			// The server's thread is behind this page's cursor (a restored
 			// backup): what the page shows is not what the thread holds.
@@ -108,6 +109,8 @@ export class ThreadPage {
 		if (m.usage) this.cards.refreshUsageSoon();
 		const node = messageElement(m, this.cards.labels);
 		const streaming = document.getElementById(`stream-${m.id}`);
+		// A Thinking block the reader opened while it streamed stays open.
+		if (streaming?.querySelector(".msg-thinking")?.open) node.querySelector(".msg-thinking")?.setAttribute("open", "");
 		this.changeList(() => {
 			if (streaming) streaming.replaceWith(node);
 			else this.list.append(node);
@@ -125,8 +128,24 @@ export class ThreadPage {
 	}
 
 	appendDelta(d) {
-		// Text is arriving: the lead's call has its slot, whichever of its
-		// frames comes first.
+		this.streamInto(d, (bubble) => bubble.querySelector(".stream-text").append(d.text ?? ""));
+	}
+
+	// appendReasoning streams the model's reasoning into the bubble's
+	// Thinking block, collapsed, above the answer.
+	appendReasoning(d) {
+		this.streamInto(d, (bubble) => {
+			const block = bubble.querySelector(".msg-thinking");
+			block.hidden = false;
+			block.querySelector(".thinking-text").append(d.text ?? "");
+		});
+	}
+
+	// streamInto applies add to the bubble of the answer being written,
+	// created on its first frame; a saved message takes no more frames.
+	streamInto(d, add) {
+		// Text or reasoning is arriving: the lead's call has its slot,
+		// whichever of its frames comes first.
 		this.composer.setWaiting(this.composer.activeRun, false);
 		if (!d.message_id || document.getElementById(`msg-${d.message_id}`)) return;
 		this.changeList(() => {
@@ -135,7 +154,7 @@ export class ThreadPage {
 				bubble = streamElement(d.message_id);
 				this.list.append(bubble);
 			}
-			bubble.querySelector(".stream-text").append(d.text ?? "");
+			add(bubble);
 		});
 	}
 

@@ -133,6 +133,9 @@ type MessageView struct {
 	// Trimmed is set on an answer whose run left older turns out of its
 	// requests to fit the model's context window.
 	Trimmed *ContextTrim
+	// Reasoning is what the model thought before this answer, shown as
+	// escaped text in a collapsed Thinking block above it.
+	Reasoning string
 }
 
 // ContextTrim is how many of a conversation's turns a run's request sent,

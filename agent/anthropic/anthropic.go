@@ -23,6 +23,8 @@ const (
 	// DefaultMaxTokens is max_tokens when max_output_tokens is unset: the
 	// Messages API requires it on every request.
 	DefaultMaxTokens = 4096
+	// MinThinkingBudget is the API's smallest thinking budget.
+	MinThinkingBudget = 1024
 	// defaultMaxRetryDelay is the longest retry-after honoured; a server
 	// asking for a longer wait gets its error returned at once rather than
 	// a stalled run.
@@ -38,10 +40,17 @@ const (
 // cache_creation_input_tokens), so figures compare with OpenAI's
 // prompt_tokens; CacheReadTokens is set only when the provider reported
 // a read.
+//
+// Extended thinking (thinking_budget_tokens): thinking blocks stream to
+// Request.OnReasoning and make Response.Reasoning (a redacted block shows
+// nothing); Response.Thinking keeps them signed, and an AI message's
+// Thinking goes back at the head of its turn, as the API requires while a
+// tool-use turn continues.
 type Provider struct {
 	ep        provider.Endpoint
 	messages  sdk.MessageService
 	maxTokens int64
+	thinking  int64         // the thinking budget; 0: off
 	maxDelay  time.Duration // the longest retry-after honoured
 	log       *slog.Logger
 }
@@ -101,6 +110,11 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 	if cfg.MaxOutputTokens < 0 {
 		return nil, fmt.Errorf("anthropic model %q: max_output_tokens must not be negative, got %d", cfg.Name, cfg.MaxOutputTokens)
 	}
+	maxTokens := cmp.Or(cfg.MaxOutputTokens, DefaultMaxTokens)
+	if b := cfg.ThinkingBudgetTokens; b != 0 && (b < MinThinkingBudget || b >= maxTokens) {
+		return nil, fmt.Errorf("anthropic model %q: thinking_budget_tokens must be 0 (off) or from %d to below max_output_tokens (%d), got %d",
+			cfg.Name, MinThinkingBudget, maxTokens, b)
+	}
 
 	// WithoutEnvironmentDefaults: the SDK would otherwise read
 	// ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, profiles and friends, and
@@ -115,7 +129,8 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 	return &Provider{
 		ep:        ep,
 		messages:  client.Messages,
-		maxTokens: int64(cmp.Or(cfg.MaxOutputTokens, DefaultMaxTokens)),
+		maxTokens: int64(maxTokens),
+		thinking:  int64(cfg.ThinkingBudgetTokens),
 		maxDelay:  o.maxRetryDelay,
 		log:       o.log,
 	}, nil
@@ -126,7 +141,7 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func(text string)) (agent.Response, error) {
 	callID := uuid.NewString()
 	model := cmp.Or(req.Model, p.ep.Model)
-	params, err := messageParams(model, p.maxTokens, req)
+	params, err := messageParams(model, p.maxTokens, p.thinking, req)
 	if err != nil {
 		return agent.Response{}, p.ep.Errorf("build request: %w", err)
 	}
@@ -144,7 +159,7 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		if ctx.Err() != nil {
 			return agent.Response{}, p.ep.ContextError(ctx)
 		}
-		acc.add(stream.Current(), onDelta)
+		acc.add(stream.Current(), onDelta, req.OnReasoning)
 	}
 	if err := stream.Err(); err != nil {
 		return agent.Response{}, p.streamError(ctx, err, acc.events, attempts)
@@ -163,7 +178,7 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		p.log.Warn("anthropic: answer cut at max_tokens", "model", p.ep.Name, "call_id", callID, "max_output_tokens", p.maxTokens)
 	}
 	p.log.Debug("anthropic: call completed", "model", p.ep.Name, "call_id", callID, "message_id", acc.messageID,
-		"reported_model", resp.Model, "stop_reason", acc.stopReason, "tool_calls", len(resp.ToolCalls),
+		"reported_model", resp.Model, "stop_reason", acc.stopReason, "tool_calls", len(resp.ToolCalls), "thinking_blocks", len(resp.Thinking),
 		"cache_creation_tokens", acc.usage.CacheCreationInputTokens, "cache_read_tokens", acc.usage.CacheReadInputTokens,
 		"attempts", attempts)
 	return resp, nil

@@ -19,8 +19,13 @@ import (
 // messages become the system blocks; consecutive messages of one role are
 // merged into one message, since the API wants user and assistant turns to
 // alternate and a batch of tool results to arrive in one user message.
-func messageParams(model string, maxTokens int64, req agent.Request) (sdk.MessageNewParams, error) {
+// A thinking budget above 0 turns extended thinking on, and only then are
+// AI messages' thinking blocks sent back.
+func messageParams(model string, maxTokens, thinking int64, req agent.Request) (sdk.MessageNewParams, error) {
 	params := sdk.MessageNewParams{Model: sdk.Model(model), MaxTokens: maxTokens}
+	if thinking > 0 {
+		params.Thinking = sdk.ThinkingConfigParamOfEnabled(thinking)
+	}
 	type turn struct {
 		user   bool
 		blocks []sdk.ContentBlockParamUnion
@@ -37,7 +42,7 @@ func messageParams(model string, maxTokens int64, req agent.Request) (sdk.Messag
 		case agent.TypeHuman:
 			t = turn{true, textBlocks(m.Content)}
 		case agent.TypeAI:
-			t = turn{false, assistantBlocks(m)}
+			t = turn{false, assistantBlocks(m, thinking > 0)}
 		case agent.TypeTool:
 			t = turn{true, []sdk.ContentBlockParamUnion{toolResult(m)}}
 		default:
@@ -95,8 +100,21 @@ func textBlocks(text string) []sdk.ContentBlockParamUnion {
 	return []sdk.ContentBlockParamUnion{sdk.NewTextBlock(text)}
 }
 
-func assistantBlocks(m agent.Message) []sdk.ContentBlockParamUnion {
-	blocks := textBlocks(m.Content)
+// assistantBlocks is an AI message as the API takes it back: its thinking
+// blocks first, unchanged and with their signatures (the API checks them,
+// and wants them while a tool-use turn continues), then text and tool use.
+func assistantBlocks(m agent.Message, thinking bool) []sdk.ContentBlockParamUnion {
+	var blocks []sdk.ContentBlockParamUnion
+	if thinking {
+		for _, b := range m.Thinking {
+			if b.Redacted != "" {
+				blocks = append(blocks, sdk.NewRedactedThinkingBlock(b.Redacted))
+			} else {
+				blocks = append(blocks, sdk.NewThinkingBlock(b.Signature, b.Thinking))
+			}
+		}
+	}
+	blocks = append(blocks, textBlocks(m.Content)...)
 	for _, tc := range m.ToolCalls {
 		blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, toolInput(tc.Args), tc.Name))
 	}
@@ -149,10 +167,13 @@ func toolParam(t tools.Spec) (sdk.ToolParam, error) {
 type accumulator struct {
 	events     int
 	text       strings.Builder
-	blocks     map[int64]*partialCall // tool_use blocks by content index
-	calls      []*partialCall         // in stream order
-	usage      sdk.MessageDeltaUsage  // the running totals
-	reported   bool                   // any usage arrived
+	thinking   []*agent.ThinkingBlock         // in stream order
+	thoughts   map[int64]*agent.ThinkingBlock // thinking blocks by content index
+	shown      int                            // bytes of reasoning streamed
+	blocks     map[int64]*partialCall         // tool_use blocks by content index
+	calls      []*partialCall                 // in stream order
+	usage      sdk.MessageDeltaUsage          // the running totals
+	reported   bool                           // any usage arrived
 	model      string
 	messageID  string
 	stopReason string
@@ -164,9 +185,11 @@ type partialCall struct {
 	args     strings.Builder
 }
 
-func newAccumulator() *accumulator { return &accumulator{blocks: map[int64]*partialCall{}} }
+func newAccumulator() *accumulator {
+	return &accumulator{blocks: map[int64]*partialCall{}, thoughts: map[int64]*agent.ThinkingBlock{}}
+}
 
-func (a *accumulator) add(e sdk.MessageStreamEventUnion, onDelta func(string)) {
+func (a *accumulator) add(e sdk.MessageStreamEventUnion, onDelta, onReasoning func(string)) {
 	a.events++
 	switch e.Type {
 	case "message_start":
@@ -178,10 +201,15 @@ func (a *accumulator) add(e sdk.MessageStreamEventUnion, onDelta func(string)) {
 			a.reported = true
 		}
 	case "content_block_start":
-		if e.ContentBlock.Type == "tool_use" {
+		switch e.ContentBlock.Type {
+		case "tool_use":
 			c := &partialCall{id: e.ContentBlock.ID, name: e.ContentBlock.Name}
 			a.blocks[e.Index] = c
 			a.calls = append(a.calls, c)
+		case "thinking":
+			a.startThinking(e.Index, &agent.ThinkingBlock{Thinking: e.ContentBlock.Thinking, Signature: e.ContentBlock.Signature}, onReasoning)
+		case "redacted_thinking":
+			a.startThinking(e.Index, &agent.ThinkingBlock{Redacted: e.ContentBlock.Data}, nil)
 		}
 	case "content_block_delta":
 		switch e.Delta.Type {
@@ -196,12 +224,44 @@ func (a *accumulator) add(e sdk.MessageStreamEventUnion, onDelta func(string)) {
 			if c := a.blocks[e.Index]; c != nil {
 				c.args.WriteString(e.Delta.PartialJSON)
 			}
+		case "thinking_delta":
+			if b := a.thoughts[e.Index]; b != nil && e.Delta.Thinking != "" {
+				a.thinkingText(b, e.Delta.Thinking, onReasoning)
+			}
+		case "signature_delta":
+			if b := a.thoughts[e.Index]; b != nil {
+				b.Signature += e.Delta.Signature
+			}
 		}
 	case "message_delta":
 		a.stopReason = string(e.Delta.StopReason)
 		a.addDeltaUsage(e.Usage)
 	case "message_stop":
 		a.stopped = true
+	}
+}
+
+// startThinking opens a thinking block. Blocks after the first are shown
+// apart by a blank line, as Response.Reasoning joins them.
+func (a *accumulator) startThinking(index int64, b *agent.ThinkingBlock, onReasoning func(string)) {
+	text := b.Thinking
+	b.Thinking = ""
+	a.thoughts[index] = b
+	a.thinking = append(a.thinking, b)
+	if text != "" {
+		a.thinkingText(b, text, onReasoning)
+	}
+}
+
+func (a *accumulator) thinkingText(b *agent.ThinkingBlock, text string, onReasoning func(string)) {
+	shown := text
+	if b.Thinking == "" && a.shown > 0 {
+		shown = "\n\n" + text
+	}
+	b.Thinking += text
+	a.shown += len(shown)
+	if onReasoning != nil {
+		onReasoning(shown)
 	}
 }
 
@@ -228,6 +288,14 @@ func (a *accumulator) addDeltaUsage(u sdk.MessageDeltaUsage) {
 
 func (a *accumulator) response(callID, requestedModel string) agent.Response {
 	resp := agent.Response{CallID: callID, Text: a.text.String(), Model: cmp.Or(a.model, requestedModel)}
+	var shown []string
+	for _, b := range a.thinking {
+		resp.Thinking = append(resp.Thinking, *b)
+		if b.Thinking != "" {
+			shown = append(shown, b.Thinking)
+		}
+	}
+	resp.Reasoning = strings.TrimSpace(strings.Join(shown, "\n\n"))
 	if a.reported {
 		u := a.usage
 		in := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens

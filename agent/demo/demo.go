@@ -82,7 +82,8 @@ func New(cfg agent.ModelConfig, opts ...Option) *Provider {
 }
 
 // Complete answers req as the lead or as a subagent (see Provider), streaming
-// the text word by word through onDelta.
+// the text word by word through onDelta; the lead's first turn reasons in
+// one sentence first (req.OnReasoning).
 func (d *Provider) Complete(ctx context.Context, req agent.Request, onDelta func(text string)) (agent.Response, error) {
 	n := d.calls.Add(1)
 	if err := d.wait(ctx, d.latency(req)); err != nil {
@@ -100,13 +101,18 @@ func (d *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		r = subagent(req.Messages, toolNames(req.Tools), d.subagentTurns)
 	}
 
+	if req.OnReasoning != nil && r.reasoning != "" {
+		if err := d.stream(ctx, r.reasoning, req.OnReasoning); err != nil {
+			return agent.Response{}, err
+		}
+	}
 	if onDelta != nil {
 		if err := d.stream(ctx, r.text, onDelta); err != nil {
 			return agent.Response{}, err
 		}
 	}
 
-	resp := agent.Response{CallID: uuid.NewString(), Text: r.text, Model: d.model()}
+	resp := agent.Response{CallID: uuid.NewString(), Text: r.text, Reasoning: r.reasoning, Model: d.model()}
 	for _, c := range r.calls {
 		resp.ToolCalls = append(resp.ToolCalls, agent.ToolCall{ID: toolCallID(), Name: c.name, Args: c.args})
 	}
@@ -204,8 +210,9 @@ func toolCallID() string {
 
 // reply is one response before ids are assigned.
 type reply struct {
-	text  string
-	calls []call
+	text      string
+	reasoning string // what the lead "thinks" first (agent.Response.Reasoning)
+	calls     []call
 }
 
 type call struct {

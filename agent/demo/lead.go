@@ -14,6 +14,24 @@ func lead(msgs []agent.Message, types []string, label string) reply {
 	if len(msgs) > 0 && msgs[len(msgs)-1].Type == agent.TypeTool {
 		return leadAfterTools(msgs)
 	}
+	r := leadFirstTurn(msgs, types, label)
+	r.reasoning = plan(len(r.calls))
+	return r
+}
+
+// plan is the demo lead's reasoning on its first turn, so that the page's
+// Thinking block shows with the demo model too.
+func plan(tasks int) string {
+	switch tasks {
+	case 0:
+		return "No list of items and no command in backticks: nothing to delegate, so I answer directly."
+	case 1:
+		return "One piece of work to hand off: a subagent does it, and I report its result."
+	}
+	return fmt.Sprintf("%d items: one subagent each, all in parallel; I sum up their results when they are back.", tasks)
+}
+
+func leadFirstTurn(msgs []agent.Message, types []string, label string) reply {
 	human := lastOf(msgs, agent.TypeHuman)
 	noShell := ""
 	if !slices.Contains(types, agent.SubagentBash) {

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -249,5 +250,41 @@ func TestLeadAfterToolResults(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeadReasons checks that the demo lead's first turn reasons in a
+// sentence, streamed apart from its text, and its turn after tools does not.
+func TestLeadReasons(t *testing.T) {
+	tests := []struct {
+		name, message, want string
+	}{
+		{"direct answer", "hello there", "nothing to delegate"},
+		{"one command", "Run `echo hi`", "One piece of work"},
+		{"a list", "Research:\n- cats\n- dogs\n- owls", "3 items: one subagent each"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := leadRequest(t, allTypes, human(tt.message))
+			var streamed, text strings.Builder
+			req.OnReasoning = func(s string) { streamed.WriteString(s) }
+			resp, err := New(agent.ModelConfig{Name: "demo-fast", Provider: "demo"}).Complete(context.Background(), req, func(s string) { text.WriteString(s) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(resp.Reasoning, tt.want) || streamed.String() != resp.Reasoning {
+				t.Errorf("reasoning %q, streamed %q; want it to contain %q", resp.Reasoning, streamed.String(), tt.want)
+			}
+			if strings.Contains(resp.Text, resp.Reasoning) || text.String() != resp.Text {
+				t.Errorf("text %q (streamed %q) mixes in the reasoning", resp.Text, text.String())
+			}
+		})
+	}
+	after := leadRequest(t, allTypes, human("Run `echo hi`"),
+		agent.Message{Type: agent.TypeAI, ToolCalls: []agent.ToolCall{{ID: "c1", Name: agent.ToolTask, Args: json.RawMessage(`{}`)}}},
+		agent.Message{Type: agent.TypeTool, ToolCallID: "c1", Name: agent.ToolTask, Content: "Task Succeeded. Result: hi"})
+	resp, err := New(agent.ModelConfig{Name: "demo-fast", Provider: "demo"}).Complete(context.Background(), after, nil)
+	if err != nil || resp.Reasoning != "" {
+		t.Errorf("after tools: reasoning %q, err %v; want none", resp.Reasoning, err)
 	}
 }

@@ -178,17 +178,18 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	ctx, cancel := p.ep.WithTimeout(ctx)
 	defer cancel()
 
+	out := sinks{text: onDelta, reasoning: req.OnReasoning}
 	tools := len(req.Tools) > 0
 	if p.stream == StreamFalse || (tools && p.plainTools.Load()) {
-		return p.completePlain(ctx, params, callID, model, onDelta)
+		return p.completePlain(ctx, params, callID, model, out)
 	}
-	resp, refused, err := p.completeStreamed(ctx, params, callID, model, onDelta)
+	resp, refused, err := p.completeStreamed(ctx, params, callID, model, out)
 	if err == nil || !refused || !tools || p.stream != StreamAuto || ctx.Err() != nil {
 		return resp, err
 	}
 	// stream: auto and a server that cannot stream tool calls: try the
 	// call again as a plain request, and keep doing so for this model.
-	resp, plainErr := p.completePlain(ctx, params, callID, model, onDelta)
+	resp, plainErr := p.completePlain(ctx, params, callID, model, out)
 	if plainErr != nil && ctx.Err() != nil {
 		return agent.Response{}, plainErr // keeps context.Canceled and the timeout findable
 	}
@@ -205,7 +206,7 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 // completeStreamed runs the call as a stream. refused reports a failure
 // that a plain request might not have: an HTTP error status other than
 // auth and rate limits, or a stream that failed before any content.
-func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompletionNewParams, callID, model string, onDelta func(string)) (resp agent.Response, refused bool, err error) {
+func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompletionNewParams, callID, model string, out sinks) (resp agent.Response, refused bool, err error) {
 	res, attempts, status, err := p.send(ctx, params, true)
 	if err != nil {
 		switch status {
@@ -226,7 +227,7 @@ func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompleti
 		}
 		return agent.Response{}, true, p.ep.Errorf("expected an event stream, got a JSON body: %s", providerMessage(body))
 	}
-	acc, err := p.readStream(ctx, res, onDelta)
+	acc, err := p.readStream(ctx, res, out)
 	if err != nil {
 		return agent.Response{}, acc.empty(), err
 	}
@@ -234,8 +235,8 @@ func (p *Provider) completeStreamed(ctx context.Context, params oai.ChatCompleti
 }
 
 // completePlain runs the call as one request and response, tool calls
-// included. The answer arrives whole: onDelta gets it once.
-func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionNewParams, callID, model string, onDelta func(string)) (agent.Response, error) {
+// included. The answer arrives whole: each sink gets its part once.
+func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionNewParams, callID, model string, out sinks) (agent.Response, error) {
 	// stream_options is only allowed on streamed requests.
 	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{}
 	res, attempts, _, err := p.send(ctx, params, false)
@@ -251,7 +252,7 @@ func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionN
 	if err := json.Unmarshal(body, &cc); err != nil || !cc.JSON.Choices.Valid() {
 		return agent.Response{}, p.ep.Errorf("expected a chat completion, got: %s", providerMessage(body))
 	}
-	acc := &streamAccumulator{model: cc.Model, completionID: cc.ID}
+	acc := &streamAccumulator{model: cc.Model, completionID: cc.ID, out: out}
 	if cc.JSON.Usage.Valid() {
 		acc.usage = usageOf(cc.Usage)
 	}
@@ -259,7 +260,8 @@ func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionN
 		if ch.Index != 0 {
 			continue
 		}
-		acc.text.WriteString(ch.Message.Content)
+		acc.addReasoning(reasoningField(ch.Message.JSON.ExtraFields))
+		acc.addContent(ch.Message.Content)
 		acc.finishReason = ch.FinishReason
 		for _, tc := range ch.Message.ToolCalls {
 			c := &partialCall{id: tc.ID, name: tc.Function.Name}
@@ -267,9 +269,7 @@ func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionN
 			acc.calls = append(acc.calls, c)
 		}
 	}
-	if text := acc.text.String(); text != "" && onDelta != nil {
-		onDelta(text)
-	}
+	acc.endContent()
 	return p.completed(acc, callID, model, attempts, false), nil
 }
 
@@ -383,23 +383,23 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// readStream accumulates the stream's chunks, passing text to onDelta as it
-// arrives. A stream is complete when it reached [DONE] or a finish_reason:
+// readStream accumulates the stream's chunks, passing text and reasoning to
+// out as they arrive. A stream is complete when it reached [DONE] or a finish_reason:
 // some servers send one without the other. The accumulator is returned
 // even on error, to tell whether any content had arrived.
-func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta func(string)) (*streamAccumulator, error) {
+func (p *Provider) readStream(ctx context.Context, res *http.Response, out sinks) (*streamAccumulator, error) {
 	dec := &doneDecoder{Decoder: ssestream.NewDecoder(res)}
 	stream := ssestream.NewStream[oai.ChatCompletionChunk](dec, nil)
 	defer stream.Close()
 
-	acc := &streamAccumulator{byIndex: map[int64]int{}}
+	acc := &streamAccumulator{byIndex: map[int64]int{}, out: out}
 	for stream.Next() {
 		// Chunks already buffered when ctx ends are dropped, so no text
 		// reaches onDelta after the caller has stopped the call.
 		if ctx.Err() != nil {
 			return acc, p.ep.ContextError(ctx)
 		}
-		acc.add(stream.Current(), onDelta)
+		acc.add(stream.Current())
 	}
 	if err := stream.Err(); err != nil {
 		return acc, p.streamError(ctx, err, acc.chunks)
@@ -407,6 +407,7 @@ func (p *Provider) readStream(ctx context.Context, res *http.Response, onDelta f
 	if !dec.done && acc.finishReason == "" {
 		return acc, p.ep.Errorf("stream cut short: the connection closed before [DONE] and without a finish_reason, after %d chunks", acc.chunks)
 	}
+	acc.endContent()
 	return acc, nil
 }
 
@@ -500,11 +501,20 @@ func (d *doneDecoder) Next() bool {
 	return true
 }
 
+// sinks are where a call's text and reasoning go as they arrive; either
+// may be nil.
+type sinks struct {
+	text, reasoning func(string)
+}
+
 // streamAccumulator builds a Response from chunks. Only choice 0 counts:
 // herd never asks for more than one.
 type streamAccumulator struct {
+	out          sinks
 	chunks       int
 	text         strings.Builder
+	reasoning    strings.Builder
+	think        thinkSplitter // a <think> block at the start of the content
 	calls        []*partialCall
 	byIndex      map[int64]int // tool-call index → position in calls
 	usage        *agent.Usage
@@ -526,15 +536,54 @@ func usageOf(cu oai.CompletionUsage) *agent.Usage {
 	return &u
 }
 
-// empty says whether no content (text or tool call) has arrived.
-func (a *streamAccumulator) empty() bool { return a.text.Len() == 0 && len(a.calls) == 0 }
+// empty says whether no content (text, reasoning or tool call) has
+// arrived: a call that showed nothing yet can be made again.
+func (a *streamAccumulator) empty() bool {
+	return a.text.Len() == 0 && a.reasoning.Len() == 0 && a.think.held == "" && len(a.calls) == 0
+}
+
+// addContent takes content, splitting a leading <think> block out as
+// reasoning.
+func (a *streamAccumulator) addContent(content string) {
+	text, reasoning := a.think.write(content)
+	a.addReasoning(reasoning)
+	a.addText(text)
+}
+
+// endContent flushes what the <think> rule held back once the content is
+// complete.
+func (a *streamAccumulator) endContent() {
+	text, reasoning := a.think.end()
+	a.addReasoning(reasoning)
+	a.addText(text)
+}
+
+func (a *streamAccumulator) addText(text string) {
+	if text == "" {
+		return
+	}
+	a.text.WriteString(text)
+	if a.out.text != nil {
+		a.out.text(text)
+	}
+}
+
+func (a *streamAccumulator) addReasoning(text string) {
+	if text == "" {
+		return
+	}
+	a.reasoning.WriteString(text)
+	if a.out.reasoning != nil {
+		a.out.reasoning(text)
+	}
+}
 
 type partialCall struct {
 	id, name string
 	args     strings.Builder
 }
 
-func (a *streamAccumulator) add(c oai.ChatCompletionChunk, onDelta func(string)) {
+func (a *streamAccumulator) add(c oai.ChatCompletionChunk) {
 	a.chunks++
 	if c.Model != "" {
 		a.model = c.Model
@@ -550,11 +599,9 @@ func (a *streamAccumulator) add(c oai.ChatCompletionChunk, onDelta func(string))
 		if ch.Index != 0 {
 			continue
 		}
+		a.addReasoning(reasoningField(ch.Delta.JSON.ExtraFields))
 		if ch.Delta.Content != "" {
-			a.text.WriteString(ch.Delta.Content)
-			if onDelta != nil {
-				onDelta(ch.Delta.Content)
-			}
+			a.addContent(ch.Delta.Content)
 		}
 		for _, d := range ch.Delta.ToolCalls {
 			a.addToolDelta(d)
@@ -588,10 +635,11 @@ func (a *streamAccumulator) addToolDelta(d oai.ChatCompletionChunkChoiceDeltaToo
 
 func (a *streamAccumulator) response(callID, requestedModel string) agent.Response {
 	resp := agent.Response{
-		CallID: callID,
-		Text:   a.text.String(),
-		Usage:  a.usage,
-		Model:  cmp.Or(a.model, requestedModel),
+		CallID:    callID,
+		Text:      a.text.String(),
+		Reasoning: strings.TrimSpace(a.reasoning.String()),
+		Usage:     a.usage,
+		Model:     cmp.Or(a.model, requestedModel),
 	}
 	for _, c := range a.calls {
 		// A call id becomes a task_id and pairs the tool result with its

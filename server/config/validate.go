@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net"
@@ -283,6 +284,7 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 				l.invalid(key+".stream", "provider anthropic always streams: must be auto or true, got %q", m.Stream)
 			}
 		}
+		l.validateThinking(key, m)
 		l.atLeast(key+".max_output_tokens", m.MaxOutputTokens, 0)
 		l.atLeast(key+".max_concurrent_requests", m.MaxConcurrentRequests, 0)
 		l.validateWindow(key, m)
@@ -403,4 +405,19 @@ func (l *loader) validateSandbox(s tools.SandboxConfig) {
 
 func sortedNames(agents map[string]agent.AgentConfig) []string {
 	return slices.Sorted(maps.Keys(agents))
+}
+
+// validateThinking checks thinking_budget_tokens against the Messages API:
+// at least its minimum of 1024, and below max_tokens, which it is part of.
+func (l *loader) validateThinking(key string, m agent.ModelConfig) {
+	budget := m.ThinkingBudgetTokens
+	switch {
+	case budget == 0:
+	case m.Provider != providerAnthropic:
+		l.invalid(key+".thinking_budget_tokens", "is only for provider anthropic (OpenAI-compatible servers send their reasoning unasked), got %d", budget)
+	case budget < 1024:
+		l.invalid(key+".thinking_budget_tokens", "must be 0 (off) or at least 1024 (the API's minimum), got %d", budget)
+	case budget >= cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens):
+		l.invalid(key+".thinking_budget_tokens", "must be below max_output_tokens (%d): thinking is part of each answer's max_tokens, got %d", cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens), budget)
+	}
 }

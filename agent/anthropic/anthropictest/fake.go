@@ -1,7 +1,8 @@
 // Package anthropictest is a fake Anthropic Messages API server for tests.
 // It speaks the real streaming wire format (SSE with named events:
 // message_start carrying usage, ping, content_block_start,
-// content_block_delta with text_delta and input_json_delta,
+// content_block_delta with thinking_delta, signature_delta, text_delta and
+// input_json_delta,
 // content_block_stop, message_delta with stop_reason and usage,
 // message_stop, and error), answers from a per-test script of replies, and
 // records every request it receives so a test can assert what the client
@@ -20,7 +21,10 @@ package anthropictest
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -64,6 +68,13 @@ const (
 
 // Reply scripts the server's answer to one request.
 type Reply struct {
+	// Thinking are the thinking_delta texts of one thinking block streamed
+	// first, signed with Signature(the joined text); RedactedThinking, when
+	// set, adds a redacted_thinking block with that data after it. The
+	// server checks that thinking blocks sent back carry their signatures
+	// and open a continuing tool-use turn, as the API does.
+	Thinking         []string
+	RedactedThinking string
 	// Chunks are the text deltas of one text block, in order.
 	Chunks []string
 	// ToolCalls are tool_use blocks streamed after the text, each input
@@ -130,18 +141,25 @@ type Request struct {
 
 // MessagesRequest is the part of a Messages request body tests assert on.
 type MessagesRequest struct {
-	Model     string    `json:"model"`
-	MaxTokens int64     `json:"max_tokens"`
-	System    []Block   `json:"system"`
-	Messages  []Message `json:"messages"`
-	Tools     []Tool    `json:"tools"`
-	Stream    bool      `json:"stream"`
+	Model     string          `json:"model"`
+	MaxTokens int64           `json:"max_tokens"`
+	Thinking  *ThinkingConfig `json:"thinking"`
+	System    []Block         `json:"system"`
+	Messages  []Message       `json:"messages"`
+	Tools     []Tool          `json:"tools"`
+	Stream    bool            `json:"stream"`
 }
 
 // Message is one message of a request.
 type Message struct {
 	Role    string  `json:"role"`
 	Content []Block `json:"content"`
+}
+
+// ThinkingConfig is the request's extended thinking setting.
+type ThinkingConfig struct {
+	Type         string `json:"type"`
+	BudgetTokens int64  `json:"budget_tokens"`
 }
 
 // Text is the message's text blocks joined.
@@ -165,6 +183,11 @@ type Block struct {
 	ToolUseID    string          `json:"tool_use_id"`
 	Content      json.RawMessage `json:"content"`
 	CacheControl *CacheControl   `json:"cache_control"`
+	// Thinking and Signature are a thinking block's; Data a
+	// redacted_thinking block's.
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+	Data      string `json:"data"`
 }
 
 // CacheControl is a block's or tool's cache breakpoint.
@@ -253,6 +276,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropictest: only streaming requests (stream: true) are supported")
 	case rec.Messages.MaxTokens <= 0:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens: Field required")
+	case thinkingError(rec.Messages) != "":
+		writeError(w, http.StatusBadRequest, "invalid_request_error", thinkingError(rec.Messages))
 	default:
 		s.stream(w, r, reply, rec.Messages)
 	}
@@ -322,6 +347,20 @@ func replyEvents(reply Reply, req MessagesRequest) []event {
 	add("message_start", map[string]any{"message": msg})
 	add("ping", map[string]any{})
 	index := 0
+	if len(reply.Thinking) > 0 {
+		add("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		for _, c := range reply.Thinking {
+			add("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "thinking_delta", "thinking": c}})
+		}
+		add("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "signature_delta", "signature": Signature(strings.Join(reply.Thinking, ""))}})
+		add("content_block_stop", map[string]any{"index": index})
+		index++
+	}
+	if reply.RedactedThinking != "" {
+		add("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "redacted_thinking", "data": reply.RedactedThinking}})
+		add("content_block_stop", map[string]any{"index": index})
+		index++
+	}
 	if len(reply.Chunks) > 0 {
 		add("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "text", "text": ""}})
 		for _, c := range reply.Chunks {
@@ -416,4 +455,56 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// Signature is the signature the server gives a thinking block with this
+// text, and expects back with it.
+func Signature(thinking string) string {
+	sum := sha256.Sum256([]byte(thinking))
+	return "sig_" + hex.EncodeToString(sum[:12])
+}
+
+// thinkingError is the API's refusal of a request's thinking, or "": a
+// budget out of range; a thinking block whose signature does not match
+// its text; with thinking on, a continuing tool-use turn (the last
+// assistant message, answered by tool results) that does not open with its
+// thinking.
+func thinkingError(req MessagesRequest) string {
+	for i, m := range req.Messages {
+		for j, b := range m.Content {
+			if b.Type == "thinking" && b.Signature != Signature(b.Thinking) {
+				return fmt.Sprintf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+			}
+		}
+	}
+	if req.Thinking == nil || req.Thinking.Type != "enabled" {
+		return ""
+	}
+	switch {
+	case req.Thinking.BudgetTokens < 1024:
+		return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+	case req.Thinking.BudgetTokens >= req.MaxTokens:
+		return "`max_tokens` must be greater than `thinking.budget_tokens`"
+	}
+	n := len(req.Messages)
+	if n < 2 || req.Messages[n-1].Role != "user" || req.Messages[n-2].Role != "assistant" {
+		return ""
+	}
+	last, answer := req.Messages[n-2], req.Messages[n-1]
+	if !hasBlock(last, "tool_use") || !hasBlock(answer, "tool_result") || len(last.Content) == 0 {
+		return ""
+	}
+	if t := last.Content[0].Type; t != "thinking" && t != "redacted_thinking" {
+		return fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks).", n-2, t)
+	}
+	return ""
+}
+
+func hasBlock(m Message, typ string) bool {
+	for _, b := range m.Content {
+		if b.Type == typ {
+			return true
+		}
+	}
+	return false
 }

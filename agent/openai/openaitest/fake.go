@@ -48,7 +48,7 @@ const argPieces = 3
 type Ending int
 
 // The endings. For every ending but EndDone, Reply.After counts the chunks
-// (data events: the role chunk, text chunks, tool-call chunks, the finish
+// (data events: the role chunk, reasoning chunks, text chunks, tool-call chunks, the finish
 // chunk and the usage chunk, in that order) written before it happens.
 const (
 	// EndDone ends normally: the finish chunk, the usage chunk when asked
@@ -74,6 +74,14 @@ const (
 
 // Reply scripts the server's answer to one request.
 type Reply struct {
+	// Reasoning are reasoning deltas, one per chunk, streamed before the
+	// text as DeepSeek does (content null beside them), in the field
+	// ReasoningField names: "reasoning_content" (the default) or
+	// "reasoning" (OpenRouter, Ollama). A plain reply carries them joined
+	// in its message. A leading <think> block is scripted in Chunks, as
+	// local models put it in the content.
+	Reasoning      []string
+	ReasoningField string
 	// Chunks are the text deltas, one per chunk, in order.
 	Chunks []string
 	// ToolCalls are streamed after the text. Each call's arguments are
@@ -186,6 +194,8 @@ type Message struct {
 	Content    json.RawMessage   `json:"content"` // a string, an array of parts, or absent
 	ToolCalls  []RequestToolCall `json:"tool_calls"`
 	ToolCallID string            `json:"tool_call_id"`
+	// ReasoningContent is refused when sent back, as DeepSeek does.
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
 }
 
 // Text is the message's content as text: the string, or the text parts
@@ -303,6 +313,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	case decodeErr != nil:
 		writeError(w, http.StatusBadRequest, "openaitest: request body is not JSON: "+decodeErr.Error())
 		return
+	case sentReasoning(rec.Chat):
+		// DeepSeek's own answer to reasoning sent back in a request.
+		writeError(w, http.StatusBadRequest, "The reasoning_content is an intermediate result for display purposes only and will not be included in the context for inference. Please remove the reasoning_content from your input messages.")
+		return
 	case reply.Status != 0 && reply.Status != http.StatusOK:
 		if reply.ErrorBody != "" {
 			w.WriteHeader(reply.Status)
@@ -356,11 +370,26 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reply Reply, req
 	}
 }
 
+// sentReasoning says whether a request carries reasoning back to the model.
+func sentReasoning(req ChatRequest) bool {
+	for _, m := range req.Messages {
+		if len(m.ReasoningContent) > 0 && string(m.ReasoningContent) != "null" {
+			return true
+		}
+	}
+	return false
+}
+
+func reasoningField(reply Reply) string { return cmp.Or(reply.ReasoningField, "reasoning_content") }
+
 // completion encodes the reply as one non-streamed chat.completion.
 func completion(reply Reply, req ChatRequest) []byte {
 	msg := map[string]any{"role": "assistant", "content": nil}
 	if len(reply.Chunks) > 0 || len(reply.ToolCalls) == 0 {
 		msg["content"] = strings.Join(reply.Chunks, "")
+	}
+	if len(reply.Reasoning) > 0 {
+		msg[reasoningField(reply)] = strings.Join(reply.Reasoning, "")
 	}
 	var calls []any
 	for i, tc := range reply.ToolCalls {
@@ -393,8 +422,16 @@ func chunks(reply Reply, req ChatRequest) [][]byte {
 		reply:     reply,
 	}
 	out := [][]byte{e.delta(map[string]any{"role": "assistant", "content": ""}, nil)}
+	field := reasoningField(reply)
+	for _, r := range reply.Reasoning {
+		out = append(out, e.delta(map[string]any{"content": nil, field: r}, nil))
+	}
 	for _, text := range reply.Chunks {
-		out = append(out, e.delta(map[string]any{"content": text}, nil))
+		d := map[string]any{"content": text}
+		if len(reply.Reasoning) > 0 {
+			d[field] = nil // as DeepSeek sends it once the answer starts
+		}
+		out = append(out, e.delta(d, nil))
 	}
 	out = append(out, toolCallChunks(e, reply)...)
 	var finish any = finishReason(reply)
