@@ -88,6 +88,11 @@ type harnessConfig struct {
 	// server does for a non-admin in host mode.
 	noCommands bool
 	offReason  string
+	// mcp, leadTools and admin: MCP tools, the lead's tools list, and
+	// whether the harness's user is an admin.
+	mcp       ToolSource
+	leadTools *[]string
+	admin     bool
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -122,9 +127,9 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 		hc.subagents = defaultSubagents()
 	}
 	h.rt, err = New(Options{
-		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5)},
+		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5), Tools: hc.leadTools},
 		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
-		CommandsOffReason: hc.offReason,
+		CommandsOffReason: hc.offReason, MCP: hc.mcp,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +169,7 @@ func (h *harness) run(content string) Started {
 
 func (h *harness) start(content string) Started {
 	h.t.Helper()
-	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content, Commands: !h.cfg.noCommands})
+	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content, Commands: !h.cfg.noCommands, Admin: h.cfg.admin})
 	if err != nil {
 		h.t.Fatal(err)
 	}
