@@ -357,6 +357,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		Markdown:            b.md,
 		Metrics:             b.metrics,
 		Storage:             b.writer,
+		MCP:                 b.mcpStatus(),
 		Static:              static.FS,
 		Logger:              log,
 		PublicURL:           cfg.Server.PublicURL,
@@ -498,6 +499,15 @@ func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, 
 	srv.Close()
 	b.writer.Close()
 	return errors.Join(errs...)
+}
+
+// mcpStatus is what the admin page reads of the MCP servers; nil
+// without any (a nil *mcp.Servers would be a non-nil interface).
+func (b *base) mcpStatus() interface{ Status() []mcp.ServerStatus } {
+	if b.mcp == nil {
+		return nil
+	}
+	return b.mcp
 }
 
 // closeMCP ends every MCP session, stopping stdio servers' processes,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,6 +54,18 @@ func TestMCPServerEverything(t *testing.T) {
 		if !strings.Contains(string(ev.Events), want) {
 			t.Errorf("the subagent's steps lack %s: %s", want, ev.Events)
 		}
+	}
+
+	var status struct {
+		Servers []struct {
+			Name, State, Transport string
+			Tools                  []string
+		} `json:"servers"`
+	}
+	admin.call("GET", "/api/admin/mcp", nil, &status)
+	if len(status.Servers) != 1 || status.Servers[0].State != "connected" || status.Servers[0].Transport != "stdio" ||
+		!slices.Contains(status.Servers[0].Tools, "mcp:everything/echo") {
+		t.Errorf("GET /api/admin/mcp = %+v, want everything connected over stdio with its echo tool", status.Servers)
 	}
 
 	const pw = "a long and unusual passphrase 7"
