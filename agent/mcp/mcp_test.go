@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,7 +79,7 @@ func TestHTTPCalls(t *testing.T) {
 		t.Errorf("before first use: state %s, want idle (HTTP connects on first use)", st.State)
 	}
 	ts := toolsOf(t, s, false)
-	want := []string{"mcp__t__echo", "mcp__t__env", "mcp__t__exit", "mcp__t__fail", "mcp__t__grow", "mcp__t__hang", "mcp__t__picture"}
+	want := []string{"mcp__t__echo", "mcp__t__env", "mcp__t__exit", "mcp__t__fail", "mcp__t__grow", "mcp__t__hang", "mcp__t__picture", "mcp__t__pid"}
 	if got := names(ts); !slices.Equal(got, want) {
 		t.Fatalf("tools = %v, want %v", got, want)
 	}
@@ -163,8 +165,8 @@ func TestUseAndLists(t *testing.T) {
 	if got := names(toolsOf(t, s, false)); !slices.Equal(got, []string{"mcp__open__echo"}) {
 		t.Errorf("a user's tools = %v, want only open's echo (admin's are for admins)", got)
 	}
-	if got := toolsOf(t, s, true); len(got) != 8 {
-		t.Errorf("an admin's tools = %v, want open's echo and admin's seven", names(got))
+	if got := toolsOf(t, s, true); len(got) != 9 {
+		t.Errorf("an admin's tools = %v, want open's echo and admin's eight", names(got))
 	}
 }
 
@@ -269,6 +271,25 @@ func TestStdioEnvironment(t *testing.T) {
 		if got, err := call(t, env, `{"name":"`+name+`"}`); got != want || err != nil {
 			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
 		}
+	}
+}
+
+// Close ends a stdio server's process: every child has an owner.
+func TestCloseEndsTheChild(t *testing.T) {
+	s := mcp.New([]mcp.ServerConfig{stdioServer("kid")}, mcp.Options{})
+	s.Start()
+	out, err := call(t, toolsOf(t, s, true)["mcp__kid__pid"], `{}`)
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(out)
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the server's process %d is not running: %v", pid, err)
+	}
+	s.Close()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("after Close, signalling the server's process %d = %v, want ESRCH (gone and reaped)", pid, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -78,6 +79,9 @@ func newTestServer() (*sdk.Server, *testState) {
 		fmt.Fprintln(os.Stderr, "exiting on request")
 		os.Exit(3)
 		return nil, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "pid", Description: "The server's process id.", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil
 	})
 	type envIn struct {
 		Name string `json:"name"`
