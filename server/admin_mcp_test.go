@@ -96,3 +96,24 @@ func TestAdminMCPNoneConfigured(t *testing.T) {
 		t.Error("the admin page does not say no MCP servers are configured")
 	}
 }
+
+// The admin sees the MCP servers in a real browser: states, tools and a
+// failed server's error shown as text, with no console error.
+func TestBrowserAdminMCP(t *testing.T) {
+	servers := mcpFixture(t)
+	a := newApp(t, func(c *appConfig) { c.server = func(o *Options) { o.MCP = servers } })
+	root := a.newUser("root@example.com", true)
+	b := newBrowser(t, a.http.URL)
+	b.signIn(root.email, "password123")
+	b.navigate("/admin")
+	b.waitFor("the MCP servers", `document.querySelectorAll("#mcp-servers tr.mcp-server").length === 2`, 10*time.Second)
+	if got := evalAs[string](b, `document.querySelector('#mcp-servers tr[data-state="connected"] code.mcp-tool').textContent`); got != "mcp:search/lookup" {
+		t.Errorf("the connected server's tool = %q, want mcp:search/lookup", got)
+	}
+	if got := evalAs[string](b, `document.querySelector("#mcp-servers .mcp-error").textContent`); !strings.Contains(got, "<script>alert(1)</script>") {
+		t.Errorf("the failed server's error = %q, want its text shown as text", got)
+	}
+	if n := evalAs[int](b, `document.querySelectorAll("#mcp-servers script").length`); n != 0 {
+		t.Errorf("%d script elements in the MCP section: the error was not escaped", n)
+	}
+}
