@@ -120,6 +120,7 @@ func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			default:
 			}
 		},
+		ProgressNotificationHandler: srv.owner.onProgress,
 	})
 	t, err := srv.transport()
 	if err != nil {

@@ -37,6 +37,9 @@ type Servers struct {
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	close     bool
+	// progress maps a call's progress token to its Env.Progress.
+	progress sync.Map
+	tokens   atomic.Uint64
 }
 
 // New prepares a session for each server of cfgs; Start starts them.

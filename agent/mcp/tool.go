@@ -34,7 +34,7 @@ func (t *Tool) MCP() (server, tool string) { return t.srv.cfg.Name, t.name }
 // or timed-out call ends at once; the SDK tells the server with
 // notifications/cancelled. The server's own tool errors are returned as
 // errors, for the model to read.
-func (t *Tool) Run(ctx context.Context, _ tools.Env, args json.RawMessage) (string, error) {
+func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (string, error) {
 	in, err := t.check(args)
 	if err != nil {
 		return "", err
@@ -45,7 +45,13 @@ func (t *Tool) Run(ctx context.Context, _ tools.Env, args json.RawMessage) (stri
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.srv.cfg.timeout())
 	defer cancel()
-	res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: t.name, Arguments: in})
+	params := &sdk.CallToolParams{Name: t.name, Arguments: in}
+	if env.Progress != nil {
+		token := t.srv.owner.watchProgress(t.name, env.Progress)
+		defer t.srv.owner.progress.Delete(token)
+		params.SetProgressToken(token)
+	}
+	res, err := sess.CallTool(cctx, params)
 	switch {
 	case ctx.Err() != nil:
 		return "", context.Cause(ctx)
