@@ -5,7 +5,7 @@ DATA_DIR ?= ./data
 # cgo is needed by the SQLite driver.
 export CGO_ENABLED = 1
 
-.PHONY: run build test bench load soak generate lint fmt fuzz clean
+.PHONY: run build test bench load soak generate lint fmt fuzz clean mcp-test-server
 
 # Fuzz targets: package:target. `make fuzz` runs each for FUZZTIME; their
 # seed corpora already run with `make test`.
@@ -19,8 +19,17 @@ run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
 build: ## build the single binary ./herd
 	$(GO) build -o herd .
 
-test: ## every test with -race: unit, HTTP, WebSocket, browser
+test: mcp-test-server ## every test with -race: unit, HTTP, WebSocket, browser
 	$(GO) test -race -count=1 -timeout 9m ./...
+
+# The real third-party MCP server the end-to-end test drives over stdio
+# (mcp_process_test.go), installed once from the npm registry.
+MCP_EVERYTHING = @modelcontextprotocol/server-everything@2026.8.31
+MCP_CACHE      = .cache/mcp
+mcp-test-server: $(MCP_CACHE)/node_modules/.bin/mcp-server-everything
+$(MCP_CACHE)/node_modules/.bin/mcp-server-everything:
+	mkdir -p $(MCP_CACHE)
+	npm install --prefix $(MCP_CACHE) --no-audit --no-fund --no-save $(MCP_EVERYTHING)
 
 # BENCH picks benchmarks (a -bench regexp); each runs BENCH_COUNT times and
 # benchstat prints the medians (with a 95% interval from 6 runs up). The

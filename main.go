@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/agent/tools"
 	"herd/models"
 	"herd/server"
@@ -211,6 +212,7 @@ type base struct {
 	writer   *models.Writer
 	owner    *dataDirLock // the data directory's lock, which records the address
 	unlock   func()       // releases the database's instance lock (PostgreSQL)
+	mcp      *mcp.Servers // nil without mcp.servers
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
@@ -260,6 +262,7 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*mode
 // close stops the writer first: it commits what is still queued, so the
 // store must stay open until it returns.
 func (b *base) close() {
+	b.closeMCP()
 	b.writer.Close()
 	b.unlock()
 	_ = b.store.Close()
@@ -279,7 +282,14 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
+	var tsrc agent.ToolSource
+	if len(cfg.MCP.Servers) > 0 {
+		b.mcp = mcp.New(cfg.MCP.Servers, mcp.Options{Logger: log, OutputLimit: cfg.Sandbox.OutputLimitBytes, Version: version})
+		b.mcp.Start()
+		tsrc = b.mcp
+	}
 	rt, err := agent.New(agent.Options{
+		MCP:           tsrc,
 		Models:        llms,
 		Lead:          cfg.Lead,
 		Subagents:     cfg.Subagents,
@@ -347,6 +357,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		Markdown:            b.md,
 		Metrics:             b.metrics,
 		Storage:             b.writer,
+		MCP:                 b.mcpStatus(),
 		Static:              static.FS,
 		Logger:              log,
 		PublicURL:           cfg.Server.PublicURL,
@@ -471,6 +482,7 @@ func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, 
 	if err := rt.Shutdown(sctx); err != nil {
 		errs = append(errs, err)
 	}
+	b.closeMCP()
 	if err := b.hub.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -487,6 +499,23 @@ func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, 
 	srv.Close()
 	b.writer.Close()
 	return errors.Join(errs...)
+}
+
+// mcpStatus is what the admin page reads of the MCP servers; nil
+// without any (a nil *mcp.Servers would be a non-nil interface).
+func (b *base) mcpStatus() interface{ Status() []mcp.ServerStatus } {
+	if b.mcp == nil {
+		return nil
+	}
+	return b.mcp
+}
+
+// closeMCP ends every MCP session, stopping stdio servers' processes,
+// once no run can call them.
+func (b *base) closeMCP() {
+	if b.mcp != nil {
+		b.mcp.Close()
+	}
 }
 
 func lookup(environ []string, key string) string {

@@ -55,6 +55,10 @@ func (m ModelConfig) Label() string {
 type LeadConfig struct {
 	MaxTurns     int    `yaml:"max_turns"`
 	SystemPrompt string `yaml:"system_prompt"`
+	// Tools allow-lists the lead's tools (nil: every built-in one); MCP
+	// tools are given only by name, as mcp:<server>/<tool> or
+	// mcp:<server>/* (docs/OPERATIONS.md, "MCP servers").
+	Tools *[]string `yaml:"tools"`
 	// MaxActiveRunsPerUser bounds one user's runs in progress across all
 	// their threads.
 	MaxActiveRunsPerUser int `yaml:"max_active_runs_per_user"`

@@ -89,6 +89,11 @@ type harnessConfig struct {
 	noCommands bool
 	offReason  string
 	publisher  Publisher // nil: none
+	// mcp, leadTools and admin: MCP tools, the lead's tools list, and
+	// whether the harness's user is an admin.
+	mcp       ToolSource
+	leadTools *[]string
+	admin     bool
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -123,9 +128,9 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 		hc.subagents = defaultSubagents()
 	}
 	h.rt, err = New(Options{
-		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5)},
+		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5), Tools: hc.leadTools},
 		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
-		CommandsOffReason: hc.offReason, Publisher: hc.publisher,
+		CommandsOffReason: hc.offReason, Publisher: hc.publisher, MCP: hc.mcp,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +170,7 @@ func (h *harness) run(content string) Started {
 
 func (h *harness) start(content string) Started {
 	h.t.Helper()
-	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content, Commands: !h.cfg.noCommands})
+	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content, Commands: !h.cfg.noCommands, Admin: h.cfg.admin})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -91,6 +91,9 @@ func (env *runEnv) persistCtx(ctx context.Context) (context.Context, context.Can
 type run struct {
 	env *runEnv
 	box *toolbox // with or without commands
+	// rebox, when set, gives the toolbox for the next model call: the
+	// MCP tools may have changed meanwhile.
+	rebox func(*toolbox) *toolbox
 	// release frees the thread for its next run; the runtime sets it.
 	release  func(*run)
 	id       string
@@ -316,6 +319,9 @@ func (r *run) runTools(calls []ToolCall) []Message {
 		})
 	}
 	wg.Wait()
+	if r.rebox != nil {
+		r.box = r.rebox(r.box)
+	}
 	return out
 }
 

@@ -34,6 +34,19 @@ type Options struct {
 	// (StartRequest.Commands false) why it has none, so it can tell the
 	// user; it should end with a full stop.
 	CommandsOffReason string
+
+	// MCP, when set, offers the tools of MCP servers to the lead and the
+	// subagent types whose tools lists name them.
+	MCP ToolSource
+}
+
+// ToolSource offers tools that come and go: the MCP servers' (agent/mcp).
+type ToolSource interface {
+	// Tools are the tools a user's run may be offered now; admin says
+	// whether the user is an admin.
+	Tools(ctx context.Context, admin bool) []tools.Tool
+	// Generation changes whenever the tools may have.
+	Generation() uint64
 }
 
 // Runtime runs the lead loop of every active run and owns the subagent
@@ -44,6 +57,9 @@ type Runtime struct {
 	// withCommands and withoutCommands are the toolboxes a run gets by
 	// StartRequest.Commands; the same one where bash is not configured.
 	withCommands, withoutCommands *toolbox
+	// boxes builds a run's toolboxes with the MCP tools of the moment.
+	boxes func(extra []tools.Tool) (with, without *toolbox, err error)
+	mcp   ToolSource
 
 	models   map[string]*Model
 	order    []*Model
@@ -103,7 +119,11 @@ func New(o Options) (*Runtime, error) {
 		rt.models[m.Config.Name] = m
 	}
 	var err error
-	rt.withCommands, rt.withoutCommands, err = newToolboxes(o.Tools, sub, rt.models, o.Lead, o.CommandsOffReason)
+	rt.boxes = func(extra []tools.Tool) (*toolbox, *toolbox, error) {
+		return newToolboxes(o.Tools, extra, sub, rt.models, o.Lead, o.CommandsOffReason)
+	}
+	rt.mcp = o.MCP
+	rt.withCommands, rt.withoutCommands, err = rt.boxes(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +142,8 @@ type StartRequest struct {
 	// when they are configured; without it no model of the run is
 	// offered either (docs/DESIGN.md §4, the shell rule).
 	Commands bool
+	// Admin offers the tools of MCP servers that are for admins only.
+	Admin bool
 }
 
 // Started describes a run that Start accepted.
@@ -143,9 +165,9 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		}
 		model = m
 	}
-	box := rt.withoutCommands
-	if req.Commands {
-		box = rt.withCommands
+	box, err := rt.toolbox(ctx, req.Commands, req.Admin)
+	if err != nil {
+		return Started{}, err
 	}
 	r := &run{
 		env:      &rt.runEnv,
@@ -164,11 +186,15 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		return Started{}, err
 	}
 
+	if rt.mcp != nil {
+		r.rebox = func(b *toolbox) *toolbox { return rt.refresh(b, req.Commands, req.Admin, r.logger()) }
+	}
+
 	msgID := rt.newID()
 	// The start is written whole or not at all, even if the request that
 	// asked for it goes away meanwhile.
 	bctx, cancel := rt.persistCtx(ctx)
-	err := r.begin(bctx, msgID, req.Content)
+	err = r.begin(bctx, msgID, req.Content)
 	cancel()
 	if err != nil {
 		rt.release(r)
@@ -177,6 +203,51 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	}
 	rt.wg.Go(r.loop)
 	return Started{RunID: r.id, MessageID: msgID, ModelName: model.Config.Name}, nil
+}
+
+// firstUseWait bounds how long a run's start waits for MCP servers that
+// connect on first use; their tools reach the run's next model call.
+const firstUseWait = 5 * time.Second
+
+// toolbox is what a run gets: the built-in tools with or without
+// commands, and the MCP tools the user may use as they are now.
+func (rt *Runtime) toolbox(ctx context.Context, commands, admin bool) (*toolbox, error) {
+	if rt.mcp == nil {
+		if commands {
+			return rt.withCommands, nil
+		}
+		return rt.withoutCommands, nil
+	}
+	gen := rt.mcp.Generation()
+	// An HTTP server connects on first use; a run does not wait long
+	// for one that is slow to answer.
+	wctx, cancel := context.WithTimeout(ctx, firstUseWait)
+	defer cancel()
+	with, without, err := rt.boxes(rt.mcp.Tools(wctx, admin))
+	if err != nil {
+		return nil, err
+	}
+	box := without
+	if commands {
+		box = with
+	}
+	box.gen = gen
+	return box, nil
+}
+
+// refresh is b, or b rebuilt when the MCP tools changed since it was
+// built (tools/list_changed, a server restarted), so the next model call
+// sees the tools as they are.
+func (rt *Runtime) refresh(b *toolbox, commands, admin bool, log *slog.Logger) *toolbox {
+	if rt.mcp.Generation() == b.gen {
+		return b
+	}
+	nb, err := rt.toolbox(rt.base, commands, admin)
+	if err != nil {
+		log.Error("rebuild the toolbox", "err", err)
+		return b
+	}
+	return nb
 }
 
 // Cancel stops run runID of thread threadID: every in-flight LLM call, tool

@@ -44,15 +44,17 @@ type specSet struct {
 // buildSpecs resolves every subagent type with this precedence:
 // subagents.agents.<name>.<field> > global subagents.timeout_seconds
 // (built-ins only) > the agent's own default (docs/DESIGN.md §5). models
-// are the names a custom type may run on.
-func buildSpecs(cfg SubagentsConfig, all *tools.Set, models map[string]*Model) (specSet, error) {
+// are the names a custom type may run on. lead is the lead's tools, which
+// general-purpose and a custom type without a tools list get; all adds
+// the MCP tools a custom type's list may name.
+func buildSpecs(cfg SubagentsConfig, lead, all *tools.Set, models map[string]*Model) (specSet, error) {
 	set := specSet{byName: map[string]*subagentSpec{}}
 	builtinTimeout := time.Duration(cfg.TimeoutSeconds) * time.Second
 	gp := &subagentSpec{
 		name:         SubagentGeneral,
 		description:  "A capable general agent with every tool you have except task. Use it for independent research, writing or analysis.",
 		systemPrompt: "You are a subagent of herd. Complete the task you are given on your own, using your tools, then reply with a complete, self-contained final answer in Markdown. You cannot ask questions.",
-		tools:        all.Filter(nil, []string{ToolTask}),
+		tools:        lead.Filter(nil, []string{ToolTask}),
 		maxTurns:     globalTurns(cfg, defaultGeneralMaxTurns),
 		timeout:      builtinTimeout,
 	}
@@ -70,11 +72,11 @@ func buildSpecs(cfg SubagentsConfig, all *tools.Set, models map[string]*Model) (
 		b.override(cfg.Agents[SubagentBash])
 		set.add(b)
 	}
-	return set, set.addCustom(cfg, all, models)
+	return set, set.addCustom(cfg, lead, all, models)
 }
 
 // addCustom adds the custom subagents of the config, by name.
-func (set *specSet) addCustom(cfg SubagentsConfig, all *tools.Set, models map[string]*Model) error {
+func (set *specSet) addCustom(cfg SubagentsConfig, lead, all *tools.Set, models map[string]*Model) error {
 	names := make([]string, 0, len(cfg.Agents))
 	for n := range cfg.Agents {
 		if n != SubagentGeneral && n != SubagentBash {
@@ -88,11 +90,15 @@ func (set *specSet) addCustom(cfg SubagentsConfig, all *tools.Set, models map[st
 		if ac.DisallowedTools != nil {
 			deny = append(deny, *ac.DisallowedTools...)
 		}
+		from := lead
+		if ac.Tools != nil {
+			from = all
+		}
 		spec := &subagentSpec{
 			name:         n,
 			description:  ac.Description,
 			systemPrompt: ac.SystemPrompt,
-			tools:        all.Filter(ac.Tools, deny),
+			tools:        pick(from, ac.Tools, deny),
 			maxTurns:     globalTurns(cfg, defaultCustomMaxTurns),
 			timeout:      defaultCustomTimeout * time.Second,
 		}

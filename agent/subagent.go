@@ -129,5 +129,9 @@ func (e *execution) runTool(ctx context.Context, c ToolCall) string {
 	if !ok {
 		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.spec.tools.Names(), ", "))
 	}
-	return e.strays.runTool(ctx, e.log, t, tools.Env{Workspace: e.workspace}, c)
+	env := tools.Env{Workspace: e.workspace}
+	if p, ok := e.sink.(progressSink); ok {
+		env.Progress = func(text string) { p.progress(e.TaskID, text) }
+	}
+	return e.strays.runTool(ctx, e.log, t, env, c)
 }

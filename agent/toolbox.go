@@ -3,6 +3,7 @@ package agent
 import (
 	"strings"
 
+	"herd/agent/mcp"
 	"herd/agent/tools"
 )
 
@@ -21,30 +22,83 @@ type toolbox struct {
 	specs  []tools.Spec
 	agents specSet
 	prompt string // the lead's system prompt
+	// gen is the generation of the MCP tools it holds (ToolSource).
+	gen uint64
 }
 
-// newToolbox builds the toolbox of the tools in set. offNote, when not
-// empty, is the line that tells the lead why commands are missing.
-func newToolbox(set *tools.Set, cfg SubagentsConfig, models map[string]*Model, lead LeadConfig, offNote string) (*toolbox, error) {
-	agents, err := buildSpecs(cfg, set, models)
+// newToolbox builds the toolbox of the built-in tools in set and the MCP
+// tools in extra: the lead gets those lead.tools names (nil: the
+// built-ins), and each subagent type picks from both (buildSpecs).
+// offNote, when not empty, is the line that tells the lead why commands
+// are missing.
+func newToolbox(set *tools.Set, extra []tools.Tool, cfg SubagentsConfig, models map[string]*Model, lead LeadConfig, offNote string) (*toolbox, error) {
+	all := tools.NewSet(append(setTools(set), extra...)...)
+	leadSet := set
+	if lead.Tools != nil {
+		leadSet = pick(all, lead.Tools, []string{ToolTask})
+	}
+	agents, err := buildSpecs(cfg, leadSet, all, models)
 	if err != nil {
 		return nil, err
 	}
 	return &toolbox{
-		tools:  set,
-		specs:  append(set.Specs(), taskToolSpec(agents.catalog())),
+		tools:  leadSet,
+		specs:  append(leadSet.Specs(), taskToolSpec(agents.catalog())),
 		agents: agents,
 		prompt: leadPrompt(lead, offNote),
 	}, nil
+}
+
+// setTools lists the tools of s in order.
+func setTools(s *tools.Set) []tools.Tool {
+	out := make([]tools.Tool, 0, len(s.Names()))
+	for _, n := range s.Names() {
+		t, _ := s.Get(n)
+		out = append(out, t)
+	}
+	return out
+}
+
+// mcpTool is a tool of an MCP server (agent/mcp.Tool), named in tools
+// lists as mcp:<server>/<tool>.
+type mcpTool interface {
+	MCP() (server, tool string)
+}
+
+// pick is the tools of s that allow names (nil: all of them) and deny
+// does not. An entry names a tool by its name, or MCP tools as
+// mcp:<server>/<tool> or mcp:<server>/*.
+func pick(s *tools.Set, allow *[]string, deny []string) *tools.Set {
+	var out []tools.Tool
+	for _, t := range setTools(s) {
+		if (allow == nil || names(t, *allow)) && !names(t, deny) {
+			out = append(out, t)
+		}
+	}
+	return tools.NewSet(out...)
+}
+
+// names reports whether an entry of list names t.
+func names(t tools.Tool, list []string) bool {
+	for _, entry := range list {
+		if m, ok := t.(mcpTool); ok {
+			if server, tool := m.MCP(); mcp.Matches(entry, server, tool) {
+				return true
+			}
+		} else if t.Spec().Name == entry {
+			return true
+		}
+	}
+	return false
 }
 
 // newToolboxes builds the toolbox with every tool and the one without
 // commands: no bash tool for the lead, no bash subagent type, and no bash
 // in any subagent's tools, so a model of a run without commands is never
 // offered them. Where bash is not configured at all, both are the same.
-func newToolboxes(all []tools.Tool, cfg SubagentsConfig, models map[string]*Model, lead LeadConfig, offReason string) (with, without *toolbox, err error) {
+func newToolboxes(all, extra []tools.Tool, cfg SubagentsConfig, models map[string]*Model, lead LeadConfig, offReason string) (with, without *toolbox, err error) {
 	set := tools.NewSet(all...)
-	with, err = newToolbox(set, cfg, models, lead, "")
+	with, err = newToolbox(set, extra, cfg, models, lead, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -56,7 +110,7 @@ func newToolboxes(all []tools.Tool, cfg SubagentsConfig, models map[string]*Mode
 	}
 	note := CommandsOff + strings.Join(strings.Fields(offReason), " ") +
 		"\nYou cannot run shell commands, and no subagent can. When the user asks for one, tell them so plainly, with this reason, instead of trying."
-	without, err = newToolbox(set.Filter(nil, []string{tools.Bash}), cfg, models, lead, note)
+	without, err = newToolbox(set.Filter(nil, []string{tools.Bash}), extra, cfg, models, lead, note)
 	return with, without, err
 }
 

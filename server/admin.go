@@ -224,7 +224,7 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	}
 	p := s.page(c, "Admin")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), Models: s.modelOptions(), Users: users}))
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), Models: s.modelOptions(), Users: users, MCP: s.mcpViews()}))
 }
 
 // formResult answers a page's form with the page again: with flash when

@@ -50,6 +50,7 @@ type appConfig struct {
 	markdown  *Markdown      // nil: NewMarkdown()
 	server    func(*Options) // adjusts the server's options (limits)
 	lead      agent.LeadConfig
+	mcp       agent.ToolSource
 }
 
 func withModels(ms ...agent.ModelConfig) appOption {
@@ -111,7 +112,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	a.rt, err = agent.New(agent.Options{
 		Models: llms, Subagents: cfg.subagents, WorkspaceRoot: filepath.Join(dir, "workspaces"),
 		Tools: toolset, Journal: a.writer, History: store, Publisher: a.hub,
-		Lead: cfg.lead, CommandsOffReason: "only admins may run commands on this host.",
+		Lead: cfg.lead, CommandsOffReason: "only admins may run commands on this host.", MCP: cfg.mcp,
 	})
 	if err != nil {
 		t.Fatal(err)

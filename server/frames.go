@@ -17,6 +17,9 @@ const (
 	FrameAIReasoning = "ai_reasoning_delta"
 	FrameSettings    = "settings"
 	FramePing        = "ping"
+	// FrameTaskProgress is a running subagent tool's progress, for the
+	// card's status line; never persisted.
+	FrameTaskProgress = "task_progress"
 	// FrameResync tells a client its cursor is past the thread's end (a
 	// restored backup, another database): it must reload the thread.
 	FrameResync = "resync"

@@ -148,6 +148,16 @@ func (h *Hub) Reasoning(threadID, runID, messageID, text string) {
 	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
 }
 
+// Progress implements agent.ProgressPublisher: a running tool's progress
+// on task taskID's card, sent only to the thread's live clients.
+func (h *Hub) Progress(threadID, runID, taskID, text string) {
+	if !h.watched(threadID) {
+		return
+	}
+	f := ephemeral(FrameTaskProgress, threadID, runID, map[string]string{"task_id": taskID, "text": text})
+	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+}
+
 // item is one frame to publish: a committed record to encode, or a ready
 // ephemeral frame.
 type item struct {

@@ -76,7 +76,7 @@ func (s *Server) startRun(c echo.Context, t *models.Thread, content, model strin
 		model = s.defaultModel(u)
 	}
 	started, err := s.rt.Start(c.Request().Context(), agent.StartRequest{
-		ThreadID: t.ID, UserID: u.ID, Content: content, Model: model, Commands: s.commandsFor(u),
+		ThreadID: t.ID, UserID: u.ID, Content: content, Model: model, Commands: s.commandsFor(u), Admin: u.IsAdmin(),
 	})
 	var runLimit *agent.RunLimitError
 	switch {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/models"
 	"herd/views"
 )
@@ -46,6 +47,10 @@ type Options struct {
 	Static  fs.FS // app.css, app.js, …
 	Logger  *slog.Logger
 	Now     func() time.Time
+
+	// MCP reports the MCP servers for the admin page and /api/admin/mcp;
+	// nil: none are configured.
+	MCP interface{ Status() []mcp.ServerStatus }
 
 	// CommandsAdminOnly offers commands only to runs of admins' threads:
 	// the sandbox runs commands on the host (docs/DESIGN.md §4, the shell
@@ -118,6 +123,7 @@ type Server struct {
 	adminCommands bool // CommandsAdminOnly
 	purger        *purger
 	undoWindow    time.Duration
+	mcp           interface{ Status() []mcp.ServerStatus }
 }
 
 // New builds the server and its routes.
@@ -154,6 +160,7 @@ func New(o Options) (*Server, error) {
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
 		adminCommands: o.CommandsAdminOnly,
+		mcp:           o.MCP,
 	}
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
@@ -315,6 +322,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/settings", s.apiSettings, requireUser)
 	api.PUT("/admin/settings", s.apiAdminSettings, requireAdmin)
 	api.GET("/admin/usage", s.apiAdminUsage, requireAdmin)
+	api.GET("/admin/mcp", s.apiAdminMCP, requireAdmin)
 	api.GET("/threads", s.apiThreads, requireUser)
 	api.POST("/threads", s.apiThreadCreate, requireUser)
 	api.GET("/threads/:id", s.apiThread, requireUser)

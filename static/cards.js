@@ -234,6 +234,17 @@ export class Cards {
 		if (isTerminal(c.status) || d.usage) this.refreshUsageSoon();
 	}
 
+	// progress shows a running tool's progress (an MCP server's
+	// notifications/progress) as a running card's status line, until its
+	// next step replaces it.
+	progress(d, frame) {
+		const c = this.cards.get(cardKey(str(d.run_id) || str(frame.run_id), str(d.task_id)));
+		if (!c || c.status !== "running") return;
+		this.update(c, () => {
+			c.activity = str(d.text);
+		});
+	}
+
 	toolMessage(m) {
 		const c = this.card(str(m.run_id), str(m.tool_call_id));
 		const kwargs = this.showTokens() ? m.additional_kwargs : { ...m.additional_kwargs, subagent_token_usage: null };

@@ -45,6 +45,7 @@ export class ThreadPage {
 			["run.wait", (d, f) => this.composer.setWaiting(d.run_id ?? f.run_id, d.waiting === true)],
 			["ai_delta", (d) => this.appendDelta(d)],
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
+			["task_progress", (d, f) => this.cards.progress(d, f)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
 			// The server's thread is behind this page's cursor (a restored
 			// backup): what the page shows is not what the thread holds.

@@ -222,6 +222,16 @@ type AdminPage struct {
 	TokenUsageEnabled bool
 	Models            []ModelOption
 	Users             []UserView
+	MCP               []MCPServerView
+}
+
+// MCPServerView is one configured MCP server on the admin page.
+type MCPServerView struct {
+	Name, Transport, Use string
+	State, LastError     string // connected, restarting, failed, connecting, idle
+	Since                time.Time
+	Restarts             int
+	Tools, Skipped       []string
 }
 
 // ErrorPage is a full-page error (404, 403, 500).

@@ -27,6 +27,10 @@ func subagent(msgs []agent.Message, offered map[string]bool, turns int) reply {
 		return reply{text: fmt.Sprintf("I ran `%s` in the workspace. It printed:\n\n%s", cmd, codeBlock(out))}
 	}
 
+	if u, ok := parseUse(prompt); ok {
+		return useReply(u, msgs, offered, turn)
+	}
+
 	topic := firstLine(prompt)
 	if plan := subagentPlan(topic, offered, turns-1); turn <= len(plan) {
 		return plan[turn-1]

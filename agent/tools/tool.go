@@ -27,6 +27,9 @@ type Env struct {
 	// Workspace is the absolute path of the thread's workspace directory.
 	// It exists before any tool runs.
 	Workspace string
+	// Progress, when set, shows a running tool's progress live (an MCP
+	// server's notifications/progress); nothing of it is persisted.
+	Progress func(text string)
 }
 
 // ErrBadArgs marks arguments that do not match a tool's schema.

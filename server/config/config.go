@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/agent/tools"
 )
 
@@ -30,6 +32,7 @@ type Config struct {
 	Lead       agent.LeadConfig      `yaml:"lead"`
 	Subagents  agent.SubagentsConfig `yaml:"subagents"`
 	Sandbox    tools.SandboxConfig   `yaml:"sandbox"`
+	MCP        mcp.Config            `yaml:"mcp"`
 
 	// Warnings are problems Load tolerated (a HERD_ variable that resembles
 	// no key), for main to log once the logger exists.
@@ -176,6 +179,7 @@ func load(defaults []byte, path string, file []byte, environ []string, o Overrid
 	unmatched := l.applyEnv(root, env)
 	l.applyFlags(&c, o)
 	refs := l.expandAPIKeys(&c, env)
+	maps.Copy(refs, l.expandMCPSecrets(&c, env))
 	allowed := append([]string{EnvAdminEmail, EnvAdminPassword}, o.NonKeyEnv...)
 	for _, u := range unmatched {
 		switch {
@@ -187,6 +191,7 @@ func load(defaults []byte, path string, file []byte, environ []string, o Overrid
 		}
 	}
 	fillModelDefaults(&c)
+	fillMCPDefaults(&c)
 	l.inheritDanglingDefaultModels(&c)
 	l.validate(&c)
 	if err := l.err(); err != nil {
@@ -216,6 +221,7 @@ func (c Config) redacted() Config {
 			c.Models[i].APIKey = redactedKey
 		}
 	}
+	c.MCP.Servers = redactMCP(c.MCP.Servers)
 	return c
 }
 

@@ -483,6 +483,7 @@ func TestMerge(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	const mcpServers = "mcp:\n  servers: ["
 	const openai = "models:\n  - {name: gpt, provider: openai, "
 	const agents = "subagents:\n  agents:\n    "
 	tests := []struct {
@@ -637,8 +638,8 @@ func TestErrors(t *testing.T) {
 			file: "models: [{name: gpt, provider: openai}]\n" + agents + "x: {description: d, model: demo-deep}\n",
 			want: []string{`config: herd.yaml: subagents.agents.x.model: unknown model "demo-deep" (must be inherit or one of: gpt)`},
 		},
-		{name: "agent tools", file: agents + "x: {description: d, tools: [ls, grep]}\n", want: []string{`config: herd.yaml: subagents.agents.x.tools.1: unknown tool "grep" (known: task, bash, ls, read_file, write_file, str_replace)`}},
-		{name: "agent disallowed_tools", file: agents + "x: {description: d, disallowed_tools: [rm]}\n", want: []string{`config: herd.yaml: subagents.agents.x.disallowed_tools.0: unknown tool "rm" (known: task, bash, ls, read_file, write_file, str_replace)`}},
+		{name: "agent tools", file: agents + "x: {description: d, tools: [ls, grep]}\n", want: []string{`config: herd.yaml: subagents.agents.x.tools.1: unknown tool "grep" (known: task, bash, ls, read_file, write_file, str_replace, or mcp:<server>/<tool>)`}},
+		{name: "agent disallowed_tools", file: agents + "x: {description: d, disallowed_tools: [rm]}\n", want: []string{`config: herd.yaml: subagents.agents.x.disallowed_tools.0: unknown tool "rm" (known: task, bash, ls, read_file, write_file, str_replace, or mcp:<server>/<tool>)`}},
 		{name: "agent max_turns", file: agents + "bash: {max_turns: 0}\n", want: []string{`config: herd.yaml: subagents.agents.bash.max_turns: must be at least 1, got 0`}},
 		{name: "agent timeout", file: agents + "x: {description: d, timeout_seconds: 0}\n", want: []string{`config: herd.yaml: subagents.agents.x.timeout_seconds: must be at least 1, got 0`}},
 		{name: "agent token_budget", file: agents + "x: {description: d, token_budget: -1}\n", want: []string{`config: herd.yaml: subagents.agents.x.token_budget: must be at least 0, got -1`}},
@@ -656,6 +657,29 @@ func TestErrors(t *testing.T) {
 			`config: herd.yaml: sandbox.limits.tmp_mb: must be at least 1, got 0`,
 			`config: herd.yaml: sandbox.limits.workspace_mb: must be at least 1, got 0`,
 		}},
+
+		// Validation: mcp.
+		{name: "mcp no transport", file: mcpServers + "{name: a}]\n", want: []string{`config: herd.yaml: mcp.servers.0: needs a command (stdio) or a url (streamable HTTP)`}},
+		{name: "mcp two transports", file: mcpServers + "{name: a, command: x, url: 'http://127.0.0.1:1/mcp'}]\n", want: []string{`config: herd.yaml: mcp.servers.0: set command (stdio) or url (streamable HTTP), not both`}},
+		{name: "mcp bad name", file: mcpServers + "{name: My_Files, command: x}]\n", want: []string{`config: herd.yaml: mcp.servers.0.name: must match ^[a-z0-9]([a-z0-9-]{0,23})$ (lower-case letters, digits and -, at most 24), got "My_Files"`}},
+		{name: "mcp duplicate name", file: mcpServers + "{name: a, command: x}, {name: a, command: y}]\n", want: []string{`config: herd.yaml: mcp.servers.1.name: "a" names two servers`}},
+		{name: "mcp url", file: mcpServers + "{name: a, url: 'ftp://h/mcp'}]\n", want: []string{`config: herd.yaml: mcp.servers.0.url: must be an http:// or https:// URL with a host and no user info`}},
+		{name: "mcp url with user info", file: mcpServers + "{name: a, url: 'http://u:p@h/mcp'}]\n", want: []string{`config: herd.yaml: mcp.servers.0.url: must be an http:// or https:// URL with a host and no user info`}},
+		{name: "mcp headers on stdio", file: mcpServers + "{name: a, command: x, headers: {X-A: b}}]\n", want: []string{`config: herd.yaml: mcp.servers.0.headers: only an HTTP server (url) has headers; a stdio server takes env`}},
+		{name: "mcp env on http", file: mcpServers + "{name: a, url: 'http://h/mcp', env: {A: b}}]\n", want: []string{`config: herd.yaml: mcp.servers.0: args and env are for a stdio server (command); an HTTP server takes headers`}},
+		{name: "mcp reserved header", file: mcpServers + "{name: a, url: 'http://h/mcp', headers: {mcp-session-id: x}}]\n", want: []string{`config: herd.yaml: mcp.servers.0.headers: mcp-session-id is set by the MCP client itself`}},
+		{name: "mcp use and timeout", file: mcpServers + "{name: a, command: x, use: everyone, timeout_seconds: -1}]\n", want: []string{
+			`config: herd.yaml: mcp.servers.0.timeout_seconds: must be at least 1, got -1`,
+			`config: herd.yaml: mcp.servers.0.use: must be one of all, admins, got "everyone"`,
+		}},
+		{name: "mcp empty tool name", file: mcpServers + "{name: a, command: x, tools: [''], disallowed_tools: [' ']}]\n", want: []string{
+			`config: herd.yaml: mcp.servers.0.tools.0: a tool name cannot be empty`,
+			`config: herd.yaml: mcp.servers.0.disallowed_tools.0: a tool name cannot be empty`,
+		}},
+		{name: "mcp secret variable missing", file: mcpServers + "{name: a, url: 'http://h/mcp', headers: {Authorization: 'Bearer ${NO_SUCH_TOKEN}'}}]\n", want: []string{`config: herd.yaml: mcp.servers.0.headers.Authorization: environment variable NO_SUCH_TOKEN is not set`}},
+		{name: "mcp tool of no server", file: mcpServers + "{name: files, command: x}]\nlead: {tools: [ls, 'mcp:search/*']}\n", want: []string{`config: herd.yaml: lead.tools.1: "mcp:search/*" names no MCP server (configured: files)`}},
+		{name: "mcp tool with no servers", file: agents + "x: {description: d, tools: ['mcp:files/read']}\n", want: []string{`config: herd.yaml: subagents.agents.x.tools.0: "mcp:files/read" names an MCP server, but mcp.servers is empty`}},
+		{name: "mcp tool malformed", file: mcpServers + "{name: files, command: x}]\nlead: {tools: ['mcp:files']}\n", want: []string{`config: herd.yaml: lead.tools.0: "mcp:files" must be mcp:<server>/<tool> or mcp:<server>/*`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -687,6 +711,7 @@ func TestValid(t *testing.T) {
 		{name: "any interface, port 0", o: Overrides{Addr: ":0"}},
 		{name: "ipv6 origin", env: []string{"HERD_SERVER_ADDR=[::1]:8080", "HERD_SERVER_PUBLIC_URL=http://[::1]:8080"}},
 		{name: "empty file", file: "# nothing yet\n"},
+		{name: "mcp servers named by lead and agent", file: "mcp:\n  servers:\n    - {name: files, command: npx, args: [-y, x], env: {A: b}, tools: [read], disallowed_tools: [write]}\n    - {name: search, url: 'https://s.example.com/mcp', headers: {Authorization: 'Bearer ${TOK}'}, use: admins, timeout_seconds: 5}\nlead: {tools: [ls, bash, 'mcp:files/*']}\nsubagents: {agents: {x: {description: d, tools: ['mcp:search/web_search'], disallowed_tools: ['mcp:files/write']}}}\n", env: []string{"TOK=t"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -710,6 +735,10 @@ func TestSecretsStayHidden(t *testing.T) {
 		{name: "key from an env override beside an error", env: []string{"HERD_MODELS_0_API_KEY=" + secret, "HERD_LEAD_MAX_TURNS=0"}},
 		{name: "key in a whole env value", env: []string{"HERD_MODELS=[{name: gpt, provider: openai, api_key: " + secret + ", nme: x}]"}},
 		{name: "key in a broken env value", env: []string{"HERD_MODELS=[{name: gpt, provider: openai, api_key: " + secret + "}"}},
+		{name: "mcp header beside an error", file: "mcp: {servers: [{name: a, url: 'http://h/mcp', headers: {Authorization: " + secret + "}}]}\nlead: {max_turns: 0}\n"},
+		{name: "mcp header of the wrong type", file: "mcp: {servers: [{name: a, url: 'http://h/mcp', headers: {Authorization: [" + secret + "]}}]}\n"},
+		{name: "mcp env not a mapping", file: "mcp: {servers: [{name: a, command: x, env: " + secret + "}]}\n"},
+		{name: "mcp header with a newline", env: []string{"HERD_MCP_SERVERS=[{name: a, url: 'http://h/mcp', headers: {X-Key: \"" + secret + "\\n\"}}]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -761,6 +790,36 @@ func TestRedacted(t *testing.T) {
 				t.Errorf("rendering changed the key to %q", c.Models[0].APIKey)
 			}
 		})
+	}
+}
+
+// MCP env and header values, which hold tokens, are masked in every
+// rendering of the config and kept for the client.
+func TestMCPSecretsRedacted(t *testing.T) {
+	const secret = "tok-SECRET-99c1"
+	file := "mcp:\n  servers:\n    - {name: search, url: 'https://s.example.com/mcp', headers: {Authorization: 'Bearer ${SEARCH_TOKEN}'}}\n    - {name: files, command: x, env: {API_KEY: '${FILES_KEY}'}}\n"
+	c, err := loadYAML(t, file, []string{"SEARCH_TOKEN=" + secret, "FILES_KEY=" + secret}, Overrides{})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if got := c.MCP.Servers[0].Headers["Authorization"]; got != "Bearer "+secret {
+		t.Errorf("header = %q, want the expanded secret", got)
+	}
+	if got := c.MCP.Servers[1].Env["API_KEY"]; got != secret {
+		t.Errorf("env = %q, want the expanded secret", got)
+	}
+	if s := c.MCP.Servers[1]; s.Use != "admins" || s.TimeoutSeconds != 60 || c.MCP.Servers[0].Use != "all" {
+		t.Errorf("defaults: stdio use %q timeout %d, http use %q; want admins, 60, all", s.Use, s.TimeoutSeconds, c.MCP.Servers[0].Use)
+	}
+	var jsonLog bytes.Buffer
+	slog.New(slog.NewJSONHandler(&jsonLog, nil)).Info("config", "config", c)
+	for name, out := range map[string]string{"String": c.String(), "%v": fmt.Sprintf("%v", *c), "slog": jsonLog.String()} {
+		if strings.Contains(out, secret) || !strings.Contains(out, "search") {
+			t.Errorf("%s = %s\nwant the servers with their secrets masked", name, out)
+		}
+	}
+	if c.MCP.Servers[1].Env["API_KEY"] != secret {
+		t.Error("rendering changed the secret")
 	}
 }
 

@@ -313,6 +313,9 @@ func (l *loader) unknownKey(src source, path []string, name string, t reflect.Ty
 
 // isSecret tells whether the value at path must never be shown.
 func isSecret(path []string) bool {
+	if len(path) >= 4 && path[0] == "mcp" && (path[3] == "env" || path[3] == "headers") {
+		return true // an MCP server's env or header value may be a token
+	}
 	return len(path) > 0 && path[len(path)-1] == "api_key"
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/agent/tools"
 	"herd/internal/loopback"
 )
@@ -153,8 +154,10 @@ func (l *loader) validate(c *Config) {
 	l.validateModels(c.Models)
 	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
 	l.atLeast("lead.max_active_runs_per_user", c.Lead.MaxActiveRunsPerUser, 1)
-	l.validateSubagents(c.Subagents, c.Models)
+	l.validateSubagents(c.Subagents, c.Models, c.MCP.Servers)
 	l.validateSandbox(c.Sandbox)
+	l.validateMCP(c.MCP.Servers)
+	l.validateTools("lead.tools", c.Lead.Tools, c.MCP.Servers)
 }
 
 func (l *loader) validateDatabase(d DatabaseConfig) {
@@ -316,7 +319,7 @@ func (l *loader) validateWindow(key string, m agent.ModelConfig) {
 	}
 }
 
-func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.ModelConfig) {
+func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) {
 	l.atLeast("subagents.timeout_seconds", s.TimeoutSeconds, 1)
 	if s.MaxTurns != nil {
 		l.atLeast("subagents.max_turns", *s.MaxTurns, 1)
@@ -331,11 +334,11 @@ func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.Model
 	// A limit of 1 would cap a subagent at its first tool call.
 	l.atLeast("subagents.loop_limit", s.LoopLimit, 2)
 	for _, name := range sortedNames(s.Agents) {
-		l.validateAgent("subagents.agents."+name, name, s.Agents[name], models)
+		l.validateAgent("subagents.agents."+name, name, s.Agents[name], models, servers)
 	}
 }
 
-func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []agent.ModelConfig) {
+func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) {
 	if !agentName.MatchString(name) {
 		l.invalid(key, "agent name must match %s", agentName)
 	}
@@ -363,8 +366,8 @@ func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []a
 		}
 		l.invalid(key+".model", "unknown model %q (must be inherit or one of: %s)", a.Model, strings.Join(names, ", "))
 	}
-	l.validateTools(key+".tools", a.Tools)
-	l.validateTools(key+".disallowed_tools", a.DisallowedTools)
+	l.validateTools(key+".tools", a.Tools, servers)
+	l.validateTools(key+".disallowed_tools", a.DisallowedTools, servers)
 	if a.MaxTurns != nil {
 		l.atLeast(key+".max_turns", *a.MaxTurns, 1)
 	}
@@ -376,14 +379,15 @@ func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []a
 	}
 }
 
-func (l *loader) validateTools(key string, tools *[]string) {
+func (l *loader) validateTools(key string, tools *[]string, servers []mcp.ServerConfig) {
 	if tools == nil {
 		return
 	}
 	known := agent.ToolNames()
 	for i, t := range *tools {
-		if !slices.Contains(known, t) {
-			l.invalid(fmt.Sprintf("%s.%d", key, i), "unknown tool %q (known: %s)", t, strings.Join(known, ", "))
+		k := fmt.Sprintf("%s.%d", key, i)
+		if !l.mcpSelector(k, t, servers) && !slices.Contains(known, t) {
+			l.invalid(k, "unknown tool %q (known: %s, or mcp:<server>/<tool>)", t, strings.Join(known, ", "))
 		}
 	}
 }

@@ -1,0 +1,51 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// httpTransport talks to the configured URL only: every request carries
+// the configured headers, a request for any other origin is refused, and
+// no redirect is followed (docs/OPERATIONS.md, "MCP servers").
+func httpTransport(c ServerConfig) (sdk.Transport, error) {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	h := http.Header{}
+	for k, v := range c.Headers {
+		h.Set(k, v)
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	client := &http.Client{
+		Transport: &pinned{scheme: u.Scheme, host: u.Host, headers: h, base: base},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return errors.New("the MCP server redirected; herd follows no redirect (set url to the final address)")
+		},
+	}
+	return &sdk.StreamableClientTransport{Endpoint: c.URL, HTTPClient: client, MaxRetries: 2}, nil
+}
+
+// pinned is a RoundTripper for one origin that adds the server's headers.
+type pinned struct {
+	scheme, host string
+	headers      http.Header
+	base         *http.Transport
+}
+
+func (p *pinned) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(req.URL.Scheme, p.scheme) || !strings.EqualFold(req.URL.Host, p.host) {
+		return nil, fmt.Errorf("refused a request to %s://%s: not the configured MCP server address", req.URL.Scheme, req.URL.Host)
+	}
+	req = req.Clone(req.Context())
+	for k, v := range p.headers {
+		req.Header[k] = v
+	}
+	return p.base.RoundTrip(req)
+}

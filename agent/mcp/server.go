@@ -1,0 +1,306 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// failedAfter is how many failed starts in a row turn restarting into
+// failed on the admin page.
+const failedAfter = 3
+
+// server is one configured MCP server and its session, kept by loop.
+type server struct {
+	cfg   ServerConfig
+	owner *Servers
+	tried chan struct{} // closed once the first attempt has an outcome
+	// changed wakes the loop to list the tools again (tools/list_changed).
+	changed chan struct{}
+
+	mu      sync.Mutex
+	started bool // guarded by owner.mu
+	state   string
+	since   time.Time
+	lastErr string
+	fails   int
+	downs   int // sessions that ended without herd closing them
+	sess    *sdk.ClientSession
+	tools   []*Tool
+	skipped []string
+	stderr  *tail
+}
+
+func newServer(c ServerConfig, owner *Servers) *server {
+	srv := &server{cfg: c, owner: owner, tried: make(chan struct{}), changed: make(chan struct{}, 1), state: StateIdle, since: time.Now()}
+	if c.Stdio() {
+		srv.state = StateConnecting
+	}
+	return srv
+}
+
+// loop keeps a session with the server until ctx ends: connect, serve
+// until the session ends, wait with backoff, again.
+func (srv *server) loop(ctx context.Context) {
+	log := srv.owner.opts.Logger.With("mcp_server", srv.cfg.Name)
+	srv.setState(StateConnecting, "")
+	var once sync.Once
+	tried := func() { once.Do(func() { close(srv.tried) }) }
+	defer tried()
+	for {
+		sess, err := srv.connect(ctx)
+		if ctx.Err() != nil {
+			if sess != nil {
+				_ = sess.Close()
+			}
+			return
+		}
+		if err != nil {
+			srv.fail(err)
+			log.Warn("mcp server failed to start", "transport", srv.cfg.Transport(), "err", srv.lastError())
+		} else {
+			log.Info("mcp server connected", "transport", srv.cfg.Transport(), "tools", len(srv.current()))
+			tried()
+			err = srv.serve(ctx, sess)
+			if ctx.Err() != nil {
+				return
+			}
+			srv.down(err)
+			log.Warn("mcp server went away", "err", srv.lastError())
+		}
+		tried()
+		if !sleep(ctx, srv.backoff()) {
+			return
+		}
+	}
+}
+
+// serve holds sess until it ends or ctx does, listing the tools again
+// whenever the server says they changed.
+func (srv *server) serve(ctx context.Context, sess *sdk.ClientSession) error {
+	ended := make(chan error, 1)
+	go func() { ended <- sess.Wait() }()
+	for {
+		select {
+		case err := <-ended:
+			// Close even so: it ends what the session still runs for
+			// itself (the subscriptions/listen call).
+			_ = sess.Close()
+			return err
+		case <-srv.changed:
+			if err := srv.list(ctx, sess); err != nil {
+				_ = sess.Close()
+				<-ended
+				return fmt.Errorf("list tools: %w", err)
+			}
+		case <-ctx.Done():
+			_ = sess.Close()
+			<-ended
+			return ctx.Err()
+		}
+	}
+}
+
+// connect starts a session and lists the tools, within the timeout.
+func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
+	client := sdk.NewClient(&sdk.Implementation{Name: "herd", Version: srv.owner.opts.Version}, &sdk.ClientOptions{
+		Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case srv.changed <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: srv.owner.onProgress,
+	})
+	t, err := srv.transport()
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, srv.cfg.timeout())
+	defer cancel()
+	sess, err := client.Connect(cctx, t, nil)
+	if err != nil {
+		return nil, srv.explain(cctx, err)
+	}
+	if err := srv.list(cctx, sess); err != nil {
+		_ = sess.Close()
+		return nil, srv.explain(cctx, fmt.Errorf("list tools: %w", err))
+	}
+	return sess, nil
+}
+
+// explain names a timeout and adds what a stdio server last printed.
+func (srv *server) explain(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %ds (timeout_seconds): %w", srv.cfg.TimeoutSeconds, err)
+	}
+	if srv.stderr != nil {
+		if s := srv.stderr.String(); s != "" {
+			err = fmt.Errorf("%w; stderr: %s", err, s)
+		}
+	}
+	return err
+}
+
+func (srv *server) transport() (sdk.Transport, error) {
+	if !srv.cfg.Stdio() {
+		return httpTransport(srv.cfg)
+	}
+	cmd := exec.Command(srv.cfg.Command, srv.cfg.Args...)
+	cmd.Env = childEnv(srv.cfg.Env)
+	srv.stderr = newTail(2048)
+	cmd.Stderr = srv.stderr
+	// A server dies with herd even when herd is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+}
+
+// childEnv is a stdio server's whole environment: herd's own holds model
+// keys and the admin's password, so only PATH, HOME and LANG pass.
+func childEnv(extra map[string]string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// list fetches the tools and makes them current.
+func (srv *server) list(ctx context.Context, sess *sdk.ClientSession) error {
+	var got []*sdk.Tool
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			return err
+		}
+		got = append(got, t)
+	}
+	ts, skipped := srv.adapt(got)
+	srv.mu.Lock()
+	srv.sess, srv.tools, srv.skipped = sess, ts, skipped
+	srv.state, srv.since, srv.lastErr, srv.fails = StateConnected, time.Now(), "", 0
+	srv.mu.Unlock()
+	srv.owner.bump()
+	return nil
+}
+
+func (srv *server) fail(err error) {
+	srv.mu.Lock()
+	srv.fails++
+	state := StateRestarting
+	if srv.fails >= failedAfter {
+		state = StateFailed
+	}
+	srv.setLocked(state, err.Error())
+	srv.mu.Unlock()
+	srv.owner.bump()
+}
+
+func (srv *server) down(err error) {
+	msg := "the session ended"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	srv.mu.Lock()
+	srv.fails++
+	srv.downs++
+	srv.setLocked(StateRestarting, srv.explain(context.Background(), errors.New(msg)).Error())
+	srv.mu.Unlock()
+	srv.owner.bump()
+}
+
+func (srv *server) setState(state, lastErr string) {
+	srv.mu.Lock()
+	srv.setLocked(state, lastErr)
+	srv.mu.Unlock()
+}
+
+func (srv *server) setLocked(state, lastErr string) {
+	srv.state, srv.since = state, time.Now()
+	if lastErr != "" {
+		srv.lastErr = lastErr
+	}
+	if state != StateConnected {
+		srv.sess, srv.tools = nil, nil
+	}
+}
+
+func (srv *server) lastError() string {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.lastErr
+}
+
+// backoff is the wait before the next attempt: doubling from MinBackoff
+// with each failure in a row, up to MaxBackoff.
+func (srv *server) backoff() time.Duration {
+	srv.mu.Lock()
+	n := max(srv.fails-1, 0)
+	srv.mu.Unlock()
+	d := srv.owner.opts.MinBackoff
+	for range min(n, 16) {
+		d *= 2
+	}
+	return min(d, srv.owner.opts.MaxBackoff)
+}
+
+// current is the tools while the server is connected, else none.
+func (srv *server) current() []*Tool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.tools
+}
+
+// session is the live session, or an error saying why there is none.
+func (srv *server) session() (*sdk.ClientSession, error) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.sess != nil {
+		return srv.sess, nil
+	}
+	msg := fmt.Sprintf("the MCP server %s is %s", srv.cfg.Name, srv.state)
+	if srv.lastErr != "" {
+		msg += " (last error: " + srv.lastErr + ")"
+	}
+	return nil, errors.New(msg + "; its tools are unavailable until it is back, try again later or do without")
+}
+
+func (srv *server) status() ServerStatus {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	st := ServerStatus{
+		Name: srv.cfg.Name, Transport: srv.cfg.Transport(), Use: srv.cfg.Use,
+		State: srv.state, LastError: srv.lastErr, Since: srv.since, Restarts: srv.downs,
+		Tools: []string{}, Skipped: srv.skipped,
+	}
+	for _, t := range srv.tools {
+		st.Tools = append(st.Tools, SelectorPrefix+srv.cfg.Name+"/"+t.name)
+	}
+	return st
+}
+
+// sleep waits d or until ctx ends, reporting whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,137 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"herd/agent/tools"
+)
+
+// Tool is one tool of an MCP server as agents see it.
+type Tool struct {
+	srv    *server
+	name   string // the server's own name for it
+	spec   tools.Spec
+	schema *jsonschema.Resolved
+}
+
+// Spec is the tool with the schema its server publishes.
+func (t *Tool) Spec() tools.Spec { return t.spec }
+
+// MCP names the tool's server and the server's name for it, for tools
+// lists (mcp:<server>/<tool>).
+func (t *Tool) MCP() (server, tool string) { return t.srv.cfg.Name, t.name }
+
+// Run checks args against the published schema, then calls the tool on
+// the server's current session within the server's timeout. A cancelled
+// or timed-out call ends at once; the SDK tells the server with
+// notifications/cancelled. The server's own tool errors are returned as
+// errors, for the model to read.
+func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (string, error) {
+	in, err := t.check(args)
+	if err != nil {
+		return "", err
+	}
+	sess, err := t.srv.session()
+	if err != nil {
+		return "", err
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.srv.cfg.timeout())
+	defer cancel()
+	params := &sdk.CallToolParams{Name: t.name, Arguments: in}
+	if env.Progress != nil {
+		token := t.srv.owner.watchProgress(t.name, env.Progress)
+		defer t.srv.owner.progress.Delete(token)
+		params.SetProgressToken(token)
+	}
+	res, err := sess.CallTool(cctx, params)
+	switch {
+	case ctx.Err() != nil:
+		return "", context.Cause(ctx)
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		return "", fmt.Errorf("the MCP server %s did not finish %s within %ds (its timeout_seconds); the call was cancelled", t.srv.cfg.Name, t.name, t.srv.cfg.TimeoutSeconds)
+	case err != nil:
+		return "", fmt.Errorf("the MCP server %s failed the call: %w", t.srv.cfg.Name, err)
+	}
+	out := render(res, t.srv.owner.opts.OutputLimit)
+	if res.IsError {
+		if out == "" {
+			out = "the tool reported an error without a message"
+		}
+		return "", errors.New(out)
+	}
+	return out, nil
+}
+
+// check decodes args (empty or null read as {}) and validates them
+// against the tool's schema.
+func (t *Tool) check(args json.RawMessage) (map[string]any, error) {
+	raw := bytes.TrimSpace(args)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	var in map[string]any
+	if err := json.Unmarshal(raw, &in); err != nil || in == nil {
+		return nil, fmt.Errorf("%w: arguments must be a JSON object", tools.ErrBadArgs)
+	}
+	if err := t.schema.Validate(in); err != nil {
+		return nil, fmt.Errorf("%w: %v", tools.ErrBadArgs, err)
+	}
+	return in, nil
+}
+
+// adapt turns the server's tools into Tools: those the server's allow-
+// and deny-lists keep, whose schema herd can resolve and whose model name
+// no earlier tool took. skipped says why the others are left out.
+func (srv *server) adapt(list []*sdk.Tool) (out []*Tool, skipped []string) {
+	taken := map[string]bool{}
+	for _, st := range list {
+		if (srv.cfg.Tools != nil && !slices.Contains(*srv.cfg.Tools, st.Name)) || slices.Contains(srv.cfg.DisallowedTools, st.Name) {
+			continue
+		}
+		t, err := srv.adaptOne(st)
+		if err == nil && taken[t.spec.Name] {
+			err = fmt.Errorf("its model name %s is taken by another of the server's tools", t.spec.Name)
+		}
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", st.Name, err))
+			continue
+		}
+		taken[t.spec.Name] = true
+		out = append(out, t)
+	}
+	return out, skipped
+}
+
+func (srv *server) adaptOne(st *sdk.Tool) (*Tool, error) {
+	raw, err := json.Marshal(st.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	// No loader: a schema that refers to another document is not fetched.
+	resolved, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	desc := st.Description
+	if desc == "" {
+		desc = st.Title
+	}
+	return &Tool{
+		srv:    srv,
+		name:   st.Name,
+		spec:   tools.Spec{Name: ModelName(srv.cfg.Name, st.Name), Description: desc, Parameters: raw},
+		schema: resolved,
+	}, nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// everythingServer is the npm package @modelcontextprotocol/server-everything
+// that `make test` (and so .ci/run) installs under .cache/mcp.
+const everythingServer = ".cache/mcp/node_modules/.bin/mcp-server-everything"
+
+// A real third-party MCP server over stdio, end to end: the demo lead
+// delegates to a subagent type whose tools list names the server's echo
+// tool, the subagent calls it, and its result reaches the task's
+// ToolMessage; a plain user, for whom the stdio server is not (use:
+// admins by default), is not offered the tool at all.
+func TestMCPServerEverything(t *testing.T) {
+	bin, err := filepath.Abs(everythingServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)
+	}
+	p := startHerdWith(t, t.TempDir(),
+		"HERD_MCP_SERVERS=[{name: everything, command: '"+bin+"', timeout_seconds: 30}]",
+		"HERD_SUBAGENTS_AGENTS={echoer: {description: Echoes with the everything server., tools: ['mcp:everything/echo']}}",
+	)
+	admin := p.signIn()
+	const ask = `- echoer: use everything/echo with {"message":"hello from herd <b>"}`
+
+	var th struct{ ID string }
+	admin.call("POST", "/api/threads", map[string]string{"title": "mcp"}, &th)
+	got := admin.send(th.ID, ask)
+	var result string
+	for _, m := range got.Messages {
+		if m.Type == "tool" && m.Name == "task" {
+			result = m.Content
+		}
+	}
+	if !strings.Contains(result, "Echo: hello from herd <b>") || !strings.Contains(result, "Task Succeeded") {
+		t.Errorf("the task's result = %q, want the echo tool's answer", result)
+	}
+	// The card's steps: the call, and the tool's result as a tool step.
+	var ev struct {
+		Events json.RawMessage `json:"events"`
+	}
+	admin.call("GET", "/api/threads/"+th.ID+"/events?event_types=subagent.step&limit=100", nil, &ev)
+	for _, want := range []string{`"tool_name":"mcp__everything__echo"`, `Echo: hello from herd \u003cb\u003e`} {
+		if !strings.Contains(string(ev.Events), want) {
+			t.Errorf("the subagent's steps lack %s: %s", want, ev.Events)
+		}
+	}
+
+	var status struct {
+		Servers []struct {
+			Name, State, Transport string
+			Tools                  []string
+		} `json:"servers"`
+	}
+	admin.call("GET", "/api/admin/mcp", nil, &status)
+	if len(status.Servers) != 1 || status.Servers[0].State != "connected" || status.Servers[0].Transport != "stdio" ||
+		!slices.Contains(status.Servers[0].Tools, "mcp:everything/echo") {
+		t.Errorf("GET /api/admin/mcp = %+v, want everything connected over stdio with its echo tool", status.Servers)
+	}
+
+	const pw = "a long and unusual passphrase 7"
+	admin.call("POST", "/api/admin/users", map[string]string{"email": "user@example.com", "password": pw, "role": "user"}, nil)
+	user := p.signInAs("user@example.com", pw)
+	var uth struct{ ID string }
+	user.call("POST", "/api/threads", map[string]string{"title": "mcp"}, &uth)
+	for _, m := range user.send(uth.ID, ask).Messages {
+		if m.Type == "tool" && m.Name == "task" && (!strings.Contains(m.Content, "not among my tools") || strings.Contains(m.Content, "Echo:")) {
+			t.Errorf("a plain user's subagent was offered the admins' MCP tool: %q", m.Content)
+		}
+	}
+}
