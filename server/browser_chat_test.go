@@ -79,7 +79,7 @@ func TestBrowserChat(t *testing.T) {
 	b.shot("answered")
 
 	// A reload rebuilds the same conversation from the database.
-	b.do("reload", chromedp.Reload())
+	b.reload()
 	b.waitFor("messages after reload", `document.querySelectorAll("article.msg").length === 2`, 10*time.Second)
 	after := evalAs[string](b, `document.querySelector("#messages").innerText`)
 	if after != before {
@@ -94,7 +94,7 @@ func TestBrowserChat(t *testing.T) {
 	b.waitFor("the answer", `document.querySelectorAll("article.msg-ai .msg-body").length === 2 && !document.querySelector(".msg-streaming")`, 20*time.Second)
 	for _, when := range []string{"live", "after reload"} {
 		if when == "after reload" {
-			b.do("reload", chromedp.Reload())
+			b.reload()
 			b.waitFor("messages after reload", `document.querySelectorAll("article.msg").length === 4`, 10*time.Second)
 		}
 		if n := evalAs[int](b, `document.querySelectorAll("#messages script, #messages img[onerror], #messages [onerror]").length`); n != 0 {
@@ -111,7 +111,7 @@ func TestBrowserChat(t *testing.T) {
 
 	// A phone-width screen: no horizontal scroll, composer reachable.
 	b.do("phone viewport", chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile))
-	b.do("reload", chromedp.Reload())
+	b.reload()
 	b.waitFor("messages", `document.querySelectorAll("article.msg").length === 4`, 10*time.Second)
 	if w := evalAs[int](b, `document.documentElement.scrollWidth`); w > 375 {
 		t.Errorf("page is %d px wide on a 375 px screen", w)

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
 
 // TestBrowserContextNote: in a thread that outgrew its model's window, the
@@ -43,7 +41,7 @@ func TestBrowserContextNote(t *testing.T) {
 	b.shot("context-note")
 	page := evalAs[string](b, `document.querySelector("#messages").innerText`)
 
-	b.do("reload", chromedp.Reload())
+	b.reload()
 	b.waitFor("the thread after reload", `document.querySelectorAll("article.msg-ai").length === 6`, 10*time.Second)
 	if got := evalAs[string](b, last); got != live {
 		t.Errorf("note after reload %q, live %q", got, live)

@@ -21,7 +21,10 @@ export function messageElement(m, labels) {
 	const body = node.querySelector(".msg-body");
 	// The one innerHTML: the server rendered and sanitized this field.
 	if (m.html) body.innerHTML = m.html;
-	else body.remove();
+	else {
+		body.remove();
+		node.querySelector(".msg-actions").remove();
+	}
 	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note:not(.msg-context)").remove();
 	fillContextNote(node.querySelector(".msg-context"), m.additional_kwargs?.context_trimmed);
 	// Reasoning is text in its own collapsed block, never part of the body.

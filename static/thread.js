@@ -4,6 +4,7 @@
 
 import { Cards } from "./cards.js";
 import { Composer } from "./composer.js";
+import { addCodeButtons, listenCopy } from "./copy.js";
 import { intAttr } from "./dom.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
@@ -33,7 +34,10 @@ export class ThreadPage {
 		this.older = new OlderMessages({
 			threadID: this.threadID,
 			list: this.list,
-			onLoaded: (nodes) => this.cards.adoptUnder(nodes),
+			onLoaded: (nodes) => {
+				this.cards.adoptUnder(nodes);
+				for (const n of nodes) addCodeButtons(n);
+			},
 			showError: (text) => this.composer.showError(text),
 		});
 		// Frame types this page understands; any other type (ping, and
@@ -60,6 +64,7 @@ export class ThreadPage {
 		document.addEventListener("herd:frame", (ev) => this.handleFrame(ev.detail));
 		this.composer.listen();
 		this.older.listen();
+		listenCopy(this.list);
 		this.follower.jump();
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
@@ -116,6 +121,7 @@ export class ThreadPage {
 			if (streaming) streaming.replaceWith(node);
 			else this.list.append(node);
 			this.cards.mount(node, m);
+			addCodeButtons(node);
 		});
 	}
 

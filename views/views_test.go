@@ -400,17 +400,17 @@ func TestMessage(t *testing.T) {
 		{
 			name: "human",
 			m:    MessageView{ID: "a", Seq: 7, Type: "human", HTML: "<p>hi <em>there</em></p>"},
-			want: `<article class="msg msg-human" id="msg-a" data-seq="7" data-run-id=""><div class="msg-body"><p>hi <em>there</em></p></div></article>`,
+			want: `<article class="msg msg-human" id="msg-a" data-seq="7" data-run-id=""><div class="msg-body"><p>hi <em>there</em></p></div><div class="msg-actions"><button type="button" class="msg-copy button-quiet">Copy</button></div></article>`,
 		},
 		{
 			name: "ai with model",
 			m:    MessageView{ID: "b", Seq: 8, Type: "ai", HTML: "<p>ok</p>", ModelName: "demo-fast", ModelLabel: "Demo Fast"},
-			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-meta" title="demo-fast">Demo Fast</p></article>`,
+			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><div class="msg-actions"><button type="button" class="msg-copy button-quiet">Copy</button></div><p class="msg-meta" title="demo-fast">Demo Fast</p></article>`,
 		},
 		{
 			name: "ai with an unknown model",
 			m:    MessageView{ID: "b", Seq: 8, Type: "ai", HTML: "<p>ok</p>", ModelName: "gone"},
-			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-meta" title="gone">gone</p></article>`,
+			want: `<article class="msg msg-ai" id="msg-b" data-seq="8" data-run-id=""><div class="msg-body"><p>ok</p></div><div class="msg-actions"><button type="button" class="msg-copy button-quiet">Copy</button></div><p class="msg-meta" title="gone">gone</p></article>`,
 		},
 		{
 			name: "ai with only a tool call",
@@ -420,7 +420,7 @@ func TestMessage(t *testing.T) {
 		{
 			name: "ai whose run left turns out",
 			m:    MessageView{ID: "e", Seq: 11, Type: "ai", HTML: "<p>ok</p>", ModelName: "m", Trimmed: &ContextTrim{Sent: 3, Total: 11}},
-			want: `<article class="msg msg-ai" id="msg-e" data-seq="11" data-run-id=""><div class="msg-body"><p>ok</p></div><p class="msg-note msg-context">Earlier messages were left out of this answer to fit the model's context window (<span class="context-sent">3</span> of <span class="context-total">11</span> turns sent).</p><p class="msg-meta" title="m">m</p></article>`,
+			want: `<article class="msg msg-ai" id="msg-e" data-seq="11" data-run-id=""><div class="msg-body"><p>ok</p></div><div class="msg-actions"><button type="button" class="msg-copy button-quiet">Copy</button></div><p class="msg-note msg-context">Earlier messages were left out of this answer to fit the model's context window (<span class="context-sent">3</span> of <span class="context-total">11</span> turns sent).</p><p class="msg-meta" title="m">m</p></article>`,
 		},
 		{
 			name: "tool",
