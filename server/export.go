@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -43,7 +42,7 @@ func (s *Server) apiThreadExport(c echo.Context) error {
 		}
 		c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.json"`, name))
 		return c.JSONPretty(http.StatusOK, map[string]any{
-			"thread": newThreadJSON(t), "messages": out, "exported_at": time.Now().UTC(),
+			"thread": newThreadJSON(t), "messages": out, "exported_at": s.now().UTC(),
 		}, "  ")
 	}
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.md"`, name))
@@ -69,16 +68,8 @@ func exportName(t *models.Thread) string {
 // heading saying who wrote it and when, a task's result quoted under the
 // answer that delegated it, other tools' output in code blocks.
 func (s *Server) threadMarkdown(t *models.Thread, msgs []models.Message) string {
-	labels := map[string]string{}
-	for _, m := range s.rt.Models() {
-		labels[m.Name] = m.Label()
-	}
 	var b strings.Builder
-	title := t.Title
-	if title == "" {
-		title = "Untitled thread"
-	}
-	fmt.Fprintf(&b, "# %s\n\n_Exported from herd on %s._\n", title, time.Now().UTC().Format("2 January 2006, 15:04 UTC"))
+	fmt.Fprintf(&b, "# %s\n\n_Exported from herd on %s._\n", threadItem(t).Title, s.now().UTC().Format("2 January 2006, 15:04 UTC"))
 	tasks := map[string]agent.ToolCall{}
 	for _, m := range msgs {
 		when := m.CreatedAt.UTC().Format("2006-01-02 15:04")
@@ -87,7 +78,7 @@ func (s *Server) threadMarkdown(t *models.Thread, msgs []models.Message) string 
 			fmt.Fprintf(&b, "\n## You · %s\n\n%s\n", when, strings.TrimSpace(m.Content))
 		case agent.TypeAI:
 			who := "Assistant"
-			if l := labels[m.ModelName]; l != "" {
+			if l := s.labels[m.ModelName]; l != "" {
 				who += " (" + l + ")"
 			}
 			fmt.Fprintf(&b, "\n## %s · %s\n", who, when)
