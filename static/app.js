@@ -7,6 +7,7 @@
 // thread.js and the modules it imports; the new-thread page only the
 // composer.
 
+import { copyText } from "./copy.js";
 import { threadLists } from "./threadlist.js";
 
 // Copy buttons are rendered hidden: they only work with this script and a
@@ -18,12 +19,7 @@ function copyButtons() {
 		if (!field) continue;
 		button.hidden = false;
 		button.addEventListener("click", async () => {
-			try {
-				await navigator.clipboard.writeText(field.value);
-				button.textContent = "Copied";
-			} catch {
-				field.select();
-			}
+			if (!(await copyText(button, field.value))) field.select();
 		});
 	}
 }

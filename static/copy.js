@@ -29,16 +29,25 @@ export function addCodeButtons(node) {
 	}
 }
 
-async function copy(button) {
+function copy(button) {
 	const text = button.matches(".code-copy")
 		? (button.parentElement.querySelector("code") ?? button.parentElement).textContent.replace(/^Copy/, "")
 		: button.closest(".msg").querySelector(".msg-body").innerText;
+	copyText(button, text);
+}
+
+// copyText puts text on the clipboard and says so on button for a moment;
+// it reports whether the clipboard took it.
+export async function copyText(button, text) {
 	const label = button.textContent;
+	let ok = true;
 	try {
 		await navigator.clipboard.writeText(text);
 		button.textContent = "Copied";
 	} catch {
+		ok = false;
 		button.textContent = "Copy failed";
 	}
 	setTimeout(() => (button.textContent = label), FLASH_MS);
+	return ok;
 }
