@@ -130,31 +130,30 @@ func (h *Hub) OnCommit(recs []models.Record) {
 // Delta streams text of an AI message being written (agent.Publisher). It
 // goes through the thread's shard, behind the records committed before it.
 func (h *Hub) Delta(threadID, runID, messageID, text string) {
-	if !h.watched(threadID) {
-		return
-	}
-	f := ephemeral(FrameAIDelta, threadID, runID, map[string]string{"message_id": messageID, "text": text})
-	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+	h.stream(FrameAIDelta, threadID, runID, "message_id", messageID, text)
 }
 
 // Reasoning streams the model's reasoning for an AI message being written
 // (agent.Publisher), apart from its text: the page shows it in the
 // message's collapsed Thinking block.
 func (h *Hub) Reasoning(threadID, runID, messageID, text string) {
-	if !h.watched(threadID) {
-		return
-	}
-	f := ephemeral(FrameAIReasoning, threadID, runID, map[string]string{"message_id": messageID, "text": text})
-	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+	h.stream(FrameAIReasoning, threadID, runID, "message_id", messageID, text)
 }
 
 // Progress implements agent.ProgressPublisher: a running tool's progress
 // on task taskID's card, sent only to the thread's live clients.
 func (h *Hub) Progress(threadID, runID, taskID, text string) {
+	h.stream(FrameTaskProgress, threadID, runID, "task_id", taskID, text)
+}
+
+// stream sends an ephemeral frame {key: id, text} to the thread's live
+// clients through its shard, behind the records committed before it;
+// nothing when nobody watches the thread.
+func (h *Hub) stream(typ, threadID, runID, key, id, text string) {
 	if !h.watched(threadID) {
 		return
 	}
-	f := ephemeral(FrameTaskProgress, threadID, runID, map[string]string{"task_id": taskID, "text": text})
+	f := ephemeral(typ, threadID, runID, map[string]string{key: id, "text": text})
 	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
 }
 
