@@ -218,6 +218,11 @@ type limitedConn struct {
 	closed bool
 }
 
+// NetConn returns the connection under the limit's accounting, as
+// tls.Conn does: the hub writes frames on it with writev, which only a
+// socket itself offers (client.flush).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.l.release(c)

@@ -118,37 +118,46 @@ func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
 		return html
 	}}
 	typ, data := ev.Frame(opts)
-	f := &frame{seq: e.Seq, full: encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)}
+	var redact func() []byte
 	switch ev.(type) {
 	case agent.TaskStep, agent.TaskEnd, agent.RunEnd: // the payloads that carry token figures
-		f.redact = func() []byte {
+		redact = func() []byte {
 			opts.Redact = true
 			typ, data := ev.Frame(opts)
 			return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		}
 	}
-	return f, nil
+	return newFrame(e.Seq, encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data), redact), nil
 }
 
-// frame is one encoded frame in both token-gate variants. redacted is the
-// same slice as full when the frame carries no token figure.
+// frame is one frame as it goes on the wire — a WebSocket text frame,
+// header and payload, encoded once and written as is to every client —
+// in both token-gate variants.
 type frame struct {
 	seq  int64 // 0 for ephemeral frames
 	full []byte
-	// redact builds the token-gated variant, only when a client needs it
-	// (any client while the gate is off); nil when the frame has no token
-	// figure to hide.
+	// redact builds the payload of the token-gated variant, only when a
+	// client needs it (any client while the gate is off); nil when the
+	// frame has no token figure to hide.
 	redact   func() []byte
 	once     sync.Once
 	redacted []byte
 }
 
-// bytes returns the frame with its token figures, or without them.
-func (f *frame) bytes(figures bool) []byte {
+// newFrame frames payload for the wire.
+func newFrame(seq int64, payload []byte, redact func() []byte) *frame {
+	return &frame{seq: seq, full: appendTextFrame(make([]byte, 0, len(payload)+10), payload), redact: redact}
+}
+
+// wire returns the frame with its token figures, or without them.
+func (f *frame) wire(figures bool) []byte {
 	if figures || f.redact == nil {
 		return f.full
 	}
-	f.once.Do(func() { f.redacted = f.redact() })
+	f.once.Do(func() {
+		p := f.redact()
+		f.redacted = appendTextFrame(make([]byte, 0, len(p)+10), p)
+	})
 	return f.redacted
 }
 
@@ -170,5 +179,5 @@ func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string,
 
 // ephemeral builds a frame that is not persisted (seq null).
 func ephemeral(typ, threadID, runID string, data any) *frame {
-	return &frame{full: encodeEnvelope(0, time.Time{}, typ, threadID, runID, data)}
+	return newFrame(0, encodeEnvelope(0, time.Time{}, typ, threadID, runID, data), nil)
 }

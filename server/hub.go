@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -62,8 +60,9 @@ type Hub struct {
 	count atomic.Int64
 	// closing is closed by Close: each client delivers what it has, then
 	// says going-away, and the shards stop.
-	closing    chan struct{}
-	shards     []chan []item
+	closing chan struct{}
+	shards  []chan []item
+	// shardsDone counts the shards and the ping loop.
 	shardsDone sync.WaitGroup
 }
 
@@ -97,6 +96,8 @@ func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
 		h.shardsDone.Add(1)
 		go h.runShard(h.shards[k])
 	}
+	h.shardsDone.Add(1)
+	go h.pingLoop()
 	return h
 }
 
@@ -187,17 +188,51 @@ func (h *Hub) runShard(in <-chan []item) {
 		case <-h.closing:
 			return
 		case items := <-in:
-			for _, it := range items {
-				f := it.frame
-				if f == nil {
-					var err error
-					if f, err = h.recordFrame(it.rec); err != nil {
-						h.log.Error("hub: encode frame", "thread", it.threadID, "seq", it.rec.Seq(), "err", err)
-						continue
-					}
-				}
-				h.publish(it.threadID, f)
+			h.publishItems(items)
+		}
+	}
+}
+
+// publishItems encodes items and offers each thread's frames to its
+// clients together: one offer per client and commit, not per frame.
+func (h *Hub) publishItems(items []item) {
+	var fs []*frame
+	for i, it := range items {
+		f := it.frame
+		if f == nil {
+			var err error
+			if f, err = h.recordFrame(it.rec); err != nil {
+				h.log.Error("hub: encode frame", "thread", it.threadID, "seq", it.rec.Seq(), "err", err)
 			}
+		}
+		if f != nil {
+			fs = append(fs, f)
+		}
+		if len(fs) > 0 && (i == len(items)-1 || items[i+1].threadID != it.threadID) {
+			h.publish(it.threadID, fs)
+			fs = nil
+		}
+	}
+}
+
+// pingLoop asks every client for a keepalive each PingInterval; clients
+// hold no timer of their own.
+func (h *Hub) pingLoop() {
+	defer h.shardsDone.Done()
+	t := time.NewTicker(h.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.closing:
+			return
+		case <-t.C:
+			h.mu.RLock()
+			for _, cs := range h.subs {
+				for c := range cs {
+					c.post(func(w *work) { w.ping = true })
+				}
+			}
+			h.mu.RUnlock()
 		}
 	}
 }
@@ -220,11 +255,11 @@ func (h *Hub) watched(threadID string) bool {
 	return len(h.subs[threadID]) > 0
 }
 
-func (h *Hub) publish(threadID string, f *frame) {
+func (h *Hub) publish(threadID string, fs []*frame) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for c := range h.subs[threadID] {
-		c.offer(f)
+		c.offer(fs...)
 	}
 }
 
@@ -243,13 +278,13 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 				html = h.md.Render(r)
 			}
 		}
-		f := &frame{seq: m.Seq, full: encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false))}
+		var redact func() []byte
 		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
-			f.redact = func() []byte {
+			redact = func() []byte {
 				return encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, true))
 			}
 		}
-		return f, nil
+		return newFrame(m.Seq, encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false)), redact), nil
 	case r.Event != nil:
 		f, err := eventFrame(r.Event, h.md)
 		if err != nil {
@@ -260,41 +295,20 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 	return nil, errors.New("record is neither a message nor an event")
 }
 
-// client is one WebSocket connection subscribed to one thread.
-type client struct {
-	h        *Hub
-	threadID string
-	conn     *websocket.Conn
-	send     chan *frame
-	// wake is signalled when a frame did not fit in send: the client has
-	// fallen behind and reads what it missed from the database, where
-	// every persisted frame is committed before it is offered.
-	wake chan struct{}
-	// pong carries the payload of the client's latest ping from the read
-	// loop to the write loop, which answers it (see writeLoop).
-	pong chan string
-	// out holds the frames of one write, encoded (see flush).
-	out []byte
-}
-
-// offer queues f without ever blocking the publisher.
-func (c *client) offer(f *frame) {
-	select {
-	case c.send <- f:
-	default:
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // ErrClosed is Serve's answer once the hub is closing.
 var ErrClosed = errors.New("hub: closed")
 
-// Serve runs one WebSocket client of thread threadID until it disconnects,
-// is cut, or ctx ends: subscribe first, replay every record with
-// seq > afterSeq from the database, then stream live (docs/API.md).
+// Serve takes on one WebSocket client of thread threadID and returns once
+// it is connected: subscribed first, then it is sent every record with
+// seq > afterSeq from the database, then live frames (docs/API.md), until
+// it disconnects, is cut, or ctx ends. ctx must outlive the request that
+// asked for the socket. closed is called once the socket is over, in
+// every case, the errors included.
+//
+// The socket then costs one parked goroutine, its read loop, and no
+// buffer but gorilla's small read buffer: frames are written by a drain
+// goroutine that runs only while there is something to write
+// (docs/PERFORMANCE.md, idle sockets).
 //
 // upgrade completes the WebSocket handshake. Serve calls it only once the
 // hub has taken the client on, so a client that has been told it is
@@ -304,35 +318,37 @@ var ErrClosed = errors.New("hub: closed")
 // with a bare going-away and none of the terminal frames
 // (TestCloseDuringHandshake). Once the hub is closing, Serve returns
 // ErrClosed without calling upgrade; an upgrade error is returned as is.
-func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64) error {
+func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64, closed func()) error {
 	if !h.join() {
+		closed()
 		return ErrClosed
 	}
-	defer h.wg.Done()
 	conn, err := upgrade()
 	if err != nil {
+		h.wg.Done()
+		closed()
 		return err
 	}
-	c := &client{h: h, threadID: threadID, conn: conn, send: make(chan *frame, h.opts.SendBuffer), wake: make(chan struct{}, 1), pong: make(chan string, 1)}
+	c := newClient(ctx, h, conn, threadID, afterSeq)
 	if !h.subscribe(c) {
 		_ = conn.Close()
+		h.wg.Done()
+		closed()
 		return nil
 	}
-	defer h.unsubscribe(c)
 	h.count.Add(1)
-	defer h.count.Add(-1)
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	readDone := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	go func() {
-		defer close(readDone)
-		defer cancel()
+		defer h.wg.Done()
+		defer closed()
+		defer h.count.Add(-1)
+		defer h.unsubscribe(c)
+		defer stop()
 		c.readLoop()
+		c.hangUp()
+		c.drains.Wait()
 	}()
-	c.writeLoop(ctx, afterSeq)
-	_ = conn.Close()
-	<-readDone
+	c.post(func(*work) {}) // the catch-up from afterSeq
 	return nil
 }
 
@@ -360,6 +376,9 @@ func (h *Hub) subscribe(c *client) bool {
 		h.subs[c.threadID] = map[*client]struct{}{}
 	}
 	h.subs[c.threadID][c] = struct{}{}
+	if h.closed {
+		c.post(func(w *work) { w.farewell = true })
+	}
 	return true
 }
 
@@ -372,13 +391,18 @@ func (h *Hub) unsubscribe(c *client) {
 	}
 }
 
-// Close disconnects every client with a going-away frame and waits (until
-// ctx ends) for their goroutines.
+// Close disconnects every client with a going-away frame, after what it
+// has not seen yet, and waits (until ctx ends) for their goroutines.
 func (h *Hub) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
 		close(h.closing)
+		for _, cs := range h.subs {
+			for c := range cs {
+				c.post(func(w *work) { w.farewell = true })
+			}
+		}
 	}
 	h.mu.Unlock()
 	done := make(chan struct{})
@@ -400,265 +424,4 @@ func (h *Hub) Close(ctx context.Context) error {
 		<-done
 		return fmt.Errorf("hub: close: %w", ctx.Err())
 	}
-}
-
-// clientFrame is the one frame a client may send.
-type clientFrame struct {
-	Type string `json:"type"`
-}
-
-// readLoop reads client frames: pings are allowed, anything else valid is
-// ignored (the stream is push-only); an oversized frame closes with 1009
-// (gorilla does it on ErrReadLimit), a malformed one with 1003.
-func (c *client) readLoop() {
-	conn := c.conn
-	conn.SetReadLimit(c.h.opts.ReadLimit)
-	deadline := func() { _ = conn.SetReadDeadline(time.Now().Add(2*c.h.opts.PingInterval + 15*time.Second)) }
-	deadline()
-	conn.SetPongHandler(func(string) error { deadline(); return nil })
-	conn.SetPingHandler(func(data string) error {
-		// Only the newest ping needs an answer (RFC 6455 §5.5.3).
-		select {
-		case <-c.pong:
-		default:
-		}
-		c.pong <- data
-		return nil
-	})
-	for {
-		mt, data, err := conn.ReadMessage()
-		if err != nil {
-			return
-		}
-		deadline()
-		if err := decodeClientFrame(mt, data); err != nil {
-			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, err.Error()), time.Now().Add(time.Second))
-			return
-		}
-	}
-}
-
-// decodeClientFrame accepts a text frame holding a JSON object with a
-// non-empty string type; anything else is unsupported data.
-func decodeClientFrame(messageType int, data []byte) error {
-	if messageType != websocket.TextMessage {
-		return errors.New("frames must be text")
-	}
-	var f clientFrame
-	if err := json.Unmarshal(data, &f); err != nil || f.Type == "" {
-		return errors.New("frames must be JSON objects with a type")
-	}
-	return nil
-}
-
-// writeLoop replays what the client missed, then streams live frames.
-// Whenever it falls behind (a frame did not fit in its queue, or a seq is
-// missing) it catches up from the database again, so a client never loses
-// a persisted frame nor sees one twice. A client that stops reading is
-// disconnected by the write deadline; others never wait for it.
-//
-// It is the only goroutine that writes on the socket while the connection
-// lives: frames go out through flush, bypassing gorilla's writer, so it
-// also answers the client's pings, which gorilla would answer from the
-// read loop. The read side still writes the close frame that ends a
-// connection (a bad client frame, a close from the client); that is one
-// whole frame in one Write, and Writes on a net.Conn never interleave
-// (internal/poll holds the socket's write lock for a whole Write, and
-// tls.Conn its output lock), so it lands between two batches, never
-// inside one.
-func (c *client) writeLoop(ctx context.Context, afterSeq int64) {
-	last, catchUp, first := afterSeq, true, true
-	ping := time.NewTicker(c.h.opts.PingInterval)
-	defer ping.Stop()
-	for {
-		if catchUp {
-			prev := last
-			var ok bool
-			if last, ok = c.replay(ctx, last); !ok {
-				return
-			}
-			if first && last == prev && prev > 0 {
-				if last, ok = c.checkCursor(ctx, last); !ok {
-					return
-				}
-			}
-			catchUp, first = false, false
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.h.closing:
-			c.farewell(ctx, last)
-			return
-		case <-c.wake:
-			catchUp = true
-		case f := <-c.send:
-			var ok bool
-			if last, catchUp, ok = c.writeQueued(f, last); !ok {
-				return
-			}
-		case data := <-c.pong:
-			if c.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.h.opts.WriteTimeout)) != nil {
-				return
-			}
-		case <-ping.C:
-			if !c.add(ephemeral(FramePing, c.threadID, "", map[string]any{})) || !c.flush() {
-				return
-			}
-			if c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.h.opts.WriteTimeout)) != nil {
-				return
-			}
-		}
-	}
-}
-
-// maxWriteBytes bounds one write of queued frames (a single larger frame
-// is written whole): at a few hundred bytes a frame, a write carries
-// dozens, and what a client keeps between writes stays small.
-const maxWriteBytes = 32 << 10
-
-// writeQueued writes f and the frames already queued behind it in one
-// write, so a burst costs one syscall per client instead of one per frame
-// (BenchmarkLiveLatency; docs/PERFORMANCE.md). Each frame passes the seq
-// rules in order: a persisted frame already sent is skipped, and one after
-// a gap ends the batch and asks for a catch-up from the database, before
-// which nothing queued behind it may be written. It returns the last seq
-// written and whether a catch-up is due.
-func (c *client) writeQueued(f *frame, last int64) (int64, bool, bool) {
-	gap := false
-	for {
-		switch {
-		case f.seq > 0 && f.seq <= last: // already sent
-		case f.seq > last+1:
-			gap = true // the missing records are in the database
-		default:
-			if f.seq > 0 {
-				last = f.seq
-			}
-			if !c.add(f) {
-				return last, gap, false
-			}
-		}
-		if gap || len(c.out) >= maxWriteBytes {
-			break
-		}
-		var more bool
-		select {
-		case f, more = <-c.send:
-		default:
-		}
-		if !more {
-			break
-		}
-	}
-	return last, gap, c.flush()
-}
-
-// farewell delivers what the client has not seen yet — the terminal
-// frames a shutdown produced — then closes with going-away.
-func (c *client) farewell(ctx context.Context, last int64) {
-	if _, ok := c.replay(ctx, last); !ok {
-		return
-	}
-	_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
-}
-
-// replay writes every persisted record after seq after, page by page,
-// until the database has none left, and returns the last seq written.
-func (c *client) replay(ctx context.Context, after int64) (int64, bool) {
-	for {
-		recs, err := c.h.store.Since(ctx, c.threadID, after, c.h.opts.ReplayPage)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.h.log.Warn("hub: replay", "thread", c.threadID, "err", err)
-			}
-			return after, false
-		}
-		for _, r := range recs {
-			f, err := c.h.recordFrame(r)
-			if err != nil {
-				c.h.log.Error("hub: encode replay frame", "thread", c.threadID, "seq", r.Seq(), "err", err)
-			} else if !c.add(f) {
-				return after, false
-			}
-			after = r.Seq()
-		}
-		if !c.flush() {
-			return after, false
-		}
-		if len(recs) < c.h.opts.ReplayPage {
-			return after, true
-		}
-	}
-}
-
-// checkCursor never trusts a client's cursor blindly: one past the
-// thread's last seq (a restored backup) would make the client drop every
-// record up to it. Such a client gets a resync frame with the current last
-// seq and is served from there; the page reloads the thread. It runs only
-// when the first replay found nothing newer than the cursor.
-func (c *client) checkCursor(ctx context.Context, cursor int64) (int64, bool) {
-	last, err := c.h.store.LastSeq(ctx, c.threadID)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.h.log.Warn("hub: check cursor", "thread", c.threadID, "err", err)
-		}
-		return cursor, false
-	}
-	if cursor <= last {
-		return cursor, true
-	}
-	c.h.log.Info("hub: client cursor past the thread's end; resync", "thread", c.threadID, "cursor", cursor, "last_seq", last)
-	f := ephemeral(FrameResync, c.threadID, "", map[string]any{"last_seq": last})
-	return last, c.add(f) && c.flush()
-}
-
-// add encodes f as a WebSocket text frame, as this client may see it,
-// behind the frames waiting in out; it flushes first when out is full.
-func (c *client) add(f *frame) bool {
-	if len(c.out) >= maxWriteBytes && !c.flush() {
-		return false
-	}
-	c.out = appendTextFrame(c.out, f.bytes(c.h.opts.TokenUsage()))
-	return true
-}
-
-// flush writes out in one Write on the socket, under the write deadline.
-func (c *client) flush() bool {
-	if len(c.out) == 0 {
-		return true
-	}
-	nc := c.conn.NetConn()
-	_ = nc.SetWriteDeadline(time.Now().Add(c.h.opts.WriteTimeout))
-	_, err := nc.Write(c.out)
-	c.out = c.out[:0]
-	if cap(c.out) > 2*maxWriteBytes {
-		c.out = nil // a huge frame's buffer need not stay with the client
-	}
-	if err != nil && isTimeoutErr(err) && c.h.opts.OnDrop != nil {
-		c.h.opts.OnDrop()
-	}
-	return err == nil
-}
-
-// appendTextFrame appends payload as one final, unmasked text frame (RFC
-// 6455 §5.2: a server never masks).
-func appendTextFrame(b, payload []byte) []byte {
-	const finText = 0x80 | websocket.TextMessage
-	switch n := len(payload); {
-	case n <= 125:
-		b = append(b, finText, byte(n))
-	case n <= 0xffff:
-		b = append(b, finText, 126)
-		b = binary.BigEndian.AppendUint16(b, uint16(n))
-	default:
-		b = append(b, finText, 127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
-	return append(b, payload...)
-}
-
-func isTimeoutErr(err error) bool {
-	var ne interface{ Timeout() bool }
-	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -113,7 +113,7 @@ func (r *sockets) closeWhere(reason closeReason, match func(*socket) bool) {
 		if sk.conn != nil {
 			sayClose(sk.conn, reason)
 		}
-		sk.cancel() // the hub's write loop ends and closes the connection
+		sk.cancel() // the hub closes the connection (Hub.Serve)
 	}
 }
 

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -21,8 +23,11 @@ func (s *Server) stream(c echo.Context) error {
 	}
 	bearer := c.Get(ctxBearer) != nil
 	up := websocket.Upgrader{
-		ReadBufferSize:  4096,
-		WriteBufferSize: 16384,
+		// A client only sends pings, and the hub writes its frames on the
+		// socket itself (Hub.Serve): an idle socket holds a small read
+		// buffer and no write buffer (docs/PERFORMANCE.md, idle sockets).
+		ReadBufferSize:  socketReadBuffer,
+		WriteBufferPool: socketWriteBuffers,
 		CheckOrigin: func(r *http.Request) bool {
 			return bearer || s.sameOrigin(r)
 		},
@@ -30,9 +35,12 @@ func (s *Server) stream(c echo.Context) error {
 	if !bearer && !s.sameOrigin(c.Request()) {
 		return &apiError{http.StatusForbidden, "bad_origin", "cross-origin WebSocket refused"}
 	}
-	// The slot is held until Serve returns, which is after the socket
-	// has closed, so the count is exact.
+	// The slot is held until the socket has closed, so the count is
+	// exact. The socket outlives this handler (Hub.Serve returns once it
+	// is connected), so it keeps nothing of the request: not its context,
+	// which ends with the handler, nor its user.
 	u := currentUser(c)
+	uid := u.ID
 	upgrade := func() (*websocket.Conn, error) { return up.Upgrade(c.Response(), c.Request(), nil) }
 	if !s.socketCap.acquire(u.ID) {
 		if bearer {
@@ -41,18 +49,26 @@ func (s *Server) stream(c echo.Context) error {
 		refuseSocket(upgrade)
 		return nil
 	}
-	defer s.socketCap.release(u.ID)
 	// The socket lives only as long as what signed it in (sockets.go).
 	cred, _ := c.Get(ctxCredential).(string)
-	ctx, upgrade, done := s.sockets.track(c.Request().Context(), u.ID, cred, upgrade, s.credentialValid(c))
-	defer done()
-	if err := s.hub.Serve(ctx, upgrade, t.ID, after); errors.Is(err, errCredentialEnded) {
+	ctx, upgrade, done := s.sockets.track(context.Background(), uid, cred, upgrade, s.credentialValid(c))
+	closed := func() {
+		done()
+		s.socketCap.release(uid)
+	}
+	if err := s.hub.Serve(ctx, upgrade, t.ID, after, closed); errors.Is(err, errCredentialEnded) {
 		return err
 	} else if errors.Is(err, ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	}
 	return nil // the upgrader has answered its own errors
 }
+
+const socketReadBuffer = 512
+
+// socketWriteBuffers lends gorilla a write buffer for the few frames it
+// writes itself (a close), so no socket keeps one.
+var socketWriteBuffers = &sync.Pool{}
 
 // CloseTooManySockets is the close code of a browser's socket over its
 // account's cap (docs/API.md); static/socket.js shows the reason.

@@ -554,7 +554,7 @@ func TestCloseDuringHandshake(t *testing.T) {
 			<-a.hub.closing // the hub takes no new client from here on
 			return (&websocket.Upgrader{}).Upgrade(w, r, nil)
 		}
-		if err := a.hub.Serve(r.Context(), upgrade, th, 0); err != nil {
+		if err := a.hub.Serve(context.WithoutCancel(r.Context()), upgrade, th, 0, func() {}); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	}))

@@ -58,7 +58,7 @@ func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 		"HERD_METRICS_ADDR=127.0.0.1:0",
 		// Every client's socket and the API calls beside them, so the
 		// load measures herd rather than the connection cap.
-		fmt.Sprintf("HERD_SERVER_MAX_CONNECTIONS=%d", 2*o.threads*o.clients+64),
+		fmt.Sprintf("HERD_SERVER_MAX_CONNECTIONS=%d", max(2*o.threads*o.clients, o.idle)+64),
 	)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

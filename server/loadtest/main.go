@@ -38,6 +38,8 @@ type options struct {
 	p99Bar    time.Duration
 	shmWS     bool
 	soak      time.Duration
+	idle      int
+	idleBar   int64 // bytes of RSS
 }
 
 func main() {
@@ -52,13 +54,22 @@ func main() {
 	flag.DurationVar(&o.p99Bar, "p99", 100*time.Millisecond, "bar for the p99 frame latency (0: report only)")
 	flag.BoolVar(&o.shmWS, "shm-workspaces", false, "keep the thread workspaces on /dev/shm (the database stays on disk)")
 	flag.DurationVar(&o.soak, "soak", 0, "repeat rounds for this long and check that RSS, goroutines, fds and the WAL stay flat (0: one round)")
+	idleMB := flag.Int("idle-rss-mb", 256, "bar for herd's RSS with the idle sockets, MB (0: report only)")
+	flag.IntVar(&o.idle, "idle", 0, "instead of runs: hold this many idle WebSocket clients and measure herd's memory per socket")
 	flag.Parse()
+	o.idleBar = int64(*idleMB) << 20
 	if o.soak > 0 {
 		o.timeout = max(o.timeout, o.soak+5*time.Minute)
 	}
 	if o.threads < 1 || o.threads > 500 || o.clients < 1 || o.clients > 20 || o.items < 1 || o.items > 50 {
 		fmt.Fprintln(os.Stderr, "loadtest: threads 1..500, clients 1..20, items 1..50")
 		os.Exit(2)
+	}
+	if o.idle > 0 {
+		if err := raiseFileLimit(o.idle + 256); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(2)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -90,6 +101,9 @@ func drive(ctx context.Context, o options) error {
 	}
 	if o.soak > 0 {
 		return soak(ctx, o, h, dataDir)
+	}
+	if o.idle > 0 {
+		return idle(ctx, o, h)
 	}
 	f, err := load(ctx, o, h)
 	if err != nil {
