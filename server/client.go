@@ -49,12 +49,12 @@ type work struct {
 	pong     *string
 	catchUp  bool // the client just joined, or fell behind
 	frames   []*frame
-	farewell bool // the hub is closing
-	ping     bool
+	farewell bool   // the hub is closing
+	ping     *frame // a keepalive is due: this frame, then a ping
 }
 
 func (w *work) empty() bool {
-	return w.pong == nil && !w.catchUp && len(w.frames) == 0 && !w.farewell && !w.ping
+	return w.pong == nil && !w.catchUp && len(w.frames) == 0 && !w.farewell && w.ping == nil
 }
 
 func newClient(ctx context.Context, h *Hub, conn *websocket.Conn, threadID string, afterSeq int64) *client {
@@ -70,19 +70,25 @@ func newClient(ctx context.Context, h *Hub, conn *websocket.Conn, threadID strin
 // are dropped, and it reads what it missed from the database, where every
 // persisted frame is committed before it is offered.
 func (c *client) offer(fs ...*frame) {
-	c.post(func(w *work) {
-		if len(w.frames)+len(fs) > c.h.opts.SendBuffer {
-			w.catchUp = true
-			return
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return
+	}
+	w := &c.todo
+	if len(w.frames)+len(fs) > c.h.opts.SendBuffer {
+		w.catchUp = true
+	} else {
 		if w.frames == nil {
 			w.frames, c.spare = c.spare, nil
 		}
 		w.frames = append(w.frames, fs...)
-	})
+	}
+	c.startLocked()
 }
 
-// post notes work and starts a drain unless one runs.
+// post notes other work (a ping, a pong, a farewell) and starts a drain
+// unless one runs.
 func (c *client) post(note func(*work)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -90,6 +96,11 @@ func (c *client) post(note func(*work)) {
 		return
 	}
 	note(&c.todo)
+	c.startLocked()
+}
+
+// startLocked starts a drain if there is work and none runs; c.mu is held.
+func (c *client) startLocked() {
 	if !c.draining && !c.todo.empty() {
 		c.draining = true
 		c.drains.Add(1)
@@ -154,8 +165,8 @@ func (c *client) do(w work) bool {
 		c.farewell()
 		return false
 	}
-	if w.ping {
-		return c.add(ephemeral(FramePing, c.threadID, "", map[string]any{})) && c.flush() &&
+	if w.ping != nil {
+		return c.add(w.ping) && c.flush() &&
 			c.conn.WriteControl(websocket.PingMessage, nil, c.deadline()) == nil
 	}
 	return true

@@ -216,7 +216,7 @@ func (h *Hub) publishItems(items []item) {
 }
 
 // pingLoop asks every client for a keepalive each PingInterval; clients
-// hold no timer of their own.
+// hold no timer of their own, and those of a thread share its ping frame.
 func (h *Hub) pingLoop() {
 	defer h.shardsDone.Done()
 	t := time.NewTicker(h.opts.PingInterval)
@@ -227,9 +227,10 @@ func (h *Hub) pingLoop() {
 			return
 		case <-t.C:
 			h.mu.RLock()
-			for _, cs := range h.subs {
+			for threadID, cs := range h.subs {
+				f := ephemeral(FramePing, threadID, "", map[string]any{})
 				for c := range cs {
-					c.post(func(w *work) { w.ping = true })
+					c.post(func(w *work) { w.ping = f })
 				}
 			}
 			h.mu.RUnlock()
