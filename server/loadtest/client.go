@@ -16,6 +16,7 @@ import (
 // client is one WebSocket client of a thread.
 type client struct {
 	thread     string
+	home       int // the instance it connects to; a reconnect goes to the next
 	reconnect  bool
 	mu         sync.Mutex
 	seqs       []int64
@@ -37,14 +38,14 @@ type fleet struct {
 
 // attach starts perThread clients on each thread; the given share of them
 // drop and reconnect once mid-run.
-func attach(h *herd, threads []string, perThread int, reconnect float64) *fleet {
+func attach(hs herds, threads []string, perThread int, reconnect float64) *fleet {
 	fl := &fleet{done: make(chan struct{})}
 	for _, th := range threads {
 		for range perThread {
-			c := &client{thread: th, reconnect: rand.Float64() < reconnect, ended: make(chan struct{})}
+			c := &client{thread: th, home: len(fl.clients) % len(hs), reconnect: rand.Float64() < reconnect, ended: make(chan struct{})}
 			fl.clients = append(fl.clients, c)
 			fl.wg.Add(1)
-			go c.run(h, fl.done, &fl.wg)
+			go c.run(hs, fl.done, &fl.wg)
 		}
 	}
 	return fl
@@ -56,9 +57,10 @@ func (fl *fleet) stop() {
 	fl.wg.Wait()
 }
 
-func (c *client) dial(h *herd) (*websocket.Conn, error) {
+func (c *client) dial(hs herds) (*websocket.Conn, error) {
 	c.mu.Lock()
 	after := c.last
+	h := hs[(c.home+c.reconnects)%len(hs)]
 	c.mu.Unlock()
 	hdr := http.Header{"Authorization": {"Bearer " + h.tok}}
 	url := "ws" + strings.TrimPrefix(h.url, "http") + fmt.Sprintf("/api/threads/%s/stream?after_seq=%d", c.thread, after)
@@ -70,10 +72,10 @@ func (c *client) dial(h *herd) (*websocket.Conn, error) {
 }
 
 // run reads frames until stop, reconnecting once mid-run when asked to.
-func (c *client) run(h *herd, stop <-chan struct{}, wg *sync.WaitGroup) {
+func (c *client) run(hs herds, stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	for {
-		conn, err := c.dial(h)
+		conn, err := c.dial(hs)
 		if err != nil {
 			select {
 			case <-stop:
@@ -98,7 +100,9 @@ func (c *client) run(h *herd, stop <-chan struct{}, wg *sync.WaitGroup) {
 			<-read
 			return
 		case <-cut:
+			c.mu.Lock()
 			c.reconnects++
+			c.mu.Unlock()
 			conn.Close()
 			<-read
 		case <-read:

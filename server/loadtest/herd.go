@@ -34,7 +34,7 @@ var (
 	metricsListening = regexp.MustCompile(`msg="metrics are listening" url=(\S+)`)
 )
 
-func start(ctx context.Context, o options, dataDir string) (*herd, error) {
+func start(ctx context.Context, o options, dataDir string, env ...string) (*herd, error) {
 	cmd := exec.Command(o.bin, "--data-dir", dataDir, "--addr", "127.0.0.1:0")
 	n := o.threads * o.items
 	cmd.Env = append(os.Environ(),
@@ -60,6 +60,7 @@ func start(ctx context.Context, o options, dataDir string) (*herd, error) {
 		// load measures herd rather than the connection cap.
 		fmt.Sprintf("HERD_SERVER_MAX_CONNECTIONS=%d", max(2*o.threads*o.clients, o.idle)+64),
 	)
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

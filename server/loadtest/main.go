@@ -40,6 +40,8 @@ type options struct {
 	soak      time.Duration
 	idle      int
 	idleBar   int64 // bytes of RSS
+	instances int
+	postgres  string
 }
 
 func main() {
@@ -55,14 +57,16 @@ func main() {
 	flag.BoolVar(&o.shmWS, "shm-workspaces", false, "keep the thread workspaces on /dev/shm (the database stays on disk)")
 	flag.DurationVar(&o.soak, "soak", 0, "repeat rounds for this long and check that RSS, goroutines, fds and the WAL stay flat (0: one round)")
 	idleMB := flag.Int("idle-rss-mb", 256, "bar for herd's RSS with the idle sockets, MB (0: report only)")
+	flag.IntVar(&o.instances, "instances", 1, "herd instances; more than one share a PostgreSQL database (make load-cluster)")
+	flag.StringVar(&o.postgres, "postgres", "", "with -instances > 1: the PostgreSQL DSN to use (default: a throwaway cluster)")
 	flag.IntVar(&o.idle, "idle", 0, "instead of runs: hold this many idle WebSocket clients and measure herd's memory per socket")
 	flag.Parse()
 	o.idleBar = int64(*idleMB) << 20
 	if o.soak > 0 {
 		o.timeout = max(o.timeout, o.soak+5*time.Minute)
 	}
-	if o.threads < 1 || o.threads > 500 || o.clients < 1 || o.clients > 20 || o.items < 1 || o.items > 50 {
-		fmt.Fprintln(os.Stderr, "loadtest: threads 1..500, clients 1..20, items 1..50")
+	if o.threads < 1 || o.threads > 500 || o.clients < 1 || o.clients > 20 || o.items < 1 || o.items > 50 || o.instances < 1 || o.instances > 8 {
+		fmt.Fprintln(os.Stderr, "loadtest: threads 1..500, clients 1..20, items 1..50, instances 1..8")
 		os.Exit(2)
 	}
 	if o.idle > 0 {
@@ -91,6 +95,14 @@ func drive(ctx context.Context, o options) error {
 		return err
 	}
 	o.bin = bin
+	if o.instances > 1 {
+		hs, stop, err := startCluster(ctx, o, dataDir)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return report(load(ctx, o, hs))
+	}
 	h, err := start(ctx, o, dataDir)
 	if err != nil {
 		return err
@@ -105,12 +117,15 @@ func drive(ctx context.Context, o options) error {
 	if o.idle > 0 {
 		return idle(ctx, o, h)
 	}
-	f, err := load(ctx, o, h)
+	return report(load(ctx, o, herds{h}))
+}
+
+func report(f *figures, err error) error {
 	if err != nil {
 		return err
 	}
-	f.print(o)
-	return f.verdict(o)
+	f.print()
+	return f.verdict()
 }
 
 // makeDataDir makes a fresh data directory; cleanup removes it.
@@ -144,8 +159,8 @@ func makeDataDir(shmWorkspaces bool) (dir string, cleanup func(), err error) {
 // load runs one message with o.items subagents in each of o.threads
 // threads, watched by o.clients clients each, against a signed-in herd,
 // and measures it.
-func load(ctx context.Context, o options, h *herd) (*figures, error) {
-	f := &figures{}
+func load(ctx context.Context, o options, h herds) (*figures, error) {
+	f := &figures{o: o, instances: len(h)}
 	var err error
 	if f.goroutinesBefore, err = h.metric("go_goroutines"); err != nil {
 		return nil, err
@@ -185,7 +200,7 @@ func load(ctx context.Context, o options, h *herd) (*figures, error) {
 }
 
 // openThreads creates n threads and returns their ids.
-func openThreads(h *herd, n int) ([]string, error) {
+func openThreads(h server, n int) ([]string, error) {
 	threads := make([]string, n)
 	for i := range threads {
 		var th struct{ ID string }
@@ -212,13 +227,14 @@ func prompt(items int) string {
 	return b.String()
 }
 
-// startRuns sends msg to every thread at once.
-func startRuns(h *herd, threads []string, msg string) error {
+// startRuns sends msg to every thread at once, spread over the instances.
+func startRuns(hs herds, threads []string, msg string) error {
 	var startErrs atomic.Int32
 	var sw sync.WaitGroup
-	for _, th := range threads {
+	for i, th := range threads {
 		sw.Go(func() {
-			if err := h.call("POST", "/api/threads/"+th+"/runs", map[string]string{"content": msg}, nil); err != nil {
+			// Each instance runs the runs it was asked for.
+			if err := hs[i%len(hs)].call("POST", "/api/threads/"+th+"/runs", map[string]string{"content": msg}, nil); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				startErrs.Add(1)
 			}
@@ -233,7 +249,7 @@ func startRuns(h *herd, threads []string, msg string) error {
 
 // awaitRuns waits until no run is active and reports the most subagents
 // seen running at once.
-func awaitRuns(ctx context.Context, h *herd) (float64, error) {
+func awaitRuns(ctx context.Context, h server) (float64, error) {
 	peakRunning := 0.0
 	for {
 		v, _ := h.metric(`herd_subagents{status="running"}`)
@@ -252,7 +268,7 @@ func awaitRuns(ctx context.Context, h *herd) (float64, error) {
 
 // awaitClients waits until every client has seen run.end, and then
 // everything up to it.
-func awaitClients(ctx context.Context, h *herd, clients []*client) error {
+func awaitClients(ctx context.Context, h server, clients []*client) error {
 	for _, c := range clients {
 		select {
 		case <-c.ended:
@@ -264,7 +280,7 @@ func awaitClients(ctx context.Context, h *herd, clients []*client) error {
 }
 
 // persistedAll lists the seqs the database holds for each thread.
-func persistedAll(h *herd, threads []string) (map[string][]int64, error) {
+func persistedAll(h server, threads []string) (map[string][]int64, error) {
 	want := map[string][]int64{}
 	for _, th := range threads {
 		seqs, err := persisted(h, th)
@@ -279,7 +295,7 @@ func persistedAll(h *herd, threads []string) (map[string][]int64, error) {
 // settledGoroutines counts the server's goroutines once those of the
 // finished runs have returned, which takes moments; it gives up waiting
 // after five seconds.
-func settledGoroutines(h *herd, before float64) float64 {
+func settledGoroutines(h server, before float64) float64 {
 	settleBy := time.Now().Add(5 * time.Second)
 	for {
 		n, _ := h.metric("go_goroutines")
@@ -291,7 +307,7 @@ func settledGoroutines(h *herd, before float64) float64 {
 }
 
 // settle waits until every client has the last seq of its thread.
-func settle(ctx context.Context, h *herd, clients []*client) error {
+func settle(ctx context.Context, h server, clients []*client) error {
 	last := map[string]int64{}
 	for _, c := range clients {
 		if _, ok := last[c.thread]; !ok {
@@ -319,7 +335,7 @@ func settle(ctx context.Context, h *herd, clients []*client) error {
 
 // persisted lists every seq the database holds for a thread: its
 // messages and its events.
-func persisted(h *herd, thread string) ([]int64, error) {
+func persisted(h server, thread string) ([]int64, error) {
 	var th struct {
 		Messages []struct {
 			Seq int64 `json:"seq"`

@@ -10,6 +10,8 @@ import (
 
 // figures are what one load run measured.
 type figures struct {
+	o                                 options
+	instances                         int
 	clients, reconnects, replayed     int
 	records, frames, lost, dups       int
 	peakRunning                       float64
@@ -46,24 +48,29 @@ func (f *figures) p(q float64) time.Duration {
 	return f.lats[min(len(f.lats)-1, int(float64(len(f.lats))*q))]
 }
 
-func (f *figures) print(o options) {
+func (f *figures) print() {
+	o := f.o
 	where := "disk"
 	if o.shmWS {
 		where = "/dev/shm"
 	}
 	secs := f.elapsed.Seconds()
+	if f.instances > 1 {
+		fmt.Printf("%d instances on one PostgreSQL; clients spread over them, and those that reconnect go to the next one\n", f.instances)
+	}
 	fmt.Printf("threads %d, clients %d (%d reconnected mid-run), subagents %d, peak running %d; workspaces on %s\n",
 		o.threads, f.clients, f.reconnects, o.threads*o.items, int(f.peakRunning), where)
 	fmt.Printf("records persisted %d in %.2fs (%.0f/s); frames delivered %d (%.0f/s)\n",
 		f.records, secs, float64(f.records)/secs, f.frames, float64(f.frames)/secs)
 	fmt.Printf("live frame latency (commit → client): p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d frames; %d more caught up after reconnects\n",
 		ms(f.p(0.5)), ms(f.p(0.99)), ms(f.lats[len(f.lats)-1]), len(f.lats), f.replayed)
-	fmt.Printf("lost %d, duplicated %d; peak RSS %.0f MB; goroutines before %d, after %d\n",
+	fmt.Printf("lost %d, duplicated %d; peak RSS %.0f MB (the largest instance); goroutines before %d, after %d\n",
 		f.lost, f.dups, float64(f.rss)/(1<<20), int(f.goroutinesBefore), int(f.goroutinesAfter))
 }
 
 // verdict is every bar the run missed, nil when it passed.
-func (f *figures) verdict(o options) error {
+func (f *figures) verdict() error {
+	o := f.o
 	var errs []error
 	if f.lost > 0 || f.dups > 0 {
 		errs = append(errs, fmt.Errorf("%d lost, %d duplicated frames", f.lost, f.dups))

@@ -48,7 +48,7 @@ func soak(ctx context.Context, o options, h *herd, dataDir string) error {
 		return err
 	}
 	for time.Since(begin) < o.soak {
-		f, err := load(ctx, o, h)
+		f, err := load(ctx, o, herds{h})
 		if err != nil {
 			return fmt.Errorf("round %d: %w", rounds+1, err)
 		}
