@@ -15,7 +15,7 @@ func TestRunEndAndEdit(t *testing.T) {
 		{
 			name: "failed, latest",
 			m:    MessageView{Type: TypeRunEnd, End: &RunEndView{Seq: 5, RunID: "r1", Status: "failed", Notice: "The model server stopped answering (timeout after 120 s).", Error: "llm provider: gpt: timed out", Latest: true}},
-			want: `<div class="run-end run-end-failed" id="run-end-r1" data-seq="5" data-run-id="r1" data-status="failed"><p class="run-notice" role="note"><strong class="run-notice-text">The model server stopped answering (timeout after 120 s).</strong></p><details class="run-error"><summary>Details</summary> <code class="run-error-text">llm provider: gpt: timed out</code></details> <button type="button" class="run-retry button-secondary" data-run-id="r1">Retry</button></div>`,
+			want: `<div class="run-end run-end-failed" id="run-end-r1" data-seq="5" data-run-id="r1" data-status="failed"><p class="run-notice" role="note"><strong class="run-notice-text">The model server stopped answering (timeout after 120 s).</strong></p><button type="button" class="run-retry button-secondary" data-run-id="r1">Retry</button> <details class="run-error"><summary>Details</summary> <code class="run-error-text">llm provider: gpt: timed out</code></details></div>`,
 		},
 		{
 			name: "stopped, not latest",
@@ -25,7 +25,7 @@ func TestRunEndAndEdit(t *testing.T) {
 		{
 			name: "completed, latest",
 			m:    MessageView{Type: TypeRunEnd, End: &RunEndView{Seq: 7, RunID: "r3", Status: "completed", Latest: true}},
-			want: `<div class="run-end run-end-completed" id="run-end-r3" data-seq="7" data-run-id="r3" data-status="completed"><button type="button" class="run-retry button-secondary" data-run-id="r3">Regenerate</button></div>`,
+			want: `<div class="run-end run-end-completed" id="run-end-r3" data-seq="7" data-run-id="r3" data-status="completed"><button type="button" class="run-retry button-secondary" data-run-id="r3">Regenerate</button> </div>`,
 		},
 		{
 			name: "incomplete answer",
