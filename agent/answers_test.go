@@ -171,3 +171,35 @@ func TestRetryRegenerateEdit(t *testing.T) {
 		t.Errorf("%d human messages stored, want 3", humans)
 	}
 }
+
+// TestRecoveredRunCanBeRetried: a run a crash cut off says so in plain
+// words once recovery closed it, and Retry answers its message.
+func TestRecoveredRunCanBeRetried(t *testing.T) {
+	var asked atomic.Value
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(_ context.Context, req Request, _ func(string)) (Response, error) {
+		asked.Store(lastHuman(req))
+		return reply("answered", nil), nil
+	}))}})
+	ctx := context.Background()
+	open := "00000000-0000-0000-0000-0000000000aa"
+	err := h.writer.Write(ctx,
+		models.Record{Run: &models.Run{ID: open, ThreadID: h.thread, UserID: "u1", Status: models.RunRunning, ModelName: "m"}},
+		models.Record{Message: &models.Message{ID: "00000000-0000-0000-0000-0000000000bb", ThreadID: h.thread, RunID: open, Type: TypeHuman, Content: "cut off"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.rt.Recover(ctx, h.store); err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v", n, err)
+	}
+	if end := h.runEndOf(open); end.Notice != restartNotice {
+		t.Errorf("recovered run's notice = %q, want %q", end.Notice, restartNotice)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: open}); err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	if got, _ := asked.Load().(string); got != "cut off" {
+		t.Errorf("the retry answered %q, want the cut-off message", got)
+	}
+}

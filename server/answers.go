@@ -84,14 +84,31 @@ func (s *Server) apiMessageEdit(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, startedJSON(started))
 }
 
+// replaced reads which of the thread's runs later runs replaced.
+func (s *Server) replaced(ctx context.Context, threadID string) (agent.Replaced, error) {
+	runs, err := s.store.Runs(ctx, threadID)
+	if err != nil {
+		return agent.Replaced{}, err
+	}
+	return agent.ReplacedIn(runs), nil
+}
+
+// shownMessages is msgs without what the thread hides (the export's).
+func (s *Server) shownMessages(ctx context.Context, threadID string, msgs []models.Message) ([]models.Message, error) {
+	rp, err := s.replaced(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(msgs, func(m models.Message) bool { return rp.FromThread(&m) }), nil
+}
+
 // loadReplaced hides from v what later runs replaced (agent.Replaced)
 // and gathers the ends of the runs its page shows, where each ended.
 func (s *Server) loadReplaced(ctx context.Context, v *threadView) error {
-	runs, err := s.store.Runs(ctx, v.thread.ID)
+	rp, err := s.replaced(ctx, v.thread.ID)
 	if err != nil {
 		return err
 	}
-	rp := agent.ReplacedIn(runs)
 	from := int64(0)
 	if len(v.messages) > 0 && v.next != 0 {
 		from = v.messages[0].Seq

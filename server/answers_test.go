@@ -154,6 +154,9 @@ func TestRetryRegenerateEditRoutes(t *testing.T) {
 	if strings.Contains(page, "take your time") || strings.Contains(page, "Stopped by you.") {
 		t.Error("the page still shows what the edit replaced")
 	}
+	if md := string(u.do("GET", "/api/threads/"+th+"/export?format=markdown", nil).body); strings.Contains(md, "What is herd?") || !strings.Contains(md, "What is herd, in one line?") {
+		t.Errorf("the export shows what the edit replaced, or not the edit:\n%s", md)
+	}
 
 	// The ledger is history: the thread's totals count every run's calls,
 	// the replaced retry's among them (the failed and the stopped call
