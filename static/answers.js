@@ -45,8 +45,11 @@ export class Answers {
 		this.onStarted = onStarted;
 	}
 
-	listen() {
+	// listen handles the buttons under the list, now and later; while a
+	// run is active (running) nothing can be edited.
+	listen(running) {
 		this.list.classList.add("can-act");
+		this.setEditable(!running);
 		this.list.addEventListener("click", (ev) => {
 			const retry = ev.target.closest(".run-retry");
 			if (retry) return this.retry(retry);

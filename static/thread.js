@@ -73,7 +73,7 @@ export class ThreadPage {
 		this.composer.listen();
 		this.older.listen();
 		listenCopy(this.list);
-		this.answers.listen();
+		this.answers.listen(this.composer.activeRun !== null);
 		this.follower.jump();
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
