@@ -91,13 +91,26 @@ func TestBrowserRetryRegenerateEdit(t *testing.T) {
 	b.waitRunEnd(a, th)
 	b.waitFor("the regenerated answer", fmt.Sprintf(`!document.getElementById(%q) && document.querySelectorAll(".msg-ai .msg-body").length === 2
 		&& document.querySelectorAll(".run-end-completed .run-retry").length === 1`, answer), 15*time.Second)
+	if !evalAs[bool](b, `document.activeElement?.id === "composer-input"`) {
+		t.Error("the focus was lost with the Regenerate button")
+	}
 	sameAfterReload(b, "the regenerate")
+	setTheme(b, "dark")
+	b.shot("regenerated-dark")
+	setTheme(b, "light")
 
 	b.do("edit", chromedp.Click(".msg-human .msg-edit"))
 	b.waitFor("the edit form", `document.activeElement?.matches(".msg-edit-input") && document.activeElement.value === "What is herd?"`, 5*time.Second)
 	b.shot("editing")
+	b.do("Escape gives the message back", chromedp.KeyEvent("\u001b"))
+	b.waitFor("the edit form closed", `!document.querySelector(".msg-edit-form") && document.activeElement?.matches(".msg-edit")`, 5*time.Second)
+	b.do("phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.reload()
+	b.do("edit again", chromedp.Click(".msg-human .msg-edit"))
+	b.waitFor("the edit form", `document.activeElement?.matches(".msg-edit-input")`, 5*time.Second)
+	b.shot("editing-phone")
 	evalAs[chromedp.Void](b, `(() => { document.querySelector(".msg-edit-input").value = "What is herd, in one line?"; })()`)
-	b.do("send the edit", chromedp.Click(".msg-edit-send"))
+	b.do("send the edit with Enter", chromedp.KeyEvent("\r"))
 	b.waitRunEnd(a, th)
 	b.waitFor("the edited conversation", `document.querySelectorAll(".msg-human").length === 1
 		&& document.querySelector(".msg-human .msg-body").textContent.trim() === "What is herd, in one line?"

@@ -58,6 +58,16 @@ export class Answers {
 			const cancel = ev.target.closest(".msg-edit-cancel");
 			if (cancel) this.closeEdit(cancel.closest(".msg"));
 		});
+		// As in the composer: Enter sends, Shift+Enter adds a line; Escape
+		// gives the message back unchanged.
+		this.list.addEventListener("keydown", (ev) => {
+			if (!ev.target.matches?.(".msg-edit-input") || ev.isComposing) return;
+			if (ev.key === "Escape") this.closeEdit(ev.target.closest(".msg"));
+			else if (ev.key === "Enter" && !ev.shiftKey) {
+				ev.preventDefault();
+				ev.target.form.requestSubmit();
+			}
+		});
 		this.list.addEventListener("submit", (ev) => {
 			if (!ev.target.matches(".msg-edit-form")) return;
 			ev.preventDefault();
@@ -68,12 +78,16 @@ export class Answers {
 	// runStarted applies what the new run replaces, and takes the
 	// controls that answer again away while it runs.
 	runStarted(d) {
+		// Focus on a control the new run removes goes to the composer.
+		const focused = document.activeElement;
+		const inList = this.list.contains(focused);
 		for (const b of this.list.querySelectorAll(".run-retry")) b.remove();
 		// A completed run's end holds only its Regenerate.
 		for (const e of this.list.querySelectorAll(".run-end-completed")) e.remove();
 		if (d.retry_of) this.replaceAnswer(d.retry_of);
 		if (d.edit_of) this.replaceFrom(d.edit_of);
 		this.setEditable(false);
+		if (inList && !focused.isConnected) document.getElementById("composer-input")?.focus();
 	}
 
 	// runEnded shows where the run ended: its notice when it failed or
@@ -107,11 +121,15 @@ export class Answers {
 		for (const node of items.slice(from)) node.remove();
 	}
 
+	// retry answers the run's message again. The button stays enabled
+	// (aria-disabled) while the request is out, so it keeps the focus
+	// until the run's start takes it away.
 	async retry(button) {
-		button.disabled = true;
+		if (button.getAttribute("aria-disabled") === "true") return;
+		button.setAttribute("aria-disabled", "true");
 		const body = this.model?.value ? { model: this.model.value } : undefined;
 		await this.start(`/api/threads/${this.threadID}/runs/${encodeURIComponent(button.dataset.runId)}/retry`, body, this.showError);
-		if (button.isConnected) button.disabled = false;
+		button.removeAttribute("aria-disabled");
 	}
 
 	// start posts a new run and hands its id to the composer; a refusal
