@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"herd/agent"
 )
@@ -181,5 +183,54 @@ func TestRetryRegenerateEditRoutes(t *testing.T) {
 	u.mustJSON("GET", "/api/threads/"+th+"/usage", nil, http.StatusOK, &usage)
 	if len(runs) != 4 || usage.Total.Calls != calls || calls != 2 {
 		t.Errorf("%d runs, thread total %d calls, runs' sum %d: want 4 runs and 2 calls in both", len(runs), usage.Total.Calls, calls)
+	}
+}
+
+// TestRetryFrames: over the real socket, a failed run's run.end carries
+// its notice and the error as detail; the Retry's run.start
+// says which run it replaces, then the retry's message frames follow with
+// no second human message.
+func TestRetryFrames(t *testing.T) {
+	failing := demoModel("demo-fast", 5, 1)
+	failing.FailAfter = 1
+	a := newApp(t, withModels(failing))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	conn := u.watch(th)
+	first := u.startRun(th, "hello")
+	next := func(typ string) wsFrame {
+		t.Helper()
+		for {
+			f, err := readFrame(conn, 15*time.Second)
+			if err != nil {
+				t.Fatalf("waiting for %s: %v", typ, err)
+			}
+			if f.Type == "message" && typ != "message" {
+				var m messageJSON
+				_ = json.Unmarshal(f.Data, &m)
+				if m.Type == agent.TypeHuman && m.RunID != first {
+					t.Errorf("a retry sent a human message: %s", f.Data)
+				}
+			}
+			if f.Type == typ {
+				return f
+			}
+		}
+	}
+	var end agent.RunEnd
+	if err := json.Unmarshal(next("run.end").Data, &end); err != nil || end.Notice != "The model server answered with an error." || end.Status != "failed" || !strings.Contains(end.Error, "fail_after") {
+		t.Fatalf("run.end = %+v, %v", end, err)
+	}
+	var retry struct {
+		RunID string `json:"run_id"`
+	}
+	u.mustJSON("POST", "/api/threads/"+th+"/runs/"+first+"/retry", nil, http.StatusAccepted, &retry)
+	var start agent.RunStart
+	if err := json.Unmarshal(next("run.start").Data, &start); err != nil || start.RunID != retry.RunID || start.RetryOf != first || start.EditOf != "" {
+		t.Fatalf("run.start = %+v, %v; want the retry of %s", start, err, first)
+	}
+	var done agent.RunEnd
+	if err := json.Unmarshal(next("run.end").Data, &done); err != nil || done.Status != "completed" || done.Notice != "" || done.RunID != retry.RunID {
+		t.Fatalf("the retry's run.end = %+v, %v", done, err)
 	}
 }
