@@ -132,7 +132,7 @@ func benchHandoff(b *testing.B, width int) {
 		}
 
 		b.StopTimer()
-		r.end(models.RunCompleted, "")
+		r.end(ending{status: models.RunCompleted})
 		r.cancel(nil)
 		if n := env.rt.exec.reg.Len(); n != 0 {
 			b.Errorf("registry holds %d executions after the iteration", n)

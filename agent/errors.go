@@ -12,6 +12,12 @@ var (
 	ErrNoActiveRun  = errors.New("no such active run")
 	ErrNoTask       = errors.New("no such running task")
 	ErrShuttingDown = errors.New("server is shutting down")
+	// ErrNotLatest refuses a Retry or Regenerate of a run that is not the
+	// thread's latest: only the latest answer can be answered again.
+	ErrNotLatest = errors.New("only the latest answer of the thread can be answered again")
+	// ErrReplaced refuses an Edit of a message a later run replaced, or
+	// of a run that has no message of its own (a Retry).
+	ErrReplaced = errors.New("that message was replaced; edit the one shown")
 )
 
 // Cancellation causes that tell how a run's or an execution's context

@@ -148,13 +148,22 @@ type TaskEnd struct {
 type RunStart struct {
 	RunID     string `json:"run_id" kind:"id"`
 	ModelName string `json:"model_name" kind:"id"`
+	// RetryOf is the run whose answer this one replaces (Retry,
+	// Regenerate): it answers that run's message and has none of its own.
+	RetryOf string `json:"retry_of,omitempty" kind:"string"`
+	// EditOf is the run whose message this one's edits: that run and
+	// every later one are replaced (docs/DESIGN.md §3).
+	EditOf string `json:"edit_of,omitempty" kind:"string"`
 }
 
 // RunEnd is run.end, with the run's ledger totals.
 type RunEnd struct {
-	RunID  string              `json:"run_id" kind:"id"`
-	Status string              `json:"status" kind:"runstate"`
-	Error  string              `json:"error,omitempty" kind:"string"`
+	RunID  string `json:"run_id" kind:"id"`
+	Status string `json:"status" kind:"runstate"`
+	Error  string `json:"error,omitempty" kind:"string"`
+	// Notice says in plain words why a run failed or was stopped; the
+	// thread shows it where the run ended (docs/API.md).
+	Notice string              `json:"notice,omitempty" kind:"string"`
 	Usage  *models.UsageReport `json:"usage,omitempty" kind:"totals"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,8 @@ type Journal interface {
 // implements it.
 type History interface {
 	Messages(ctx context.Context, threadID string) ([]models.Message, error)
+	// Runs lists the thread's runs, oldest first: which replaced what.
+	Runs(ctx context.Context, threadID string) ([]models.Run, error)
 }
 
 // Publisher streams what is not persisted: the text of the AI message
@@ -106,6 +109,8 @@ type run struct {
 
 	workspace string
 	tasks     atomic.Int32 // task calls dispatched, for max_total_per_run
+	// retryOf and editOf are what the run replaces (StartRequest).
+	retryOf, editOf string
 
 	mu    sync.Mutex
 	usage map[string]models.UsageEntry // every LLM call of the run, by call id
@@ -115,7 +120,8 @@ func (r *run) logger() *slog.Logger {
 	return r.env.log.With("thread", r.threadID, "run", r.id)
 }
 
-// begin persists the run row, run.start and the user's message.
+// begin persists the run row, run.start and the user's message; a run
+// that answers an earlier message again (retryOf) has none of its own.
 func (r *run) begin(ctx context.Context, msgID, content string) error {
 	ws, err := r.env.workspace(r.threadID)
 	if err != nil {
@@ -123,16 +129,18 @@ func (r *run) begin(ctx context.Context, msgID, content string) error {
 	}
 	r.workspace = ws
 	now := r.env.now().UTC()
-	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name})
+	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name, RetryOf: r.retryOf, EditOf: r.editOf})
 	if err != nil {
 		return err
 	}
-	err = r.env.journal.Write(ctx,
-		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning, ModelName: r.model.Config.Name, StartedAt: now}},
+	recs := []models.Record{
+		{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning, ModelName: r.model.Config.Name, StartedAt: now, RetryOf: r.retryOf, EditOf: r.editOf}},
 		start,
-		models.Record{Message: &models.Message{ID: msgID, ThreadID: r.threadID, RunID: r.id, Type: TypeHuman, Content: content}},
-	)
-	if err != nil {
+	}
+	if r.retryOf == "" {
+		recs = append(recs, models.Record{Message: &models.Message{ID: msgID, ThreadID: r.threadID, RunID: r.id, Type: TypeHuman, Content: content}})
+	}
+	if err = r.env.journal.Write(ctx, recs...); err != nil {
 		return fmt.Errorf("agent: start run: %w", err)
 	}
 	return nil
@@ -143,26 +151,38 @@ func (r *run) begin(ctx context.Context, msgID, content string) error {
 func (r *run) loop() {
 	defer close(r.done)
 	log := r.logger()
-	status, errText := r.converse(log)
-	if cause := context.Cause(r.ctx); cause != nil && status != models.RunCompleted {
-		status = models.RunCancelled
-		if errors.Is(cause, ErrShuttingDown) {
-			errText = "interrupted: server shutting down"
-		} else {
-			errText = ""
-		}
+	e := r.converse(log)
+	if cause := context.Cause(r.ctx); cause != nil && e.status != models.RunCompleted {
+		e = stopped(cause)
 	}
-	r.end(status, errText)
+	r.end(e)
 	r.cancel(nil)
 	r.release(r)
-	log.Info("run ended", "status", status, "error", errText)
+	log.Info("run ended", "status", e.status, "error", e.err)
 }
 
-func (r *run) converse(log *slog.Logger) (status, errText string) {
-	stored, err := r.env.history.Messages(r.ctx, r.threadID)
+// ending is how a run ended: its status, the error the API and the log
+// show, and the notice the thread shows in plain words (RunEnd.Notice).
+type ending struct{ status, err, notice string }
+
+func failed(errText, notice string) ending {
+	return ending{status: models.RunFailed, err: errText, notice: notice}
+}
+
+// stopped is the ending of a run whose context was cancelled: a Stop, or
+// the server shutting down.
+func stopped(cause error) ending {
+	if errors.Is(cause, ErrShuttingDown) {
+		return ending{models.RunCancelled, "interrupted: server shutting down", "The server shut down before this answer was finished."}
+	}
+	return ending{models.RunCancelled, "", "Stopped by you."}
+}
+
+func (r *run) converse(log *slog.Logger) ending {
+	stored, err := r.prompt()
 	if err != nil {
 		log.Error("load history", "err", err)
-		return models.RunFailed, "could not load the conversation"
+		return failed("could not load the conversation", "herd could not read this conversation from its database.")
 	}
 	msgs := append([]Message{{Type: TypeSystem, Content: r.box.prompt}}, replayable(stored)...)
 	var trimmed *fitReport // the latest call of the run that left turns out
@@ -173,12 +193,14 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 			trimmed = &fit
 		}
 		if err != nil {
+			// What was streamed stays, marked: the user saw it.
+			byUser := errors.Is(context.Cause(r.ctx), errStopped)
+			r.keepPartial(msgID, streamed, trimmed, byUser)
 			if r.ctx.Err() != nil {
-				r.keepPartial(msgID, streamed, trimmed)
-				return models.RunCancelled, ""
+				return ending{status: models.RunCancelled}
 			}
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
-			return models.RunFailed, err.Error()
+			return failed(err.Error(), r.failureNotice(err))
 		}
 		r.recordUsage(r.ctx, "", resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
@@ -189,25 +211,61 @@ func (r *run) converse(log *slog.Logger) (status, errText string) {
 			// meta line can show its display name; the provider's own name
 			// for it (which may carry a date) stays in the ledger and logs.
 			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
-			AdditionalKwargs: answerKwargs(final, false, trimmed, resp.Reasoning),
+			AdditionalKwargs: answerKwargs(answerState{final: final}, trimmed, resp.Reasoning),
 		}); err != nil {
 			log.Error("persist ai message", "err", err)
-			return models.RunFailed, "could not save the answer"
+			return failed("could not save the answer", "herd could not save the answer to its database.")
 		}
 		msgs = append(msgs, ai)
 		if final {
 			if strings.TrimSpace(resp.Text) == "" {
-				return models.RunFailed, "No response generated"
+				return failed("No response generated", "The model returned an empty answer.")
 			}
-			return models.RunCompleted, ""
+			return ending{status: models.RunCompleted}
 		}
 		results := r.runTools(resp.ToolCalls)
 		msgs = append(msgs, results...)
 		if r.ctx.Err() != nil {
-			return models.RunCancelled, ""
+			return ending{status: models.RunCancelled}
 		}
 	}
-	return models.RunFailed, fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.env.lead.MaxTurns)
+	return failed(fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.env.lead.MaxTurns),
+		fmt.Sprintf("The lead stopped after %d turns without a final answer (lead.max_turns).", r.env.lead.MaxTurns))
+}
+
+// prompt is the thread's stored messages the lead's prompt replays:
+// without what later runs replaced (Replaced), this run's own replaced
+// answer included.
+func (r *run) prompt() ([]models.Message, error) {
+	stored, err := r.env.history.Messages(r.ctx, r.threadID)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := r.env.history.Runs(r.ctx, r.threadID)
+	if err != nil {
+		return nil, err
+	}
+	return ReplacedIn(runs).Prompt(stored), nil
+}
+
+// failureNotice says in plain words why the lead's model call failed;
+// the error itself stays on the run for those who need the detail.
+func (r *run) failureNotice(err error) string {
+	var netErr *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		if s := r.model.Config.TimeoutSeconds; s > 0 {
+			return fmt.Sprintf("The model server stopped answering (timeout after %d s).", s)
+		}
+		return "The model server stopped answering (the call timed out)."
+	case errors.Is(err, ErrContextLength):
+		return "The conversation is too long for this model's context window."
+	case errors.As(err, &netErr):
+		return "The model server could not be reached."
+	case errors.Is(err, ErrProvider):
+		return "The model server answered with an error."
+	}
+	return "The run failed."
 }
 
 // complete makes one call of the lead's model, streaming its text and,
@@ -246,20 +304,29 @@ func (r *run) complete(msgID string, msgs []Message) (Response, fitReport, parti
 // partial is what a call streamed before it ended.
 type partial struct{ text, reasoning string }
 
+// answerState is how an AI message ended: final (the run's answer),
+// stopped by the user, or incomplete (cut off by a failure or a
+// shutdown); a stopped or incomplete answer is what was streamed.
+type answerState struct{ final, stopped, incomplete bool }
+
 // answerKwargs is an AI message's additional_kwargs: stopped for an answer
-// the user stopped, on a run's answer (final, or stopped) the note that
-// turns were left out of the run's requests (docs/API.md), and the
-// model's reasoning as reasoning_content (LangChain's key for it): kept
-// for the page, never replayed to a model (replayable).
-func answerKwargs(final, stopped bool, trimmed *fitReport, reasoning string) models.JSON {
+// the user stopped, incomplete for one a failure cut off, on a run's
+// answer (final, or cut off) the note that turns were left out of the
+// run's requests (docs/API.md), and the model's reasoning as
+// reasoning_content (LangChain's key for it): kept for the page, never
+// replayed to a model (replayable).
+func answerKwargs(st answerState, trimmed *fitReport, reasoning string) models.JSON {
 	kw := map[string]any{}
-	if stopped {
+	if st.stopped {
 		kw["stopped"] = true
+	}
+	if st.incomplete {
+		kw["incomplete"] = true
 	}
 	if reasoning = strings.TrimSpace(reasoning); reasoning != "" {
 		kw["reasoning_content"] = reasoning
 	}
-	if trimmed != nil && (final || stopped) {
+	if trimmed != nil && (st.final || st.stopped || st.incomplete) {
 		kw[kwargContextTrimmed] = map[string]int{"sent": trimmed.Sent, "total": trimmed.Total}
 	}
 	if len(kw) == 0 {
@@ -279,15 +346,17 @@ func (r *run) emitWaiting(waiting bool) {
 	}
 }
 
-// keepPartial saves what was streamed of an answer the user stopped, so a
-// reload shows what they saw, its reasoning included.
-func (r *run) keepPartial(msgID string, p partial, trimmed *fitReport) {
+// keepPartial saves what was streamed of an answer that did not finish,
+// so a reload shows what the user saw, its reasoning included: marked
+// stopped when the user stopped it, incomplete when a failure or a
+// shutdown cut it off.
+func (r *run) keepPartial(msgID string, p partial, trimmed *fitReport, byUser bool) {
 	if strings.TrimSpace(p.text) == "" && strings.TrimSpace(p.reasoning) == "" {
 		return
 	}
 	err := r.persist(&models.Message{
 		ID: msgID, Type: TypeAI, Content: p.text, ModelName: r.model.Config.Name,
-		AdditionalKwargs: answerKwargs(false, true, trimmed, p.reasoning),
+		AdditionalKwargs: answerKwargs(answerState{stopped: byUser, incomplete: !byUser}, trimmed, p.reasoning),
 	})
 	if err != nil {
 		r.logger().Error("persist partial answer", "err", err)
@@ -480,10 +549,10 @@ func unreported(e models.UsageEntry) int64 {
 }
 
 // end writes the run's final status and run.end.
-func (r *run) end(status, errText string) {
+func (r *run) end(e ending) {
 	now := r.env.now().UTC()
 	totals := r.totals()
-	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: status, Error: errText, Usage: &totals})
+	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, Usage: &totals})
 	if err != nil {
 		r.logger().Error("run.end outside the contract", "err", err)
 		return
@@ -491,7 +560,7 @@ func (r *run) end(status, errText string) {
 	ctx, cancel := r.env.persistCtx(r.ctx)
 	defer cancel()
 	err = r.env.journal.Write(ctx,
-		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: status, ModelName: r.model.Config.Name, Error: errText, EndedAt: &now}},
+		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: e.status, ModelName: r.model.Config.Name, Error: e.err, EndedAt: &now, RetryOf: r.retryOf, EditOf: r.editOf}},
 		ev,
 	)
 	if err != nil {

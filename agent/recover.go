@@ -18,6 +18,9 @@ type RecoveryStore interface {
 // interruptedByRestart is the error of everything a restart closed.
 const interruptedByRestart = "interrupted: server restarted"
 
+// restartNotice is what the thread says of a run a restart closed.
+const restartNotice = "The server restarted before this answer was finished."
+
 // Recover closes what a crash left open (docs/DESIGN.md §11): every subagent still
 // queued or running gets a failed subagent.end and a ToolMessage, every
 // tool call without a result gets one, and every running run fails — so a
@@ -77,7 +80,7 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	}
 
 	now := rt.now().UTC()
-	end, err := eventRecord(r.ThreadID, "", RunEnd{RunID: r.ID, Status: models.RunFailed, Error: interruptedByRestart})
+	end, err := eventRecord(r.ThreadID, "", RunEnd{RunID: r.ID, Status: models.RunFailed, Error: interruptedByRestart, Notice: restartNotice})
 	if err != nil {
 		return err
 	}

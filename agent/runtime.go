@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -144,19 +146,29 @@ type StartRequest struct {
 	Commands bool
 	// Admin offers the tools of MCP servers that are for admins only.
 	Admin bool
+	// RetryOf, when set, answers the message of that run again (Retry,
+	// Regenerate) instead of a new one: Content is unused and the run
+	// must be the thread's latest. EditOf, when set, sends Content as the
+	// edited message of that run, replacing it and every later run
+	// (docs/DESIGN.md §3). At most one is set.
+	RetryOf, EditOf string
 }
 
 // Started describes a run that Start accepted.
 type Started struct {
 	RunID     string
-	MessageID string
+	MessageID string // the new human message; "" for a RetryOf run
 	ModelName string
 }
 
 // Start persists the user's message and starts a run for it. It returns
-// ErrRunActive while the thread has one and ErrUnknownModel for a model
-// that is not configured.
+// ErrRunActive while the thread has one, ErrUnknownModel for a model
+// that is not configured, and for what req replaces ErrNotLatest,
+// ErrReplaced or models.ErrNotFound.
 func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error) {
+	if req.RetryOf != "" && req.EditOf != "" {
+		return Started{}, errors.New("agent: a run retries or edits, not both")
+	}
 	model := rt.defModel
 	if req.Model != "" {
 		m, ok := rt.models[req.Model]
@@ -179,9 +191,18 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		model:    model,
 		done:     make(chan struct{}),
 		usage:    map[string]models.UsageEntry{},
+		retryOf:  req.RetryOf,
+		editOf:   req.EditOf,
 	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	if err := rt.claim(r); err != nil {
+		r.cancel(nil)
+		return Started{}, err
+	}
+	// Checked once the thread is claimed, so no run can start between
+	// the check and the new run's start.
+	if err := rt.checkReplace(ctx, req); err != nil {
+		rt.release(r)
 		r.cancel(nil)
 		return Started{}, err
 	}
@@ -202,7 +223,35 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		return Started{}, err
 	}
 	rt.wg.Go(r.loop)
+	if req.RetryOf != "" {
+		msgID = ""
+	}
 	return Started{RunID: r.id, MessageID: msgID, ModelName: model.Config.Name}, nil
+}
+
+// checkReplace refuses a retry of any run but the thread's latest, and an
+// edit of a run that is not in the thread, was replaced whole, or has no
+// message of its own.
+func (rt *Runtime) checkReplace(ctx context.Context, req StartRequest) error {
+	target := cmp.Or(req.RetryOf, req.EditOf)
+	if target == "" {
+		return nil
+	}
+	runs, err := rt.history.Runs(ctx, req.ThreadID)
+	if err != nil {
+		return fmt.Errorf("agent: read runs: %w", err)
+	}
+	rp := ReplacedIn(runs)
+	i := slices.IndexFunc(runs, func(r models.Run) bool { return r.ID == target })
+	switch {
+	case i < 0:
+		return fmt.Errorf("agent: run %s: %w", target, models.ErrNotFound)
+	case req.RetryOf != "" && target != rp.Latest():
+		return ErrNotLatest
+	case req.EditOf != "" && (rp.Whole(target) || runs[i].RetryOf != ""):
+		return ErrReplaced
+	}
+	return nil
 }
 
 // firstUseWait bounds how long a run's start waits for MCP servers that

@@ -126,6 +126,12 @@ type Run struct {
 	Error     string
 	StartedAt time.Time
 	EndedAt   *time.Time
+	// RetryOf is the run whose answer this one replaces (Retry,
+	// Regenerate); EditOf the run whose message this one edits, replacing
+	// it and every later run. The replaced rows stay: the usage ledger and
+	// the events are history.
+	RetryOf string `gorm:"size:36;not null;default:''"`
+	EditOf  string `gorm:"size:36;not null;default:''"`
 }
 
 // RunEvent is one persisted event of a thread's log (docs/DESIGN.md §7).

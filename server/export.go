@@ -30,6 +30,9 @@ func (s *Server) apiThreadExport(c echo.Context) error {
 		return errUnprocessable("format must be markdown or json, got %q", format)
 	}
 	msgs, err := s.store.Messages(c.Request().Context(), t.ID)
+	if err == nil {
+		msgs, err = s.shownMessages(c.Request().Context(), t.ID, msgs) // as the thread shows them
+	}
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,8 @@ func TestOwnershipMatrix(t *testing.T) {
 		{name: "start run", method: "POST", path: "/api/threads/%s/runs", body: map[string]string{"content": "hi"}, owner: 202},
 		{name: "cancel run", method: "POST", path: "/api/threads/%s/runs/" + missing + "/cancel", owner: 404, ownerMsg: "run not found"},
 		{name: "cancel task", method: "POST", path: "/api/threads/%s/tasks/call_x/cancel", owner: 404, ownerMsg: "running task not found"},
+		{name: "retry run", method: "POST", path: "/api/threads/%s/runs/" + missing + "/retry", owner: 404, ownerMsg: "run not found"},
+		{name: "edit message", method: "POST", path: "/api/threads/%s/messages/" + missing + "/edit", body: map[string]string{"content": "hi"}, owner: 404, ownerMsg: "message not found"},
 		{name: "events", method: "GET", path: "/api/threads/%s/events", owner: 200},
 		{name: "usage", method: "GET", path: "/api/threads/%s/usage", owner: 200},
 		{name: "stream", method: "GET", path: "/api/threads/%s/stream", hdr: []string{"Origin", a.http.URL}, owner: 400},

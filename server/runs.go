@@ -57,6 +57,12 @@ func (s *Server) checkMessage(c echo.Context, content *string) error {
 	if !utf8.ValidString(*content) {
 		return errUnprocessable("content must be valid UTF-8")
 	}
+	return s.checkNewWork(c)
+}
+
+// checkNewWork refuses a new run, with a message or without (a Retry),
+// while storage is failing or over the user's message rate.
+func (s *Server) checkNewWork(c echo.Context) error {
 	// New work is refused while the writer retries through a storage
 	// fault: its records would only queue behind the ones being kept.
 	if f := s.storage.Fault(); f != nil {
@@ -69,19 +75,26 @@ func (s *Server) checkMessage(c echo.Context, content *string) error {
 }
 
 // startRun starts the lead on content in thread t (checked by
-// checkMessage). An untitled thread is titled from its first message.
-func (s *Server) startRun(c echo.Context, t *models.Thread, content, model string) (agent.Started, error) {
+// checkMessage); replace, if given, makes the run a Retry or an Edit
+// (answers.go). An untitled thread is titled from its first message.
+func (s *Server) startRun(c echo.Context, t *models.Thread, content, model string, replace ...func(*agent.StartRequest)) (agent.Started, error) {
 	u := currentUser(c)
 	if model == "" {
 		model = s.defaultModel(u)
 	}
-	started, err := s.rt.Start(c.Request().Context(), agent.StartRequest{
+	req := agent.StartRequest{
 		ThreadID: t.ID, UserID: u.ID, Content: content, Model: model, Commands: s.commandsFor(u), Admin: u.IsAdmin(),
-	})
+	}
+	for _, f := range replace {
+		f(&req)
+	}
+	started, err := s.rt.Start(c.Request().Context(), req)
 	var runLimit *agent.RunLimitError
 	switch {
 	case errors.Is(err, agent.ErrRunActive):
 		return started, errConflict("a run is already active in this thread; wait for it or stop it")
+	case errors.Is(err, agent.ErrNotLatest), errors.Is(err, agent.ErrReplaced):
+		return started, errConflict(err.Error())
 	case errors.As(err, &runLimit):
 		return started, &apiError{http.StatusTooManyRequests, "too_many_runs", runLimit.Error() + "; wait for one to finish or stop it"}
 	case errors.Is(err, agent.ErrUnknownModel):

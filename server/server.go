@@ -333,6 +333,8 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/threads/:id/restore", s.apiThreadRestore, requireUser)
 	api.POST("/threads/:id/runs", s.apiRunStart, requireUser)
 	api.POST("/threads/:id/runs/:run_id/cancel", s.apiRunCancel, requireUser)
+	api.POST("/threads/:id/runs/:run_id/retry", s.apiRunRetry, requireUser)
+	api.POST("/threads/:id/messages/:message_id/edit", s.apiMessageEdit, requireUser)
 	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, requireUser)
 	api.GET("/threads/:id/events", s.apiEvents, requireUser)
 	api.GET("/threads/:id/usage", s.apiUsage, requireUser)

@@ -81,6 +81,9 @@ type threadView struct {
 	leadWaiting bool
 	before      int64 // the page's bound (0: the newest page)
 	next        int64 // before of the next older page; 0: none
+	// ends are the ends of the page's runs that the thread shows: a
+	// notice, a Retry or Regenerate (loadReplaced).
+	ends []views.RunEndView
 }
 
 // loadThread loads the :id thread the current user owns (see ownThread)
@@ -115,6 +118,9 @@ func (s *Server) loadThread(c echo.Context) (*threadView, error) {
 		}
 	}
 	if err := s.loadCards(ctx, v); err != nil {
+		return nil, err
+	}
+	if err := s.loadReplaced(ctx, v); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -307,7 +313,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		Sidebar:  sidebar,
 		Page:     s.page(c, threadItem(t).Title),
 		Thread:   threadItem(t),
-		Messages: s.messageViews(v.messages, v.cards, show),
+		Messages: withRunEnds(s.messageViews(v.messages, v.cards, show), v.ends),
 		Models:   s.modelOptions(),
 		LastSeq:  v.lastSeq,
 		Older:    v.next,
@@ -382,7 +388,7 @@ func (s *Server) threadMessagesFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs := s.messageViews(v.messages, v.cards, s.showTokens())
+	msgs := withRunEnds(s.messageViews(v.messages, v.cards, s.showTokens()), v.ends)
 	return s.render(c, http.StatusOK, views.OlderMessages(views.MessagesPage{ThreadID: v.thread.ID, Messages: msgs, Older: v.next}))
 }
 
@@ -410,14 +416,18 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 				mv.ToolCalls = append(mv.ToolCalls, tv)
 			}
 		}
+		if m.Type == agent.TypeHuman {
+			mv.Editable, mv.Content = true, m.Content // Edit starts from the text
+		}
 		var kw struct {
-			Stopped bool               `json:"stopped"`
-			Trimmed *views.ContextTrim `json:"context_trimmed"`
+			Stopped    bool               `json:"stopped"`
+			Incomplete bool               `json:"incomplete"`
+			Trimmed    *views.ContextTrim `json:"context_trimmed"`
 			// Reasoning is the model's, shown apart from the answer.
 			Reasoning string `json:"reasoning_content"`
 		}
 		if len(m.AdditionalKwargs) > 0 && json.Unmarshal(m.AdditionalKwargs, &kw) == nil && m.Type == agent.TypeAI {
-			mv.Stopped, mv.Trimmed, mv.Reasoning = kw.Stopped, kw.Trimmed, kw.Reasoning
+			mv.Stopped, mv.Incomplete, mv.Trimmed, mv.Reasoning = kw.Stopped, kw.Incomplete, kw.Trimmed, kw.Reasoning
 		}
 		out = append(out, mv)
 	}

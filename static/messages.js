@@ -25,7 +25,12 @@ export function messageElement(m, labels) {
 		body.remove();
 		node.querySelector(".msg-actions").remove();
 	}
-	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note:not(.msg-context)").remove();
+	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note:not(.msg-context, .msg-incomplete)").remove();
+	if (m.additional_kwargs?.incomplete !== true) node.querySelector(".msg-incomplete").remove();
+	// A human message can be edited and sent again (static/answers.js).
+	const edit = node.querySelector(".msg-edit");
+	if (m.type === "human" && edit) edit.dataset.source = m.content ?? "";
+	else edit?.remove();
 	fillContextNote(node.querySelector(".msg-context"), m.additional_kwargs?.context_trimmed);
 	// Reasoning is text in its own collapsed block, never part of the body.
 	const reasoning = m.additional_kwargs?.reasoning_content;

@@ -2,6 +2,7 @@
 // conversation over the WebSocket, adds live messages, and hands task
 // frames and task results to the cards.
 
+import { Answers } from "./answers.js";
 import { Cards } from "./cards.js";
 import { Composer } from "./composer.js";
 import { addCodeButtons, listenCopy } from "./copy.js";
@@ -31,6 +32,13 @@ export class ThreadPage {
 			oldestSeq: () => this.oldestSeq(),
 		});
 		this.cardsLoaded = this.cards.load(this.list);
+		this.answers = new Answers({
+			threadID: this.threadID,
+			list: this.list,
+			model: document.getElementById("composer-model"),
+			showError: (text) => this.composer.showError(text),
+			onStarted: (runID) => this.composer.startRun(runID),
+		});
 		this.older = new OlderMessages({
 			threadID: this.threadID,
 			list: this.list,
@@ -44,8 +52,8 @@ export class ThreadPage {
 		// types added later) is ignored.
 		this.handlers = new Map([
 			["message", (d) => this.addMessage(d)],
-			["run.start", (d, f) => this.composer.startRun(d.run_id ?? f.run_id)],
-			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id)],
+			["run.start", (d, f) => this.startRun(d, d.run_id ?? f.run_id)],
+			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id, f.seq)],
 			["run.wait", (d, f) => this.composer.setWaiting(d.run_id ?? f.run_id, d.waiting === true)],
 			["ai_delta", (d) => this.appendDelta(d)],
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
@@ -65,6 +73,7 @@ export class ThreadPage {
 		this.composer.listen();
 		this.older.listen();
 		listenCopy(this.list);
+		this.answers.listen(this.composer.activeRun !== null);
 		this.follower.jump();
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
@@ -165,12 +174,20 @@ export class ThreadPage {
 		});
 	}
 
-	endRun(d, runID) {
+	startRun(d, runID) {
+		this.composer.startRun(runID);
+		this.changeList(() => this.answers.runStarted(d));
+	}
+
+	// endRun ends the run; a failure or a Stop is told where the run
+	// ended, in the conversation (static/answers.js), not on the
+	// composer's line, so that it stays after a reload.
+	endRun(d, runID, seq) {
 		this.composer.endRun(runID);
 		// A bubble whose message was never saved (stopped before any text,
 		// or a failure) would otherwise blink forever.
 		for (const bubble of this.list.querySelectorAll(".msg-streaming")) bubble.remove();
-		if (d.status === "failed") this.composer.showError(d.error ? `The run failed: ${d.error}` : "The run failed.");
+		this.changeList(() => this.answers.runEnded(d, runID, seq));
 		this.cards.runEnded(runID);
 	}
 

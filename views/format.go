@@ -152,3 +152,12 @@ func searchResults(n int, q string) string {
 	}
 	return strconv.Itoa(n) + " thread titles contain “" + q + "”."
 }
+
+// retryLabel is the button that answers a run's message again: Retry
+// after a failure or a Stop, Regenerate after an answer.
+func retryLabel(status string) string {
+	if status == "completed" {
+		return "Regenerate"
+	}
+	return "Retry"
+}

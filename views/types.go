@@ -130,12 +130,38 @@ type MessageView struct {
 	ModelLabel string // the model's display name, which the meta line shows
 	ToolCalls  []ToolCallView
 	Stopped    bool // the user stopped this answer while it streamed
+	// Incomplete marks an answer a failure or a shutdown cut off: what
+	// was streamed before it.
+	Incomplete bool
+	// Editable gives a human message its Edit button.
+	Editable bool
+	// End is set on a TypeRunEnd item: where a run ended, with its notice
+	// and its Retry or Regenerate.
+	End *RunEndView
 	// Trimmed is set on an answer whose run left older turns out of its
 	// requests to fit the model's context window.
 	Trimmed *ContextTrim
 	// Reasoning is what the model thought before this answer, shown as
 	// escaped text in a collapsed Thinking block above it.
 	Reasoning string
+}
+
+// TypeRunEnd is the Type of the item that shows a run's end among the
+// messages (MessageView.End).
+const TypeRunEnd = "run.end"
+
+// RunEndView is where a run ended, shown when it failed or was stopped (a
+// notice in plain words and the error), or when it is the thread's
+// latest run (its Retry or Regenerate).
+type RunEndView struct {
+	Seq    int64 // the run.end event's
+	RunID  string
+	Status string // completed, failed, cancelled
+	Notice string
+	Error  string
+	// Latest: the thread's latest run, with no run active: it can be
+	// answered again.
+	Latest bool
 }
 
 // ContextTrim is how many of a conversation's turns a run's request sent,

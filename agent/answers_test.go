@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"herd/models"
+)
+
+// runEndOf decodes the run.end of runID among the thread's events.
+func (h *harness) runEndOf(runID string) RunEnd {
+	h.t.Helper()
+	es, _, err := h.store.Events(context.Background(), h.thread, models.EventFilter{RunID: runID, EventTypes: []string{eventRunEnd}})
+	if err != nil || len(es) != 1 {
+		h.t.Fatalf("run.end of %s: %d events, %v", runID, len(es), err)
+	}
+	p, err := PayloadOf(&es[0])
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p.(RunEnd)
+}
+
+// TestFailureKeepsPartialAnswer: a provider that fails after streaming
+// part of the answer leaves that part saved, marked incomplete, and a
+// notice in plain words on run.end; the detail stays the run's error.
+func TestFailureKeepsPartialAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		err        error
+		timeout    int
+		wantNotice string
+	}{
+		{"server error", fmt.Errorf("%w: gpt: HTTP 502 Bad Gateway: upstream", ErrProvider), 0, "The model server answered with an error."},
+		{"timeout", fmt.Errorf("%w: gpt: timed out after 2m0s (timeout_seconds): %w", ErrProvider, context.DeadlineExceeded), 120, "The model server stopped answering (timeout after 120 s)."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lead := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+				onDelta("The first half of ")
+				onDelta("an answer")
+				return Response{}, c.err
+			})
+			m := model("gpt", lead)
+			m.Config.TimeoutSeconds = c.timeout
+			h := newHarness(t, harnessConfig{models: []*Model{m}})
+			st := h.run("hello")
+
+			msgs, err := h.store.Messages(context.Background(), h.thread)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var partial *models.Message
+			for i := range msgs {
+				if msgs[i].Type == TypeAI {
+					partial = &msgs[i]
+				}
+			}
+			if partial == nil {
+				t.Fatal("the partial answer was not kept")
+			}
+			if partial.Content != "The first half of an answer" {
+				t.Errorf("partial = %q", partial.Content)
+			}
+			var kw map[string]any
+			_ = json.Unmarshal(partial.AdditionalKwargs, &kw)
+			if kw["incomplete"] != true || kw["stopped"] != nil {
+				t.Errorf("kwargs = %s, want incomplete and not stopped", partial.AdditionalKwargs)
+			}
+			end := h.runEndOf(st.RunID)
+			if end.Status != models.RunFailed || end.Notice != c.wantNotice {
+				t.Errorf("run.end = %s %q, want failed %q", end.Status, end.Notice, c.wantNotice)
+			}
+			if row := h.runRow(st.RunID); row.Error != c.err.Error() {
+				t.Errorf("run error = %q, want the provider's %q", row.Error, c.err.Error())
+			}
+		})
+	}
+}
+
+// TestStopNotice: a stopped run says so; its partial answer is marked
+// stopped, not incomplete.
+func TestStopNotice(t *testing.T) {
+	streamed := make(chan struct{})
+	lead := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+		onDelta("Half")
+		close(streamed)
+		<-ctx.Done()
+		return Response{}, fmt.Errorf("%w: %w", ErrProvider, ctx.Err())
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", lead)}})
+	st := h.start("hello")
+	<-streamed
+	if err := h.rt.Cancel(h.thread, st.RunID); err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	end := h.runEndOf(st.RunID)
+	if end.Status != models.RunCancelled || end.Notice != "Stopped by you." {
+		t.Errorf("run.end = %s %q", end.Status, end.Notice)
+	}
+	msgs, _ := h.store.Messages(context.Background(), h.thread)
+	last := msgs[len(msgs)-1]
+	if last.Type != TypeAI || !strings.Contains(string(last.AdditionalKwargs), `"stopped":true`) || strings.Contains(string(last.AdditionalKwargs), "incomplete") {
+		t.Errorf("last message = %s %s, want the stopped partial", last.Type, last.AdditionalKwargs)
+	}
+}
+
+// TestRetryRegenerateEdit: a Retry answers the same message without a
+// second copy of it, and its prompt leaves the replaced answer out; only
+// the latest run can be answered again; an Edit replaces its message and
+// everything after it, in the prompt too.
+func TestRetryRegenerateEdit(t *testing.T) {
+	var calls atomic.Int32
+	var prompts [][]Message
+	lead := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+		n := calls.Add(1)
+		prompts = append(prompts, req.Messages)
+		if n == 1 {
+			onDelta("cut")
+			return Response{}, fmt.Errorf("%w: down", ErrProvider)
+		}
+		return reply(fmt.Sprintf("answer %d to %s", n, lastHuman(req)), nil), nil
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", lead)}})
+	ctx := context.Background()
+	first := h.run("question")
+	retry, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: first.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry.MessageID != "" {
+		t.Errorf("a retry wrote message %s", retry.MessageID)
+	}
+	h.wait()
+	if got := prompts[1]; len(got) != 2 || got[1].Type != TypeHuman || got[1].Content != "question" {
+		t.Errorf("retry prompt = %+v, want the system prompt and the question alone", got)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: first.RunID}); !errors.Is(err, ErrNotLatest) {
+		t.Errorf("retry of an older run: %v, want ErrNotLatest", err)
+	}
+	second := h.run("follow-up")
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", EditOf: retry.RunID}); !errors.Is(err, ErrReplaced) {
+		t.Errorf("edit of a retry (no message of its own): %v, want ErrReplaced", err)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", Content: "x", EditOf: "no-such-run"}); !errors.Is(err, models.ErrNotFound) {
+		t.Errorf("edit of an unknown run: %v, want ErrNotFound", err)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", Content: "better question", EditOf: first.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	if got := prompts[len(prompts)-1]; len(got) != 2 || got[1].Content != "better question" {
+		t.Errorf("edit prompt = %+v, want the edited question alone", got)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", Content: "again", EditOf: second.RunID}); !errors.Is(err, ErrReplaced) {
+		t.Errorf("edit of a replaced message: %v, want ErrReplaced", err)
+	}
+	msgs, _ := h.store.Messages(ctx, h.thread)
+	humans := 0
+	for _, m := range msgs {
+		if m.Type == TypeHuman {
+			humans++
+		}
+	}
+	if humans != 3 { // question, follow-up, better question: nothing deleted, nothing doubled
+		t.Errorf("%d human messages stored, want 3", humans)
+	}
+}
+
+// TestRecoveredRunCanBeRetried: a run a crash cut off says so in plain
+// words once recovery closed it, and Retry answers its message.
+func TestRecoveredRunCanBeRetried(t *testing.T) {
+	var asked atomic.Value
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(_ context.Context, req Request, _ func(string)) (Response, error) {
+		asked.Store(lastHuman(req))
+		return reply("answered", nil), nil
+	}))}})
+	ctx := context.Background()
+	open := "00000000-0000-0000-0000-0000000000aa"
+	err := h.writer.Write(ctx,
+		models.Record{Run: &models.Run{ID: open, ThreadID: h.thread, UserID: "u1", Status: models.RunRunning, ModelName: "m"}},
+		models.Record{Message: &models.Message{ID: "00000000-0000-0000-0000-0000000000bb", ThreadID: h.thread, RunID: open, Type: TypeHuman, Content: "cut off"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.rt.Recover(ctx, h.store); err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v", n, err)
+	}
+	if end := h.runEndOf(open); end.Notice != restartNotice {
+		t.Errorf("recovered run's notice = %q, want %q", end.Notice, restartNotice)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: open}); err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	if got, _ := asked.Load().(string); got != "cut off" {
+		t.Errorf("the retry answered %q, want the cut-off message", got)
+	}
+}

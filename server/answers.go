@@ -1,0 +1,170 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+	"herd/models"
+	"herd/views"
+)
+
+// retryRequest is the optional body of a Retry or Regenerate: the model
+// to answer with ("" for the thread's current one).
+type retryRequest struct {
+	Model string `json:"model"`
+}
+
+// apiRunRetry answers the message of the thread's latest run again, as a
+// new run that replaces that run's answer (202): Retry after a failure or
+// a Stop, Regenerate after an answer (docs/API.md).
+func (s *Server) apiRunRetry(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	runID, err := pathID(c, "run_id", "run")
+	if err != nil {
+		return err
+	}
+	var req retryRequest
+	if c.Request().ContentLength != 0 {
+		if err := bindJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	if _, err := s.store.Run(c.Request().Context(), t.ID, runID); err != nil {
+		return errNotFound("run")
+	}
+	if err := s.checkNewWork(c); err != nil {
+		return err
+	}
+	started, err := s.startRun(c, t, "", req.Model, func(r *agent.StartRequest) { r.RetryOf = runID })
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, startedJSON(started))
+}
+
+// apiMessageEdit sends an edited copy of one of the user's messages as a
+// new run; that message and everything after it are replaced (202).
+func (s *Server) apiMessageEdit(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	msgID, err := pathID(c, "message_id", "message")
+	if err != nil {
+		return err
+	}
+	var req runRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	m, err := s.store.Message(c.Request().Context(), t.ID, msgID)
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		return errNotFound("message")
+	case err != nil:
+		return err
+	case m.Type != agent.TypeHuman:
+		return errUnprocessable("only your own messages can be edited")
+	}
+	if err := s.checkMessage(c, req.Content); err != nil {
+		return err
+	}
+	started, err := s.startRun(c, t, *req.Content, req.Model, func(r *agent.StartRequest) { r.EditOf = m.RunID })
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, startedJSON(started))
+}
+
+// replaced reads which of the thread's runs later runs replaced.
+func (s *Server) replaced(ctx context.Context, threadID string) (agent.Replaced, error) {
+	runs, err := s.store.Runs(ctx, threadID)
+	if err != nil {
+		return agent.Replaced{}, err
+	}
+	return agent.ReplacedIn(runs), nil
+}
+
+// shownMessages is msgs without what the thread hides (the export's).
+func (s *Server) shownMessages(ctx context.Context, threadID string, msgs []models.Message) ([]models.Message, error) {
+	rp, err := s.replaced(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(msgs, func(m models.Message) bool { return rp.FromThread(&m) }), nil
+}
+
+// loadReplaced hides from v what later runs replaced (agent.Replaced)
+// and gathers the ends of the runs its page shows, where each ended.
+func (s *Server) loadReplaced(ctx context.Context, v *threadView) error {
+	rp, err := s.replaced(ctx, v.thread.ID)
+	if err != nil {
+		return err
+	}
+	from := int64(0)
+	if len(v.messages) > 0 && v.next != 0 {
+		from = v.messages[0].Seq
+	}
+	v.messages = slices.DeleteFunc(v.messages, func(m models.Message) bool { return rp.FromThread(&m) })
+	v.cards = slices.DeleteFunc(v.cards, func(c agent.Card) bool { return rp.AnswerHidden(c.RunID) })
+	events, _, err := s.store.Events(ctx, v.thread.ID, models.EventFilter{EventTypes: []string{"run.end"}, AfterSeq: max(from-1, 0)})
+	if err != nil {
+		return err
+	}
+	for i := range events {
+		ev := &events[i]
+		if v.before != 0 && ev.Seq >= v.before {
+			break
+		}
+		p, err := agent.PayloadOf(ev)
+		end, ok := p.(agent.RunEnd)
+		if err != nil || !ok || rp.AnswerHidden(end.RunID) {
+			continue
+		}
+		latest := end.RunID == rp.Latest() && v.active == nil
+		if end.Status == models.RunCompleted && !latest {
+			continue
+		}
+		v.ends = append(v.ends, views.RunEndView{Seq: ev.Seq, RunID: end.RunID, Status: end.Status, Notice: noticeOf(end), Error: end.Error, Latest: latest})
+	}
+	return nil
+}
+
+// noticeOf is a run end's notice; runs that ended before notices were
+// written say it by their status.
+func noticeOf(end agent.RunEnd) string {
+	switch {
+	case end.Notice != "" || end.Status == models.RunCompleted:
+		return end.Notice
+	case end.Status == models.RunCancelled:
+		return "Stopped."
+	}
+	return "The run failed."
+}
+
+// withRunEnds places the run ends among the page's messages by seq.
+func withRunEnds(msgs []views.MessageView, ends []views.RunEndView) []views.MessageView {
+	if len(ends) == 0 {
+		return msgs
+	}
+	out := make([]views.MessageView, 0, len(msgs)+len(ends))
+	i := 0
+	for _, m := range msgs {
+		for ; i < len(ends) && ends[i].Seq < m.Seq; i++ {
+			out = append(out, views.MessageView{Type: views.TypeRunEnd, Seq: ends[i].Seq, RunID: ends[i].RunID, End: &ends[i]})
+		}
+		out = append(out, m)
+	}
+	for ; i < len(ends); i++ {
+		out = append(out, views.MessageView{Type: views.TypeRunEnd, Seq: ends[i].Seq, RunID: ends[i].RunID, End: &ends[i]})
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+// Answers again: a run's end (views.runEnd: the notice of a failed or
+// stopped run, Retry or Regenerate on the latest run) and the Edit of a
+// user's message (views.editForm), live. The server decides what a new
+// run replaces (docs/DESIGN.md §3); the run.start frame says it, so every
+// open page shows the same as a reload.
+
+import { errorMessage, post } from "./api.js";
+import { clone } from "./dom.js";
+
+// runEndElement is a run's end as views.runEnd renders it: d is the
+// run.end frame's data. It is the thread's latest run, so it carries
+// Retry or Regenerate.
+export function runEndElement(d, runID, seq) {
+	const node = clone("run-end-template");
+	const status = d.status ?? "failed";
+	node.className = `run-end run-end-${status}`;
+	node.id = `run-end-${runID}`;
+	node.dataset.seq = String(seq ?? 0);
+	node.dataset.runId = runID;
+	node.dataset.status = status;
+	const notice = noticeOf(d, status);
+	if (notice) node.querySelector(".run-notice-text").textContent = notice;
+	else node.querySelector(".run-notice").remove();
+	if (status === "failed" && d.error) node.querySelector(".run-error-text").textContent = d.error;
+	else node.querySelector(".run-error").remove();
+	const retry = node.querySelector(".run-retry");
+	retry.dataset.runId = runID;
+	retry.textContent = status === "completed" ? "Regenerate" : "Retry";
+	return node;
+}
+
+// noticeOf is as the server's for runs that ended before notices were
+// written (server/answers.go); a live frame always has its notice.
+function noticeOf(d, status) {
+	if (d.notice || status === "completed") return d.notice ?? "";
+	return status === "cancelled" ? "Stopped." : "The run failed.";
+}
+
+export class Answers {
+	constructor({ threadID, list, model, showError, onStarted }) {
+		this.threadID = threadID;
+		this.list = list;
+		this.model = model; // the composer's model select, if any
+		this.showError = showError;
+		this.onStarted = onStarted;
+	}
+
+	// listen handles the buttons under the list, now and later; while a
+	// run is active (running) nothing can be edited.
+	listen(running) {
+		this.list.classList.add("can-act");
+		this.setEditable(!running);
+		this.list.addEventListener("click", (ev) => {
+			const retry = ev.target.closest(".run-retry");
+			if (retry) return this.retry(retry);
+			const edit = ev.target.closest(".msg-edit");
+			if (edit) return this.openEdit(edit.closest(".msg"), edit);
+			const cancel = ev.target.closest(".msg-edit-cancel");
+			if (cancel) this.closeEdit(cancel.closest(".msg"));
+		});
+		// As in the composer: Enter sends, Shift+Enter adds a line; Escape
+		// gives the message back unchanged.
+		this.list.addEventListener("keydown", (ev) => {
+			if (!ev.target.matches?.(".msg-edit-input") || ev.isComposing) return;
+			if (ev.key === "Escape") this.closeEdit(ev.target.closest(".msg"));
+			else if (ev.key === "Enter" && !ev.shiftKey) {
+				ev.preventDefault();
+				ev.target.form.requestSubmit();
+			}
+		});
+		this.list.addEventListener("submit", (ev) => {
+			if (!ev.target.matches(".msg-edit-form")) return;
+			ev.preventDefault();
+			this.sendEdit(ev.target.closest(".msg"), ev.target);
+		});
+	}
+
+	// runStarted applies what the new run replaces, and takes the
+	// controls that answer again away while it runs.
+	runStarted(d) {
+		// Focus on a control the new run removes goes to the composer.
+		const focused = document.activeElement;
+		const inList = this.list.contains(focused);
+		for (const b of this.list.querySelectorAll(".run-retry")) b.remove();
+		// A completed run's end holds only its Regenerate.
+		for (const e of this.list.querySelectorAll(".run-end-completed")) e.remove();
+		if (d.retry_of) this.replaceAnswer(d.retry_of);
+		if (d.edit_of) this.replaceFrom(d.edit_of);
+		this.setEditable(false);
+		if (inList && !focused.isConnected) document.getElementById("composer-input")?.focus();
+	}
+
+	// runEnded shows where the run ended: its notice when it failed or
+	// was stopped, and Retry or Regenerate.
+	runEnded(d, runID, seq) {
+		this.setEditable(true);
+		if (!runID || document.getElementById(`run-end-${runID}`)) return;
+		this.list.append(runEndElement(d, runID, seq));
+	}
+
+	setEditable(on) {
+		for (const b of this.list.querySelectorAll(".msg-edit, .msg-edit-send")) b.disabled = !on;
+	}
+
+	// replaceAnswer hides the answer of run runID, which a Regenerate
+	// replaced; a failed or stopped one stays as history.
+	replaceAnswer(runID) {
+		const end = document.getElementById(`run-end-${runID}`);
+		if (end && end.dataset.status !== "completed") return;
+		end?.remove();
+		for (const node of this.list.querySelectorAll(`.msg[data-run-id="${CSS.escape(runID)}"]:not(.msg-human)`)) node.remove();
+	}
+
+	// replaceFrom hides the edited message of run runID and everything
+	// after it; when that message is on a page not loaded, everything
+	// loaded is after it.
+	replaceFrom(runID) {
+		const first = this.list.querySelector(`.msg-human[data-run-id="${CSS.escape(runID)}"]`);
+		const items = [...this.list.querySelectorAll(":scope > [data-seq]")];
+		const from = first ? items.indexOf(first) : 0;
+		for (const node of items.slice(from)) node.remove();
+	}
+
+	// retry answers the run's message again. The button stays enabled
+	// (aria-disabled) while the request is out, so it keeps the focus
+	// until the run's start takes it away.
+	async retry(button) {
+		if (button.getAttribute("aria-disabled") === "true") return;
+		button.setAttribute("aria-disabled", "true");
+		const body = this.model?.value ? { model: this.model.value } : undefined;
+		await this.start(`/api/threads/${this.threadID}/runs/${encodeURIComponent(button.dataset.runId)}/retry`, body, this.showError);
+		button.removeAttribute("aria-disabled");
+	}
+
+	// start posts a new run and hands its id to the composer; a refusal
+	// (409 while a run is active) shows through showError.
+	async start(path, body, showError) {
+		try {
+			const res = await post(path, body);
+			if (!res.ok) {
+				showError(await errorMessage(res));
+				return false;
+			}
+			const started = await res.json();
+			this.onStarted(started.run_id);
+			return true;
+		} catch {
+			showError("The server could not be reached; try again when it is back.");
+			return false;
+		}
+	}
+
+	openEdit(msg, button) {
+		if (!msg || msg.querySelector(".msg-edit-form")) return;
+		const form = clone("edit-template");
+		const input = form.querySelector(".msg-edit-input");
+		input.value = button.dataset.source ?? "";
+		msg.classList.add("msg-editing");
+		msg.append(form);
+		input.focus();
+	}
+
+	closeEdit(msg) {
+		msg?.querySelector(".msg-edit-form")?.remove();
+		msg?.classList.remove("msg-editing");
+		msg?.querySelector(".msg-edit")?.focus();
+	}
+
+	async sendEdit(msg, form) {
+		const content = form.querySelector(".msg-edit-input").value;
+		const error = form.querySelector(".msg-edit-error");
+		const send = form.querySelector(".msg-edit-send");
+		if (content.trim() === "") {
+			error.textContent = "Write the message to send.";
+			return;
+		}
+		send.disabled = true;
+		const body = { content };
+		if (this.model?.value) body.model = this.model.value;
+		const id = encodeURIComponent(msg.id.replace(/^msg-/, ""));
+		const ok = await this.start(`/api/threads/${this.threadID}/messages/${id}/edit`, body, (text) => (error.textContent = text));
+		if (!ok && form.isConnected) send.disabled = false;
+	}
+}
