@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"herd/agent"
 )
@@ -107,6 +109,7 @@ func (b *browser) checkPages(src string, pages []a11yPage) {
 			b.do("desktop", chromedp.EmulateViewport(1280, 900))
 			b.openPage(p, theme)
 			b.checkAxe(src, name)
+			b.checkKeyboard(name)
 			b.shot(name)
 			b.do("phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 			b.openPage(p, theme)
@@ -260,4 +263,69 @@ func TestBrowserAccessibility(t *testing.T) {
 	b.checkPages(src, []a11yPage{
 		{name: "forbidden", path: "/admin", ready: `!!document.querySelector(".error-page")`},
 	})
+}
+
+// kbJS defines, on the page, the keyboard walk's helpers: the controls a
+// keyboard must reach (visible, enabled; one per radio group, as Tab
+// visits a group once), numbered in data-kb, and what the focused element
+// is and whether its focus can be seen (an outline or a box shadow).
+const kbJS = `window.kb = {
+	describe(e) {
+		const text = (e.getAttribute("aria-label") || e.textContent || e.placeholder || e.name || "").trim().replace(/\s+/g, " ").slice(0, 40);
+		return e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "") + (text ? " \"" + text + "\"" : "");
+	},
+	controls() {
+		const sel = 'a[href], button, input:not([type="hidden"]), select, textarea, summary, [tabindex]:not([tabindex="-1"])';
+		const radios = new Set();
+		const all = [...document.querySelectorAll(sel)].filter((e) => {
+			if (e.disabled || e.closest("[inert], template") || !e.checkVisibility({ visibilityProperty: true })) return false;
+			if (e.type === "radio") {
+				if (radios.has(e.name)) return false;
+				radios.add(e.name);
+			}
+			return true;
+		});
+		all.forEach((e, i) => (e.dataset.kb = String(i)));
+		return all.map((e) => kb.describe(e));
+	},
+	focused() {
+		const e = document.activeElement;
+		if (!e || e === document.body) return { kb: "", what: "body", ring: false };
+		const s = getComputedStyle(e);
+		const ring = (s.outlineStyle !== "none" && parseFloat(s.outlineWidth) > 0) || s.boxShadow !== "none";
+		const kbi = e.dataset.kb ?? (e.type === "radio" ? document.querySelector('input[type="radio"][name="' + e.name + '"][data-kb]')?.dataset.kb : undefined) ?? "";
+		return { kb: kbi, what: kb.describe(e), ring: ring && e.matches(":focus-visible") };
+	},
+};`
+
+type focusedControl struct {
+	KB   string `json:"kb"`
+	What string `json:"what"`
+	Ring bool   `json:"ring"`
+}
+
+// checkKeyboard tabs through the whole page from its top: every control
+// is reached, and each shows where the focus is.
+func (b *browser) checkKeyboard(page string) {
+	b.t.Helper()
+	evalAs[chromedp.Void](b, kbJS)
+	controls := evalAs[[]string](b, `kb.controls()`)
+	evalAs[chromedp.Void](b, `document.activeElement?.blur(); scrollTo(0, 0)`)
+	reached := map[string]bool{}
+	for range len(controls) + 3 {
+		b.do("Tab", chromedp.KeyEvent(kb.Tab))
+		f := evalAs[focusedControl](b, `kb.focused()`)
+		if f.KB == "" {
+			continue
+		}
+		if !f.Ring && !reached[f.KB] {
+			b.t.Errorf("%s: %s has the focus and shows no focus ring", page, f.What)
+		}
+		reached[f.KB] = true
+	}
+	for i, c := range controls {
+		if !reached[strconv.Itoa(i)] {
+			b.t.Errorf("%s: Tab never reaches %s", page, c)
+		}
+	}
 }
