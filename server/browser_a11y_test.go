@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -328,4 +329,225 @@ func (b *browser) checkKeyboard(page string) {
 			b.t.Errorf("%s: Tab never reaches %s", page, c)
 		}
 	}
+}
+
+// tabTo presses Tab until the focus is on an element matching selector.
+func (b *browser) tabTo(selector string) {
+	b.t.Helper()
+	for range 200 {
+		if evalAs[bool](b, fmt.Sprintf(`!!document.activeElement?.matches(%q)`, selector)) {
+			return
+		}
+		b.do("Tab", chromedp.KeyEvent(kb.Tab))
+	}
+	b.t.Fatalf("Tab never reaches %s", selector)
+}
+
+// liveJS records, from when it runs, what a screen reader would announce:
+// changes inside a live region (aria-live, or the log, status and alert
+// roles) that is not switched off (aria-live="off") or busy (aria-busy),
+// leaving out added nodes that are themselves off or busy. Changes made in
+// one task reach the screen reader together: one entry per region per
+// MutationObserver callback, as "region id: text".
+const liveJS = `(() => {
+	const quiet = (n) => n.nodeType === 1 && (n.getAttribute("aria-busy") === "true" || n.getAttribute("aria-live") === "off");
+	const region = (node) => {
+		for (let n = node; n && n.nodeType === 1; n = n.parentElement) {
+			if (n.getAttribute("aria-busy") === "true") return "";
+			const live = n.getAttribute("aria-live");
+			if (live) return live === "off" ? "" : n.id || n.className;
+			const role = n.getAttribute("role");
+			if (role === "log" || role === "status" || role === "alert") return n.id || n.className;
+		}
+		return "";
+	};
+	window.spoken = [];
+	new MutationObserver((records) => {
+		const said = new Map();
+		for (const r of records) {
+			const node = r.type === "characterData" ? r.target.parentElement : r.target;
+			const where = region(node);
+			if (where === "") continue;
+			const text = r.type === "childList" ? [...r.addedNodes].filter((n) => !quiet(n)).map((n) => n.textContent).join(" ") : node.textContent;
+			if (text.trim() === "") continue; // removals and quiet additions are not announced
+			said.set(where, ((said.get(where) ?? "") + " " + text).trim().replace(/\s+/g, " "));
+		}
+		for (const [where, text] of said) window.spoken.push(where + ": " + text.slice(0, 80));
+	}).observe(document.body, { subtree: true, childList: true, characterData: true });
+})()`
+
+// TestBrowserKeyboardAndAnnouncements uses a thread page by keyboard
+// alone — Send stays disabled on an empty or blank message, typing and
+// Enter send, a card opens and closes with Enter and Space — and listens
+// as a screen reader would: a run with many streamed tokens and two cards
+// is announced as its messages and one line per card state change, never
+// token by token or tick by tick.
+func TestBrowserKeyboardAndAnnouncements(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 20, 1), demoModel("demo-deep", 20, 1)))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("keyboard")
+	u.startRun(th, "Two jobs:\n- alpha\n- beta")
+	a.waitIdle(th)
+	b := newBrowser(t, a.http.URL)
+	b.signIn(u.email, "password123")
+	b.openThread(th, "")
+
+	b.tabTo("#composer-input")
+	if !evalAs[bool](b, `document.querySelector("#send-button").disabled`) {
+		t.Error("Send is enabled on an empty message")
+	}
+	b.do("type blanks", chromedp.KeyEvent("   "))
+	if !evalAs[bool](b, `document.querySelector("#send-button").disabled`) {
+		t.Error("Send is enabled on a blank message")
+	}
+	b.do("type", chromedp.KeyEvent("Hello"))
+	if evalAs[bool](b, `document.querySelector("#send-button").disabled`) {
+		t.Fatal("Send stays disabled once there is a message")
+	}
+	b.tabTo("#send-button")
+	if !evalAs[bool](b, `document.activeElement.matches(":focus-visible")`) {
+		t.Error("Send has the keyboard focus but not :focus-visible")
+	}
+	b.shot("send-focused")
+	evalAs[chromedp.Void](b, liveJS)
+	b.do("send with Enter on Send", chromedp.KeyEvent(kb.Enter))
+	b.waitFor("the message sent", `[...document.querySelectorAll(".msg-human")].some((m) => m.textContent.includes("Hello"))`, 10*time.Second)
+	b.waitRunEnd(a, th)
+
+	// Open and close a card from the keyboard.
+	evalAs[chromedp.Void](b, `document.activeElement?.blur(); scrollTo(0, 0)`)
+	b.tabTo("#messages .card-toggle")
+	b.shot("card-focused")
+	b.do("Enter", chromedp.KeyEvent(kb.Enter))
+	b.waitFor("the card open", `document.activeElement.getAttribute("aria-expanded") === "true" && !document.getElementById(document.activeElement.getAttribute("aria-controls")).hidden`, 10*time.Second)
+	b.do("Space", chromedp.KeyEvent(" "))
+	b.waitFor("the card closed", `document.activeElement.getAttribute("aria-expanded") === "false"`, 10*time.Second)
+
+	// A run with two cards, listened to.
+	evalAs[chromedp.Void](b, `window.spoken.length = 0`)
+	b.sendMessage("Two more jobs:\n- gamma\n- delta")
+	b.waitRunEnd(a, th)
+	b.waitFor("the cards completed", `[...document.querySelectorAll("#messages section.card")].filter((c) => c.dataset.status === "completed").length === 4`, 10*time.Second)
+	spoken := evalAs[[]string](b, `window.spoken`)
+	lines := evalAs[[]string](b, `[...document.querySelectorAll("#announcer p")].map((p) => p.textContent)`)
+	titles := evalAs[[]string](b, `[...document.querySelectorAll("#messages section.card")].slice(2).map((c) => c.querySelector(".card-title").textContent)`)
+	deltas := evalAs[int](b, `document.querySelector("#messages .msg-ai:last-child .msg-body")?.textContent.length ?? 0`)
+	t.Logf("announced (%d changes for an answer of %d characters): %q", len(spoken), deltas, spoken)
+	for _, title := range titles {
+		for _, want := range []string{title + ": started", title + ": Completed"} {
+			if n := count(lines, want); n != 1 {
+				t.Errorf("the announcer said %q %d times, want once (lines %q)", want, n, lines)
+			}
+		}
+	}
+	if len(lines) != 2*len(titles) {
+		t.Errorf("the announcer said %q, want a start and an end for each of the cards %q", lines, titles)
+	}
+	for _, s := range spoken {
+		if !strings.HasPrefix(s, "messages: ") && !strings.HasPrefix(s, "announcer: ") && !strings.HasPrefix(s, "run-status: ") {
+			t.Errorf("announced outside the conversation and the announcer: %q", s)
+		}
+	}
+	// The human message, each answer (with its cards) and a line per card
+	// state change: a bound that does not grow with the tokens.
+	answers := evalAs[int](b, `(() => {
+		const all = [...document.querySelectorAll("#messages > .msg")];
+		return all.slice(all.findLastIndex((m) => m.matches(".msg-human")) + 1).filter((m) => m.matches(".msg-ai")).length;
+	})()`)
+	if max := 1 + answers + 2*len(titles); len(spoken) > max {
+		t.Errorf("%d announced changes, want at most %d: %q", len(spoken), max, spoken)
+	}
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBrowserReducedMotion: with the system asking for reduced motion,
+// nothing on a thread page moves — the running card's spinner, the
+// streaming caret, the phone drawer's slide — while without it they do
+// (so the check can fail).
+func TestBrowserReducedMotion(t *testing.T) {
+	a := newApp(t, withHostBash(t), withModels(demoModel("demo-fast", 150, 2)), withSubagents(agent.SubagentsConfig{CancelGraceSeconds: 5}))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("motion")
+	u.startRun(th, "Two jobs:\n- `sleep 300`\n- alpha")
+	b := newBrowser(t, a.http.URL)
+	b.signIn(u.email, "password123")
+	running := `document.documentElement.dataset.herdReady === "1" && [...document.querySelectorAll("#messages section.card")].some((c) => c.dataset.status === "running")`
+	// A streaming bubble, as an ai_delta frame makes one.
+	stream := `document.dispatchEvent(new CustomEvent("herd:frame", { detail: { type: "ai_delta", data: { message_id: "streaming", text: "Thinking out loud" } } }))`
+	moving := `document.getAnimations().filter((a) => a.playState === "running").map((a) => a.animationName || a.transitionProperty)`
+
+	for _, reduce := range []bool{false, true} {
+		pref := map[bool]string{false: "no-preference", true: "reduce"}[reduce]
+		b.emulateMedia(map[string]string{"prefers-reduced-motion": pref})
+		b.do("phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+		b.navigate("/threads/" + th)
+		b.waitFor("a running card", running, 20*time.Second)
+		evalAs[chromedp.Void](b, stream)
+		b.do("open the drawer", chromedp.Click(`.sidebar-toggle`))
+		got := evalAs[[]string](b, moving)
+		b.shot("drawer-" + pref)
+		if reduce && len(got) != 0 {
+			t.Errorf("with reduced motion these still move: %q", got)
+		}
+		if !reduce {
+			for _, want := range []string{"card-spin", "caret", "transform"} {
+				if !slices.Contains(got, want) {
+					t.Errorf("without reduced motion %q does not move (moving: %q): the check proves nothing", want, got)
+				}
+			}
+		}
+	}
+}
+
+// TestBrowserPasswordRules: the set-up page and the password change state
+// the server's password rules before a password is tried — as the field's
+// description, with the server's limits — and the browser stops a short
+// one before it is sent.
+func TestBrowserPasswordRules(t *testing.T) {
+	a := newApp(t)
+	b := newBrowser(t, a.http.URL)
+	link, err := a.srv.SetupURL(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(page string) {
+		t.Helper()
+		rules := evalAs[string](b, `(() => {
+			const input = document.querySelector('input[name="password"]');
+			const rules = document.getElementById(input.getAttribute("aria-describedby"));
+			return rules && rules.checkVisibility() ? rules.textContent : "";
+		})()`)
+		for _, want := range []string{"At least " + strconv.Itoa(minPassword) + " characters", strconv.Itoa(maxPasswordBytes) + " bytes", "common password"} {
+			if !strings.Contains(rules, want) {
+				t.Errorf("%s: the password's description %q does not say %q", page, rules, want)
+			}
+		}
+		if got := evalAs[string](b, `document.querySelector('input[name="password"]').getAttribute("minlength")`); got != strconv.Itoa(minPassword) {
+			t.Errorf("%s: the password field's minlength is %q, want %d", page, got, minPassword)
+		}
+		b.do("a short password", chromedp.SendKeys(`input[name="password"]`, "short"))
+		if evalAs[bool](b, `document.querySelector('input[name="password"]').checkValidity()`) {
+			t.Errorf("%s: the browser would send a %d-character password", page, len("short"))
+		}
+	}
+	b.navigate(strings.TrimPrefix(link, a.http.URL))
+	b.waitFor("the set-up form", `!!document.querySelector("form[action='/setup']")`, 10*time.Second)
+	check("set-up")
+	b.shot("setup")
+
+	u := a.newUser("ann@example.com", false)
+	b.signIn(u.email, "password123")
+	b.navigate("/account")
+	b.waitFor("the password form", `!!document.querySelector("form[action='/account/password']")`, 10*time.Second)
+	check("password change")
+	b.shot("account")
 }
