@@ -241,8 +241,11 @@ func TestBrowserAccessibility(t *testing.T) {
 		chromedp.Submit(`form[action="/login"]`),
 	)
 	b.waitFor("the error notice", `!!document.querySelector(".notice-error")`, 10*time.Second)
-	b.checkAxe(src, "login-error")
-	b.shot("login-error")
+	for _, theme := range []string{"light", "dark"} {
+		b.emulateMedia(map[string]string{"prefers-color-scheme": theme})
+		b.checkAxe(src, "login-error-"+theme)
+		b.shot("login-error-" + theme)
+	}
 	b.signIn(admin.email, "password123")
 
 	// A finished conversation, a thread with a card still running beside a
