@@ -248,9 +248,11 @@ func TestBrowserAccessibility(t *testing.T) {
 	}
 	b.signIn(admin.email, "password123")
 
-	// A finished conversation, a thread with a card still running beside a
+	// A finished conversation (a code block, two cards), a thread with a card still running beside a
 	// finished one, and a deleted thread for the Undo notice.
 	done := admin.newThread("Finished work")
+	admin.startRun(done, "What does this print?\n\n```go\nfunc main() {\n\tfmt.Println(\"hi\", 42) // greet\n}\n```")
+	a.waitIdle(done)
 	admin.startRun(done, "Two jobs:\n- alpha\n- beta")
 	a.waitIdle(done)
 	live := admin.newThread("Live work")
