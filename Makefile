@@ -5,7 +5,7 @@ DATA_DIR ?= ./data
 # cgo is needed by the SQLite driver.
 export CGO_ENABLED = 1
 
-.PHONY: run build test bench load load-idle soak generate lint fmt fuzz clean mcp-test-server axe-core
+.PHONY: run build test bench load load-idle soak generate lint fmt fuzz clean mcp-test-server
 
 # Fuzz targets: package:target. `make fuzz` runs each for FUZZTIME; their
 # seed corpora already run with `make test`.
@@ -35,6 +35,7 @@ $(MCP_CACHE)/node_modules/.bin/mcp-server-everything:
 # injects into every page, installed once from the npm registry.
 AXE_CORE  = axe-core@4.14.1
 AXE_CACHE = .cache/axe
+.PHONY: axe-core
 axe-core: $(AXE_CACHE)/node_modules/axe-core/axe.min.js
 $(AXE_CACHE)/node_modules/axe-core/axe.min.js:
 	mkdir -p $(AXE_CACHE)
