@@ -19,7 +19,7 @@ run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
 build: ## build the single binary ./herd
 	$(GO) build -o herd .
 
-test: mcp-test-server ## every test with -race: unit, HTTP, WebSocket, browser
+test: mcp-test-server axe-core ## every test with -race: unit, HTTP, WebSocket, browser
 	$(GO) test -race -count=1 -timeout 9m ./...
 
 # The real third-party MCP server the end-to-end test drives over stdio
@@ -30,6 +30,16 @@ mcp-test-server: $(MCP_CACHE)/node_modules/.bin/mcp-server-everything
 $(MCP_CACHE)/node_modules/.bin/mcp-server-everything:
 	mkdir -p $(MCP_CACHE)
 	npm install --prefix $(MCP_CACHE) --no-audit --no-fund --no-save $(MCP_EVERYTHING)
+
+# axe-core, which the accessibility browser test (server/browser_a11y_test.go)
+# injects into every page, installed once from the npm registry.
+AXE_CORE  = axe-core@4.14.1
+AXE_CACHE = .cache/axe
+.PHONY: axe-core
+axe-core: $(AXE_CACHE)/node_modules/axe-core/axe.min.js
+$(AXE_CACHE)/node_modules/axe-core/axe.min.js:
+	mkdir -p $(AXE_CACHE)
+	npm install --prefix $(AXE_CACHE) --no-audit --no-fund --no-save $(AXE_CORE)
 
 # BENCH picks benchmarks (a -bench regexp); each runs BENCH_COUNT times and
 # benchstat prints the medians (with a 95% interval from 6 runs up). The

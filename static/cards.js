@@ -5,6 +5,7 @@
 // The server projects the same state from history (agent.ProjectCards),
 // so a reload shows what was shown live.
 
+import { announce, cardAnnouncement } from "./announce.js";
 import { getJSON, postFromButton } from "./api.js";
 import { cardNode, readCard, renderCard } from "./card-view.js";
 import { intAttr } from "./dom.js";
@@ -90,12 +91,14 @@ export class Cards {
 	}
 
 	// update applies change to a card's state and renders it, unless
-	// change reports (false) that it changed nothing.
+	// change reports (false) that it changed nothing. A new status is
+	// announced to screen readers, once.
 	update(c, change) {
-		const [result, html] = [c.result, c.resultHTML];
+		const [result, html, status] = [c.result, c.resultHTML, c.status];
 		if (change() === false) return;
 		if (c.result !== result || c.resultHTML !== html) c.resultChanged = true;
 		this.render(c);
+		if (c.status !== status && c.node?.isConnected) announce(cardAnnouncement(c));
 	}
 
 	place(c, slot) {

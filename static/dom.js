@@ -18,3 +18,10 @@ export function intAttr(v) {
 export function clone(templateID) {
 	return document.getElementById(templateID).content.firstElementChild.cloneNode(true);
 }
+
+// scrollRegion makes a box that scrolls (a max-height output) reachable by
+// keyboard, so its hidden part can be scrolled without a mouse.
+export function scrollRegion(node) {
+	node.tabIndex = 0;
+	return node;
+}

@@ -4,7 +4,7 @@
 // and c.complete (whether it holds every step so far).
 
 import { getJSON } from "./api.js";
-import { el, intAttr } from "./dom.js";
+import { el, intAttr, scrollRegion } from "./dom.js";
 import { str } from "./metadata.js";
 
 // Steps kept for a collapsed card; past this it forgets them and reloads
@@ -32,7 +32,7 @@ function stepElement(step) {
 	li.dataset.seq = String(step.seq);
 	if (step.kind === "tool") {
 		li.append(el("span", "step-tool", step.toolName || "tool"));
-		if (step.text !== "") li.append(el("pre", "step-output", step.text));
+		if (step.text !== "") li.append(scrollRegion(el("pre", "step-output", step.text)));
 	} else {
 		if (step.reasoning !== "") li.append(thinkingElement(step));
 		if (step.text !== "") li.append(el("p", "step-text", step.text));
@@ -51,7 +51,7 @@ function stepElement(step) {
 // a message's is (views/thread.templ, thinking).
 function thinkingElement(step) {
 	const block = el("details", "msg-thinking step-thinking");
-	block.append(el("summary", "", "Thinking"), el("div", "thinking-text", step.reasoning));
+	block.append(el("summary", "", "Thinking"), scrollRegion(el("div", "thinking-text", step.reasoning)));
 	if (step.reasoningTruncated) block.append(el("span", "step-cut", "reasoning truncated"));
 	return block;
 }

@@ -72,7 +72,7 @@ func Admin(p AdminPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<div class=\"table-wrap\"><table><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Label</th><th scope=\"col\">Provider</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<div class=\"table-wrap\" tabindex=\"0\"><table><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Label</th><th scope=\"col\">Provider</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -490,7 +490,7 @@ func mcpServers(servers []MCPServerView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "<div class=\"table-wrap\"><table><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Transport</th><th scope=\"col\">For</th><th scope=\"col\">State</th><th scope=\"col\">Tools</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "<div class=\"table-wrap\" tabindex=\"0\"><table><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Transport</th><th scope=\"col\">For</th><th scope=\"col\">State</th><th scope=\"col\">Tools</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

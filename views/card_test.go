@@ -85,7 +85,7 @@ func TestCardMarkup(t *testing.T) {
 			[]string{`class="card-cancel" hidden`, `<span class="card-tokens" hidden></span>`},
 			[]string{"tokens<", "usage unavailable", "collecting"}},
 		{"no usage, terminal", CardView{TaskID: "t", RunID: "r", Status: "failed", ShowTokens: true, Error: "boom"},
-			[]string{"usage unavailable", `<pre class="card-error">boom</pre>`, `class="card-model" title="" hidden`},
+			[]string{"usage unavailable", `<pre class="card-error" tabindex="0">boom</pre>`, `class="card-model" title="" hidden`},
 			[]string{">0 tokens"}},
 		{"capped", CardView{TaskID: "t", RunID: "r", Status: "completed", StopReason: "turn_capped", ShowTokens: true},
 			[]string{`<span class="card-badge">capped: turn budget</span>`}, nil},

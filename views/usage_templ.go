@@ -264,7 +264,7 @@ func AdminUsage(p UsagePage) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "><summary>Calls and tokens of each day with calls, newest first</summary><div class=\"table-wrap\"><table class=\"usage-table\" id=\"usage-by-day\"><thead><tr><th scope=\"col\">Day</th><th scope=\"col\">Calls</th><th scope=\"col\">Input</th><th scope=\"col\">Output</th><th scope=\"col\">Total</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "><summary>Calls and tokens of each day with calls, newest first</summary><div class=\"table-wrap\" tabindex=\"0\"><table class=\"usage-table\" id=\"usage-by-day\"><thead><tr><th scope=\"col\">Day</th><th scope=\"col\">Calls</th><th scope=\"col\">Input</th><th scope=\"col\">Output</th><th scope=\"col\">Total</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -502,7 +502,7 @@ func usageSection(id, title, column string, c chart, lines []UsageLine) templ.Co
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</ul><div class=\"table-wrap\"><table class=\"usage-table\"><thead><tr><th scope=\"col\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</ul><div class=\"table-wrap\" tabindex=\"0\"><table class=\"usage-table\"><thead><tr><th scope=\"col\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

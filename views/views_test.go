@@ -415,7 +415,7 @@ func TestMessage(t *testing.T) {
 		{
 			name: "ai with only a tool call",
 			m:    MessageView{ID: "c", Seq: 9, Type: "ai", ModelName: "m", ToolCalls: []ToolCallView{{ID: "k", Name: "ls", Args: `{}`}}},
-			want: `<article class="msg msg-ai" id="msg-c" data-seq="9" data-run-id=""><div class="msg-tools"><details class="tool-call" data-tool-call-id="k"><summary><span class="tool-name">ls</span><code class="tool-brief">{}</code></summary><pre class="tool-args">{}</pre></details></div></article>`,
+			want: `<article class="msg msg-ai" id="msg-c" data-seq="9" data-run-id=""><div class="msg-tools"><details class="tool-call" data-tool-call-id="k"><summary><span class="tool-name">ls</span><code class="tool-brief">{}</code></summary><pre class="tool-args" tabindex="0">{}</pre></details></div></article>`,
 		},
 		{
 			name: "ai whose run left turns out",
@@ -425,7 +425,7 @@ func TestMessage(t *testing.T) {
 		{
 			name: "tool",
 			m:    MessageView{ID: "d", Seq: 10, Type: "tool", Content: "<i>out</i>"},
-			want: `<div class="tool-result" id="msg-d" data-seq="10"><pre class="tool-output">&lt;i&gt;out&lt;/i&gt;</pre></div>`,
+			want: `<div class="tool-result" id="msg-d" data-seq="10"><pre class="tool-output" tabindex="0">&lt;i&gt;out&lt;/i&gt;</pre></div>`,
 		},
 	}
 	for _, tt := range tests {
