@@ -18,6 +18,7 @@ var version = "dev"
 var commands = []struct{ name, usage, summary string }{
 	{"serve", "herd [serve] [flags]", "serve the web app (the default command)"},
 	{"backup", "herd backup [flags] BACKUP_FILE", "write a consistent copy of the database; safe while herd serves"},
+	{"migrate", "herd migrate --from FILE --to DSN", "copy a SQLite instance's data into an empty PostgreSQL database, verified"},
 	{"version", "herd version", "print the version"},
 	{"help", "herd help", "print this help"},
 }

@@ -59,6 +59,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case "help":
 		printHelp(stdout)
 		return 0
+	case "migrate":
+		return runMigrate(ctx, args, environ, stdout, stderr)
 	case "serve", "backup":
 	default:
 		fmt.Fprintf(stderr, "herd: unknown command %q; herd --help lists the commands\n", name)

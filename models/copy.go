@@ -100,10 +100,22 @@ func migrationTables(db *gorm.DB) ([]*schema.Schema, error) {
 	return out, nil
 }
 
+// Source is a SQLite database opened read-only to be copied.
+type Source struct{ db *gorm.DB }
+
+// Close closes the source's connections.
+func (s *Source) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
 // OpenSQLiteSource opens the SQLite database at path read-only for a copy:
 // it never creates or changes it, and refuses a file that is not a herd
 // database.
-func OpenSQLiteSource(path string) (*gorm.DB, error) {
+func OpenSQLiteSource(path string) (*Source, error) {
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -126,7 +138,7 @@ func OpenSQLiteSource(path string) (*gorm.DB, error) {
 		closeGorm(db)
 		return nil, fmt.Errorf("%s is not a herd database", path)
 	}
-	return db, nil
+	return &Source{db: db}, nil
 }
 
 func closeGorm(db *gorm.DB) {
@@ -143,7 +155,7 @@ func closeGorm(db *gorm.DB) {
 // does not verify leaves the target as it was. Explicit ids are copied as
 // they are, then the sequences behind auto-increment columns are moved
 // past them. The source is read in one snapshot.
-func (s *Store) CopyToPostgres(ctx context.Context, src *gorm.DB, opts CopyOptions) (CopyReport, error) {
+func (s *Store) CopyToPostgres(ctx context.Context, src *Source, opts CopyOptions) (CopyReport, error) {
 	if !s.pg {
 		return CopyReport{}, errors.New("store: copy: the target is not PostgreSQL")
 	}
@@ -156,7 +168,7 @@ func (s *Store) CopyToPostgres(ctx context.Context, src *gorm.DB, opts CopyOptio
 		return CopyReport{}, fmt.Errorf("store: copy: %w", err)
 	}
 	// One snapshot of the source (SQLite's read transaction).
-	stx := src.WithContext(ctx).Begin(&sql.TxOptions{ReadOnly: true})
+	stx := src.db.WithContext(ctx).Begin(&sql.TxOptions{ReadOnly: true})
 	if stx.Error != nil {
 		return CopyReport{}, fmt.Errorf("store: copy: read the source: %w", stx.Error)
 	}

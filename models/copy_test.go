@@ -99,13 +99,13 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func openSource(t *testing.T, path string) *gorm.DB {
+func openSource(t *testing.T, path string) *Source {
 	t.Helper()
 	src, err := OpenSQLiteSource(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { closeGorm(src) })
+	t.Cleanup(func() { _ = src.Close() })
 	return src
 }
 
