@@ -66,6 +66,11 @@ type Request struct {
 	Model    string // the provider's model id
 	Messages []Message
 	Tools    []tools.Spec
+	// MaxTokens, when above 0, caps this call's answer below the model's
+	// own cap (max_output_tokens): a short call such as a thread's title.
+	// Providers that think within the cap (Anthropic's extended thinking)
+	// do not think on such a call.
+	MaxTokens int
 	// OnReasoning, when set, receives the model's reasoning as it
 	// arrives, apart from the answer's text; nil: the caller only wants
 	// Response.Reasoning.

@@ -107,11 +107,7 @@ func (s *Server) startRun(c echo.Context, t *models.Thread, content, model strin
 		return started, err
 	}
 	if t.Title == "" {
-		if title := titleFrom(content); title != "" {
-			if _, err := s.store.RenameThread(c.Request().Context(), u.ID, t.ID, title); err != nil {
-				s.log.Warn("title a thread from its first message", "thread", t.ID, "err", err)
-			}
-		}
+		s.titleThread(c, t, started, content)
 	}
 	return started, nil
 }

@@ -122,6 +122,7 @@ type Server struct {
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
 	purger        *purger
+	titles        *titler
 	undoWindow    time.Duration
 	mcp           interface{ Status() []mcp.ServerStatus }
 }
@@ -169,6 +170,7 @@ func New(o Options) (*Server, error) {
 		}
 	})
 	s.undoWindow = o.UndoWindow
+	s.titles = newTitler(o.Runtime, o.Store, o.Hub, s.log)
 	s.labels = map[string]string{}
 	for _, m := range o.Runtime.Models() {
 		s.labels[m.Name] = m.Label()

@@ -201,6 +201,7 @@ func (s *Server) threadRenameSubmit(c echo.Context) error {
 	if _, err := s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title); err != nil {
 		return err
 	}
+	s.hub.Renamed(t.ID, title)
 	if c.FormValue("from") == "thread" {
 		return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
 	}
@@ -324,6 +325,9 @@ func (s *Server) threadPage(c echo.Context) error {
 		"last_seq":            v.lastSeq,
 		"active_run_id":       nil,
 		"token_usage_enabled": show,
+		// The model is naming the thread: the page asks for the title
+		// again once its stream is open, in case the title came between.
+		"title_pending": s.titles.isPending(t.ID),
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID
@@ -609,6 +613,7 @@ func (s *Server) apiThreadRename(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.hub.Renamed(t.ID, t.Title)
 	return c.JSON(http.StatusOK, newThreadJSON(t))
 }
 

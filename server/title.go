@@ -1,9 +1,18 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+	"herd/models"
 )
 
 // titleRunes is how long a title made from a message may be.
@@ -45,4 +54,140 @@ func cutWords(s string, n int) string {
 		}
 	}
 	return strings.TrimRight(cut, " ,;:.") + "…"
+}
+
+// titler names threads with their model: after a thread's first message
+// is accepted (its run started, its title the one titleFrom gave it), one
+// short call of the run's model (agent.Runtime.Title) proposes a better
+// title beside the run. A clean answer replaces the first title unless
+// the owner renamed the thread meanwhile; open pages of the thread get it
+// at once (FrameThreadRenamed). Any failure keeps the first title. The
+// calls are the titler's goroutines, which close cancels and waits for.
+type titler struct {
+	rt interface {
+		Title(ctx context.Context, req agent.TitleRequest) (string, error)
+	}
+	store *models.Store
+	hub   *Hub
+	log   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	// pending are the threads whose title call is in flight: their pages
+	// may have been rendered before the title and opened their stream
+	// after its frame, so they ask again once connected.
+	pending map[string]bool
+}
+
+func newTitler(rt *agent.Runtime, store *models.Store, hub *Hub, log *slog.Logger) *titler {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &titler{rt: rt, store: store, hub: hub, log: log, ctx: ctx, cancel: cancel, pending: map[string]bool{}}
+}
+
+// start asks for thread t's title from its first message, which titleFrom
+// turned into first ("" when it gave none).
+func (ti *titler) start(t *models.Thread, started agent.Started, content, first string) {
+	ti.mu.Lock()
+	defer ti.mu.Unlock()
+	if ti.closed {
+		return
+	}
+	ti.pending[t.ID] = true
+	ti.wg.Go(func() {
+		defer ti.done(t.ID)
+		ti.title(t, started, content, first)
+	})
+}
+
+func (ti *titler) done(threadID string) {
+	ti.mu.Lock()
+	delete(ti.pending, threadID)
+	ti.mu.Unlock()
+}
+
+// isPending reports whether thread id's title call is in flight.
+func (ti *titler) isPending(id string) bool {
+	ti.mu.Lock()
+	defer ti.mu.Unlock()
+	return ti.pending[id]
+}
+
+func (ti *titler) title(t *models.Thread, started agent.Started, content, first string) {
+	raw, err := ti.rt.Title(ti.ctx, agent.TitleRequest{ThreadID: t.ID, RunID: started.RunID, Model: started.ModelName, Content: content})
+	switch {
+	case errors.Is(err, agent.ErrNoTitleCall):
+		return
+	case err != nil:
+		ti.log.Warn("the model did not title the thread; it keeps the title of its first message", "thread", t.ID, "err", err)
+		return
+	}
+	title := cleanModelTitle(raw)
+	if title == "" || title == first {
+		return
+	}
+	changed, err := ti.store.RetitleThread(ti.ctx, t.UserID, t.ID, first, title)
+	if err != nil {
+		ti.log.Warn("store a thread's title", "thread", t.ID, "err", err)
+		return
+	}
+	if changed {
+		ti.hub.Renamed(t.ID, title)
+	}
+}
+
+// close cancels the title calls in flight and waits for them.
+func (ti *titler) close() {
+	ti.mu.Lock()
+	ti.closed = true
+	ti.mu.Unlock()
+	ti.cancel()
+	ti.wg.Wait()
+}
+
+// cleanModelTitle makes a model's answer a title: its first line with
+// words, without Markdown, quotes, a "Title:" label or a closing full
+// stop, cut to titleRunes at a word. "" when nothing usable is left.
+func cleanModelTitle(raw string) string {
+	line := titleFrom(raw)
+	if label, rest, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(label), "title") {
+		line = strings.TrimSpace(rest)
+	}
+	line = strings.Trim(line, "\"'“”‘’«»„")
+	line = strings.TrimRight(line, ".。 ")
+	line = strings.Trim(line, "\"'“”‘’«»„ ")
+	if strings.IndexFunc(line, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) < 0 {
+		return ""
+	}
+	return cutWords(line, titleRunes)
+}
+
+// FrameThreadRenamed tells a thread's open pages its new title (docs/API.md):
+// a model's title, or the owner's rename from another tab.
+const FrameThreadRenamed = "thread.renamed"
+
+// Renamed sends the thread's new title to its live clients, an ephemeral
+// frame through its shard.
+func (h *Hub) Renamed(threadID, title string) {
+	if !h.watched(threadID) {
+		return
+	}
+	f := ephemeral(FrameThreadRenamed, threadID, "", map[string]string{"title": title})
+	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+}
+
+// titleThread titles an untitled thread whose first run has started: from
+// its first message at once, then by its model (titler) when the model
+// makes calls.
+func (s *Server) titleThread(c echo.Context, t *models.Thread, started agent.Started, content string) {
+	first := titleFrom(content)
+	if first != "" {
+		if _, err := s.store.RenameThread(c.Request().Context(), t.UserID, t.ID, first); err != nil {
+			s.log.Warn("title a thread from its first message", "thread", t.ID, "err", err)
+			return
+		}
+	}
+	s.titles.start(t, started, content, first)
 }

@@ -5,6 +5,7 @@
 import { Answers } from "./answers.js";
 import { Cards } from "./cards.js";
 import { Composer } from "./composer.js";
+import { getJSON } from "./api.js";
 import { addCodeButtons, listenCopy } from "./copy.js";
 import { intAttr } from "./dom.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
@@ -19,6 +20,7 @@ export class ThreadPage {
 		this.list = document.getElementById("messages");
 		this.connStatus = document.getElementById("conn-status");
 		this.lastSeq = state.last_seq ?? 0;
+		this.titlePending = state.title_pending === true;
 		this.follower = new Follower(this.list, document.getElementById("jump-latest"));
 		this.composer = new Composer({
 			threadID: this.threadID,
@@ -59,6 +61,7 @@ export class ThreadPage {
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
 			["task_progress", (d, f) => this.cards.progress(d, f)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
+			["thread.renamed", (d) => this.showTitle(d.title)],
 			// The server's thread is behind this page's cursor (a restored
 			// backup): what the page shows is not what the thread holds.
 			["resync", () => location.reload()],
@@ -81,8 +84,45 @@ export class ThreadPage {
 			onFrame: (raw) => this.onFrame(raw),
 			onStatus: (text, down) => this.showConn(text, down === true),
 			// Tests wait for data-herd-ready before they act on the page.
-			onOpen: () => this.cardsLoaded.then(() => (document.documentElement.dataset.herdReady = "1")),
+			onOpen: () => {
+				this.catchUpTitle();
+				this.cardsLoaded.then(() => (document.documentElement.dataset.herdReady = "1"));
+			},
 		});
+	}
+
+	// catchUpTitle reads the title once more when the model was naming the
+	// thread as the page was made: its frame may have gone out before this
+	// stream opened.
+	async catchUpTitle() {
+		if (!this.titlePending) return;
+		this.titlePending = false;
+		try {
+			const { thread } = await getJSON(`/api/threads/${this.threadID}?limit=1`);
+			if (thread?.title) this.showTitle(thread.title);
+		} catch {
+			// The frame, or the next page load, brings it.
+		}
+	}
+
+	// showTitle shows the thread's new title (a model named it, or it was
+	// renamed in another tab): heading, tab, the sidebar's entry and the
+	// rename field unless the reader is editing it. The model's call is a
+	// lead call: the usage panel counts it.
+	showTitle(title) {
+		if (typeof title !== "string" || title === "") return;
+		const heading = document.getElementById("thread-title");
+		const old = heading.textContent;
+		heading.textContent = title;
+		document.title = `${title} · herd`;
+		const item = document.querySelector('#sidebar-list a[aria-current="page"]');
+		if (item) {
+			item.textContent = title;
+			item.closest("li").dataset.title = title;
+		}
+		const field = document.getElementById("rename-title");
+		if (field && document.activeElement !== field && (field.value === old || field.value === "")) field.value = title;
+		this.cards.refreshUsageSoon();
 	}
 
 	// oldestSeq is the seq of the oldest message shown (older pages are

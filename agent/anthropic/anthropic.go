@@ -141,7 +141,13 @@ func New(cfg agent.ModelConfig, opts ...Option) (*Provider, error) {
 func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func(text string)) (agent.Response, error) {
 	callID := uuid.NewString()
 	model := cmp.Or(req.Model, p.ep.Model)
-	params, err := messageParams(model, p.maxTokens, p.thinking, req)
+	maxTokens, thinking := p.maxTokens, p.thinking
+	if n := int64(req.MaxTokens); n > 0 && n < maxTokens {
+		// The API wants the thinking budget below max_tokens; a short
+		// call does not think.
+		maxTokens, thinking = n, 0
+	}
+	params, err := messageParams(model, maxTokens, thinking, req)
 	if err != nil {
 		return agent.Response{}, p.ep.Errorf("build request: %w", err)
 	}
@@ -172,9 +178,9 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	}
 
 	resp := acc.response(callID, model)
-	if acc.stopReason == "max_tokens" {
+	if acc.stopReason == "max_tokens" && maxTokens == p.maxTokens {
 		// The answer (or a tool call's input) is cut; the operator's fix
-		// is max_output_tokens.
+		// is max_output_tokens. A call's own smaller cap is its caller's.
 		p.log.Warn("anthropic: answer cut at max_tokens", "model", p.ep.Name, "call_id", callID, "max_output_tokens", p.maxTokens)
 	}
 	p.log.Debug("anthropic: call completed", "model", p.ep.Name, "call_id", callID, "message_id", acc.messageID,

@@ -166,10 +166,14 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	callID := uuid.NewString()
 	model := cmp.Or(req.Model, p.ep.Model)
 	params, err := chatParams(model, req, p.streamUsage)
-	if p.maxOutput > 0 && p.completionTokens {
-		params.MaxCompletionTokens = oai.Int(p.maxOutput)
-	} else if p.maxOutput > 0 {
-		params.MaxTokens = oai.Int(p.maxOutput)
+	limit := p.maxOutput
+	if n := int64(req.MaxTokens); n > 0 && (limit == 0 || n < limit) {
+		limit = n
+	}
+	if limit > 0 && p.completionTokens {
+		params.MaxCompletionTokens = oai.Int(limit)
+	} else if limit > 0 {
+		params.MaxTokens = oai.Int(limit)
 	}
 	if err != nil {
 		return agent.Response{}, p.ep.Errorf("build request: %w", err)

@@ -1,0 +1,87 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"herd/models"
+)
+
+// Bounds of a title call: a short prompt, a short answer, and a few
+// seconds, so a slow or failing model costs little and the thread keeps
+// the title its first message gave it.
+const (
+	titleTimeout     = 6 * time.Second
+	titleMaxTokens   = 40
+	titleMessageSize = 2000 // bytes of the first message the model reads
+)
+
+// titlePrompt asks for a title and nothing else.
+const titlePrompt = "You name chat threads. Reply with a short title, at most eight words, for the conversation that begins with the user's message below: " +
+	"the subject, in the message's language, as plain text on one line. No quotes, no Markdown, no full stop, nothing else."
+
+// ErrNoTitleCall is returned by Title for a model that titles threads
+// without a call: the demo provider, whose threads keep the title their
+// first message gives them.
+var ErrNoTitleCall = errors.New("agent: this model names no threads")
+
+// TitleRequest asks for the title of a thread from its first message.
+type TitleRequest struct {
+	ThreadID string
+	RunID    string // the first message's run, which the call is counted with
+	Model    string // the run's model; "" for the default
+	Content  string // the first message
+}
+
+// Title asks req's model for a thread title in one bounded call
+// (titleTimeout, titleMaxTokens) and returns its answer as the model gave
+// it; the caller cleans it. The call is a lead call like any other: it is
+// written to the usage ledger under the thread and the run, with no task,
+// so the thread's lead figures count it (docs/DESIGN.md §6).
+func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (string, error) {
+	model := rt.defModel
+	if req.Model != "" {
+		m, ok := rt.models[req.Model]
+		if !ok {
+			return "", fmt.Errorf("%w %q", ErrUnknownModel, req.Model)
+		}
+		model = m
+	}
+	if model.Config.Provider == "demo" {
+		return "", ErrNoTitleCall
+	}
+	content := req.Content
+	if len(content) > titleMessageSize {
+		content = truncateUTF8(content, titleMessageSize)
+	}
+	ctx, cancel := context.WithTimeout(ctx, titleTimeout)
+	defer cancel()
+	resp, err := model.Provider.Complete(ctx, Request{
+		Model:     model.Config.Model,
+		Messages:  []Message{{Type: TypeSystem, Content: titlePrompt}, {Type: TypeHuman, Content: content}},
+		MaxTokens: titleMaxTokens,
+	}, nil)
+	if err != nil {
+		return "", fmt.Errorf("agent: title call: %w", err)
+	}
+	// Written, not queued: once Title returns the call is in the ledger,
+	// so the title's frame, which refreshes the page's figures, finds it.
+	pctx, pcancel := rt.persistCtx(ctx)
+	defer pcancel()
+	entry := ledgerEntry(req.ThreadID, req.RunID, "", resp)
+	if err := rt.journal.Write(pctx, models.Record{Usage: entry}); err != nil {
+		rt.log.Error("record usage", "call", entry.CallID, "err", err)
+	}
+	return resp.Text, nil
+}
+
+// truncateUTF8 is s cut to at most n bytes, at a character boundary.
+func truncateUTF8(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
