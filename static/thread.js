@@ -21,6 +21,7 @@ export class ThreadPage {
 		this.connStatus = document.getElementById("conn-status");
 		this.lastSeq = state.last_seq ?? 0;
 		this.titlePending = state.title_pending === true;
+		this.titleFrames = 0; // thread.renamed frames received
 		this.follower = new Follower(this.list, document.getElementById("jump-latest"));
 		this.composer = new Composer({
 			threadID: this.threadID,
@@ -61,7 +62,13 @@ export class ThreadPage {
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
 			["task_progress", (d, f) => this.cards.progress(d, f)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
-			["thread.renamed", (d) => this.showTitle(d.title)],
+			[
+				"thread.renamed",
+				(d) => {
+					this.titleFrames++;
+					this.showTitle(d.title);
+				},
+			],
 			// The server's thread is behind this page's cursor (a restored
 			// backup): what the page shows is not what the thread holds.
 			["resync", () => location.reload()],
@@ -97,9 +104,11 @@ export class ThreadPage {
 	async catchUpTitle() {
 		if (!this.titlePending) return;
 		this.titlePending = false;
+		const frames = this.titleFrames;
 		try {
 			const { thread } = await getJSON(`/api/threads/${this.threadID}?limit=1`);
-			if (thread?.title) this.showTitle(thread.title);
+			// A frame that came meanwhile is newer than this answer.
+			if (thread?.title && this.titleFrames === frames) this.showTitle(thread.title);
 		} catch {
 			// The frame, or the next page load, brings it.
 		}
