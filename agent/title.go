@@ -38,7 +38,8 @@ type TitleRequest struct {
 
 // Title asks req's model for a thread title in one bounded call
 // (titleTimeout, titleMaxTokens) and returns its answer as the model gave
-// it; the caller cleans it. The call is a lead call like any other: it is
+// it; the caller cleans it. On a model with max_concurrent_requests it
+// waits for the thread's run to end first. The call is a lead call like any other: it is
 // written to the usage ledger under the thread and the run, with no task,
 // so the thread's lead figures count it (docs/DESIGN.md §6).
 func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (string, error) {
@@ -52,6 +53,13 @@ func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (string, error) 
 	}
 	if model.Config.Provider == "demo" {
 		return "", ErrNoTitleCall
+	}
+	if model.Config.MaxConcurrentRequests > 0 {
+		// The model serves few calls at once: the title must not take the
+		// slot the run's calls wait for, so it comes once the run is over.
+		if err := rt.Wait(ctx, req.ThreadID); err != nil {
+			return "", fmt.Errorf("agent: title call: %w", err)
+		}
 	}
 	content := req.Content
 	if len(content) > titleMessageSize {

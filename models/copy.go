@@ -308,13 +308,19 @@ func (c *copier) table(t *schema.Schema) (TableCopy, error) {
 		}
 		return nil
 	}
+	// Each column scans straight into its field of a fresh row, which
+	// keeps the model's own types (JSON, times, booleans stored as 0 and 1).
+	dests := make([]any, len(fields))
 	for rows.Next() {
-		row := reflect.New(t.ModelType)
-		if err := c.src.ScanRows(rows, row.Interface()); err != nil {
+		row := reflect.New(t.ModelType).Elem()
+		for i, f := range fields {
+			dests[i] = row.FieldByIndex(f.StructField.Index).Addr().Interface()
+		}
+		if err := rows.Scan(dests...); err != nil {
 			return tc, fmt.Errorf("read row %d: %w", tc.Source+1, err)
 		}
 		tc.Source++
-		batch = append(batch, c.values(fields, row.Elem()))
+		batch = append(batch, c.values(fields, row))
 		if len(batch) == c.opts.BatchRows {
 			if err := flush(); err != nil {
 				return tc, err

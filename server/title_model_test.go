@@ -259,3 +259,31 @@ func TestAnthropicTitlesThread(t *testing.T) {
 		t.Errorf("ledger %+v: want the answer and the title call under the lead", rep)
 	}
 }
+
+// TestModelTitleWaitsForASlot: on a model that serves one call at a time
+// the title call never takes the run's slot: it comes after the run.
+func TestModelTitleWaitsForASlot(t *testing.T) {
+	fake := openaitest.NewServer(t)
+	fake.SetFallback(func(req openaitest.ChatRequest) openaitest.Reply {
+		if len(req.Messages) > 0 && isTitleCall(req.Messages[0].Text()) {
+			return openaitest.Reply{Chunks: []string{"Slot title"}, Usage: &openaitest.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}}
+		}
+		return openaitest.Reply{Chunks: []string{"Slow ", "answer."}, ChunkDelay: 100 * time.Millisecond}
+	})
+	retries := 0
+	cfg := agent.ModelConfig{Name: "demo-fast", Provider: "openai", Model: "gpt-test", BaseURL: fake.URL(), APIKey: "sk-test", MaxRetries: &retries, MaxConcurrentRequests: 1}
+	p, err := openai.New(cfg, openai.WithHTTPClient(fake.Client()), openai.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(t, withModels(cfg), func(c *appConfig) { c.provider = p })
+	u := a.newUser("ann@example.com", false)
+	th := u.firstMessage("hello there, slow model")
+	reqs := fake.Requests()
+	if len(reqs) != 2 || !isTitleCall(reqs[1].Chat.Messages[0].Text()) {
+		t.Fatalf("%d requests; want the answer, then the title", len(reqs))
+	}
+	if got := u.title(th); got != "Slot title" {
+		t.Errorf("title %q", got)
+	}
+}
