@@ -62,6 +62,10 @@ type LeadConfig struct {
 	// MaxActiveRunsPerUser bounds one user's runs in progress across all
 	// their threads.
 	MaxActiveRunsPerUser int `yaml:"max_active_runs_per_user"`
+	// ModelTitles lets a thread's model title it from its first message
+	// in one short call (Runtime.Title); nil is on. The demo provider
+	// never makes the call.
+	ModelTitles *bool `yaml:"model_titles"`
 }
 
 // AgentConfig is one entry of subagents.agents: overrides for a built-in,

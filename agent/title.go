@@ -23,9 +23,9 @@ const (
 const titlePrompt = "You name chat threads. Reply with a short title, at most eight words, for the conversation that begins with the user's message below: " +
 	"the subject, in the message's language, as plain text on one line. No quotes, no Markdown, no full stop, nothing else."
 
-// ErrNoTitleCall is returned by Title for a model that titles threads
-// without a call: the demo provider, whose threads keep the title their
-// first message gives them.
+// ErrNoTitleCall is returned by Title when threads are titled without a
+// call: on the demo provider, or with lead.model_titles off, threads keep
+// the title their first message gives them.
 var ErrNoTitleCall = errors.New("agent: this model names no threads")
 
 // TitleRequest asks for the title of a thread from its first message.
@@ -51,7 +51,7 @@ func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (string, error) 
 		}
 		model = m
 	}
-	if model.Config.Provider == "demo" {
+	if model.Config.Provider == "demo" || (rt.lead.ModelTitles != nil && !*rt.lead.ModelTitles) {
 		return "", ErrNoTitleCall
 	}
 	if model.Config.MaxConcurrentRequests > 0 {

@@ -41,7 +41,7 @@ func isTitleCall(system string) bool { return strings.HasPrefix(system, "You nam
 // openaiTitleApp is an app whose models are an OpenAI-compatible fake that
 // answers the title call with title (or fails it when title is "") and
 // the lead with a plain answer.
-func openaiTitleApp(t *testing.T, title string, delay time.Duration) (*testApp, *openaitest.Server) {
+func openaiTitleApp(t *testing.T, title string, delay time.Duration, opts ...appOption) (*testApp, *openaitest.Server) {
 	t.Helper()
 	fake := openaitest.NewServer(t)
 	fake.SetFallback(func(req openaitest.ChatRequest) openaitest.Reply {
@@ -59,12 +59,12 @@ func openaiTitleApp(t *testing.T, title string, delay time.Duration) (*testApp, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newApp(t, func(c *appConfig) {
+	return newApp(t, append([]appOption{func(c *appConfig) {
 		c.provider = p
 		for i := range c.models {
 			c.models[i].Provider = "openai"
 		}
-	}), fake
+	}}, opts...)...), fake
 }
 
 // firstMessage creates a thread with its first message and waits for its
@@ -285,5 +285,20 @@ func TestModelTitleWaitsForASlot(t *testing.T) {
 	}
 	if got := u.title(th); got != "Slot title" {
 		t.Errorf("title %q", got)
+	}
+}
+
+// TestModelTitlesOff: with lead.model_titles off no title call is made;
+// the first message's title stays.
+func TestModelTitlesOff(t *testing.T) {
+	off := false
+	a, fake := openaiTitleApp(t, "Model's title", 0, func(c *appConfig) { c.lead.ModelTitles = &off })
+	u := a.newUser("ann@example.com", false)
+	th := u.firstMessage("Compare SQLite and PostgreSQL")
+	if got := u.title(th); got != "Compare SQLite and PostgreSQL" {
+		t.Errorf("title %q, want the first message's", got)
+	}
+	if n := len(titleCalls(fake)); n != 0 {
+		t.Errorf("%d title calls with model_titles off", n)
 	}
 }

@@ -67,7 +67,7 @@ func TestLoadDefaults(t *testing.T) {
 			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
 			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
 		},
-		Lead: agent.LeadConfig{MaxTurns: 25, MaxActiveRunsPerUser: 3},
+		Lead: agent.LeadConfig{MaxTurns: 25, MaxActiveRunsPerUser: 3, ModelTitles: new(true)},
 		Subagents: agent.SubagentsConfig{
 			TimeoutSeconds:           1800,
 			MaxRunning:               32,
