@@ -91,7 +91,7 @@ func migrate(ctx context.Context, from, dsn string, replace bool, out io.Writer)
 	}
 	defer release()
 	fmt.Fprintf(out, "Copying %s into %s …\n", from, dst.Name())
-	rep, err := dst.CopyToPostgres(ctx, src, models.CopyOptions{Replace: replace})
+	rep, err := dst.CopyToPostgres(ctx, src, models.CopyOptions{Replace: replace, Progress: progress(out)})
 	var full *models.ErrTargetNotEmpty
 	switch {
 	case errors.As(err, &full):
@@ -103,6 +103,20 @@ func migrate(ctx context.Context, from, dsn string, replace bool, out io.Writer)
 	}
 	printReport(out, rep)
 	return nil
+}
+
+// progressEvery is how many rows of a table pass between progress lines,
+// so a large copy shows it is moving.
+const progressEvery = 100_000
+
+func progress(out io.Writer) func(table string, copied int64) {
+	last := map[string]int64{}
+	return func(table string, copied int64) {
+		if copied/progressEvery > last[table]/progressEvery {
+			fmt.Fprintf(out, "  %s: %d rows…\n", table, copied)
+		}
+		last[table] = copied
+	}
 }
 
 // printReport is the summary a successful migration prints.
