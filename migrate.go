@@ -31,7 +31,7 @@ const migrateUsage = "usage: herd migrate --from SQLITE_FILE [--to POSTGRES_DSN]
 func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("herd migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	from := fs.String("from", "", "the SQLite database `FILE` to copy (a data directory's herd.db)")
+	from := fs.String("from", "", "the SQLite database `FILE` to copy: a data directory's herd.db, or the directory")
 	to := fs.String("to", "", "the PostgreSQL `DSN` to copy into (default $"+envDatabaseDSN+", which keeps a password out of the process list)")
 	replace := fs.Bool("replace", false, "delete the target's herd data first (by default a target that holds any is refused)")
 	fs.Usage = func() {
@@ -68,6 +68,10 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 // migrate copies from into dsn, holding the source's data directory lock
 // (no herd can start on it meanwhile) and the target's instance lock.
 func migrate(ctx context.Context, from, dsn string, replace bool, out io.Writer) error {
+	// A data directory names its database.
+	if fi, err := os.Stat(from); err == nil && fi.IsDir() {
+		from = filepath.Join(from, "herd.db")
+	}
 	unlock, err := lockSource(from)
 	if err != nil {
 		return err

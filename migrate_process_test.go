@@ -170,7 +170,8 @@ func TestMigrateRoundTrip(t *testing.T) {
 		t.Errorf("migrate while herd serves the source: exit %d\n%s", code, out)
 	}
 	stopHerd(t, p)
-	code, out := runMigrateCmd(t, env, "--from", from)
+	// The data directory names its database.
+	code, out := runMigrateCmd(t, env, "--from", dir)
 	if code != 0 {
 		t.Fatalf("migrate: exit %d\n%s", code, out)
 	}
