@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 type formatContract struct {
@@ -27,6 +28,10 @@ type formatContract struct {
 		StopReason string `json:"stop_reason"`
 		Badge      string `json:"badge"`
 	} `json:"stop_badges"`
+	Durations []struct {
+		MS   int64  `json:"ms"`
+		Text string `json:"text"`
+	} `json:"durations"`
 }
 
 func TestCardFormatContract(t *testing.T) {
@@ -60,6 +65,14 @@ func TestCardFormatContract(t *testing.T) {
 		if got := StopLabel(sb.StopReason); got != sb.Badge {
 			t.Errorf("StopLabel(%q) = %q, want %q", sb.StopReason, got, sb.Badge)
 		}
+	}
+	for _, d := range c.Durations {
+		if got := Duration(time.Duration(d.MS) * time.Millisecond); got != d.Text {
+			t.Errorf("Duration(%dms) = %q, want %q", d.MS, got, d.Text)
+		}
+	}
+	if len(c.Durations) == 0 {
+		t.Error("the contract has no durations")
 	}
 }
 
