@@ -290,12 +290,12 @@ type CardView struct {
 	// InputTokens and OutputTokens complete the snapshot, so that the
 	// page's usage panel can add what the card grows by per model.
 	InputTokens, OutputTokens *int64
-	StopReason  string
-	ResultHTML  string // sanitized
-	Error       string
-	Version     int64
-	LastSeq     int64
-	Steps       int64
+	StopReason                string
+	ResultHTML                string // sanitized
+	Error                     string
+	Version                   int64
+	LastSeq                   int64
+	Steps                     int64
 	// QueuedAt, StartedAt and EndedAt are agent.Card's; Now is when the
 	// page was rendered, for the time so far of a live card.
 	QueuedAt, StartedAt, EndedAt *time.Time
