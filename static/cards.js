@@ -9,7 +9,7 @@
 import { announce, cardAnnouncement } from "./announce.js";
 import { getJSON, postFromButton } from "./api.js";
 import { cardNode, readCard, renderCard, renderTime } from "./card-view.js";
-import { every, setServerTime } from "./clock.js";
+import { every, serverTime } from "./clock.js";
 import { intAttr } from "./dom.js";
 import { isTerminal } from "./format.js";
 import { applyTaskCall, applyTaskFrame, applyToolMessage, failUnfinished, instant, newCard, raiseTotal } from "./merge.js";
@@ -54,10 +54,10 @@ export class Cards {
 	// oldestSeq tells the seq of the oldest message the page shows; usage
 	// is the server's figure at load (views.ThreadPage state), list the
 	// message list.
-	constructor({ threadID, tokenUsage, showError, oldestSeq, usage, serverTime, activeRunID, list }) {
+	constructor({ threadID, tokenUsage, showError, oldestSeq, usage, serverNow, activeRunID, list }) {
 		this.threadID = threadID;
 		this.activeRunID = activeRunID ?? "";
-		setServerTime(serverTime);
+		serverTime(serverNow);
 		this.tally = new UsageTally();
 		if (usage) this.tally.reset(usage);
 		this.timelines = new Timelines({ list, cardsOf: (runID) => [...this.cards.values()].filter((c) => c.runID === runID && c.node?.isConnected) });
@@ -234,8 +234,14 @@ export class Cards {
 		if (!live) this.stopTicking();
 	}
 
+	// live reports whether anything on the page moves with the clock: a
+	// card queued or running, or an active run's timeline.
+	live() {
+		return [...this.cards.values()].some((c) => c.node && !isTerminal(c.status)) || this.timelines.active();
+	}
+
 	startTicking() {
-		this.stopClock ??= every((t) => this.tick(t));
+		if (this.live()) this.stopClock ??= every((t) => this.tick(t));
 	}
 
 	stopTicking() {
@@ -292,7 +298,9 @@ export class Cards {
 	// the thread's figure.
 	mount(node, m) {
 		const runID = str(m.run_id);
-		this.timelines.note(runID, m.type === "human" ? "human" : "ai", instant(m.created_at));
+		const at = instant(m.created_at);
+		serverTime(at);
+		this.timelines.note(runID, m.type === "human" ? "human" : "ai", at);
 		if (m.type === "human" && runID !== "") {
 			// A run this page sees from its start: its end frame's totals are
 			// the whole of it.
@@ -333,8 +341,10 @@ export class Cards {
 		// Under the token gate frames carry no usage; never keep a figure
 		// this page may not show.
 		const data = this.showTokens() ? d : { ...d, usage: null };
+		const at = instant(frame.created_at);
+		serverTime(at);
 		let applied = false;
-		this.update(c, () => (applied = applyTaskFrame(c, type, data, frame.seq, instant(frame.created_at))));
+		this.update(c, () => (applied = applyTaskFrame(c, type, data, frame.seq, at)));
 		if (!applied) return;
 		const step = type === "task_running" ? d.step : null;
 		if (step && Number.isInteger(frame.seq)) addStep(c, stepOf(frame.seq, step, frame.created_at));

@@ -9,19 +9,24 @@ const CALM_TICK_MS = 10_000; // prefers-reduced-motion: a figure that changes ev
 const listeners = new Set();
 let timer = 0;
 // The server's clock minus this one's, so times the server stamped read
-// right on a machine whose clock is off.
-let skew = 0;
+// right on a machine whose clock is off. Every time the server sent is a
+// lower bound of its clock when it arrives (it took time to get here), so
+// the largest of them is the best estimate.
+let skew = null;
 
 const calm = window.matchMedia?.("(prefers-reduced-motion: reduce)");
 
 // now is the server's time as best this page knows it.
 export function now() {
-	return Date.now() + skew;
+	return Date.now() + (skew ?? 0);
 }
 
-// setServerTime learns the server's clock from a time it sent with the page.
-export function setServerTime(ms) {
-	if (Number.isFinite(ms)) skew = ms - Date.now();
+// serverTime learns the server's clock from a time it stamped (the page's
+// state, a frame's created_at) as that time arrives.
+export function serverTime(ms) {
+	if (!Number.isFinite(ms)) return;
+	const s = ms - Date.now();
+	skew = skew === null ? s : Math.max(skew, s);
 }
 
 function tick() {

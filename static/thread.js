@@ -31,7 +31,7 @@ export class ThreadPage {
 			showError: (text) => this.composer.showError(text),
 			oldestSeq: () => this.oldestSeq(),
 			usage: state.usage,
-			serverTime: state.server_time,
+			serverNow: state.server_time,
 			activeRunID: state.active_run_id,
 			list: this.list,
 		});

@@ -206,6 +206,11 @@ export class Timelines {
 		return f.active || cards.some((c) => !isTerminal(c.status));
 	}
 
+	// active reports whether a placed timeline belongs to an active run.
+	active() {
+		return [...this.nodes.keys()].some((runID) => this.facts(runID).active);
+	}
+
 	// renderAll redraws every placed timeline; it reports whether any is
 	// live.
 	renderAll(t = now()) {
