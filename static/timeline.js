@@ -181,6 +181,9 @@ export class Timelines {
 		const fig = el("details", "run-timeline");
 		fig.open = true;
 		fig.dataset.runId = runID;
+		// Inside the conversation's log, but redrawn with the clock: read
+		// on demand, never announced.
+		fig.setAttribute("aria-live", "off");
 		fig.append(el("summary", "timeline-summary"), el("ol", "timeline-rows"));
 		first.before(fig);
 		this.nodes.set(runID, fig);
