@@ -62,6 +62,19 @@ func TestBrowserCardWordsAndTime(t *testing.T) {
 	if !b.ticking() {
 		t.Error("the page clock is not running while a card runs")
 	}
+	// A hidden tab runs no clock; shown again, it ticks on.
+	visibility := func(hidden bool) {
+		evalAs[chromedp.Void](b, fmt.Sprintf(`Object.defineProperty(document, "hidden", { configurable: true, get: () => %v });
+			document.dispatchEvent(new Event("visibilitychange"))`, hidden))
+	}
+	visibility(true)
+	if b.ticking() {
+		t.Error("the page clock runs in a hidden tab")
+	}
+	visibility(false)
+	if !b.ticking() {
+		t.Error("the page clock does not run again when the tab is shown")
+	}
 	first := evalAs[string](b, sleeper+`.querySelector(".card-time").textContent`)
 	b.waitFor("its time to tick on", sleeper+`.querySelector(".card-time").textContent !== `+fmt.Sprintf("%q", first), 5*time.Second)
 	b.shot("words-live")
