@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 
 	"herd/agent"
 	"herd/models"
@@ -31,6 +32,8 @@ type mergeFrame struct {
 	Type  string          `json:"type"`
 	RunID string          `json:"run_id"`
 	Data  json.RawMessage `json:"data"`
+	// CreatedAt is the frame's commit time; a message's is in its data.
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // cardState is what both sides hold of a card; the fixture's result_html
@@ -51,12 +54,15 @@ type cardState struct {
 		OutputTokens int64 `json:"output_tokens"`
 		TotalTokens  int64 `json:"total_tokens"`
 	} `json:"usage"`
-	StopReason string `json:"stop_reason"`
-	Result     string `json:"result"`
-	Error      string `json:"error"`
-	Version    int64  `json:"version"`
-	LastSeq    int64  `json:"last_seq"`
-	Steps      int64  `json:"steps"`
+	StopReason string     `json:"stop_reason"`
+	Result     string     `json:"result"`
+	Error      string     `json:"error"`
+	Version    int64      `json:"version"`
+	LastSeq    int64      `json:"last_seq"`
+	Steps      int64      `json:"steps"`
+	QueuedAt   *time.Time `json:"queued_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	EndedAt    *time.Time `json:"ended_at"`
 }
 
 // eventTypes maps a task frame to the event type of its persisted row
@@ -160,6 +166,7 @@ func messageRow(t *testing.T, f mergeFrame) models.Message {
 		Name             string          `json:"name"`
 		AdditionalKwargs json.RawMessage `json:"additional_kwargs"`
 		ModelName        string          `json:"model_name"`
+		CreatedAt        time.Time       `json:"created_at"`
 	}
 	if err := json.Unmarshal(f.Data, &m); err != nil {
 		t.Fatalf("frame %d: %v", f.Seq, err)
@@ -167,7 +174,7 @@ func messageRow(t *testing.T, f mergeFrame) models.Message {
 	return models.Message{
 		ID: m.ID, ThreadID: "th", Seq: m.Seq, RunID: m.RunID, Type: m.Type, Content: m.Content,
 		ToolCalls: models.JSON(m.ToolCalls), ToolCallID: m.ToolCallID, Name: m.Name,
-		AdditionalKwargs: models.JSON(m.AdditionalKwargs), ModelName: m.ModelName,
+		AdditionalKwargs: models.JSON(m.AdditionalKwargs), ModelName: m.ModelName, CreatedAt: m.CreatedAt,
 	}
 }
 
@@ -211,6 +218,6 @@ func eventRow(t *testing.T, f mergeFrame) models.RunEvent {
 	}
 	return models.RunEvent{
 		ThreadID: "th", Seq: f.Seq, RunID: f.RunID, EventType: eventTypes[f.Type], Category: "subagent",
-		TaskID: ids.TaskID, Content: models.JSON(b),
+		TaskID: ids.TaskID, Content: models.JSON(b), CreatedAt: f.CreatedAt,
 	}
 }

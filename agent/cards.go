@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"herd/models"
 )
@@ -24,7 +25,8 @@ type Card struct {
 	Error        string      `json:"error"`
 	Version      int64       `json:"version"`
 	LastSeq      int64       `json:"last_seq"`
-	// Activity is the latest step's tool name while running.
+	// Activity is what a running card is doing, in words, from its latest
+	// step (ActivityText): "Reading notes/plan.md", "Thinking".
 	Activity string `json:"activity"`
 	// Waiting is true while the task's model call waits for a slot of its
 	// model (max_concurrent_requests): the card says "Waiting for the
@@ -34,6 +36,13 @@ type Card struct {
 	// finished card's count would need its step rows, which stay in the
 	// database until the card is expanded).
 	Steps int64 `json:"steps"`
+	// QueuedAt, StartedAt and EndedAt are when the task was queued for a
+	// slot (nil when it never waited), started and ended (its end event,
+	// else its ToolMessage; nil while live, and for a card whose run ended
+	// without either): the card's elapsed time and the run's timeline.
+	QueuedAt  *time.Time `json:"queued_at"`
+	StartedAt *time.Time `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
 }
 
 // Terminal reports whether the card has reached a terminal status.
@@ -134,6 +143,7 @@ func (c *Card) apply(e *models.RunEvent) {
 	if u := te.usage(); u != nil && (c.Usage == nil || u.TotalTokens >= c.Usage.TotalTokens) {
 		c.Usage = u
 	}
+	c.stamp(ev, e.CreatedAt)
 	if c.Terminal() {
 		return
 	}
@@ -150,10 +160,33 @@ func (c *Card) apply(e *models.RunEvent) {
 	case TaskStep:
 		c.Status = StatusRunning
 		c.Steps = max(c.Steps, p.MessageIndex)
-		c.Activity = p.activity()
+		c.Activity = ActivityText(p.StepBody)
 	case TaskEnd:
 		c.Status, c.Activity = p.Status, ""
 		c.Result, c.Error, c.StopReason = p.Result, p.Error, p.StopReason
+	}
+}
+
+// stamp keeps when the task was queued, started and ended, from the
+// commit time of the event that said so (the first of each).
+func (c *Card) stamp(ev Event, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	at = at.UTC()
+	var slot **time.Time
+	switch ev.(type) {
+	case TaskQueued:
+		slot = &c.QueuedAt
+	case TaskStarted:
+		slot = &c.StartedAt
+	case TaskEnd:
+		slot = &c.EndedAt
+	default:
+		return
+	}
+	if *slot == nil {
+		*slot = &at
 	}
 }
 
@@ -162,6 +195,10 @@ func (c *Card) apply(e *models.RunEvent) {
 // the content's prefix.
 func (c *Card) applyResult(m *models.Message) {
 	c.Activity, c.Waiting = "", false
+	if c.EndedAt == nil && !m.CreatedAt.IsZero() {
+		at := m.CreatedAt.UTC()
+		c.EndedAt = &at
+	}
 	var kw map[string]any
 	if len(m.AdditionalKwargs) > 0 {
 		kw, _ = DecodeContent(m.AdditionalKwargs)

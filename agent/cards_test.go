@@ -81,12 +81,12 @@ func TestProjectCards(t *testing.T) {
 		{"running with usage and activity", true, func(f *cardFixture) {
 			f.event("r", "t", eventSubagentStart, start(1))
 			f.event("r", "t", eventSubagentStep, step(2, 1, 30, "write_file"))
-		}, want{status: "running", activity: "write_file", model: "demo-deep", total: 30, version: 2}},
+		}, want{status: "running", activity: "Thinking", model: "demo-deep", total: 30, version: 2}},
 		{"usage never decreases", true, func(f *cardFixture) {
 			f.event("r", "t", eventSubagentStart, start(1))
 			f.event("r", "t", eventSubagentStep, step(3, 2, 50, "ls"))
 			f.event("r", "t", eventSubagentStep, step(2, 1, 20, "ls"))
-		}, want{status: "running", activity: "ls", model: "demo-deep", total: 50, version: 3}},
+		}, want{status: "running", activity: "Thinking", model: "demo-deep", total: 50, version: 3}},
 		{"end without ToolMessage yet", true, func(f *cardFixture) {
 			f.event("r", "t", eventSubagentStart, start(1))
 			f.event("r", "t", eventSubagentEnd, map[string]any{"version": 2, "status": "completed", "result": "R", "usage": usageMap(40), "model_name": "demo-deep"})

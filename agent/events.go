@@ -463,14 +463,3 @@ func (TaskWait) usage() *TokenUsage   { return nil }
 func (TaskIntro) usage() *TokenUsage  { return nil }
 func (e TaskStep) usage() *TokenUsage { return e.Usage }
 func (e TaskEnd) usage() *TokenUsage  { return e.Usage }
-
-// activity names what a step did: the tool it ran, or the last it called.
-func (e TaskStep) activity() string {
-	if e.ToolName != "" {
-		return e.ToolName
-	}
-	if n := len(e.ToolCalls); n > 0 {
-		return e.ToolCalls[n-1].Name
-	}
-	return ""
-}

@@ -332,6 +332,9 @@ func TestBrowserCardContract(t *testing.T) {
 		for (const c of format.not_started) eq(m.notStartedText(c.error), c.text, "notStartedText(" + c.error + ")");
 		for (const c of format.stop_badges) eq(m.stopLabel(c.stop_reason), c.badge, "stopLabel(" + c.stop_reason + ")");
 		for (const s of format.live_statuses) eq(m.isTerminal(s), false, "isTerminal(" + s + ")");
+		for (const c of format.activities) eq(m.activityText(c.step), c.text, "activityText(" + JSON.stringify(c.step) + ")");
+		for (const c of format.durations) eq(m.duration(c.ms), c.text, "duration(" + c.ms + ")");
+		check(format.activities.length > 0 && format.durations.length > 0, "the contract has no activities or durations");
 
 		// Statuses: exactly the contract's values are terminal and read as
 		// metadata; the legacy values read as the contract says.
@@ -610,7 +613,7 @@ func TestBrowserCardsCancelOne(t *testing.T) {
 	b.openThread(th, "")
 
 	b.sendMessage("Two jobs:\n- `sleep 30`\n- researcher: alpha")
-	b.waitFor("the sleeping card runs bash", cardJS("sleep 30")+`?.querySelector(".card-status").textContent === "bash"`, 20*time.Second)
+	b.waitFor("the sleeping card says it runs its command", cardJS("sleep 30")+`?.querySelector(".card-status").textContent === "Running \u0060sleep 30\u0060"`, 20*time.Second)
 	sleeper, other := b.card("sleep 30"), b.card("alpha")
 	if other.Status != "running" {
 		t.Fatalf("the other card is %s before the cancel, want running", other.Status)
@@ -650,7 +653,7 @@ func TestBrowserCardsReloadAndStop(t *testing.T) {
 	b.sendMessage("Three jobs:\n- `sleep 30`\n- `sleep 31`\n- alpha")
 	b.waitFor("two cards running bash, one done", `(() => {
 		const cs = [...document.querySelectorAll("#messages section.card")];
-		const bash = cs.filter((c) => c.dataset.status === "running" && c.querySelector(".card-status").textContent === "bash" && c.dataset.totalTokens !== "");
+		const bash = cs.filter((c) => c.dataset.status === "running" && c.querySelector(".card-status").textContent.startsWith("Running \u0060sleep 3") && c.dataset.totalTokens !== "");
 		return cs.length === 3 && bash.length === 2 && cs.some((c) => c.dataset.status === "completed");
 	})()`, 20*time.Second)
 	live := b.cards()
@@ -1049,7 +1052,8 @@ func TestBrowserCardsHostile(t *testing.T) {
 			const cs = [...document.querySelectorAll("#messages section.card")];
 			const text = (sel) => cs.map((c) => [...c.querySelectorAll(sel)].map((n) => n.textContent).join("")).join("");
 			return {
-				timeline: text(".card-step").includes('<img src=x onerror="window.__pwned = 1">'),
+				// The answer is shown once, as the result; its step says so.
+				timeline: text(".card-step .step-note") !== "" && text(".card-result").includes('<img src=x onerror="window.__pwned = 1">'),
 				result: text(".card-result").includes("<script>window.__pwned = 2</script>"),
 				error: text(".card-error").includes(%q),
 				prompt: text(".card-prompt").includes('onerror="window.__pwned = 3"'),

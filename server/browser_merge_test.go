@@ -24,9 +24,12 @@ func TestBrowserCardMergeContract(t *testing.T) {
 		// The fields both sides hold, in one order; usage is kept as its
 		// total, result_html by the browser only.
 		const state = (c) => JSON.stringify([c.runID, c.taskID, c.executionID, c.description, c.prompt, c.subagentType,
-			c.status, c.activity, c.waiting, c.modelName, c.total, c.stopReason, c.result, c.error, c.version, c.lastSeq, c.steps, c.resultHTML]);
+			c.status, c.activity, c.waiting, c.modelName, c.total, c.stopReason, c.result, c.error, c.version, c.lastSeq, c.steps, c.resultHTML,
+			c.queuedAt, c.startedAt, c.endedAt]);
+		const at = (s) => (s ? Date.parse(s) : null);
 		const wanted = (w) => JSON.stringify([w.run_id, w.task_id, w.execution_id, w.description, w.prompt, w.subagent_type,
-			w.status, w.activity, w.waiting === true, w.model_name, w.usage?.total_tokens ?? null, w.stop_reason, w.result, w.error, w.version, w.last_seq, w.steps, w.result_html ?? null]);
+			w.status, w.activity, w.waiting === true, w.model_name, w.usage?.total_tokens ?? null, w.stop_reason, w.result, w.error, w.version, w.last_seq, w.steps, w.result_html ?? null,
+			at(w.queued_at), at(w.started_at), at(w.ended_at)]);
 		for (const tc of contract.cases) {
 			const cards = new Map();
 			const key = (run, task) => run + "\u0000" + task;
@@ -44,7 +47,7 @@ func TestBrowserCardMergeContract(t *testing.T) {
 				} else if (f.type === "run.end") {
 					for (const c of cards.values()) if (c.runID === (d.run_id ?? f.run_id)) m.failUnfinished(c);
 				} else if (m.TASK_FRAME_TYPES.includes(f.type)) {
-					m.applyTaskFrame(cards.get(key(d.run_id || f.run_id, d.task_id)), f.type, d, f.seq);
+					m.applyTaskFrame(cards.get(key(d.run_id || f.run_id, d.task_id)), f.type, d, f.seq, m.instant(f.created_at));
 				} else {
 					problems.push(tc.name + ": frame " + f.seq + " has a type the contract does not use: " + f.type);
 				}

@@ -54,13 +54,13 @@ func fmtScan(s, format string, v *int) bool {
 // waitingJS lists the prompts of the cards whose status line says they
 // wait for the model, checking that their markup agrees.
 const waitingJS = `[...document.querySelectorAll("#messages section.card")]
-	.filter((c) => c.querySelector(".card-status").textContent === "Waiting for the model" && c.dataset.waiting === "1" && c.dataset.status === "running")
+	.filter((c) => c.querySelector(".card-status").textContent === "Waiting for a slot" && c.dataset.waiting === "1" && c.dataset.status === "running")
 	.map((c) => c.querySelector(".card-prompt").textContent).sort()`
 
 // TestBrowserWaitingForTheModel: three subagents on a model that takes one
 // request at a time (max_concurrent_requests: 1). The two whose call waits
-// say "Waiting for the model", live and after a reload; the holder says
-// Running. Cancelling a waiting card ends it Cancelled at once, calls
+// say "Waiting for a slot", live and after a reload; the holder says
+// Thinking. Cancelling a waiting card ends it Cancelled at once, calls
 // nothing and frees nothing: the holder keeps the slot and the third
 // waits on. A lead whose call waits shows it beside the composer, live
 // and after a reload, until its call starts.
@@ -92,8 +92,8 @@ func TestBrowserWaitingForTheModel(t *testing.T) {
 	if slices.Contains(waiting, holder) {
 		t.Fatalf("the holder %s shows as waiting: %v", holder, waiting)
 	}
-	if got := b.card(holder).StatusText; got != "Running" {
-		t.Errorf("the card whose call runs says %q, want Running", got)
+	if got := b.card(holder).StatusText; got != "Thinking" {
+		t.Errorf("the card whose call runs says %q, want Thinking", got)
 	}
 	if evalAs[bool](b, `!document.querySelector("#run-status").hidden`) {
 		t.Error("the lead shows as waiting while it waits for its tasks")

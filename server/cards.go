@@ -70,10 +70,11 @@ func (s *Server) cardView(c agent.Card, showTokens bool) *views.CardView {
 		ModelName: c.ModelName, ModelLabel: s.modelLabel(c.ModelName),
 		ShowTokens: showTokens, StopReason: c.StopReason, Error: c.Error,
 		Version: c.Version, LastSeq: c.LastSeq, Steps: c.Steps,
+		QueuedAt: c.QueuedAt, StartedAt: c.StartedAt, EndedAt: c.EndedAt, Now: s.now(),
 	}
 	if showTokens && c.Usage != nil {
-		total := c.Usage.TotalTokens
-		v.TotalTokens = &total
+		u := *c.Usage
+		v.TotalTokens, v.InputTokens, v.OutputTokens = &u.TotalTokens, &u.InputTokens, &u.OutputTokens
 	}
 	if c.Result != "" {
 		v.ResultHTML = s.md.Render(c.Result)

@@ -328,6 +328,9 @@ func (s *Server) threadPage(c echo.Context) error {
 		// The model is naming the thread: the page asks for the title
 		// again once its stream is open, in case the title came between.
 		"title_pending": s.titles.isPending(t.ID),
+		// The server's clock, so the page's elapsed times read right
+		// whatever the reader's clock says.
+		"server_time": s.now().UnixMilli(),
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID
@@ -340,6 +343,8 @@ func (s *Server) threadPage(c echo.Context) error {
 			return err
 		}
 		page.Usage = s.usageView(rep)
+		// The same figure for the script, which adds what frames report.
+		state["usage"] = rep
 	}
 	if page.DefaultModel, err = s.threadModel(c.Request().Context(), t.ID, currentUser(c)); err != nil {
 		return err
@@ -404,7 +409,7 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 	out := make([]views.MessageView, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		mv := views.MessageView{ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, ModelName: m.ModelName, ModelLabel: s.modelLabel(m.ModelName), ToolCallID: m.ToolCallID}
+		mv := views.MessageView{ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, ModelName: m.ModelName, ModelLabel: s.modelLabel(m.ModelName), ToolCallID: m.ToolCallID, CreatedAt: m.CreatedAt}
 		if m.Type == agent.TypeTool {
 			mv.Content = m.Content // tool output is shown as text, not Markdown
 		} else {

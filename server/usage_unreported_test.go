@@ -61,9 +61,16 @@ func TestUsageNotReported(t *testing.T) {
 	if got := u.runEndUsage(silent); got.Total != s.Total {
 		t.Errorf("silent run.end usage %+v, thread %+v", got.Total, s.Total)
 	}
+	// Every call of the silent thread went unreported: its figures say
+	// so in place of a number, never 0.
 	page := string(u.do("GET", "/threads/"+silent, nil).body)
-	if want := notReportedText(s.Total.UnreportedCalls); !strings.Contains(page, want) {
-		t.Errorf("silent thread page lacks %q", want)
+	for _, want := range []string{`data-usage="total">not reported<`, `data-usage="lead">not reported<`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("silent thread page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `data-usage="total">0<`) || strings.Contains(page, `data-usage="lead">0<`) {
+		t.Error("silent thread page shows a 0 for usage that was not reported")
 	}
 
 	mixed := u.newThread("mixed")

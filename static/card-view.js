@@ -3,8 +3,9 @@
 // cards are adopted from the page, live ones are cloned from
 // <template id="card-template">.
 
+import { now } from "./clock.js";
 import { clone, el, intAttr } from "./dom.js";
-import { STOP_LABELS, isTerminal, notStartedText, statusText, stopLabel, tokenLabel } from "./format.js";
+import { STOP_LABELS, duration, isTerminal, notStartedText, statusText, stopLabel, tokenLabel } from "./format.js";
 
 // renderCard shows c in its node; view is {showTokens, labels}, labels
 // mapping model names to display names.
@@ -19,6 +20,9 @@ export function renderCard(c, view) {
 	node.dataset.steps = String(c.steps);
 	node.dataset.waiting = c.waiting ? "1" : "";
 	node.dataset.totalTokens = view.showTokens && c.total !== null ? String(c.total) : "";
+	node.dataset.queuedAt = instantAttr(c.queuedAt);
+	node.dataset.startedAt = instantAttr(c.startedAt);
+	node.dataset.endedAt = instantAttr(c.endedAt);
 	renderHead(c, view);
 	renderBody(c);
 }
@@ -29,6 +33,7 @@ function renderHead(c, view) {
 	const notStarted = c.status === "failed" ? notStartedText(c.error) : "";
 	c.node.dataset.notStarted = notStarted ? "1" : "";
 	part(".card-status").textContent = notStarted || statusText(c.status, c.activity, c.waiting);
+	renderTime(c, now());
 	const model = part(".card-model");
 	model.textContent = view.labels.get(c.modelName) ?? c.modelName;
 	model.title = c.modelName;
@@ -47,6 +52,32 @@ function renderHead(c, view) {
 	badge.textContent = stopLabel(c.stopReason);
 	badge.hidden = c.stopReason === "";
 	part(".card-cancel").hidden = isTerminal(c.status);
+}
+
+// cardTime is a card's time (views.cardTime): its total once ended, the
+// time so far at t while queued or running, "" before it was queued or
+// started.
+export function cardTime(c, t) {
+	const from = c.startedAt ?? c.queuedAt;
+	if (from === null) return "";
+	if (c.endedAt !== null) return duration(c.endedAt - from);
+	if (isTerminal(c.status)) return "";
+	return duration(Math.max(t - from, 0));
+}
+
+// renderTime writes a card's time as of t (the page's clock ticks it).
+export function renderTime(c, t) {
+	const time = c.node?.querySelector(".card-time");
+	if (time) time.textContent = cardTime(c, t);
+}
+
+function instantAttr(ms) {
+	return ms === null ? "" : new Date(ms).toISOString();
+}
+
+function readInstant(s) {
+	const t = s ? Date.parse(s) : NaN;
+	return Number.isFinite(t) ? t : null;
 }
 
 function renderBody(c) {
@@ -92,6 +123,9 @@ export function readCard(c, node, labels) {
 	c.description = text(".card-title");
 	c.waiting = c.status === "running" && node.dataset.waiting === "1";
 	c.activity = c.status === "running" ? (node.dataset.activity ?? "") : "";
+	c.queuedAt = readInstant(node.dataset.queuedAt);
+	c.startedAt = readInstant(node.dataset.startedAt);
+	c.endedAt = readInstant(node.dataset.endedAt);
 	const model = node.querySelector(".card-model");
 	c.modelName = model?.title ?? "";
 	if (c.modelName !== "") labels.set(c.modelName, model.textContent);

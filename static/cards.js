@@ -1,22 +1,24 @@
 // The subagent cards of one thread page (docs/DESIGN.md §9): each card's
 // state is merged from the thread's task frames and its task ToolMessage
 // (merge.js), shown in the markup of views.Card (card-view.js), with a
-// step timeline (steps.js) and the thread's usage panel (usage-panel.js).
-// The server projects the same state from history (agent.ProjectCards),
-// so a reload shows what was shown live.
+// step timeline (steps.js), the run timelines (timeline.js) and the
+// thread's usage panel (usage-panel.js). The server projects the same
+// state from history (agent.ProjectCards), so a reload shows what was
+// shown live.
 
 import { announce, cardAnnouncement } from "./announce.js";
 import { getJSON, postFromButton } from "./api.js";
-import { cardNode, readCard, renderCard } from "./card-view.js";
+import { cardNode, readCard, renderCard, renderTime } from "./card-view.js";
+import { every, serverTime } from "./clock.js";
 import { intAttr } from "./dom.js";
 import { isTerminal } from "./format.js";
-import { applyTaskCall, applyTaskFrame, applyToolMessage, failUnfinished, newCard, raiseTotal } from "./merge.js";
+import { applyTaskCall, applyTaskFrame, applyToolMessage, failUnfinished, instant, newCard, raiseTotal } from "./merge.js";
 import { normalizeUsage, str } from "./metadata.js";
 import { addStep, expanded, setExpanded, stepOf } from "./steps.js";
-import { fillUsagePanel, removeUsagePanel } from "./usage-panel.js";
+import { Timelines } from "./timeline.js";
+import { UsageTally, fillUsagePanel, ledgerUsage, removeUsagePanel } from "./usage-panel.js";
 
 const STEPS_PAGE = 200; // the events API's default page
-const USAGE_REFRESH_MS = 250;
 const MESSAGES_PAGE = 200; // the messages API's largest page
 
 function cardKey(runID, taskID) {
@@ -49,9 +51,17 @@ function remember(card, open) {
 // Cards runs the cards of one thread page; thread.js feeds it frames and
 // messages.
 export class Cards {
-	// oldestSeq tells the seq of the oldest message the page shows.
-	constructor({ threadID, tokenUsage, showError, oldestSeq }) {
+	// oldestSeq tells the seq of the oldest message the page shows; usage
+	// is the server's figure at load (views.ThreadPage state), list the
+	// message list.
+	constructor({ threadID, tokenUsage, showError, oldestSeq, usage, serverNow, activeRunID, list }) {
 		this.threadID = threadID;
+		this.activeRunID = activeRunID ?? "";
+		serverTime(serverNow);
+		this.tally = new UsageTally();
+		if (usage) this.tally.reset(usage);
+		this.timelines = new Timelines({ list, cardsOf: (runID) => [...this.cards.values()].filter((c) => c.runID === runID && c.node?.isConnected) });
+		this.stopClock = null;
 		this.oldestSeq = oldestSeq;
 		this.tokensOn = tokenUsage;
 		this.showError = showError;
@@ -60,7 +70,6 @@ export class Cards {
 		// Bumped on every token-gate change, so an answer fetched before a
 		// change is never applied after it.
 		this.gateEpoch = 0;
-		this.usageTimer = 0;
 		// Tests shrink the events page with ?steps_page=N to exercise paging.
 		const page = intAttr(new URLSearchParams(location.search).get("steps_page")) || STEPS_PAGE;
 		this.steps = { threadID, pageSize: Math.min(Math.max(page, 1), 1000) };
@@ -113,6 +122,9 @@ export class Cards {
 	adopt(node) {
 		const c = this.card(node.dataset.runId ?? "", node.dataset.taskId ?? "");
 		readCard(c, node, this.labels);
+		// What of its usage the server's figure at load already counts.
+		const part = (v) => intAttr(v ?? "");
+		c.counted = c.total === null ? null : { input_tokens: part(node.dataset.inputTokens), output_tokens: part(node.dataset.outputTokens), total_tokens: c.total };
 		if (remembered(c)) setExpanded(c, true, this.steps);
 		return c;
 	}
@@ -142,28 +154,45 @@ export class Cards {
 
 	// ---- token figures ----
 
+	// showUsage shows the thread's figure as the page knows it now.
+	showUsage() {
+		if (this.showTokens()) fillUsagePanel(this.tally.report(), this.labels);
+	}
+
+	// countUsage adds what a card's usage snapshot grew by to the thread's
+	// figure; call counts a model step, unreported unless the snapshot grew
+	// (a call that reports usage always adds tokens: agent.ledgerEntry).
+	countUsage(c, usage, call) {
+		if (!this.showTokens()) return;
+		const prev = c.counted ?? null;
+		const grew = usage !== null && (prev === null || usage.total_tokens > prev.total_tokens);
+		if (call) this.tally.add(c.runID, false, c.modelName, {}, 1, grew ? 0 : 1);
+		if (grew) {
+			const delta = {};
+			for (const f of ["input_tokens", "output_tokens", "total_tokens"]) delta[f] = Math.max(usage[f] - (prev?.[f] ?? 0), 0);
+			this.tally.add(c.runID, false, c.modelName, delta);
+			c.counted = usage;
+		}
+		if (call || grew) this.showUsage();
+	}
+
+	// refreshUsage fetches the server's figure: only when the token gate
+	// reopens; frames keep it current from then on.
 	async refreshUsage() {
 		if (!this.showTokens()) return;
 		const epoch = this.gateEpoch;
 		try {
 			const u = await getJSON(`/api/threads/${this.threadID}/usage`);
 			if (epoch !== this.gateEpoch) return;
-			if (u.token_usage_enabled === false) removeUsagePanel();
-			else fillUsagePanel(u, this.labels);
-		} catch {
-			// The numbers stay as they were; the next refresh corrects them.
+			if (u.token_usage_enabled === false) {
+				removeUsagePanel();
+				return;
+			}
+			this.tally.reset(u);
+			this.showUsage();
+		} catch (err) {
+			this.showError(`Could not load the token figures: ${err.message}`);
 		}
-	}
-
-	// refreshUsageSoon refreshes the usage panel at most every
-	// USAGE_REFRESH_MS while usage keeps arriving, so the thread's figures
-	// follow the cards during a run, not only after it.
-	refreshUsageSoon() {
-		if (this.usageTimer) return;
-		this.usageTimer = setTimeout(() => {
-			this.usageTimer = 0;
-			this.refreshUsage();
-		}, USAGE_REFRESH_MS);
 	}
 
 	// refetchTotals brings back the totals the gate kept from this page,
@@ -179,7 +208,9 @@ export class Cards {
 				if (epoch !== this.gateEpoch) return;
 				for (const t of page.tasks ?? []) {
 					const c = this.cards.get(cardKey(t.run_id, t.task_id));
-					if (c) raiseTotal(c, normalizeUsage(t.usage));
+					if (!c) continue;
+					c.counted = normalizeUsage(t.usage);
+					raiseTotal(c, c.counted);
 				}
 				if (!page.has_more || page.next <= oldest) break;
 			}
@@ -189,18 +220,66 @@ export class Cards {
 		if (epoch === this.gateEpoch) for (const c of this.cards.values()) this.render(c);
 	}
 
+	// ---- the clock ----
+
+	// tick moves every live card's time and every live run timeline on;
+	// with nothing live it stops the page's clock.
+	tick(t) {
+		let live = this.timelines.renderAll(t);
+		for (const c of this.cards.values()) {
+			if (isTerminal(c.status) || !c.node) continue;
+			renderTime(c, t);
+			live = true;
+		}
+		if (!live) this.stopTicking();
+	}
+
+	// live reports whether anything on the page moves with the clock: a
+	// card queued or running, or an active run's timeline.
+	live() {
+		return [...this.cards.values()].some((c) => c.node && !isTerminal(c.status)) || this.timelines.active();
+	}
+
+	startTicking() {
+		if (this.live()) this.stopClock ??= every((t) => this.tick(t));
+	}
+
+	stopTicking() {
+		this.stopClock?.();
+		this.stopClock = null;
+	}
+
+	// changed redraws a run's timeline after one of its cards changed, and
+	// keeps the clock going while anything is live.
+	changed(runID) {
+		this.timelines.render(runID);
+		this.startTicking();
+	}
+
 	// ---- what thread.js calls ----
 
-	// load adopts the server-rendered cards under root and learns the
-	// models' display names; it resolves when the cards are ready.
+	// load adopts the server-rendered cards under root, draws their runs'
+	// timelines and learns the models' display names; it resolves when the
+	// cards are ready.
 	async load(root) {
 		for (const node of root.querySelectorAll("section.card")) this.adopt(node);
+		this.timelines.read(root);
+		this.timelines.setActive(this.activeRunID, true);
+		this.placeTimelines(root);
+		this.startTicking();
 		try {
 			const body = await getJSON("/api/models");
 			for (const m of body.models ?? []) this.labels.set(m.name, m.display_name || m.name);
 			for (const c of this.cards.values()) this.render(c);
+			this.showUsage();
 		} catch {
 			// Live cards show raw model names, as for an unknown model.
+		}
+	}
+
+	placeTimelines(root) {
+		for (const node of root.querySelectorAll("article.msg[data-run-id]")) {
+			if (node.querySelector("section.card")) this.timelines.place(node.dataset.runId, node);
 		}
 	}
 
@@ -209,20 +288,52 @@ export class Cards {
 	adoptUnder(nodes) {
 		for (const node of nodes) {
 			for (const card of node.querySelectorAll("section.card")) this.render(this.adopt(card));
+			this.timelines.read(node);
+			if (node.matches?.("article.msg[data-run-id]") && node.querySelector("section.card")) this.timelines.place(node.dataset.runId, node);
 		}
 	}
 
-	// mount places the cards of a live AI message's task calls.
+	// mount places the cards of a live message's task calls, and counts
+	// the message in its run's timeline and, for a lead answer, its call in
+	// the thread's figure.
 	mount(node, m) {
+		const runID = str(m.run_id);
+		const at = instant(m.created_at);
+		serverTime(at);
+		this.timelines.note(runID, m.type === "human" ? "human" : "ai", at);
+		if (m.type === "human" && runID !== "") {
+			// A run this page sees from its start: its end frame's totals are
+			// the whole of it.
+			this.tally.seeRun(runID);
+			this.timelines.setActive(runID, true);
+		}
+		if (m.type === "ai") this.countLead(runID, m);
 		for (const call of m.tool_calls ?? []) {
 			if (call.name !== "task") continue;
-			const c = this.card(str(m.run_id), str(call.id));
+			const c = this.card(runID, str(call.id));
 			applyTaskCall(c, call.args);
 			// Frames follow their message: this page will see every step.
 			if (c.version === 0) c.complete = true;
 			const slot = node.querySelector(`.task-slot[data-task-id="${CSS.escape(c.taskID)}"]`);
 			if (slot) this.place(c, slot);
+			this.timelines.place(runID, node);
 		}
+		this.changed(runID);
+	}
+
+	// countLead counts a lead answer's call (agent.ledgerEntry: no usage
+	// worth recording is a call not reported).
+	countLead(runID, m) {
+		if (!this.showTokens()) return;
+		const u = ledgerUsage(m.usage);
+		this.tally.add(runID, true, str(m.model_name), u ?? {}, 1, u ? 0 : 1);
+		this.showUsage();
+	}
+
+	// toolResult counts a tool result of the lead in its run's timeline.
+	toolResult(m) {
+		this.timelines.note(str(m.run_id), "tool", instant(m.created_at));
+		this.changed(str(m.run_id));
 	}
 
 	taskFrame(type, d, frame) {
@@ -230,11 +341,15 @@ export class Cards {
 		// Under the token gate frames carry no usage; never keep a figure
 		// this page may not show.
 		const data = this.showTokens() ? d : { ...d, usage: null };
+		const at = instant(frame.created_at);
+		serverTime(at);
 		let applied = false;
-		this.update(c, () => (applied = applyTaskFrame(c, type, data, frame.seq)));
+		this.update(c, () => (applied = applyTaskFrame(c, type, data, frame.seq, at)));
 		if (!applied) return;
-		if (type === "task_running" && Number.isInteger(frame.seq) && d.step) addStep(c, stepOf(frame.seq, d.step));
-		if (isTerminal(c.status) || d.usage) this.refreshUsageSoon();
+		const step = type === "task_running" ? d.step : null;
+		if (step && Number.isInteger(frame.seq)) addStep(c, stepOf(frame.seq, step, frame.created_at));
+		this.countUsage(c, normalizeUsage(data.usage), step?.kind === "ai");
+		this.changed(c.runID);
 	}
 
 	// progress shows a running tool's progress (an MCP server's
@@ -252,15 +367,21 @@ export class Cards {
 		const c = this.card(str(m.run_id), str(m.tool_call_id));
 		const kwargs = this.showTokens() ? m.additional_kwargs : { ...m.additional_kwargs, subagent_token_usage: null };
 		this.update(c, () => applyToolMessage(c, { ...m, additional_kwargs: kwargs }));
-		this.refreshUsageSoon();
+		this.countUsage(c, normalizeUsage(kwargs?.subagent_token_usage), false);
+		this.changed(c.runID);
 	}
 
-	// runEnded fails the run's cards that never got a result.
-	runEnded(runID) {
+	// runEnded fails the run's cards that never got a result and takes the
+	// run's own totals from its end frame (d).
+	runEnded(runID, d = {}) {
 		for (const c of this.cards.values()) {
 			if (c.runID === runID) this.update(c, () => failUnfinished(c));
 		}
-		this.refreshUsageSoon();
+		this.timelines.setActive(runID, false);
+		this.changed(runID);
+		if (!this.showTokens()) return;
+		this.tally.endRun(runID, d.usage ?? null);
+		this.showUsage();
 	}
 
 	setTokenUsage(on) {
@@ -274,6 +395,7 @@ export class Cards {
 		}
 		for (const c of this.cards.values()) {
 			c.total = null;
+			c.counted = null;
 			this.render(c);
 		}
 		removeUsagePanel();

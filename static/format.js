@@ -31,7 +31,7 @@ export function tokenLabel(total, terminal) {
 
 // WAITING_TEXT is a running card's status while its model call waits for
 // a slot of its model (views.WaitingText).
-export const WAITING_TEXT = "Waiting for the model";
+export const WAITING_TEXT = "Waiting for a slot";
 
 // NOT_STARTED reads the error of a task call a limit refused before it
 // started (views.NotStartedText).
@@ -51,7 +51,7 @@ export function statusText(status, activity, waiting) {
 			return "Queued";
 		case "running":
 			if (waiting) return WAITING_TEXT;
-			return activity || "Running";
+			return activity || "Thinking";
 		case "completed":
 			return "Completed";
 		case "failed":
@@ -71,4 +71,74 @@ export function stopLabel(reason) {
 
 export function isTerminal(status) {
 	return TERMINAL_STATUSES.includes(status);
+}
+
+// ---- activity words (agent.ActivityText) ----
+
+const ACTIVITY_WIDTH = 60; // runes of a path or command in the status line
+
+// head keeps a command's start, tail a path's end: the part that says
+// which.
+function head(s) {
+	const r = [...s];
+	return r.length <= ACTIVITY_WIDTH ? s : `${r.slice(0, ACTIVITY_WIDTH - 1).join("")}…`;
+}
+
+function tail(s) {
+	const r = [...s];
+	return r.length <= ACTIVITY_WIDTH ? s : `…${r.slice(r.length - ACTIVITY_WIDTH + 1).join("")}`;
+}
+
+function callArgs(args) {
+	try {
+		const a = JSON.parse(args);
+		return a && typeof a === "object" ? a : {};
+	} catch {
+		return {};
+	}
+}
+
+const text = (v) => (typeof v === "string" ? v : "");
+
+// callText is one tool call in words; a call whose arguments cannot be
+// read (cut at the step bound) names the kind of work without them.
+function callText(call) {
+	const a = callArgs(call.args);
+	const path = text(a.path).trim();
+	const verbs = { read_file: "Reading", write_file: "Writing", str_replace: "Editing" };
+	if (Object.hasOwn(verbs, call.name)) return `${verbs[call.name]} ${path === "" ? "a file" : tail(path)}`;
+	if (call.name === "ls") return ["", ".", "./"].includes(path) ? "Listing files" : `Listing ${tail(path)}`;
+	if (call.name === "bash") {
+		const cmd = text(a.command).trim().split("\n")[0];
+		return cmd === "" ? "Running a command" : `Running \`${head(cmd)}\``;
+	}
+	const mcp = /^mcp__(.+?)__(.+)$/.exec(call.name);
+	if (mcp) return `Using ${mcp[2]} (${mcp[1]})`;
+	return `Using ${call.name}`;
+}
+
+// activityText is a step (a task_running frame's step) in words: its
+// first tool call and how many more, "Thinking" once its tool results are
+// in, "Finishing" after an answer without calls.
+export function activityText(step) {
+	if (step?.kind === "tool") return "Thinking";
+	const calls = Array.isArray(step?.tool_calls) ? step.tool_calls : [];
+	if (calls.length === 0) return "Finishing";
+	const first = callText({ name: text(calls[0]?.name), args: text(calls[0]?.args) });
+	return calls.length > 1 ? `${first} and ${calls.length - 1} more` : first;
+}
+
+// ---- times (views.Duration) ----
+
+const pad = (n) => String(n).padStart(2, "0");
+
+// duration writes a span of milliseconds: "<1s", "42s", "3m 05s",
+// "1h 02m"; "" for no span.
+export function duration(ms) {
+	if (!Number.isFinite(ms) || ms < 0) return "";
+	if (ms < 1000) return "<1s";
+	const s = Math.floor(ms / 1000);
+	if (s < 60) return `${s}s`;
+	if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+	return `${Math.floor(s / 3600)}h ${pad(Math.floor(s / 60) % 60)}m`;
 }

@@ -3,7 +3,7 @@
 // reload shows what was shown live. contracts/card_merge_contract.json
 // holds the rules as cases that both run. Pure functions: no DOM.
 
-import { isTerminal, stopLabel } from "./format.js";
+import { activityText, isTerminal, stopLabel } from "./format.js";
 import { afterMarker, normalizeUsage, readMetadata, statusFromContent, str } from "./metadata.js";
 
 const TERMINAL_FRAMES = {
@@ -28,7 +28,7 @@ export function newCard(runID, taskID) {
 		prompt: "",
 		subagentType: "",
 		status: "queued",
-		activity: "",
+		activity: "", // what it is doing, in words (activityText)
 		waiting: false, // running, its model call waiting for a slot of its model
 		modelName: "",
 		total: null, // the latest cumulative total_tokens; null without usage
@@ -39,7 +39,26 @@ export function newCard(runID, taskID) {
 		version: 0,
 		lastSeq: 0,
 		steps: 0,
+		// When it was queued, started and ended (ms since the epoch, the
+		// commit times of its frames), as agent.Card: null until then.
+		queuedAt: null,
+		startedAt: null,
+		endedAt: null,
 	};
+}
+
+// instant reads a frame's created_at; null for none.
+export function instant(s) {
+	const t = typeof s === "string" ? Date.parse(s) : NaN;
+	return Number.isFinite(t) ? t : null;
+}
+
+const STAMPS = { task_queued: "queuedAt", task_started: "startedAt" };
+
+// stamp keeps the first time a card was queued, started and ended.
+function stamp(card, type, at) {
+	const field = STAMPS[type] ?? (Object.hasOwn(TERMINAL_FRAMES, type) ? "endedAt" : "");
+	if (field !== "" && at !== null && card[field] === null) card[field] = at;
 }
 
 export function raiseTotal(card, usage) {
@@ -68,17 +87,12 @@ export function applyTaskCall(card, args) {
 	card.subagentType = str(a.subagent_type).trim();
 }
 
-function stepActivity(step) {
-	if (str(step?.tool_name) !== "") return step.tool_name;
-	const calls = Array.isArray(step?.tool_calls) ? step.tool_calls : [];
-	return str(calls[calls.length - 1]?.name);
-}
-
 // applyTaskFrame merges one task frame into card and reports whether it
 // changed anything. A frame no newer than the card's version is dropped,
 // so replays and duplicates change nothing; usage only ever rises; a
-// terminal card never goes back to queued or running.
-export function applyTaskFrame(card, type, d, seq) {
+// terminal card never goes back to queued or running. at is the frame's
+// created_at (instant).
+export function applyTaskFrame(card, type, d, seq, at = null) {
 	if (!TASK_FRAME_TYPES.includes(type) || !d || typeof d !== "object") return false;
 	if (!Number.isInteger(d.version) || d.version <= card.version) return false;
 	card.version = d.version;
@@ -86,6 +100,7 @@ export function applyTaskFrame(card, type, d, seq) {
 	if (str(d.execution_id) !== "") card.executionID = d.execution_id;
 	if (str(d.model_name).trim() !== "") card.modelName = d.model_name.trim();
 	raiseTotal(card, normalizeUsage(d.usage));
+	stamp(card, type, at);
 	if (type === "task_queued" || type === "task_started") {
 		// The task call's arguments came first when the card has them.
 		card.description ||= str(d.description).trim();
@@ -109,7 +124,7 @@ export function applyTaskFrame(card, type, d, seq) {
 function applyStep(card, d) {
 	card.status = "running";
 	if (Number.isInteger(d.message_index) && d.message_index > card.steps) card.steps = d.message_index;
-	card.activity = stepActivity(d.step);
+	card.activity = activityText(d.step);
 }
 
 function applyEnd(card, type, d) {
@@ -129,6 +144,7 @@ function applyEnd(card, type, d) {
 // its text) sets the status, stop reason, model, usage and result or error.
 export function applyToolMessage(card, m) {
 	const content = str(m.content);
+	card.endedAt ??= instant(m.created_at);
 	card.activity = "";
 	card.waiting = false;
 	card.steps = 0;

@@ -5,6 +5,8 @@
 
 import { getJSON } from "./api.js";
 import { el, intAttr, scrollRegion } from "./dom.js";
+import { duration } from "./format.js";
+import { instant } from "./merge.js";
 import { str } from "./metadata.js";
 
 // Steps kept for a collapsed card; past this it forgets them and reloads
@@ -12,11 +14,12 @@ import { str } from "./metadata.js";
 const MAX_KEPT_STEPS = 500;
 
 // stepOf is one timeline entry from a task_running frame's step or a
-// subagent.step event's content.
-export function stepOf(seq, s) {
+// subagent.step event's content; createdAt is the frame's or event's.
+export function stepOf(seq, s, createdAt) {
 	const calls = Array.isArray(s.tool_calls) ? s.tool_calls : [];
 	return {
 		seq,
+		at: instant(createdAt), // ms, null when unknown
 		kind: s.kind === "tool" ? "tool" : "ai",
 		text: str(s.text),
 		truncated: s.truncated === true,
@@ -30,12 +33,17 @@ export function stepOf(seq, s) {
 function stepElement(step) {
 	const li = el("li", `card-step card-step-${step.kind}`);
 	li.dataset.seq = String(step.seq);
+	li.dataset.at = step.at === null ? "" : String(step.at);
+	li.append(el("span", "step-time"));
 	if (step.kind === "tool") {
 		li.append(el("span", "step-tool", step.toolName || "tool"));
 		if (step.text !== "") li.append(scrollRegion(el("pre", "step-output", step.text)));
 	} else {
 		if (step.reasoning !== "") li.append(thinkingElement(step));
-		if (step.text !== "") li.append(el("p", "step-text", step.text));
+		// An answer without calls ends the subagent: it is the card's
+		// result, shown once, below the steps.
+		if (step.text !== "" && step.calls.length === 0) li.append(el("p", "step-note", "Answered: the result is below."));
+		else if (step.text !== "") li.append(el("p", "step-text", step.text));
 		for (const call of step.calls) {
 			const line = el("p", "step-call");
 			line.append(el("span", "step-tool", call.name), el("code", "step-args", call.args));
@@ -72,7 +80,22 @@ export function addStep(c, step) {
 	const next = [...list.children].find((other) => intAttr(other.dataset.seq) > step.seq);
 	if (next) next.before(li);
 	else list.append(li);
+	timeSteps(c);
 	note(c);
+}
+
+// timeSteps writes each step's time: since the step before it (the first:
+// since the card started), what its model call or its tools took.
+function timeSteps(c) {
+	let prev = c.startedAt;
+	for (const li of c.node.querySelector(".card-steps").children) {
+		const at = li.dataset.at === "" ? null : Number(li.dataset.at);
+		const time = li.querySelector(".step-time");
+		const took = at !== null && prev !== null ? duration(at - prev) : "";
+		time.textContent = took;
+		time.title = at === null ? "" : new Date(at).toLocaleTimeString();
+		if (at !== null) prev = at;
+	}
 }
 
 function forgetSteps(c) {
@@ -84,6 +107,7 @@ function forgetSteps(c) {
 function renderTimeline(c) {
 	const steps = [...c.timeline.values()].sort((a, b) => a.seq - b.seq);
 	c.node.querySelector(".card-steps").replaceChildren(...steps.map(stepElement));
+	timeSteps(c);
 	note(c);
 }
 
@@ -113,7 +137,7 @@ async function backfill(c, { threadID, pageSize }) {
 	try {
 		for (;;) {
 			const page = await getJSON(`/api/threads/${threadID}/events?${query(after)}`);
-			for (const e of page.events ?? []) addStep(c, stepOf(e.seq, e.content ?? {}));
+			for (const e of page.events ?? []) addStep(c, stepOf(e.seq, e.content ?? {}, e.created_at));
 			if (!page.has_more || !(page.next_after_seq > after)) break;
 			after = page.next_after_seq;
 		}

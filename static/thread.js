@@ -33,6 +33,10 @@ export class ThreadPage {
 			tokenUsage: state.token_usage_enabled === true,
 			showError: (text) => this.composer.showError(text),
 			oldestSeq: () => this.oldestSeq(),
+			usage: state.usage,
+			serverNow: state.server_time,
+			activeRunID: state.active_run_id,
+			list: this.list,
 		});
 		this.cardsLoaded = this.cards.load(this.list);
 		this.answers = new Answers({
@@ -169,8 +173,6 @@ export class ThreadPage {
 			this.addToolResult(m);
 			return;
 		}
-		// The lead's own calls count in the thread's figures as they come.
-		if (m.usage) this.cards.refreshUsageSoon();
 		const node = messageElement(m, this.cards.labels);
 		const streaming = document.getElementById(`stream-${m.id}`);
 		// A Thinking block the reader opened while it streamed stays open.
@@ -190,6 +192,7 @@ export class ThreadPage {
 		const calls = this.list.querySelectorAll(`.tool-call[data-tool-call-id="${id}"], .task-slot[data-task-id="${id}"]`);
 		const call = calls[calls.length - 1];
 		if (call?.matches(".tool-call")) this.changeList(() => call.append(toolResultElement(m)));
+		this.cards.toolResult(m);
 	}
 
 	appendDelta(d) {
@@ -237,7 +240,7 @@ export class ThreadPage {
 		// or a failure) would otherwise blink forever.
 		for (const bubble of this.list.querySelectorAll(".msg-streaming")) bubble.remove();
 		this.changeList(() => this.answers.runEnded(d, runID, seq));
-		this.cards.runEnded(runID);
+		this.cards.runEnded(runID, d);
 	}
 
 	onFrame(raw) {

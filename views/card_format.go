@@ -1,9 +1,11 @@
 package views
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Card formatting. static/format.js formats live updates with the same rules;
@@ -60,7 +62,7 @@ func groupThousands(n int64) string {
 
 // WaitingText is the status of a running card whose model call waits for
 // a slot of its model (max_concurrent_requests).
-const WaitingText = "Waiting for the model"
+const WaitingText = "Waiting for a slot"
 
 // StatusText is the card's one-line status.
 func StatusText(status, activity string, waiting bool) string {
@@ -74,7 +76,7 @@ func StatusText(status, activity string, waiting bool) string {
 		if activity != "" {
 			return activity
 		}
-		return "Running"
+		return "Thinking"
 	case "completed":
 		return "Completed"
 	case "failed":
@@ -177,9 +179,76 @@ func notReported(n int64) string {
 	return "not reported for " + groupThousands(n) + " calls"
 }
 
-func usageCount(u UsageView, n int64) string {
-	if u.Blank {
+// noneReported reports whether t has calls and none of them reported
+// usage: its tokens are unknown, not 0.
+func noneReported(t UsageTotals) bool { return t.Calls > 0 && t.Unreported == t.Calls }
+
+// usageFigure is a line of the usage panel: its total tokens, "not
+// reported" when none of its calls reported usage (static/usage-panel.js,
+// figure).
+func usageFigure(u UsageView, t UsageTotals) string {
+	switch {
+	case u.Blank:
+		return ""
+	case noneReported(t):
+		return "not reported"
+	}
+	return TokenCount(t.Total)
+}
+
+// partlyReported names the calls of t that reported no usage when some
+// others did; "" when all or none did.
+func partlyReported(t UsageTotals) string {
+	if noneReported(t) {
 		return ""
 	}
-	return TokenCount(n)
+	return notReported(t.Unreported)
+}
+
+// Duration writes a span: "<1s", "42s", "3m 05s", "1h 02m"; "" for a
+// negative one. A card's elapsed and total time, a step's time and the
+// run timeline use it, as static/format.js's duration does.
+func Duration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return ""
+	case d < time.Second:
+		return "<1s"
+	}
+	s := int64(d / time.Second)
+	switch {
+	case s < 60:
+		return strconv.FormatInt(s, 10) + "s"
+	case s < 3600:
+		return fmt.Sprintf("%dm %02ds", s/60, s%60)
+	}
+	return fmt.Sprintf("%dh %02dm", s/3600, s/60%60)
+}
+
+// cardTime is a card's time in its header: the total once it ended, the
+// time so far while it is queued or running (static/card-view.js ticks
+// it on), "" before it was queued or started.
+func cardTime(c CardView) string {
+	from := c.StartedAt
+	if from == nil {
+		from = c.QueuedAt
+	}
+	switch {
+	case from == nil:
+		return ""
+	case c.EndedAt != nil:
+		return Duration(c.EndedAt.Sub(*from))
+	case IsTerminalStatus(c.Status) || c.Now.IsZero():
+		return ""
+	}
+	return Duration(c.Now.Sub(*from))
+}
+
+// instant is a time as the scripts read it: UTC to the millisecond, ""
+// for none.
+func instant(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 type formatContract struct {
@@ -27,6 +28,10 @@ type formatContract struct {
 		StopReason string `json:"stop_reason"`
 		Badge      string `json:"badge"`
 	} `json:"stop_badges"`
+	Durations []struct {
+		MS   int64  `json:"ms"`
+		Text string `json:"text"`
+	} `json:"durations"`
 }
 
 func TestCardFormatContract(t *testing.T) {
@@ -61,6 +66,14 @@ func TestCardFormatContract(t *testing.T) {
 			t.Errorf("StopLabel(%q) = %q, want %q", sb.StopReason, got, sb.Badge)
 		}
 	}
+	for _, d := range c.Durations {
+		if got := Duration(time.Duration(d.MS) * time.Millisecond); got != d.Text {
+			t.Errorf("Duration(%dms) = %q, want %q", d.MS, got, d.Text)
+		}
+	}
+	if len(c.Durations) == 0 {
+		t.Error("the contract has no durations")
+	}
 }
 
 func deref(p *int64) any {
@@ -72,6 +85,14 @@ func deref(p *int64) any {
 
 func TestCardMarkup(t *testing.T) {
 	total := int64(12345)
+	at := func(s string) *time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &v
+	}
+	queued, started, ended := at("2026-12-01T10:00:01.25Z"), at("2026-12-01T10:00:03.5Z"), at("2026-12-01T10:01:08Z")
 	cases := []struct {
 		name     string
 		card     CardView
@@ -87,6 +108,16 @@ func TestCardMarkup(t *testing.T) {
 		{"no usage, terminal", CardView{TaskID: "t", RunID: "r", Status: "failed", ShowTokens: true, Error: "boom"},
 			[]string{"usage unavailable", `<pre class="card-error" tabindex="0">boom</pre>`, `class="card-model" title="" hidden`},
 			[]string{">0 tokens"}},
+		{"ended: its total, its times for the script", CardView{TaskID: "t", RunID: "r", Status: "completed", QueuedAt: queued, StartedAt: started, EndedAt: ended, Now: ended.Add(time.Hour)},
+			[]string{`<span class="card-time" aria-live="off">1m 04s</span>`, `data-queued-at="2026-12-01T10:00:01.250Z"`, `data-started-at="2026-12-01T10:00:03.500Z"`, `data-ended-at="2026-12-01T10:01:08.000Z"`},
+			nil},
+		{"running: its time so far", CardView{TaskID: "t", RunID: "r", Status: "running", Activity: "Reading notes/plan.md", StartedAt: started, Now: started.Add(42 * time.Second)},
+			[]string{`<span class="card-time" aria-live="off">42s</span>`, `<span class="card-status">Reading notes/plan.md</span>`, `data-ended-at=""`},
+			nil},
+		{"queued: its wait so far", CardView{TaskID: "t", RunID: "r", Status: "queued", QueuedAt: queued, Now: queued.Add(3 * time.Second)},
+			[]string{`<span class="card-time" aria-live="off">3s</span>`}, nil},
+		{"not started: no time", CardView{TaskID: "t", RunID: "r", Status: "failed", Error: "Not started: one response may start at most 4 subagents (x).", EndedAt: ended, Now: ended.Add(time.Second)},
+			[]string{`<span class="card-time" aria-live="off"></span>`, "Not started · limit of 4 per response"}, nil},
 		{"capped", CardView{TaskID: "t", RunID: "r", Status: "completed", StopReason: "turn_capped", ShowTokens: true},
 			[]string{`<span class="card-badge">capped: turn budget</span>`}, nil},
 		{"hostile text is escaped", CardView{TaskID: "t", RunID: "r", Status: "failed", Description: "<img src=x onerror=alert(1)>", Error: "<script>x</script>", Prompt: "<b>p</b>"},
@@ -111,5 +142,39 @@ func TestCardMarkup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUsagePanelNotReported: a line whose calls all went unreported says
+// "not reported", never 0; one partly reported names the calls beside
+// its figure. static/usage-panel.js writes the same (TestBrowserTotalsAddUp
+// compares the page before and after a reload).
+func TestUsagePanelNotReported(t *testing.T) {
+	silent := UsageTotals{Calls: 2, Unreported: 2}
+	mixed := UsageTotals{Input: 900, Output: 334, Total: 1234, Calls: 3, Unreported: 1}
+	u := UsageView{
+		Total: UsageTotals{Input: 900, Output: 334, Total: 1234, Calls: 5, Unreported: 3},
+		Lead:  silent, Subagents: mixed,
+		ByModel: []ModelUsage{{Model: "quiet", Label: "Quiet", UsageTotals: silent}, {Model: "fast", Label: "Fast", UsageTotals: mixed}},
+	}
+	var buf bytes.Buffer
+	if err := UsagePanel(u).Render(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{
+		`<span data-usage="total">1,234</span>`,
+		`data-usage="unreported">not reported for 3 calls</span>`,
+		`<dd data-usage="lead">not reported</dd>`,
+		`<dd data-usage="subagents">1,234</dd>`,
+		`<td title="quiet">Quiet</td><td>2</td><td>not reported</td><td>not reported</td><td>not reported</td>`,
+		`<span class="usage-unreported">not reported for 1 call</span>`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("missing %q in\n%s", want, html)
+		}
+	}
+	if strings.Contains(html, `data-usage="lead">0<`) {
+		t.Error("the silent lead reads 0")
 	}
 }

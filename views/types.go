@@ -144,6 +144,9 @@ type MessageView struct {
 	// Reasoning is what the model thought before this answer, shown as
 	// escaped text in a collapsed Thinking block above it.
 	Reasoning string
+	// CreatedAt is when the message was committed: the run timeline
+	// (static/timeline.js) reads it from data-at.
+	CreatedAt time.Time
 }
 
 // TypeRunEnd is the Type of the item that shows a run's end among the
@@ -277,19 +280,26 @@ type CardView struct {
 	Prompt       string
 	SubagentType string
 	Status       string // queued, running, or a terminal status
-	Activity     string // the latest step's tool name while running
+	Activity     string // what it is doing, in words, while running
 	Waiting      bool   // running, its model call waiting for a slot
 	ModelName    string // the effective model's name
 	ModelLabel   string // its display name
 	// ShowTokens is false under the token gate: no figure is rendered.
 	ShowTokens  bool
 	TotalTokens *int64 // nil: no usage reported
-	StopReason  string
-	ResultHTML  string // sanitized
-	Error       string
-	Version     int64
-	LastSeq     int64
-	Steps       int64
+	// InputTokens and OutputTokens complete the snapshot, so that the
+	// page's usage panel can add what the card grows by per model.
+	InputTokens, OutputTokens *int64
+	StopReason                string
+	ResultHTML                string // sanitized
+	Error                     string
+	Version                   int64
+	LastSeq                   int64
+	Steps                     int64
+	// QueuedAt, StartedAt and EndedAt are agent.Card's; Now is when the
+	// page was rendered, for the time so far of a live card.
+	QueuedAt, StartedAt, EndedAt *time.Time
+	Now                          time.Time
 }
 
 // UsageTotals is one line of the usage panel.
