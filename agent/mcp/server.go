@@ -38,6 +38,11 @@ type server struct {
 	tools   []*Tool
 	skipped []string
 	stderr  *tail
+
+	// logMu guards the calls watching the server's log messages.
+	logMu    sync.Mutex
+	logWatch map[uint64]logWatch
+	nextLog  uint64
 }
 
 func newServer(c ServerConfig, owner *Servers) *server {
@@ -121,6 +126,7 @@ func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			}
 		},
 		ProgressNotificationHandler: srv.owner.onProgress,
+		LoggingMessageHandler:       srv.onLog,
 	})
 	t, err := srv.transport()
 	if err != nil {
@@ -136,6 +142,7 @@ func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		_ = sess.Close()
 		return nil, srv.explain(cctx, fmt.Errorf("list tools: %w", err))
 	}
+	srv.askLogs(cctx, sess)
 	return sess, nil
 }
 

@@ -1,0 +1,90 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// logLevel is the level herd asks a server that logs for: info and up,
+// so debug chatter does not crowd a call's last lines.
+const logLevel sdk.LoggingLevel = "info"
+
+// watchLogs routes the server's log messages (notifications/message) to
+// show while a call runs. MCP ties a log message to no request, so one
+// goes to every call of the server in flight, unless it names one call
+// by that call's progress token in its _meta. The returned func stops it.
+func (srv *server) watchLogs(token string, show func(level, text string)) func() {
+	srv.logMu.Lock()
+	defer srv.logMu.Unlock()
+	srv.nextLog++
+	id := srv.nextLog
+	if srv.logWatch == nil {
+		srv.logWatch = map[uint64]logWatch{}
+	}
+	srv.logWatch[id] = logWatch{token: token, show: show}
+	return func() {
+		srv.logMu.Lock()
+		delete(srv.logWatch, id)
+		srv.logMu.Unlock()
+	}
+}
+
+type logWatch struct {
+	token string // the call's progress token, if it has one
+	show  func(level, text string)
+}
+
+// onLog is the session's notifications/message handler.
+func (srv *server) onLog(_ context.Context, req *sdk.LoggingMessageRequest) {
+	if req.Params == nil {
+		return
+	}
+	text := logText(req.Params)
+	token := ""
+	if t := req.Params.GetProgressToken(); t != nil {
+		token = fmt.Sprint(t)
+	}
+	srv.logMu.Lock()
+	defer srv.logMu.Unlock()
+	for _, w := range srv.logWatch {
+		if token == "" || w.token == token {
+			w.show(string(req.Params.Level), text)
+		}
+	}
+}
+
+// logText is a log message on one line: its logger's name, then its data
+// (a string as it is, anything else as JSON).
+func logText(p *sdk.LoggingMessageParams) string {
+	var text string
+	switch d := p.Data.(type) {
+	case string:
+		text = d
+	default:
+		b, err := json.Marshal(d)
+		if err != nil {
+			b = []byte(fmt.Sprint(d))
+		}
+		text = string(b)
+	}
+	if p.Logger != "" {
+		text = p.Logger + ": " + text
+	}
+	return strings.Join(strings.Fields(text), " ")
+}
+
+// askLogs asks a server that says it logs to send its log messages from
+// logLevel up; without that, servers send none.
+func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession) {
+	init := sess.InitializeResult()
+	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {
+		return
+	}
+	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: logLevel}); err != nil {
+		srv.owner.opts.Logger.Warn("mcp server refused the log level", "mcp_server", srv.cfg.Name, "err", err)
+	}
+}
