@@ -38,21 +38,18 @@ type logWatch struct {
 	show  func(level, text string)
 }
 
-// onLog is the session's notifications/message handler.
-func (srv *server) onLog(_ context.Context, req *sdk.LoggingMessageRequest) {
-	if req.Params == nil {
-		return
-	}
-	text := logText(req.Params)
+// onLog routes a notifications/message of the server (observe).
+func (srv *server) onLog(p *sdk.LoggingMessageParams) {
+	text := logText(p)
 	token := ""
-	if t := req.Params.GetProgressToken(); t != nil {
+	if t := p.GetProgressToken(); t != nil {
 		token = fmt.Sprint(t)
 	}
 	srv.logMu.Lock()
 	defer srv.logMu.Unlock()
 	for _, w := range srv.logWatch {
 		if token == "" || w.token == token {
-			w.show(string(req.Params.Level), text)
+			w.show(string(p.Level), text)
 		}
 	}
 }
@@ -77,8 +74,22 @@ func logText(p *sdk.LoggingMessageParams) string {
 	return strings.Join(strings.Fields(text), " ")
 }
 
+// metaLogLevel is the _meta key that asks for a call's log messages
+// under MCP 2026-07-28, which has no session to set a level on
+// (sdk.MetaKeyLogLevel, named here because it is marked deprecated with
+// the logging feature, which still works for at least a year).
+const metaLogLevel = "io.modelcontextprotocol/logLevel"
+
+// askLogsOf asks for the call's log messages from logLevel up.
+func askLogsOf(p *sdk.CallToolParams) {
+	if p.Meta == nil {
+		p.Meta = sdk.Meta{}
+	}
+	p.Meta[metaLogLevel] = logLevel
+}
+
 // askLogs asks a server that says it logs to send its log messages from
-// logLevel up; without that, servers send none.
+// logLevel up; without that, a server of an older MCP version sends none.
 func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession) {
 	init := sess.InitializeResult()
 	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {

@@ -125,8 +125,6 @@ func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			default:
 			}
 		},
-		ProgressNotificationHandler: srv.owner.onProgress,
-		LoggingMessageHandler:       srv.onLog,
 	})
 	t, err := srv.transport()
 	if err != nil {
@@ -161,7 +159,7 @@ func (srv *server) explain(ctx context.Context, err error) error {
 
 func (srv *server) transport() (sdk.Transport, error) {
 	if !srv.cfg.Stdio() {
-		return httpTransport(srv.cfg)
+		return httpTransport(srv.cfg, srv.observe)
 	}
 	cmd := exec.Command(srv.cfg.Command, srv.cfg.Args...)
 	cmd.Env = childEnv(srv.cfg.Env)
@@ -169,7 +167,7 @@ func (srv *server) transport() (sdk.Transport, error) {
 	cmd.Stderr = srv.stderr
 	// A server dies with herd even when herd is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+	return observedTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, see: srv.observe}, nil
 }
 
 // childEnv is a stdio server's whole environment: herd's own holds model

@@ -54,6 +54,7 @@ func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (st
 	}
 	if env.Log != nil {
 		defer t.srv.watchLogs(token, env.Log)()
+		askLogsOf(params)
 	}
 	res, err := sess.CallTool(cctx, params)
 	switch {
