@@ -96,7 +96,7 @@ func (d *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 
 	var r reply
 	if task, ok := findTool(req.Tools, agent.ToolTask); ok {
-		r = lead(req.Messages, subagentTypes(task), d.cfg.Label())
+		r = lead(req.Messages, subagentTypes(task), toolNames(req.Tools), d.cfg.Label())
 	} else {
 		r = subagent(req.Messages, toolNames(req.Tools), d.subagentTurns)
 	}
