@@ -20,11 +20,20 @@ import (
 	"herd/agent/mcp"
 )
 
-// tinyPNG is a real 4×4 PNG.
+// tinyPNG is a real 48×32 PNG: a gradient with a dot.
 func tinyPNG(t testing.TB) []byte {
 	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 4, 4))
-	img.Set(1, 1, color.RGBA{R: 200, G: 30, B: 30, A: 255})
+	img := image.NewRGBA(image.Rect(0, 0, 48, 32))
+	for x := range 48 {
+		for y := range 32 {
+			img.Set(x, y, color.RGBA{R: uint8(40 + 4*x), G: uint8(90 + 3*y), B: 200, A: 255})
+		}
+	}
+	for x := 20; x < 28; x++ {
+		for y := 12; y < 20; y++ {
+			img.Set(x, y, color.RGBA{R: 230, G: 40, B: 40, A: 255})
+		}
+	}
 	var b bytes.Buffer
 	if err := png.Encode(&b, img); err != nil {
 		t.Fatal(err)

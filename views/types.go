@@ -144,6 +144,9 @@ type MessageView struct {
 	// Reasoning is what the model thought before this answer, shown as
 	// escaped text in a collapsed Thinking block above it.
 	Reasoning string
+	// ToolOutput is a tool message's images and log lines as JSON
+	// (agent.ToolOutput), for static/tool-output.js to show.
+	ToolOutput string
 }
 
 // TypeRunEnd is the Type of the item that shows a run's end among the
