@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the fixtures log as MCP servers still do (logging is deprecated as of MCP 2026-07-28, and still works)
+
 package server
 
 import (

@@ -11,7 +11,19 @@ import (
 
 // logLevel is the level herd asks a server that logs for: info and up,
 // so debug chatter does not crowd a call's last lines.
-const logLevel sdk.LoggingLevel = "info"
+const logLevel = "info"
+
+// MCP 2026-07-28 deprecates logging (SEP-2577) but keeps it working for a
+// year at least, and servers send it: herd reads log messages in its own
+// type (logMessage) and names the two deprecated calls it still makes.
+
+// logMessage is a notifications/message's params.
+type logMessage struct {
+	Level  string         `json:"level"`
+	Logger string         `json:"logger,omitempty"`
+	Data   any            `json:"data"`
+	Meta   map[string]any `json:"_meta,omitempty"`
+}
 
 // watchLogs routes the server's log messages (notifications/message) to
 // show while a call runs. MCP ties a log message to no request, so one
@@ -39,24 +51,24 @@ type logWatch struct {
 }
 
 // onLog routes a notifications/message of the server (observe).
-func (srv *server) onLog(p *sdk.LoggingMessageParams) {
+func (srv *server) onLog(p *logMessage) {
 	text := logText(p)
 	token := ""
-	if t := p.GetProgressToken(); t != nil {
+	if t, ok := p.Meta["progressToken"]; ok && t != nil {
 		token = fmt.Sprint(t)
 	}
 	srv.logMu.Lock()
 	defer srv.logMu.Unlock()
 	for _, w := range srv.logWatch {
 		if token == "" || w.token == token {
-			w.show(string(p.Level), text)
+			w.show(p.Level, text)
 		}
 	}
 }
 
 // logText is a log message on one line: its logger's name, then its data
 // (a string as it is, anything else as JSON).
-func logText(p *sdk.LoggingMessageParams) string {
+func logText(p *logMessage) string {
 	var text string
 	switch d := p.Data.(type) {
 	case string:
@@ -92,9 +104,11 @@ func askLogsOf(p *sdk.CallToolParams) {
 // logLevel up; without that, a server of an older MCP version sends none.
 func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession) {
 	init := sess.InitializeResult()
+	//lint:ignore SA1019 logging still works (see logMessage)
 	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {
 		return
 	}
+	//lint:ignore SA1019 logging still works (see logMessage)
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: logLevel}); err != nil {
 		srv.owner.opts.Logger.Warn("mcp server refused the log level", "mcp_server", srv.cfg.Name, "err", err)
 	}

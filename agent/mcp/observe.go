@@ -33,7 +33,7 @@ func (srv *server) observe(m jsonrpc.Message) {
 			srv.owner.onProgress(&p)
 		}
 	case "notifications/message":
-		var p sdk.LoggingMessageParams
+		var p logMessage
 		if json.Unmarshal(req.Params, &p) == nil {
 			srv.onLog(&p)
 		}
