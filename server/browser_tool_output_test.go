@@ -35,7 +35,7 @@ func gatedFixture(t *testing.T, crawlGate, snapGate <-chan struct{}) *sdk.Server
 			}
 			_ = req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "error", Data: "a link was broken"})
 			return &sdk.CallToolResult{Content: []sdk.Content{
-				&sdk.TextContent{Text: name + " finished"},
+				&sdk.TextContent{Text: name + " finished <i>ok</i>"},
 				&sdk.ImageContent{MIMEType: "image/png", Data: pic},
 				&sdk.ImageContent{MIMEType: "image/svg+xml", Data: []byte("<svg onload=alert(1)/>")},
 			}}, nil
@@ -127,6 +127,9 @@ func TestBrowserToolOutput(t *testing.T) {
 		t.Error("the refused SVG has no note in the step")
 	}
 	b.waitRunEnd(a, th)
+	if n := evalAs[int](b, `document.querySelectorAll("#messages .step-output i, #messages .tool-extra i").length`); n != 0 {
+		t.Errorf("a tool result's markup was rendered: %d <i> elements", n)
+	}
 	b.do("open the step's log", chromedp.Click(chromedp.CSS(step+" .tool-log > summary")))
 	b.scrollTo(step + " .tool-extra")
 	b.shot("card-done-light")
@@ -152,6 +155,10 @@ func TestBrowserToolOutput(t *testing.T) {
 	b.setDark(true)
 	b.shot("lead-done-dark")
 	b.setDark(false)
+
+	if n := evalAs[int](b, `document.querySelectorAll("#messages .tool-output i, #messages .tool-extra i").length`); n != 0 {
+		t.Errorf("the lead's tool result's markup was rendered: %d <i> elements", n)
+	}
 
 	// After a reload: the same, from what was kept.
 	b.reload()

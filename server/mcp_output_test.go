@@ -204,6 +204,13 @@ func TestLeadMCPCallShowsProgressLogsAndImage(t *testing.T) {
 	if strings.Contains(string(r.body), "spam: ") {
 		t.Errorf("a progress tick was persisted: %s", r.body)
 	}
+	// A deleted thread's images go with its workspace.
+	if err := a.rt.RemoveWorkspace(th); err != nil {
+		t.Fatal(err)
+	}
+	if r := u.do("GET", url, nil); r.status != http.StatusNotFound {
+		t.Errorf("GET the image of a removed workspace: %d, want 404", r.status)
+	}
 }
 
 func logLines(lines []agent.ToolLog) string {

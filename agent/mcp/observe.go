@@ -75,7 +75,7 @@ const maxObservedEvent = 1 << 20
 // shows each message in it to see as the SDK reads it (the streamable
 // HTTP transport's connection cannot be wrapped as a stdio one is).
 func observeEvents(resp *http.Response, see func(jsonrpc.Message)) {
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" || see == nil {
 		return
 	}
 	resp.Body = &eventTee{ReadCloser: resp.Body, see: see}
