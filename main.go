@@ -296,6 +296,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		Lead:          cfg.Lead,
 		Subagents:     cfg.Subagents,
 		WorkspaceRoot: filepath.Join(cfg.Server.DataDir, "workspaces"),
+		ToolImages:    agent.NewToolImages(filepath.Join(cfg.Server.DataDir, "tool-images")),
 		Tools:         toolset,
 		Journal:       b.writer,
 		History:       b.store,

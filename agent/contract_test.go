@@ -416,6 +416,10 @@ func sampleEvents() map[string][]map[string]any {
 			base(map[string]any{"message_index": 1, "kind": "ai", "text": "t", "truncated": false}),
 			base(map[string]any{"message_index": 2, "kind": "ai", "text": "t", "truncated": true, "tool_calls": []any{map[string]any{"name": "ls", "args": "{}", "args_truncated": true}}, "usage": usage, "model_name": "m"}),
 			base(map[string]any{"message_index": 3, "kind": "tool", "text": "t", "truncated": false, "tool_name": "ls", "usage": usage}),
+			base(map[string]any{"message_index": 4, "kind": "tool", "text": "t", "truncated": false, "tool_name": "mcp__a__b", "output": map[string]any{
+				"images": []any{map[string]any{"id": strings.Repeat("a", 64) + ".png", "mime_type": "image/png", "bytes": 10}, map[string]any{"mime_type": "image/svg+xml", "bytes": 10, "omitted": "not a type herd shows"}},
+				"logs":   []any{map[string]any{"level": "info", "text": "x"}}, "logs_dropped": 2,
+			}}),
 		},
 	}
 	for _, st := range TerminalStatuses() {

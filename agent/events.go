@@ -120,6 +120,9 @@ type StepBody struct {
 	// collapsed and never part of Text or the task's result.
 	Reasoning          string `json:"reasoning,omitempty" kind:"string"`
 	ReasoningTruncated bool   `json:"reasoning_truncated,omitempty" kind:"bool"`
+	// Output is what a tool step's call showed beside its text: images
+	// and its last log lines, for the expanded card (ToolOutput).
+	Output *ToolOutput `json:"output,omitempty" kind:"output"`
 }
 
 // TaskWait is subagent.wait: the task's next model call waits for a slot
@@ -212,6 +215,8 @@ func (e TaskStep) Validate() error {
 		return fmt.Errorf("event %s: tool_calls on a tool step", eventSubagentStep)
 	case e.Kind == stepTool && e.Reasoning != "":
 		return fmt.Errorf("event %s: reasoning on a tool step", eventSubagentStep)
+	case e.Kind == stepAI && e.Output != nil:
+		return fmt.Errorf("event %s: output on an ai step", eventSubagentStep)
 	}
 	return nil
 }
@@ -430,6 +435,10 @@ func checkKind(kind string, v any) error {
 	case "stop":
 		if s := v.(string); s != "" && !validStopReason(s) {
 			return fmt.Errorf("want a stop reason, got %q", s)
+		}
+	case "output":
+		if o := v.(*ToolOutput); o != nil {
+			return o.validate()
 		}
 	case "stepkind":
 		if s := v.(string); s != stepAI && s != stepTool {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -35,8 +36,14 @@ type execution struct {
 	Type        string
 	ModelName   string // the effective model, resolved once
 
-	userID    string // whose running slot it takes
-	spec      *subagentSpec
+	userID string // whose running slot it takes
+	spec   *subagentSpec
+	// tools are the tools of its next model call: spec's, or its type's in
+	// a toolbox rebuilt since (retool). box is that toolbox and rebox
+	// rebuilds it (nil: the tools never change).
+	tools     *tools.Set
+	box       *toolbox
+	rebox     func(*toolbox) *toolbox
 	loopLimit int
 	// strays runs its tool and model calls, abandoning one that
 	// outlives the end of its context by the cancel grace.
@@ -126,6 +133,10 @@ func (e *execution) emitStarted() {
 // emitStep publishes one bounded step with the cumulative usage snapshot;
 // an AI step's reasoning is kept apart from its text, bounded the same way.
 func (e *execution) emitStep(kind, text, reasoning string, calls []ToolCall, toolName string) {
+	e.emitStepWith(kind, text, reasoning, calls, toolName, nil)
+}
+
+func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall, toolName string, output *ToolOutput) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if isTerminal(e.status()) {
@@ -142,9 +153,15 @@ func (e *execution) emitStep(kind, text, reasoning string, calls []ToolCall, too
 			st.ToolCalls = append(st.ToolCalls, c)
 		}
 	} else {
-		st.ToolName = toolName
+		st.ToolName, st.Output = toolName, output
 	}
 	e.sink.emit(e.ctx, e.TaskID, st)
+}
+
+// emitToolStep publishes a tool's result step with what the call showed
+// beside it (its images and log lines).
+func (e *execution) emitToolStep(text, toolName string, output *ToolOutput) {
+	e.emitStepWith(stepTool, text, "", nil, toolName, output)
 }
 
 // emitWaiting tells the card that the next model call waits for a slot of

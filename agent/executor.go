@@ -37,6 +37,8 @@ type taskScope struct {
 	model     *Model // the lead's model of the run: what inherit means
 	workspace string
 	agents    *specSet // the types the run may choose, tools as its toolbox has them
+	box       *toolbox // the run's toolbox of agents
+	rebox     func(*toolbox) *toolbox
 	log       *slog.Logger
 	sink      taskSink
 }
@@ -205,6 +207,9 @@ func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		Type:        spec.name,
 		ModelName:   model.Config.Name,
 		spec:        spec,
+		tools:       spec.tools,
+		box:         s.box,
+		rebox:       s.rebox,
 		loopLimit:   x.cfg.LoopLimit,
 		strays:      x.strays,
 		model:       model,

@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -61,6 +60,8 @@ type runEnv struct {
 	// strays runs the lead's tool and model calls; one that outlives a
 	// Stop by the cancel grace is abandoned, so a Stop always ends the run.
 	strays *strays
+	// images keeps the images tools return; nil keeps none.
+	images *ToolImages
 }
 
 type nopPublisher struct{}
@@ -338,6 +339,10 @@ func answerKwargs(st answerState, trimmed *fitReport, reasoning string) models.J
 // kwargContextTrimmed is the additional_kwargs key of the note.
 const kwargContextTrimmed = "context_trimmed"
 
+// kwargToolOutput is the additional_kwargs key of a lead's tool call's
+// images and log lines (ToolOutput).
+const kwargToolOutput = "tool_output"
+
 // emitWaiting shows that the lead's model call waits for a slot of its
 // model, or has got one (withModelWait); nothing once the run is stopping.
 func (r *run) emitWaiting(waiting bool) {
@@ -384,7 +389,8 @@ func (r *run) runTools(calls []ToolCall) []Message {
 				out[i] = r.finishTask(call, o, release)
 				return
 			}
-			out[i] = r.finishTool(call, r.runTool(call))
+			result, output := r.runTool(call)
+			out[i] = r.finishTool(call, result, output)
 		})
 	}
 	wg.Wait()
@@ -413,18 +419,27 @@ func (r *run) admitTask(nthInResponse int) string {
 	return ""
 }
 
-// runTool runs one of the lead's tools (strays.runTool).
-func (r *run) runTool(call ToolCall) string {
+// runTool runs one of the lead's tools (strays.runTool), and says what
+// it showed beside its result (callOutput).
+func (r *run) runTool(call ToolCall) (string, *ToolOutput) {
 	t, ok := r.box.tools.Get(call.Name)
 	if !ok {
-		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", "))
+		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", ")), nil
 	}
-	return r.env.strays.runTool(r.ctx, r.logger(), t, tools.Env{Workspace: r.workspace}, call)
+	out := r.callOutput("", call.ID)
+	result := r.env.strays.runTool(r.ctx, r.logger(), t, out.env(r.workspace), call)
+	return result, out.finish()
 }
 
-func (r *run) finishTool(call ToolCall, result string) Message {
+// finishTool persists a tool's ToolMessage; what it showed beside its
+// result is additional_kwargs.tool_output, for the page only.
+func (r *run) finishTool(call ToolCall, result string, output *ToolOutput) Message {
 	m := Message{Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name}
-	if err := r.persist(&models.Message{ID: r.env.newID(), Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name}); err != nil {
+	var kwargs models.JSON
+	if output != nil {
+		kwargs = models.MustJSON(map[string]any{kwargToolOutput: output})
+	}
+	if err := r.persist(&models.Message{ID: r.env.newID(), Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name, AdditionalKwargs: kwargs}); err != nil {
 		r.logger().Error("persist tool message", "tool", call.Name, "err", err)
 	}
 	return m
@@ -492,7 +507,7 @@ func (r *run) persist(m *models.Message) error {
 
 // scope is what the executor needs of this run for a task call.
 func (r *run) scope() taskScope {
-	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, log: r.logger(), sink: r}
+	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r}
 }
 
 // emit validates and queues one event of task taskID for the writer

@@ -149,3 +149,37 @@ func TestMCPToolsRefreshForTheNextCall(t *testing.T) {
 		t.Errorf("the tool's result is not in the thread: %+v", msgs)
 	}
 }
+
+// A subagent's next model call sees its type's MCP tools as they are
+// after a change mid-run (tools/list_changed), as the lead's does.
+func TestSubagentToolsRefreshMidRun(t *testing.T) {
+	src := &fakeSource{files: []string{"read"}}
+	var mu sync.Mutex
+	var seen [][]string
+	llm := llmFunc(func(_ context.Context, req Request, _ func(string)) (Response, error) {
+		names := specNames(req.Tools)
+		if slices.Contains(names, ToolTask) {
+			if len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Type == TypeTool {
+				return reply("done", nil), nil
+			}
+			return reply("", nil, taskCall("t1", "file things", "filer")), nil
+		}
+		mu.Lock()
+		seen = append(seen, names)
+		n := len(seen)
+		mu.Unlock()
+		if n == 1 {
+			src.add("write")
+			return reply("", nil, ToolCall{ID: "c1", Name: "mcp__files__read", Args: json.RawMessage(`{}`)}), nil
+		}
+		return reply("filed", nil), nil
+	})
+	sub := defaultSubagents()
+	sub.Agents = map[string]AgentConfig{"filer": {Description: "Files.", Tools: &[]string{"mcp:files/*"}}}
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", llm)}, mcp: src, subagents: sub})
+	h.run("go")
+	want := [][]string{{"mcp__files__read"}, {"mcp__files__read", "mcp__files__write"}}
+	if !slices.EqualFunc(seen, want, slices.Equal) {
+		t.Errorf("the subagent's tools per call = %v, want %v", seen, want)
+	}
+}

@@ -40,6 +40,9 @@ type Options struct {
 	// MCP, when set, offers the tools of MCP servers to the lead and the
 	// subagent types whose tools lists name them.
 	MCP ToolSource
+	// ToolImages, when set, keeps the images tools return, to show with
+	// their calls; without it a call's images are only named.
+	ToolImages *ToolImages
 }
 
 // ToolSource offers tools that come and go: the MCP servers' (agent/mcp).
@@ -108,8 +111,8 @@ func New(o Options) (*Runtime, error) {
 		runEnv: runEnv{
 			journal: o.Journal, history: o.History, pub: o.Publisher, lead: o.Lead,
 			wsRoot: o.WorkspaceRoot, log: o.Logger, now: o.Now, newID: o.NewID,
-			persistTO: 30 * time.Second,
-			strays:    &strays{grace: time.Duration(sub.CancelGraceSeconds) * time.Second},
+			persistTO: 30 * time.Second, images: o.ToolImages,
+			strays: &strays{grace: time.Duration(sub.CancelGraceSeconds) * time.Second},
 		},
 		models:   make(map[string]*Model, len(o.Models)),
 		order:    o.Models,

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-
-	"herd/agent/tools"
 )
 
 // execute is the subagent's own loop: LLM call → tools → next call, until a
@@ -24,7 +22,6 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		{Type: TypeSystem, Content: e.spec.systemPrompt},
 		{Type: TypeHuman, Content: e.Prompt},
 	}
-	specs := e.spec.tools.Specs()
 	ctx = withModelWait(ctx, e.emitWaiting)
 	repeats := map[string]int{}
 	lastText := ""
@@ -32,9 +29,10 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		if turn > e.spec.maxTurns {
 			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
+		e.retool()
 		// Its conversation grows with every tool step; the oldest steps are
 		// left out when it outgrows the model's window (callFitted).
-		resp, fit, err := callFitted(ctx, e.strays, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: specs}, nil)
+		resp, fit, err := callFitted(ctx, e.strays, e.log, e.model, Request{Model: e.model.Config.Model, Messages: msgs, Tools: e.tools.Specs()}, nil)
 		if fit.Trimmed() {
 			e.log.Info("left tool steps out to fit the context window", "model", e.model.Config.Name, "sent", fit.Sent, "total", fit.Total)
 		}
@@ -104,9 +102,12 @@ func (e *execution) interrupted(ctx context.Context, err error) Outcome {
 // each result, in call order.
 func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 	out := make([]Message, len(calls))
+	shown := make([]*ToolOutput, len(calls))
 	call := func(i int) {
 		c := calls[i]
-		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: e.runTool(ctx, c)}
+		var content string
+		content, shown[i] = e.runTool(ctx, c)
+		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: content}
 	}
 	if len(calls) == 1 {
 		call(0) // the usual case: strays already runs the tool in a goroutine of its own
@@ -117,21 +118,40 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 		}
 		wg.Wait()
 	}
-	for _, m := range out {
-		e.emitStep(stepTool, m.Content, "", nil, m.Name)
+	for i, m := range out {
+		e.emitToolStep(m.Content, m.Name, shown[i])
 	}
 	return out
 }
 
-// runTool runs one of the subagent's tools (strays.runTool).
-func (e *execution) runTool(ctx context.Context, c ToolCall) string {
-	t, ok := e.spec.tools.Get(c.Name)
+// runTool runs one of the subagent's tools (strays.runTool), and says
+// what it showed beside its result (callOutput).
+func (e *execution) runTool(ctx context.Context, c ToolCall) (string, *ToolOutput) {
+	t, ok := e.tools.Get(c.Name)
 	if !ok {
-		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.spec.tools.Names(), ", "))
+		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.tools.Names(), ", ")), nil
 	}
-	env := tools.Env{Workspace: e.workspace}
-	if p, ok := e.sink.(progressSink); ok {
-		env.Progress = func(text string) { p.progress(e.TaskID, text) }
+	out := &callOutput{log: e.log}
+	if s, ok := e.sink.(outputSink); ok {
+		out = s.callOutput(e.TaskID, c.ID)
 	}
-	return e.strays.runTool(ctx, e.log, t, env, c)
+	result := e.strays.runTool(ctx, e.log, t, out.env(e.workspace), c)
+	return result, out.finish()
+}
+
+// retool gives the subagent its type's tools as they are now before each
+// model call, when the MCP tools changed since the last (tools/
+// list_changed, a server restarted), as the lead's are (Runtime.refresh).
+func (e *execution) retool() {
+	if e.rebox == nil {
+		return
+	}
+	nb := e.rebox(e.box)
+	if nb == e.box {
+		return
+	}
+	e.box = nb
+	if s, ok := nb.agents.byName[e.Type]; ok {
+		e.tools = s.tools
+	}
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// RemoveWorkspace deletes the thread's workspace and everything in it, for
+// RemoveWorkspace deletes the thread's workspace and everything in it (and
+// the images its tools returned), for
 // a deleted thread (docs/DESIGN.md §4). Call it only once the thread's run
 // has ended: a running tool would write into it again. The removal goes
 // through an os.Root on the workspace root, so neither the thread id nor a
@@ -18,6 +19,11 @@ import (
 func (rt *Runtime) RemoveWorkspace(threadID string) error {
 	if _, err := uuid.Parse(threadID); err != nil {
 		return fmt.Errorf("agent: remove workspace: bad thread id %q", threadID)
+	}
+	if rt.images != nil {
+		if err := rt.images.remove(threadID); err != nil {
+			return fmt.Errorf("agent: remove tool images %s: %w", threadID, err)
+		}
 	}
 	root, err := os.OpenRoot(rt.wsRoot)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -30,4 +36,13 @@ func (rt *Runtime) RemoveWorkspace(threadID string) error {
 		return fmt.Errorf("agent: remove workspace %s: %w", threadID, err)
 	}
 	return nil
+}
+
+// ToolImage opens image name that a tool of thread threadID returned,
+// with its Content-Type; fs.ErrNotExist when there is none.
+func (rt *Runtime) ToolImage(threadID, name string) (*os.File, string, error) {
+	if rt.images == nil {
+		return nil, "", fs.ErrNotExist
+	}
+	return rt.images.Open(threadID, name)
 }

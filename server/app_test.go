@@ -113,6 +113,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		Models: llms, Subagents: cfg.subagents, WorkspaceRoot: filepath.Join(dir, "workspaces"),
 		Tools: toolset, Journal: a.writer, History: store, Publisher: a.hub,
 		Lead: cfg.lead, CommandsOffReason: "only admins may run commands on this host.", MCP: cfg.mcp,
+		ToolImages: agent.NewToolImages(filepath.Join(dir, "tool-images")),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -55,8 +55,10 @@ func TestMCPProgressReachesTheCard(t *testing.T) {
 	conn := u.watch(th)
 	u.startRun(th, "- reader: use fixture/slow")
 
+	// Ticks closer than 100 ms apart are coalesced, the latest winning:
+	// the first shows at once, the last always.
 	var progress []string
-	for len(progress) < 3 {
+	for len(progress) == 0 || !strings.Contains(progress[len(progress)-1], "3 of 3") {
 		f, err := readFrame(conn, 20*time.Second)
 		if err != nil {
 			t.Fatalf("no progress frames (got %q): %v", progress, err)
@@ -70,8 +72,8 @@ func TestMCPProgressReachesTheCard(t *testing.T) {
 		}
 		progress = append(progress, d.Text)
 	}
-	if want := []string{"slow: 1 of 3 · page 1", "slow: 2 of 3 · page 2", "slow: 3 of 3 · page 3"}; strings.Join(progress, "|") != strings.Join(want, "|") {
-		t.Errorf("progress = %q, want %q", progress, want)
+	if progress[0] != "slow: 1 of 3 · page 1" || progress[len(progress)-1] != "slow: 3 of 3 · page 3" || len(progress) > 3 {
+		t.Errorf("progress = %q, want from 1 of 3 to 3 of 3", progress)
 	}
 	close(release)
 	a.waitIdle(th)

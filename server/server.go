@@ -340,6 +340,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, requireUser)
 	api.GET("/threads/:id/events", s.apiEvents, requireUser)
 	api.GET("/threads/:id/usage", s.apiUsage, requireUser)
+	api.GET("/threads/:id/tool-images/:name", s.apiToolImage, requireUser)
 	api.GET("/threads/:id/stream", s.stream, s.limitConnects, requireUser)
 	api.GET("/tokens", s.apiTokens, requireUser)
 	api.POST("/tokens", s.apiTokenCreate, requireUser)

@@ -434,9 +434,15 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 			Trimmed    *views.ContextTrim `json:"context_trimmed"`
 			// Reasoning is the model's, shown apart from the answer.
 			Reasoning string `json:"reasoning_content"`
+			// ToolOutput is a tool call's images and log (agent.ToolOutput),
+			// which the page shows below its result (static/tool-output.js).
+			ToolOutput json.RawMessage `json:"tool_output"`
 		}
 		if len(m.AdditionalKwargs) > 0 && json.Unmarshal(m.AdditionalKwargs, &kw) == nil && m.Type == agent.TypeAI {
 			mv.Stopped, mv.Incomplete, mv.Trimmed, mv.Reasoning = kw.Stopped, kw.Incomplete, kw.Trimmed, kw.Reasoning
+		}
+		if m.Type == agent.TypeTool && len(kw.ToolOutput) > 0 {
+			mv.ToolOutput = string(kw.ToolOutput)
 		}
 		out = append(out, mv)
 	}

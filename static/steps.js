@@ -8,6 +8,7 @@ import { el, intAttr, scrollRegion } from "./dom.js";
 import { duration } from "./format.js";
 import { instant } from "./merge.js";
 import { str } from "./metadata.js";
+import { toolOutputElement } from "./tool-output.js";
 
 // Steps kept for a collapsed card; past this it forgets them and reloads
 // them from the events API when expanded.
@@ -27,6 +28,7 @@ export function stepOf(seq, s, createdAt) {
 		reasoning: str(s.reasoning),
 		reasoningTruncated: s.reasoning_truncated === true,
 		calls: calls.map((c) => ({ name: str(c?.name), args: str(c?.args), truncated: c?.args_truncated === true })),
+		output: s.output ?? null,
 	};
 }
 
@@ -38,6 +40,8 @@ function stepElement(step) {
 	if (step.kind === "tool") {
 		li.append(el("span", "step-tool", step.toolName || "tool"));
 		if (step.text !== "") li.append(scrollRegion(el("pre", "step-output", step.text)));
+		const extra = toolOutputElement(step.output);
+		if (extra) li.append(extra);
 	} else {
 		if (step.reasoning !== "") li.append(thinkingElement(step));
 		// An answer without calls ends the subagent: it is the card's

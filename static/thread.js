@@ -13,6 +13,7 @@ import { messageElement, streamElement, toolResultElement } from "./messages.js"
 import { OlderMessages } from "./older.js";
 import { Follower } from "./pinned.js";
 import { openStream } from "./socket.js";
+import { endCardLive, endLive, showToolOutput, showToolOutputsIn, toolLog, toolProgress } from "./tool-output.js";
 
 export class ThreadPage {
 	constructor(state) {
@@ -51,7 +52,10 @@ export class ThreadPage {
 			list: this.list,
 			onLoaded: (nodes) => {
 				this.cards.adoptUnder(nodes);
-				for (const n of nodes) addCodeButtons(n);
+				for (const n of nodes) {
+					addCodeButtons(n);
+					showToolOutputsIn(n);
+				}
 			},
 			showError: (text) => this.composer.showError(text),
 		});
@@ -65,6 +69,8 @@ export class ThreadPage {
 			["ai_delta", (d) => this.appendDelta(d)],
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
 			["task_progress", (d, f) => this.cards.progress(d, f)],
+			["tool_progress", (d) => toolProgress(this.list, d)],
+			["tool_log", (d) => toolLog(this.list, d)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
 			[
 				"thread.renamed",
@@ -76,7 +82,7 @@ export class ThreadPage {
 			// The server's thread is behind this page's cursor (a restored
 			// backup): what the page shows is not what the thread holds.
 			["resync", () => location.reload()],
-			...TASK_FRAME_TYPES.map((type) => [type, (d, f) => this.cards.taskFrame(type, d, f)]),
+			...TASK_FRAME_TYPES.map((type) => [type, (d, f) => this.taskFrame(type, d, f)]),
 		]);
 	}
 
@@ -86,6 +92,7 @@ export class ThreadPage {
 		document.addEventListener("herd:frame", (ev) => this.handleFrame(ev.detail));
 		this.composer.listen();
 		this.older.listen();
+		showToolOutputsIn(this.list);
 		listenCopy(this.list);
 		this.answers.listen(this.composer.activeRun !== null);
 		this.follower.jump();
@@ -191,8 +198,22 @@ export class ThreadPage {
 		const id = CSS.escape(m.tool_call_id ?? "");
 		const calls = this.list.querySelectorAll(`.tool-call[data-tool-call-id="${id}"], .task-slot[data-task-id="${id}"]`);
 		const call = calls[calls.length - 1];
-		if (call?.matches(".tool-call")) this.changeList(() => call.append(toolResultElement(m)));
+		if (call?.matches(".tool-call")) {
+			const node = toolResultElement(m);
+			showToolOutput(node, m.additional_kwargs?.tool_output ?? null);
+			this.changeList(() => {
+				endLive(call);
+				call.append(node);
+			});
+		}
 		this.cards.toolResult(m);
+	}
+
+	// taskFrame hands a task frame to the cards; a card's tool steps end
+	// the live log lines of its calls (tool-output.js).
+	taskFrame(type, d, f) {
+		if (type === "task_running" && d.step?.kind === "tool") endCardLive(this.list, d.task_id);
+		this.cards.taskFrame(type, d, f);
 	}
 
 	appendDelta(d) {

@@ -147,6 +147,9 @@ type MessageView struct {
 	// CreatedAt is when the message was committed: the run timeline
 	// (static/timeline.js) reads it from data-at.
 	CreatedAt time.Time
+	// ToolOutput is a tool message's images and log lines as JSON
+	// (agent.ToolOutput), for static/tool-output.js to show.
+	ToolOutput string
 }
 
 // TypeRunEnd is the Type of the item that shows a run's end among the

@@ -35,9 +35,11 @@ const defaultSubagentTurns = 4
 // type), else one bash task for the first `command` in backticks, else
 // answers directly; after task results it summarises them. Offered no bash
 // subagent, it answers a command or a "bash: " item with why it cannot run
-// it (the agent.CommandsOff line of its system prompt) instead. A subagent
-// runs a backticked command of its prompt with bash and quotes the
-// output; otherwise it writes, lists and re-reads notes under notes/ for
+// it (the agent.CommandsOff line of its system prompt) instead. A lead
+// offered an MCP tool of its own (lead.tools) calls it for a message that
+// says "use <server>/<tool> with {...}", as a subagent does for such a
+// prompt. A subagent runs a backticked command of its prompt with bash and
+// quotes the output; otherwise it writes, lists and re-reads notes under notes/ for
 // its configured number of turns, then answers.
 //
 // Usage is counted with a simple tokenizer: every run of letters and
@@ -96,7 +98,7 @@ func (d *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 
 	var r reply
 	if task, ok := findTool(req.Tools, agent.ToolTask); ok {
-		r = lead(req.Messages, subagentTypes(task), d.cfg.Label())
+		r = lead(req.Messages, subagentTypes(task), toolNames(req.Tools), d.cfg.Label())
 	} else {
 		r = subagent(req.Messages, toolNames(req.Tools), d.subagentTurns)
 	}

@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"herd/agent"
+	"herd/agent/mcp"
 )
 
-func lead(msgs []agent.Message, types []string, label string) reply {
+func lead(msgs []agent.Message, types []string, offered map[string]bool, label string) reply {
 	if len(msgs) > 0 && msgs[len(msgs)-1].Type == agent.TypeTool {
 		return leadAfterTools(msgs)
 	}
-	r := leadFirstTurn(msgs, types, label)
+	r := leadFirstTurn(msgs, types, offered, label)
 	r.reasoning = plan(len(r.calls))
 	return r
 }
@@ -31,7 +32,7 @@ func plan(tasks int) string {
 	return fmt.Sprintf("%d items: one subagent each, all in parallel; I sum up their results when they are back.", tasks)
 }
 
-func leadFirstTurn(msgs []agent.Message, types []string, label string) reply {
+func leadFirstTurn(msgs []agent.Message, types []string, offered map[string]bool, label string) reply {
 	human := lastOf(msgs, agent.TypeHuman)
 	noShell := ""
 	if !slices.Contains(types, agent.SubagentBash) {
@@ -40,6 +41,10 @@ func leadFirstTurn(msgs []agent.Message, types []string, label string) reply {
 	intro, items := parseList(human)
 	if len(items) > 0 {
 		return delegateList(intro, items, types, noShell)
+	}
+	// An MCP tool of the lead's own (lead.tools) it calls itself.
+	if u, ok := parseUse(human); ok && offered[mcp.ModelName(u.server, u.tool)] {
+		return useReply(u, msgs, offered, 1)
 	}
 	cmd, hasCmd := command(human)
 	if hasCmd && noShell == "" {

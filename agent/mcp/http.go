@@ -7,13 +7,14 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // httpTransport talks to the configured URL only: every request carries
 // the configured headers, a request for any other origin is refused, and
 // no redirect is followed (docs/OPERATIONS.md, "MCP servers").
-func httpTransport(c ServerConfig) (sdk.Transport, error) {
+func httpTransport(c ServerConfig, see func(jsonrpc.Message)) (sdk.Transport, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
@@ -24,7 +25,7 @@ func httpTransport(c ServerConfig) (sdk.Transport, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	client := &http.Client{
-		Transport: &pinned{scheme: u.Scheme, host: u.Host, headers: h, base: base},
+		Transport: &pinned{scheme: u.Scheme, host: u.Host, headers: h, base: base, see: see},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return errors.New("the MCP server redirected; herd follows no redirect (set url to the final address)")
 		},
@@ -37,6 +38,7 @@ type pinned struct {
 	scheme, host string
 	headers      http.Header
 	base         *http.Transport
+	see          func(jsonrpc.Message) // shown every message of an event stream
 }
 
 func (p *pinned) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -47,5 +49,9 @@ func (p *pinned) RoundTrip(req *http.Request) (*http.Response, error) {
 	for k, v := range p.headers {
 		req.Header[k] = v
 	}
-	return p.base.RoundTrip(req)
+	resp, err := p.base.RoundTrip(req)
+	if err == nil {
+		observeEvents(resp, p.see)
+	}
+	return resp, err
 }

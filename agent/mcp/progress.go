@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,13 +16,10 @@ func (s *Servers) watchProgress(tool string, show func(string)) string {
 	return token
 }
 
-// onProgress is every session's notifications/progress handler.
-func (s *Servers) onProgress(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
-	if req.Params == nil {
-		return
-	}
-	if f, ok := s.progress.Load(fmt.Sprint(req.Params.ProgressToken)); ok {
-		f.(func(*sdk.ProgressNotificationParams))(req.Params)
+// onProgress routes a notifications/progress of any server (observe).
+func (s *Servers) onProgress(p *sdk.ProgressNotificationParams) {
+	if f, ok := s.progress.Load(fmt.Sprint(p.ProgressToken)); ok {
+		f.(func(*sdk.ProgressNotificationParams))(p)
 	}
 }
 

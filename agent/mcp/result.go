@@ -25,6 +25,22 @@ func render(res *sdk.CallToolResult, limit int) string {
 	return bound(strings.Join(parts, "\n"), limit)
 }
 
+// showImages hands the call's images to show: image content, and
+// embedded resources whose blob is an image. Which are kept is the
+// agent's to decide (agent.ToolImages).
+func showImages(res *sdk.CallToolResult, show func(mimeType string, data []byte)) {
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *sdk.ImageContent:
+			show(c.MIMEType, c.Data)
+		case *sdk.EmbeddedResource:
+			if r := c.Resource; r != nil && len(r.Blob) > 0 && strings.HasPrefix(r.MIMEType, "image/") {
+				show(r.MIMEType, r.Blob)
+			}
+		}
+	}
+}
+
 func renderContent(c sdk.Content) string {
 	switch c := c.(type) {
 	case *sdk.TextContent:

@@ -38,6 +38,11 @@ type server struct {
 	tools   []*Tool
 	skipped []string
 	stderr  *tail
+
+	// logMu guards the calls watching the server's log messages.
+	logMu    sync.Mutex
+	logWatch map[uint64]logWatch
+	nextLog  uint64
 }
 
 func newServer(c ServerConfig, owner *Servers) *server {
@@ -120,7 +125,6 @@ func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			default:
 			}
 		},
-		ProgressNotificationHandler: srv.owner.onProgress,
 	})
 	t, err := srv.transport()
 	if err != nil {
@@ -136,6 +140,7 @@ func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		_ = sess.Close()
 		return nil, srv.explain(cctx, fmt.Errorf("list tools: %w", err))
 	}
+	srv.askLogs(cctx, sess)
 	return sess, nil
 }
 
@@ -154,7 +159,7 @@ func (srv *server) explain(ctx context.Context, err error) error {
 
 func (srv *server) transport() (sdk.Transport, error) {
 	if !srv.cfg.Stdio() {
-		return httpTransport(srv.cfg)
+		return httpTransport(srv.cfg, srv.observe)
 	}
 	cmd := exec.Command(srv.cfg.Command, srv.cfg.Args...)
 	cmd.Env = childEnv(srv.cfg.Env)
@@ -162,7 +167,7 @@ func (srv *server) transport() (sdk.Transport, error) {
 	cmd.Stderr = srv.stderr
 	// A server dies with herd even when herd is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+	return observedTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, see: srv.observe}, nil
 }
 
 // childEnv is a stdio server's whole environment: herd's own holds model

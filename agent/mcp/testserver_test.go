@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the fixtures log as MCP servers still do (logging is deprecated as of MCP 2026-07-28, and still works)
+
 package mcp_test
 
 import (
@@ -67,6 +69,21 @@ func newTestServer() (*sdk.Server, *testState) {
 			&sdk.TextContent{Text: "a red dot:"},
 			&sdk.ImageContent{MIMEType: "image/png", Data: []byte("\x89PNG fake")},
 			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///notes.txt", MIMEType: "text/plain", Text: "<b>not html</b>"}},
+		}}, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "chatty", Description: "Logs while it works, returns an image as a resource.", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		for _, l := range []sdk.LoggingMessageParams{
+			{Level: "debug", Data: "too fine to show"},
+			{Level: "info", Data: "reading <page> 1"},
+			{Level: "warning", Logger: "fetch", Data: map[string]any{"retry": 2}},
+		} {
+			if err := req.Session.Log(ctx, &l); err != nil {
+				return nil, err
+			}
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{
+			&sdk.TextContent{Text: "done"},
+			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///dot.gif", MIMEType: "image/gif", Blob: []byte("GIF89a")}},
 		}}, nil
 	})
 	s.AddTool(&sdk.Tool{Name: "grow", Description: "Adds the tool extra.", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

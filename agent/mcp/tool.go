@@ -46,10 +46,15 @@ func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (st
 	cctx, cancel := context.WithTimeout(ctx, t.srv.cfg.timeout())
 	defer cancel()
 	params := &sdk.CallToolParams{Name: t.name, Arguments: in}
+	token := ""
 	if env.Progress != nil {
-		token := t.srv.owner.watchProgress(t.name, env.Progress)
+		token = t.srv.owner.watchProgress(t.name, env.Progress)
 		defer t.srv.owner.progress.Delete(token)
 		params.SetProgressToken(token)
+	}
+	if env.Log != nil {
+		defer t.srv.watchLogs(token, env.Log)()
+		askLogsOf(params)
 	}
 	res, err := sess.CallTool(cctx, params)
 	switch {
@@ -61,6 +66,9 @@ func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (st
 		return "", fmt.Errorf("the MCP server %s failed the call: %w", t.srv.cfg.Name, err)
 	}
 	out := render(res, t.srv.owner.opts.OutputLimit)
+	if env.Image != nil {
+		showImages(res, env.Image)
+	}
 	if res.IsError {
 		if out == "" {
 			out = "the tool reported an error without a message"

@@ -30,6 +30,13 @@ type Env struct {
 	// Progress, when set, shows a running tool's progress live (an MCP
 	// server's notifications/progress); nothing of it is persisted.
 	Progress func(text string)
+	// Log, when set, takes the tool's log messages (an MCP server's
+	// notifications/message) with their level, to show with its call.
+	Log func(level, text string)
+	// Image, when set, takes an image the tool returned beside its text,
+	// to show the user with its call; the text the model reads only says
+	// that it was there.
+	Image func(mimeType string, data []byte)
 }
 
 // ErrBadArgs marks arguments that do not match a tool's schema.

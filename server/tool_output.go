@@ -1,0 +1,67 @@
+package server
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+)
+
+// Frame types of a running tool call (docs/API.md), never persisted.
+const (
+	// FrameToolProgress is the progress of one of the lead's own tool
+	// calls, shown next to the call; a subagent's is task_progress.
+	FrameToolProgress = "tool_progress"
+	// FrameToolLog carries a running call's new log lines, the lead's or
+	// a subagent's.
+	FrameToolLog = "tool_log"
+)
+
+// ToolProgress implements agent.ToolPublisher: the lead's call callID's
+// progress, for the thread's live clients.
+func (h *Hub) ToolProgress(threadID, runID, callID, text string) {
+	h.stream(FrameToolProgress, threadID, runID, "tool_call_id", callID, text)
+}
+
+// ToolLog implements agent.ToolPublisher: new log lines of call callID
+// (of task taskID, or the lead's own when taskID is empty).
+func (h *Hub) ToolLog(threadID, runID, taskID, callID string, lines []agent.ToolLog) {
+	if !h.watched(threadID) {
+		return
+	}
+	f := ephemeral(FrameToolLog, threadID, runID, map[string]any{"task_id": taskID, "tool_call_id": callID, "lines": lines})
+	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+}
+
+// apiToolImage serves an image a tool of the thread returned, to the
+// thread's owner only (docs/API.md). The type is the one the image was
+// checked to be when kept (agent.ToolImages) and nosniff is set on every
+// answer, so a browser never reads it as anything else. Its name is the
+// hash of its bytes: it never changes, so the browser may keep it.
+func (s *Server) apiToolImage(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	f, typ, err := s.rt.ToolImage(t.ID, c.Param("name"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return errNotFound("image")
+	} else if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set("Content-Type", typ)
+	h.Set("Cache-Control", "private, max-age=31536000, immutable")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	http.ServeContent(c.Response(), c.Request(), "", st.ModTime(), f)
+	return nil
+}
