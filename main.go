@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/agent/tools"
@@ -171,6 +173,11 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err != nil {
 		return err
 	}
+	if b.cluster != nil {
+		if err := b.cluster.Start(ctx, lns.app.Addr().String()); err != nil {
+			return err
+		}
+	}
 	return listen(ctx, cfg, log, lns, srv, b, rt)
 }
 
@@ -212,53 +219,79 @@ type base struct {
 	md       *server.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
-	owner    *dataDirLock // the data directory's lock, which records the address
-	unlock   func()       // releases the database's instance lock (PostgreSQL)
-	mcp      *mcp.Servers // nil without mcp.servers
+	owner    *dataDirLock    // the data directory's lock, which records the address
+	cluster  *server.Cluster // the other instances on PostgreSQL; nil on SQLite
+	mcp      *mcp.Servers    // nil without mcp.servers
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
-	store, unlock, err := openStore(ctx, cfg, log)
+	store, err := openStore(cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	settings, err := server.NewSettings(ctx, store, cfg.TokenUsage.Enabled)
 	if err != nil {
-		unlock()
 		_ = store.Close()
 		return nil, err
 	}
 	metrics := server.NewMetrics()
 	md := server.NewMarkdown()
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
+	b := &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub}
+	onCommit := hub.OnCommit
 	settings.Notify(hub)
-	writer := store.NewWriter(models.WriterOptions{OnCommit: hub.OnCommit, OnBatch: metrics.OnBatch, Logger: log})
-	return &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub, writer: writer, unlock: unlock}, nil
+	if cfg.Database.Driver == config.DriverPostgres {
+		if b.cluster, err = newCluster(cfg, b, log); err != nil {
+			_ = store.Close()
+			return nil, err
+		}
+		onCommit = b.cluster.OnCommit
+		settings.Notify(b.cluster)
+	}
+	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: metrics.OnBatch, Logger: log})
+	return b, nil
 }
 
-// openStore opens the configured database. On PostgreSQL it then takes
-// the database's instance lock, the counterpart of the data directory's:
-// crash recovery closes every run left running, so a second herd on the
-// same database must stop before it (docs/OPERATIONS.md "PostgreSQL").
-func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*models.Store, func(), error) {
+// newCluster joins the instances on the PostgreSQL database: what this
+// one commits and streams reaches their clients, and theirs its clients
+// (docs/OPERATIONS.md "Several instances").
+func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*server.Cluster, error) {
+	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	return server.NewCluster(server.ClusterOptions{
+		DSN: cfg.Database.DSN, InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
+		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
+	})
+}
+
+// publisher is where runs stream text and progress: the hub, through the
+// cluster when there is one.
+func (b *base) publisher() agent.Publisher {
+	if b.cluster != nil {
+		return b.cluster
+	}
+	return b.hub
+}
+
+// instanceID is recorded on each run as the instance executing it; ""
+// for SQLite's single instance.
+func (b *base) instanceID() string {
+	if b.cluster != nil {
+		return b.cluster.ID()
+	}
+	return ""
+}
+
+// openStore opens the configured database.
+func openStore(cfg *config.Config, log *slog.Logger) (*models.Store, error) {
 	if cfg.Database.Driver != config.DriverPostgres {
-		store, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
-		return store, func() {}, err
+		return models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
 	}
 	store, err := models.OpenPostgres(cfg.Database.DSN, models.Options{Logger: log})
 	if err != nil {
-		return nil, nil, err
-	}
-	unlock, err := store.LockInstance(ctx)
-	if err != nil {
-		_ = store.Close()
-		if errors.Is(err, models.ErrInstanceRunning) {
-			return nil, nil, fmt.Errorf("database %s is in use by another herd; one herd per PostgreSQL database for now: stop it first or point database.dsn elsewhere", store.Name())
-		}
-		return nil, nil, err
+		return nil, err
 	}
 	log.Info("database", "driver", "postgres", "database", store.Name())
-	return store, unlock, nil
+	return store, nil
 }
 
 // close stops the writer first: it commits what is still queued, so the
@@ -266,7 +299,7 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*mode
 func (b *base) close() {
 	b.closeMCP()
 	b.writer.Close()
-	b.unlock()
+	b.cluster.Close()
 	_ = b.store.Close()
 }
 
@@ -295,12 +328,14 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		Models:        llms,
 		Lead:          cfg.Lead,
 		Subagents:     cfg.Subagents,
-		WorkspaceRoot: filepath.Join(cfg.Server.DataDir, "workspaces"),
+		WorkspaceRoot: workspaceRoot(cfg),
 		ToolImages:    agent.NewToolImages(filepath.Join(cfg.Server.DataDir, "tool-images")),
 		Tools:         toolset,
 		Journal:       b.writer,
 		History:       b.store,
-		Publisher:     b.hub,
+		Publisher:     b.publisher(),
+		Claims:        b.store,
+		InstanceID:    b.instanceID(),
 		Logger:        log,
 
 		// What the lead of a run without commands (host mode, not an
@@ -311,12 +346,28 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		return nil, err
 	}
 	b.metrics.Watch(server.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer})
+	if b.cluster != nil {
+		// Other instances' runs are live: the cluster closes only those
+		// of instances whose lease has run out, this one's old self's
+		// included (Cluster.Start).
+		b.cluster.Attach(rt)
+		return rt, nil
+	}
 	if n, err := rt.Recover(ctx, b.store); err != nil {
 		return nil, fmt.Errorf("crash recovery: %w", err)
 	} else if n > 0 {
 		log.Warn("crash recovery closed interrupted runs", "runs", n)
 	}
 	return rt, nil
+}
+
+// workspaceRoot is where thread workspaces live: workspaces.dir, or
+// "workspaces" in the data directory.
+func workspaceRoot(cfg *config.Config) string {
+	if cfg.Workspaces.Dir != "" {
+		return cfg.Workspaces.Dir
+	}
+	return filepath.Join(cfg.Server.DataDir, "workspaces")
 }
 
 // resolveSandbox turns sandbox.mode auto into the mode this machine
@@ -374,6 +425,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		ThreadsPerMinute:    cfg.Auth.ThreadsPerMinute,
 		MaxSocketsPerUser:   cfg.Server.MaxSocketsPerUser,
 		WSConnectsPerMinute: cfg.Server.WSConnectsPerMinute,
+		Cluster:             b.cluster,
 		// On the host a command runs as the server's own user, with its
 		// environment and data: a trust boundary only admins may cross.
 		CommandsAdminOnly: cfg.Sandbox.Mode == tools.SandboxHost,
@@ -414,12 +466,14 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, lns *list
 	log.Info("herd is listening", "url", "http://"+lns.app.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
 	announceSetup(ctx, cfg, log, srv, lns.app.Addr())
 
+	var lost error
 	select {
 	case <-ctx.Done():
 	case err := <-served:
 		served <- err
+	case lost = <-b.cluster.Lost():
 	}
-	return shutdown(cfg, log, b, rt, srv, servers, served)
+	return errors.Join(lost, shutdown(cfg, log, b, rt, srv, servers, served))
 }
 
 // announceSetup prints the one-time set-up link while no user exists:

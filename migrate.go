@@ -87,13 +87,12 @@ func migrate(ctx context.Context, from, dsn string, replace bool, out io.Writer)
 		return err
 	}
 	defer dst.Close()
-	release, err := dst.LockInstance(ctx)
-	if errors.Is(err, models.ErrInstanceRunning) {
-		return fmt.Errorf("a herd is serving the target database %s; stop it before migrating into it", dst.Name())
-	} else if err != nil {
+	// A herd serving the target holds a live lease (docs/DESIGN.md §14).
+	if live, err := dst.LiveInstances(ctx); err != nil {
 		return err
+	} else if len(live) > 0 {
+		return fmt.Errorf("a herd is serving the target database %s (instance at %s); stop it before migrating into it", dst.Name(), live[0].Addr)
 	}
-	defer release()
 	fmt.Fprintf(out, "Copying %s into %s …\n", from, dst.Name())
 	rep, err := dst.CopyToPostgres(ctx, src, models.CopyOptions{Replace: replace, Progress: progress(out)})
 	var full *models.ErrTargetNotEmpty

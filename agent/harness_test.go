@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"herd/agent/tools"
+	"herd/internal/pgtest"
 	"herd/models"
 )
 
@@ -94,6 +95,7 @@ type harnessConfig struct {
 	mcp       ToolSource
 	leadTools *[]string
 	admin     bool
+	postgres  bool // the store is PostgreSQL (pgtest), not SQLite
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -107,7 +109,13 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	dir := t.TempDir()
-	store, err := models.Open(filepath.Join(dir, "herd.db"), models.Options{})
+	var store *models.Store
+	var err error
+	if hc.postgres {
+		store, err = models.OpenPostgres(pgtest.DSN(t), models.Options{})
+	} else {
+		store, err = models.Open(filepath.Join(dir, "herd.db"), models.Options{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +139,8 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5), Tools: hc.leadTools},
 		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
 		CommandsOffReason: hc.offReason, Publisher: hc.publisher, MCP: hc.mcp,
+		// As main wires it: the database claims each run's thread.
+		Claims: store,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -267,4 +277,18 @@ func (h *harness) runRow(id string) *models.Run {
 		h.t.Fatal(err)
 	}
 	return r
+}
+
+// closeInterrupted closes the runs left running as a restart does
+// (Recover) or, for failover, as a survivor does for a dead instance's
+// runs (Failover, with the runs it took over).
+func (h *harness) closeInterrupted(ctx context.Context, failover bool) (int, error) {
+	if !failover {
+		return h.rt.Recover(ctx, h.store)
+	}
+	runs, err := h.store.TakeOrphanRuns(ctx, "survivor")
+	if err != nil {
+		return 0, err
+	}
+	return h.rt.Failover(ctx, h.store, runs)
 }

@@ -176,8 +176,23 @@ func TestLedgerEntryUnreported(t *testing.T) {
 	}
 }
 
+// TestCrashRecovery: crash recovery at start, and failover of a dead
+// instance's runs, close everything a run left open, once, on both
+// databases.
 func TestCrashRecovery(t *testing.T) {
-	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
+	for _, pg := range []bool{false, true} {
+		for _, failover := range []bool{false, true} {
+			if failover && !pg {
+				continue // instances are PostgreSQL's
+			}
+			name := map[bool]string{false: "sqlite", true: "postgres"}[pg] + map[bool]string{false: "/restart", true: "/failover"}[failover]
+			t.Run(name, func(t *testing.T) { testCrashRecovery(t, pg, failover) })
+		}
+	}
+}
+
+func testCrashRecovery(t *testing.T, pg, failover bool) {
+	h := newHarness(t, harnessConfig{postgres: pg, models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("x", nil), nil
 	}))}})
 	ctx := context.Background()
@@ -220,21 +235,25 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := h.rt.Recover(ctx, h.store)
+	want := interruptedByRestart
+	if failover {
+		want = interruptedInstanceLost
+	}
+	n, err := h.closeInterrupted(ctx, failover)
 	if err != nil || n != 1 {
 		t.Fatalf("Recover = %d, %v; want 1 run closed", n, err)
 	}
-	if r := h.runRow(runID); r.Status != models.RunFailed || r.Error != interruptedByRestart || r.EndedAt == nil {
-		t.Errorf("run = %+v, want failed: %s", r, interruptedByRestart)
+	if r := h.runRow(runID); r.Status != models.RunFailed || r.Error != want || r.EndedAt == nil {
+		t.Errorf("run = %+v, want failed: %s", r, want)
 	}
 	tms := h.toolMessages()
 	for _, id := range []string{"t-run", "t-queue"} {
 		md := metadata(t, tms[id])
-		if md.Status != StatusFailed || md.Error != interruptedByRestart || md.ModelName != "m" {
+		if md.Status != StatusFailed || md.Error != want || md.ModelName != "m" {
 			t.Errorf("%s ToolMessage metadata %+v", id, md)
 		}
 		ends := h.endEvents(id)
-		if len(ends) != 1 || ends[0]["status"] != StatusFailed || ends[0]["error"] != interruptedByRestart {
+		if len(ends) != 1 || ends[0]["status"] != StatusFailed || ends[0]["error"] != want {
 			t.Errorf("%s end events %v", id, ends)
 		}
 	}
@@ -244,11 +263,11 @@ func TestCrashRecovery(t *testing.T) {
 	if ends := h.endEvents("t-done"); len(ends) != 1 {
 		t.Errorf("a finished task got a second end: %v", ends)
 	}
-	if m := tms["c-ls"]; !strings.Contains(m.Content, interruptedByRestart) {
+	if m := tms["c-ls"]; !strings.Contains(m.Content, want) {
 		t.Errorf("the ls call's result = %q", m.Content)
 	}
 	// Idempotent: a second start finds nothing to close.
-	if n, err := h.rt.Recover(ctx, h.store); err != nil || n != 0 {
+	if n, err := h.closeInterrupted(ctx, failover); err != nil || n != 0 {
 		t.Errorf("second Recover = %d, %v", n, err)
 	}
 	// The next run's history is valid: every call has its result.

@@ -15,11 +15,19 @@ type RecoveryStore interface {
 	Events(ctx context.Context, threadID string, f models.EventFilter) ([]models.RunEvent, bool, error)
 }
 
-// interruptedByRestart is the error of everything a restart closed.
-const interruptedByRestart = "interrupted: server restarted"
+// interruptedByRestart is the error of everything a restart closed;
+// interruptedInstanceLost of what failover closed for a dead instance.
+const (
+	interruptedByRestart    = "interrupted: server restarted"
+	interruptedInstanceLost = "interrupted: instance lost"
+)
 
-// restartNotice is what the thread says of a run a restart closed.
-const restartNotice = "The server restarted before this answer was finished."
+// restartNotice is what the thread says of a run a restart closed;
+// instanceLostNotice of one failover closed.
+const (
+	restartNotice      = "The server restarted before this answer was finished."
+	instanceLostNotice = "The server running this answer stopped before it was finished."
+)
 
 // Recover closes what a crash left open (docs/DESIGN.md §11): every subagent still
 // queued or running gets a failed subagent.end and a ToolMessage, every
@@ -32,7 +40,7 @@ func (rt *Runtime) Recover(ctx context.Context, st RecoveryStore) (int, error) {
 		return 0, err
 	}
 	for _, r := range runs {
-		if err := rt.recoverRun(ctx, st, r); err != nil {
+		if err := rt.recoverRun(ctx, st, r, interruptedByRestart, restartNotice); err != nil {
 			return 0, fmt.Errorf("agent: recover run %s: %w", r.ID, err)
 		}
 		rt.log.Warn("closed a run interrupted by a restart", "thread", r.ThreadID, "run", r.ID)
@@ -40,7 +48,23 @@ func (rt *Runtime) Recover(ctx context.Context, st RecoveryStore) (int, error) {
 	return len(runs), nil
 }
 
-func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Run) error {
+// Failover closes runs of a dead instance exactly as Recover closes a
+// crash's (docs/DESIGN.md §14), with the error "interrupted: instance
+// lost": one terminal per open task, a result for every open tool call,
+// the usage the tasks reported kept. The caller has made this instance
+// their owner (models.Store.TakeOrphanRuns), so no other instance closes
+// them too. It returns how many it closed before any error.
+func (rt *Runtime) Failover(ctx context.Context, st RecoveryStore, runs []models.Run) (int, error) {
+	for i, r := range runs {
+		if err := rt.recoverRun(ctx, st, r, interruptedInstanceLost, instanceLostNotice); err != nil {
+			return i, fmt.Errorf("agent: fail over run %s: %w", r.ID, err)
+		}
+		rt.log.Warn("closed a run of a lost instance", "thread", r.ThreadID, "run", r.ID, "instance", r.InstanceID)
+	}
+	return len(runs), nil
+}
+
+func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Run, reason, notice string) error {
 	events, _, err := st.Events(ctx, r.ThreadID, models.EventFilter{RunID: r.ID, Category: categorySubagent})
 	if err != nil {
 		return err
@@ -50,13 +74,13 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	for _, t := range openTasks(events) {
 		end := TaskEnd{
 			TaskRef: TaskRef{TaskID: t.start.TaskID, ExecutionID: t.start.ExecutionID, RunID: r.ID, Version: t.version + 1},
-			Status:  StatusFailed, Error: interruptedByRestart, ModelName: t.start.ModelName, Usage: t.usage,
+			Status:  StatusFailed, Error: reason, ModelName: t.start.ModelName, Usage: t.usage,
 		}
 		ev, err := eventRecord(r.ThreadID, end.TaskID, end)
 		if err != nil {
 			return err
 		}
-		msg, err := rt.interruptedToolMessage(r, end.TaskID, ToolTask, Outcome{Status: StatusFailed, Error: interruptedByRestart, ModelName: end.ModelName, Usage: end.Usage})
+		msg, err := rt.interruptedToolMessage(r, end.TaskID, ToolTask, Outcome{Status: StatusFailed, Error: reason, ModelName: end.ModelName, Usage: end.Usage})
 		if err != nil {
 			return err
 		}
@@ -72,7 +96,7 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 		if closed[c.ID] {
 			continue
 		}
-		msg, err := rt.interruptedToolMessage(r, c.ID, c.Name, Outcome{Status: StatusFailed, Error: interruptedByRestart})
+		msg, err := rt.interruptedToolMessage(r, c.ID, c.Name, Outcome{Status: StatusFailed, Error: reason})
 		if err != nil {
 			return err
 		}
@@ -80,12 +104,12 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	}
 
 	now := rt.now().UTC()
-	end, err := eventRecord(r.ThreadID, "", RunEnd{RunID: r.ID, Status: models.RunFailed, Error: interruptedByRestart, Notice: restartNotice})
+	end, err := eventRecord(r.ThreadID, "", RunEnd{RunID: r.ID, Status: models.RunFailed, Error: reason, Notice: notice})
 	if err != nil {
 		return err
 	}
 	run := r
-	run.Status, run.Error, run.EndedAt = models.RunFailed, interruptedByRestart, &now
+	run.Status, run.Error, run.EndedAt = models.RunFailed, reason, &now
 	recs = append(recs, models.Record{Run: &run}, end)
 	return rt.journal.Write(ctx, recs...)
 }
@@ -176,7 +200,7 @@ func openTasks(events []models.RunEvent) []openTask {
 func (rt *Runtime) interruptedToolMessage(r models.Run, callID, name string, o Outcome) (models.Record, error) {
 	m := &models.Message{ID: rt.newID(), ThreadID: r.ThreadID, RunID: r.ID, Type: TypeTool, ToolCallID: callID, Name: name}
 	if name != ToolTask {
-		m.Content = "Error: " + interruptedByRestart
+		m.Content = "Error: " + o.Error
 		return models.Record{Message: m}, nil
 	}
 	content, kwargs, err := o.ToolMessage()

@@ -43,6 +43,21 @@ type Options struct {
 	// ToolImages, when set, keeps the images tools return, to show with
 	// their calls; without it a call's images are only named.
 	ToolImages *ToolImages
+
+	// Claims, when set, has the database enforce one running run per
+	// thread across every instance (docs/DESIGN.md §14); InstanceID is
+	// recorded on each run as the instance executing it.
+	Claims     RunClaims
+	InstanceID string
+}
+
+// RunClaims claims a thread for a run in the database; models.Store
+// implements it. ClaimRun fails with models.ErrConflict while the thread
+// has a running run, and with models.ErrTooManyRuns when the user has
+// perUser running runs, whichever instances run them.
+type RunClaims interface {
+	ClaimRun(ctx context.Context, r *models.Run, perUser int) error
+	AbandonRun(ctx context.Context, id string) error
 }
 
 // ToolSource offers tools that come and go: the MCP servers' (agent/mcp).
@@ -73,6 +88,9 @@ type Runtime struct {
 	base     context.Context
 	stopBase context.CancelFunc
 	wg       sync.WaitGroup
+
+	claims     RunClaims
+	instanceID string
 
 	mu     sync.Mutex
 	closed bool
@@ -119,6 +137,9 @@ func New(o Options) (*Runtime, error) {
 		defModel: o.Models[0],
 		active:   map[string]*run{},
 		byUser:   map[string]int{},
+
+		claims:     o.Claims,
+		instanceID: o.InstanceID,
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m
@@ -218,9 +239,14 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	// The start is written whole or not at all, even if the request that
 	// asked for it goes away meanwhile.
 	bctx, cancel := rt.persistCtx(ctx)
-	err = r.begin(bctx, msgID, req.Content)
-	cancel()
-	if err != nil {
+	defer cancel()
+	if err := rt.claimRow(bctx, r); err != nil {
+		rt.release(r)
+		r.cancel(nil)
+		return Started{}, err
+	}
+	if err = r.begin(bctx, msgID, req.Content); err != nil {
+		rt.abandon(bctx, r, err)
 		rt.release(r)
 		r.cancel(nil)
 		return Started{}, err
@@ -381,6 +407,34 @@ func (rt *Runtime) claim(r *run) error {
 	rt.active[r.threadID] = r
 	rt.byUser[r.userID]++
 	return nil
+}
+
+// claimRow claims the thread for r in the database too, where another
+// instance's runs count (ErrRunActive, RunLimitError).
+func (rt *Runtime) claimRow(ctx context.Context, r *run) error {
+	if rt.claims == nil {
+		return nil
+	}
+	row := &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning,
+		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: rt.instanceID, RetryOf: r.retryOf, EditOf: r.editOf}
+	err := rt.claims.ClaimRun(ctx, row, rt.lead.MaxActiveRunsPerUser)
+	switch {
+	case errors.Is(err, models.ErrConflict):
+		return ErrRunActive
+	case errors.Is(err, models.ErrTooManyRuns):
+		return &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
+	}
+	return err
+}
+
+// abandon frees the thread a claimed run could not start in.
+func (rt *Runtime) abandon(ctx context.Context, r *run, cause error) {
+	if rt.claims == nil {
+		return
+	}
+	if err := rt.claims.AbandonRun(ctx, r.id); err != nil {
+		rt.log.Error("free the thread of a run that could not start", "thread", r.threadID, "run", r.id, "cause", cause, "err", err)
+	}
 }
 
 func (rt *Runtime) release(r *run) {

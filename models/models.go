@@ -118,8 +118,11 @@ type Message struct {
 
 // Run is one user message and everything the lead does for it.
 type Run struct {
-	ID        string `gorm:"primaryKey;size:36"`
-	ThreadID  string `gorm:"index;not null;size:36"`
+	ID string `gorm:"primaryKey;size:36"`
+	// ThreadID's partial unique index is the one-active-run rule
+	// (docs/DESIGN.md §7): the database refuses a second running run in a
+	// thread, whichever instance starts it (ClaimRun).
+	ThreadID  string `gorm:"index;uniqueIndex:idx_runs_one_active,where:status = 'running';not null;size:36"`
 	UserID    string `gorm:"not null;size:36"`
 	Status    string `gorm:"index;not null"`
 	ModelName string `gorm:"not null"`
@@ -132,6 +135,9 @@ type Run struct {
 	// the events are history.
 	RetryOf string `gorm:"size:36;not null;default:''"`
 	EditOf  string `gorm:"size:36;not null;default:''"`
+	// InstanceID is the herd instance executing the run (Instance); ""
+	// on SQLite's single instance and for runs from before instances.
+	InstanceID string `gorm:"index;not null;default:'';size:36"`
 }
 
 // RunEvent is one persisted event of a thread's log (docs/DESIGN.md §7).

@@ -75,13 +75,10 @@ func pgName(cc *pgx.ConnConfig) string {
 	return fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
 }
 
-// Advisory lock names. A lock is keyed by the schema as well, so that
-// several herds (or tests) in separate schemas of one database do not
-// contend.
-const (
-	migrateLock  = "herd migrate "
-	instanceLock = "herd instance "
-)
+// migrateLock names the migration's advisory lock. A lock is keyed by
+// the schema as well, so that several herds (or tests) in separate
+// schemas of one database do not contend.
+const migrateLock = "herd migrate "
 
 func lockKey(name string) string {
 	return "hashtext('" + name + "' || current_schema())"
@@ -99,43 +96,6 @@ func (s *Store) migratePostgres() error {
 		}
 		return tx.AutoMigrate(allModels...)
 	})
-}
-
-// ErrInstanceRunning is returned by LockInstance when another herd serves
-// the same PostgreSQL database (and schema).
-var ErrInstanceRunning = errors.New("another herd is serving this database")
-
-// LockInstance makes this process the one herd serving a PostgreSQL
-// database: a session advisory lock held on a connection of its own until
-// release (or until the process dies, when PostgreSQL drops it). It is the
-// database's counterpart of the data directory's lock: crash recovery
-// closes every run left running, which must never reach a live server's
-// runs. On SQLite it does nothing (the data directory's lock covers it).
-func (s *Store) LockInstance(ctx context.Context) (release func(), err error) {
-	if !s.pg {
-		return func() {}, nil
-	}
-	db, err := s.r.DB()
-	if err != nil {
-		return nil, fmt.Errorf("store: instance lock: %w", err)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("store: instance lock: %w", err)
-	}
-	var got bool
-	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock("+lockKey(instanceLock)+")").Scan(&got); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("store: instance lock: %w", err)
-	}
-	if !got {
-		_ = conn.Close()
-		return nil, ErrInstanceRunning
-	}
-	return func() {
-		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock("+lockKey(instanceLock)+")")
-		_ = conn.Close()
-	}, nil
 }
 
 // Name names the store's database for messages: the SQLite file's path,

@@ -49,43 +49,6 @@ func TestPostgresMigratesOnceWhenStartedTogether(t *testing.T) {
 	}
 }
 
-// TestPostgresInstanceLock: one store at a time holds a database's
-// instance lock; it is free again once released, and a store in another
-// schema has its own.
-func TestPostgresInstanceLock(t *testing.T) {
-	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	a, err := OpenPostgres(dsn, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := OpenPostgres(dsn, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	release, err := a.LockInstance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.LockInstance(ctx); !errors.Is(err, ErrInstanceRunning) {
-		t.Errorf("a second instance lock: %v, want ErrInstanceRunning", err)
-	}
-	other := drivers[1].newStore(t)
-	if rel, err := other.LockInstance(ctx); err != nil {
-		t.Errorf("the lock of another schema: %v", err)
-	} else {
-		rel()
-	}
-	release()
-	rel, err := b.LockInstance(ctx)
-	if err != nil {
-		t.Fatalf("after release: %v", err)
-	}
-	rel()
-}
-
 // TestPostgresText: text PostgreSQL refuses (a NUL byte, invalid UTF-8),
 // which a tool's output may hold, is written rather than lost.
 func TestPostgresText(t *testing.T) {

@@ -248,7 +248,7 @@ func fileDSN(path string, busy time.Duration, params url.Values) string {
 }
 
 // allModels is every model the store migrates.
-var allModels = []any{&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{}}
+var allModels = []any{&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{}, &Instance{}}
 
 func (s *Store) migrate() error {
 	var err error

@@ -36,8 +36,8 @@ func (s *Server) revokeUser(ctx context.Context, userID string) error {
 func (s *Server) stopRuns(ctx context.Context, ts []models.Thread) error {
 	var stopping []string
 	for _, t := range ts {
-		if runID, ok := s.rt.ActiveRun(t.ID); ok {
-			_ = s.rt.Cancel(t.ID, runID)
+		if runID, ok := s.runs.ActiveRun(t.ID); ok {
+			_ = s.runs.Cancel(t.ID, runID)
 			stopping = append(stopping, t.ID)
 		}
 	}

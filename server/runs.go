@@ -135,7 +135,7 @@ func (s *Server) apiRunCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.rt.Cancel(t.ID, runID); err != nil {
+	if err := s.runs.Cancel(t.ID, runID); err != nil {
 		if _, err := s.store.Run(c.Request().Context(), t.ID, runID); err != nil {
 			return errNotFound("run")
 		}
@@ -154,7 +154,7 @@ func (s *Server) apiTaskCancel(c echo.Context) error {
 	if taskID == "" || len(taskID) > 200 {
 		return errNotFound("task")
 	}
-	if err := s.rt.CancelTask(t.ID, taskID); err != nil {
+	if err := s.runs.CancelTask(t.ID, taskID); err != nil {
 		return errNotFound("running task")
 	}
 	return c.JSON(http.StatusAccepted, map[string]string{"task_id": taskID, "status": "cancelling"})

@@ -82,6 +82,10 @@ type Options struct {
 	// WSConnectsPerMinute limits WebSocket connects per user (per IP
 	// before sign-in); 0 = 60.
 	WSConnectsPerMinute int
+	// Cluster, when set, joins the instances serving one PostgreSQL
+	// database: Stop and a card's cancel reach the run on any instance,
+	// and ended sessions close their sockets on every instance.
+	Cluster *Cluster
 }
 
 // DefaultMaxBodyBytes caps a request body unless Options say otherwise.
@@ -92,6 +96,7 @@ type Server struct {
 	e             *echo.Echo
 	store         *models.Store
 	rt            *agent.Runtime
+	runs          runControl // rt's runs, or every instance's (Cluster)
 	hub           *Hub
 	settings      *Settings
 	metrics       *Metrics
@@ -162,6 +167,13 @@ func New(o Options) (*Server, error) {
 		maxBody:       o.MaxBodyBytes,
 		adminCommands: o.CommandsAdminOnly,
 		mcp:           o.MCP,
+		runs:          o.Runtime,
+	}
+	if o.Cluster != nil {
+		s.runs = o.Cluster
+		o.Cluster.sockets = s.sockets
+		o.Cluster.liveCredential = s.credentialLive
+		s.sockets.relay = o.Cluster.relaySockets
 	}
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)

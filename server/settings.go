@@ -82,3 +82,11 @@ func (s *Settings) SetTokenUsage(ctx context.Context, on bool) error {
 	}
 	return nil
 }
+
+// adopt applies a token gate another instance stored (Cluster), which
+// tells the pages itself.
+func (s *Settings) adopt(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens.Store(on)
+}

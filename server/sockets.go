@@ -37,6 +37,17 @@ func tokenCredential(hash string) string { return "token:" + hash }
 type sockets struct {
 	mu   sync.Mutex
 	open map[*socket]struct{}
+	// relay, when set, tells the other instances (Cluster), whose
+	// sockets of the same credentials and user must close too.
+	relay func(socketClose)
+}
+
+// socketClose is a close of sockets as it travels between instances.
+type socketClose struct {
+	Code   int      `json:"c"`
+	Text   string   `json:"w"`
+	UserID string   `json:"u,omitempty"`
+	Creds  []string `json:"r,omitempty"`
 }
 
 type socket struct {
@@ -90,16 +101,57 @@ var errCredentialEnded = &apiError{http.StatusUnauthorized, "unauthorized", "sig
 
 // close closes every socket signed in by one of credentials.
 func (r *sockets) close(reason closeReason, credentials ...string) {
-	want := map[string]bool{}
-	for _, c := range credentials {
-		want[c] = true
+	r.apply(socketClose{Code: reason.code, Text: reason.text, Creds: credentials})
+	if r.relay != nil {
+		r.relay(socketClose{Code: reason.code, Text: reason.text, Creds: credentials})
 	}
-	r.closeWhere(reason, func(sk *socket) bool { return want[sk.credential] })
 }
 
 // closeUser closes every socket of userID, whatever signed it in.
 func (r *sockets) closeUser(reason closeReason, userID string) {
-	r.closeWhere(reason, func(sk *socket) bool { return sk.userID == userID })
+	r.apply(socketClose{Code: reason.code, Text: reason.text, UserID: userID})
+	if r.relay != nil {
+		r.relay(socketClose{Code: reason.code, Text: reason.text, UserID: userID})
+	}
+}
+
+// revalidate asks live about the credential of every open socket and
+// closes those that ended: a Cluster calls it when it may have missed
+// another instance's word of a sign-out or a revoked token (its listener
+// reconnected). Each credential is asked about once.
+func (r *sockets) revalidate(live func(userID, credential string) bool) {
+	r.mu.Lock()
+	owners := map[string]string{} // credential → user
+	for sk := range r.open {
+		if sk.ended == nil {
+			owners[sk.credential] = sk.userID
+		}
+	}
+	r.mu.Unlock()
+	ended := map[string]bool{}
+	for cred, userID := range owners {
+		if !live(userID, cred) {
+			ended[cred] = true
+		}
+	}
+	if len(ended) > 0 {
+		r.closeWhere(closeSessionEnded, func(sk *socket) bool { return ended[sk.credential] })
+	}
+}
+
+// apply closes this instance's sockets that sc names: a user's, or those
+// of the credentials.
+func (r *sockets) apply(sc socketClose) {
+	reason := closeReason{sc.Code, sc.Text}
+	if sc.UserID != "" {
+		r.closeWhere(reason, func(sk *socket) bool { return sk.userID == sc.UserID })
+		return
+	}
+	want := map[string]bool{}
+	for _, c := range sc.Creds {
+		want[c] = true
+	}
+	r.closeWhere(reason, func(sk *socket) bool { return want[sk.credential] })
 }
 
 func (r *sockets) closeWhere(reason closeReason, match func(*socket) bool) {
@@ -121,6 +173,23 @@ func (r *sockets) closeWhere(reason closeReason, match func(*socket) bool) {
 // hub's writer; each is one whole Write on the socket.
 func sayClose(conn *websocket.Conn, reason closeReason) {
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(reason.code, reason.text), time.Now().Add(time.Second))
+}
+
+// credentialLive reports whether credential (a session or a token) still
+// signs userID in, read from the database: a socket's check long after
+// its request (sockets.revalidate).
+func (s *Server) credentialLive(userID, credential string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	if id, ok := strings.CutPrefix(credential, "session:"); ok {
+		_, u, err := s.store.SessionUser(ctx, id)
+		return err == nil && u.ID == userID
+	}
+	if hash, ok := strings.CutPrefix(credential, "token:"); ok {
+		u, err := s.store.TokenUser(ctx, hash)
+		return err == nil && u.ID == userID
+	}
+	return false
 }
 
 // credentialValid re-reads the request's credential: still there, and

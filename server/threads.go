@@ -108,7 +108,7 @@ func (s *Server) loadThread(c echo.Context) (*threadView, error) {
 	}
 	// The runtime knows which run is live; a row left "running" by a
 	// failed write (closed at the next start) must not show as active.
-	if runID, ok := s.rt.ActiveRun(t.ID); ok {
+	if runID, ok := s.runs.ActiveRun(t.ID); ok {
 		r, err := s.store.Run(ctx, t.ID, runID)
 		switch {
 		case err == nil:
@@ -286,14 +286,14 @@ func (s *Server) removeWorkspace(threadID string) {
 // stopRun stops the thread's active run, if any, and waits (bounded) for
 // it to write its end, so what is deleted next is not written again.
 func (s *Server) stopRun(ctx context.Context, threadID string) error {
-	runID, ok := s.rt.ActiveRun(threadID)
+	runID, ok := s.runs.ActiveRun(threadID)
 	if !ok {
 		return nil
 	}
-	_ = s.rt.Cancel(threadID, runID)
+	_ = s.runs.Cancel(threadID, runID)
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := s.rt.Wait(wctx, threadID); err != nil {
+	if err := s.runs.Wait(wctx, threadID); err != nil {
 		return &apiError{http.StatusConflict, "conflict", "the thread's run is still stopping; try again in a moment"}
 	}
 	return nil

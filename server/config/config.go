@@ -24,6 +24,8 @@ import (
 type Config struct {
 	Server     ServerConfig          `yaml:"server"`
 	Database   DatabaseConfig        `yaml:"database"`
+	Cluster    ClusterConfig         `yaml:"cluster"`
+	Workspaces WorkspacesConfig      `yaml:"workspaces"`
 	Log        LogConfig             `yaml:"log"`
 	Auth       AuthConfig            `yaml:"auth"`
 	TokenUsage TokenUsageConfig      `yaml:"token_usage"`
@@ -72,6 +74,21 @@ const (
 type DatabaseConfig struct {
 	Driver string `yaml:"driver"`
 	DSN    string `yaml:"dsn"`
+}
+
+// ClusterConfig tunes the instances sharing one PostgreSQL database
+// (docs/OPERATIONS.md "Several instances"): each renews a lease every
+// RenewSeconds that lasts LeaseSeconds; an instance whose lease ran out
+// is dead, and a live one closes its runs.
+type ClusterConfig struct {
+	LeaseSeconds int `yaml:"lease_seconds"`
+	RenewSeconds int `yaml:"renew_seconds"`
+}
+
+// WorkspacesConfig is where thread workspaces live: Dir, or "workspaces"
+// in server.data_dir when empty. Several instances need one shared Dir.
+type WorkspacesConfig struct {
+	Dir string `yaml:"dir"`
 }
 
 // MetricsConfig is where /metrics is served: on its own address (Addr,

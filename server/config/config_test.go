@@ -59,6 +59,7 @@ func TestLoadDefaults(t *testing.T) {
 			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 256,
 			MaxSocketsPerUser: 16, WSConnectsPerMinute: 60},
 		Database:   DatabaseConfig{Driver: "sqlite"},
+		Cluster:    ClusterConfig{LeaseSeconds: 10, RenewSeconds: 3},
 		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
@@ -577,6 +578,8 @@ func TestErrors(t *testing.T) {
 		{name: "runs per minute", file: "auth: {runs_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.runs_per_minute: must be at least 1, got 0`}},
 		{name: "threads per minute", file: "auth: {threads_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.threads_per_minute: must be at least 1, got 0`}},
 		{name: "sockets per user", file: "server: {max_sockets_per_user: 0}\n", want: []string{`config: herd.yaml: server.max_sockets_per_user: must be at least 1, got 0`}},
+		{name: "renew seconds", file: "cluster: {renew_seconds: 0}\n", want: []string{`config: herd.yaml: cluster.renew_seconds: must be at least 1, got 0`}},
+		{name: "lease not above two renewals", file: "cluster: {lease_seconds: 6, renew_seconds: 3}\n", want: []string{`config: herd.yaml: cluster.lease_seconds: must be more than twice cluster.renew_seconds (3), got 6`}},
 		{name: "connects per minute", file: "server: {ws_connects_per_minute: -1}\n", want: []string{`config: herd.yaml: server.ws_connects_per_minute: must be at least 1, got -1`}},
 
 		// Validation: models.

@@ -142,6 +142,7 @@ func (l *loader) oneOf(key, got string, allowed ...string) {
 func (l *loader) validate(c *Config) {
 	l.validateServer(c.Server)
 	l.validateDatabase(c.Database)
+	l.validateCluster(c.Cluster)
 	l.validateMetrics(c.Metrics)
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
@@ -175,6 +176,15 @@ func (l *loader) validateDatabase(d DatabaseConfig) {
 		}
 	default:
 		l.invalid("database.driver", "must be sqlite or postgres, got %q", d.Driver)
+	}
+}
+
+func (l *loader) validateCluster(c ClusterConfig) {
+	l.atLeast("cluster.renew_seconds", c.RenewSeconds, 1)
+	// Two renewals fit in a lease, so one slow or lost renewal does not
+	// make a live instance look dead.
+	if c.RenewSeconds >= 1 && c.LeaseSeconds < 2*c.RenewSeconds+1 {
+		l.invalid("cluster.lease_seconds", "must be more than twice cluster.renew_seconds (%d), got %d", c.RenewSeconds, c.LeaseSeconds)
 	}
 }
 

@@ -1,0 +1,482 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"herd/agent"
+	"herd/models"
+)
+
+// Several instances on one PostgreSQL database (docs/DESIGN.md §14).
+//
+// A Cluster sits between this instance's parts and the others': it wraps
+// the Writer's OnCommit, the runtime's Publisher and the Settings'
+// Broadcaster, handing everything to the local hub as before and
+// announcing it on one NOTIFY channel; a dedicated connection LISTENs on
+// that channel and feeds what the other instances announce into the same
+// hub entry points. A notification carries only what fits (PostgreSQL
+// caps a payload at 8000 bytes): for committed records the thread and the
+// seq range, which the receiver reads back from the database, so a frame
+// is still committed before any instance broadcasts it; for ephemeral
+// frames (streamed text, progress, settings) the frame itself. The same
+// channel carries control addressed to the instance executing a run
+// (Stop, a card's cancel) and the end of sessions and tokens, whose
+// sockets may be open on any instance.
+
+// ClusterStore is what a Cluster reads and leases; models.Store
+// implements it.
+type ClusterStore interface {
+	agent.RecoveryStore
+	Since(ctx context.Context, threadID string, after int64, limit int) ([]models.Record, error)
+	ActiveRun(ctx context.Context, threadID string) (*models.Run, error)
+	Run(ctx context.Context, threadID, id string) (*models.Run, error)
+	Setting(ctx context.Context, key string) (string, error)
+	RegisterInstance(ctx context.Context, id, addr string, lease time.Duration) error
+	RenewLease(ctx context.Context, id string, lease time.Duration) error
+	RetireInstance(ctx context.Context, id string) error
+	TakeOrphanRuns(ctx context.Context, me string) ([]models.Run, error)
+}
+
+// ClusterOptions builds a Cluster.
+type ClusterOptions struct {
+	DSN        string
+	InstanceID string
+	Store      ClusterStore
+	Hub        *Hub
+	Settings   *Settings
+	// Lease is how long an instance lives without renewing; it renews
+	// every Renew.
+	Lease, Renew time.Duration
+	Logger       *slog.Logger
+}
+
+// Cluster connects this instance to the others serving its database.
+// Build it with NewCluster before the runtime and the server (they are
+// handed its wrappers), then Attach the runtime, Start it once the server
+// exists and Close it after the Writer.
+type Cluster struct {
+	o       ClusterOptions
+	log     *slog.Logger
+	cc      *pgx.ConnConfig
+	channel string
+
+	rt      *agent.Runtime // local run control; set by Attach
+	sockets *sockets       // set by Server.New
+	// liveCredential re-reads a socket's credential; set by Server.New.
+	liveCredential func(userID, credential string) bool
+
+	out    chan notice
+	kick   chan struct{} // a commit notice was dropped (missed)
+	mu     sync.Mutex
+	closed bool
+	missed map[string]int64 // thread → first seq whose notice was dropped
+
+	waitMu  sync.Mutex
+	waiters map[string][]chan struct{} // thread → Wait calls
+
+	// last is the last seq read back per watched thread; listener only.
+	last map[string]int64
+	// unclosed are runs taken over whose closing failed; renew only
+	// (Start's sweep runs before it).
+	unclosed []models.Run
+
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	lost    chan error
+	started bool
+}
+
+// notice is one notification on the channel. Fields are short: a payload
+// must stay under PostgreSQL's 8000 bytes.
+type notice struct {
+	From   string          `json:"i"`
+	Kind   string          `json:"k"`
+	Thread string          `json:"t,omitempty"`
+	Run    string          `json:"u,omitempty"`
+	ID     string          `json:"m,omitempty"` // message id, task id
+	Text   string          `json:"x,omitempty"`
+	First  int64           `json:"a,omitempty"`
+	Last   int64           `json:"b,omitempty"`
+	Type   string          `json:"y,omitempty"` // a broadcast's frame type
+	Data   json.RawMessage `json:"d,omitempty"`
+	To     string          `json:"o,omitempty"` // control's instance
+	Close  *socketClose    `json:"s,omitempty"`
+}
+
+// Notice kinds.
+const (
+	kindCommit    = "c" // records Thread First..Last committed
+	kindDelta     = "d"
+	kindReasoning = "r"
+	kindProgress  = "p"
+	kindBroadcast = "b" // Settings' frame to every page
+	kindStop      = "stop"
+	kindCancel    = "task"
+	kindSockets   = "sock"
+)
+
+// maxNoticeText bounds the text of one notice; longer streamed text is
+// split (deltas are appended, so nothing is lost), longer progress cut.
+const maxNoticeText = 6000
+
+// listenWait bounds how long Start waits for the first LISTEN.
+const listenWait = 30 * time.Second
+
+// outQueue is how many notices may wait for the sender.
+const outQueue = 8192
+
+// NewCluster prepares the cluster; nothing connects before Start.
+func NewCluster(o ClusterOptions) (*Cluster, error) {
+	cc, err := pgx.ParseConfig(o.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: database.dsn: %w", err)
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "herd"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Cluster{
+		o: o, log: o.Logger.With("instance", o.InstanceID), cc: cc,
+		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string]int64{},
+		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, lost: make(chan error, 1),
+	}, nil
+}
+
+// ID is this instance's id.
+func (c *Cluster) ID() string { return c.o.InstanceID }
+
+// Attach gives the cluster the runtime whose runs it stops for other
+// instances and whose failover it runs.
+func (c *Cluster) Attach(rt *agent.Runtime) { c.rt = rt }
+
+// Lost receives an error when this instance's lease was lost: its runs
+// were closed elsewhere, so it must stop (main exits 1). A nil Cluster's
+// never receives.
+func (c *Cluster) Lost() <-chan error {
+	if c == nil {
+		return nil
+	}
+	return c.lost
+}
+
+// Start registers the instance, listening at addr, closes the runs of
+// dead instances (a restart's own included: its old lease has run out or
+// soon will), and starts listening, sending and renewing.
+func (c *Cluster) Start(ctx context.Context, addr string) error {
+	if c.rt == nil || c.sockets == nil {
+		return errors.New("cluster: Start before Attach and server.New")
+	}
+	schema, err := c.schema(ctx)
+	if err != nil {
+		return err
+	}
+	c.channel = channelName(schema)
+	if err := c.o.Store.RegisterInstance(ctx, c.o.InstanceID, addr, c.o.Lease); err != nil {
+		return err
+	}
+	c.sweep(ctx)
+	lctx, cancel := context.WithCancel(context.Background())
+	c.stop = cancel
+	ready := make(chan struct{})
+	c.wg.Go(func() { c.listen(lctx, ready) })
+	c.wg.Go(func() { c.send(lctx) })
+	c.wg.Go(func() { c.renew(lctx) })
+	c.started = true
+	select {
+	case <-ready:
+	case <-time.After(listenWait):
+		return fmt.Errorf("cluster: could not LISTEN on the database within %v (the log says why)", listenWait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.log.Info("cluster: instance registered", "addr", addr, "lease", c.o.Lease, "renew", c.o.Renew)
+	return nil
+}
+
+// Close stops announcing, sends what is queued, stops listening and
+// renewing, and removes the instance's row: call it after the runtime's
+// runs ended and the Writer closed.
+func (c *Cluster) Close() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if closed || !c.started {
+		return
+	}
+	close(c.out) // the sender drains it, then stops
+	c.stop()
+	c.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.o.Store.RetireInstance(ctx, c.o.InstanceID); err != nil {
+		c.log.Warn("cluster: retire instance", "err", err)
+	}
+}
+
+func (c *Cluster) schema(ctx context.Context) (string, error) {
+	conn, err := pgx.ConnectConfig(ctx, c.cc)
+	if err != nil {
+		return "", fmt.Errorf("cluster: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return "", fmt.Errorf("cluster: current schema: %w", err)
+	}
+	return schema, nil
+}
+
+var plainSchema = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,50}$`)
+
+// channelName is the NOTIFY channel of the herds on schema: instances
+// (or tests) on other schemas of the database never hear each other.
+func channelName(schema string) string {
+	if plainSchema.MatchString(schema) {
+		return "herd_" + schema
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(schema))
+	return fmt.Sprintf("herd_%016x", h.Sum64())
+}
+
+// The sending side: wrappers of the local hub that announce.
+
+// OnCommit is the Writer's OnCommit: the local hub gets the records, the
+// other instances their threads' seq ranges. It never blocks.
+func (c *Cluster) OnCommit(recs []models.Record) {
+	c.o.Hub.OnCommit(recs)
+	var order []string
+	ranges := map[string][2]int64{}
+	for _, r := range recs {
+		seq := r.Seq()
+		if seq == 0 {
+			continue
+		}
+		id := r.ThreadID()
+		rg, ok := ranges[id]
+		if !ok {
+			order = append(order, id)
+			rg = [2]int64{seq, seq}
+		}
+		rg[0], rg[1] = min(rg[0], seq), max(rg[1], seq)
+		ranges[id] = rg
+	}
+	for _, id := range order {
+		rg := ranges[id]
+		c.announce(notice{Kind: kindCommit, Thread: id, First: rg[0], Last: rg[1]})
+	}
+}
+
+// Delta implements agent.Publisher.
+func (c *Cluster) Delta(threadID, runID, messageID, text string) {
+	c.o.Hub.Delta(threadID, runID, messageID, text)
+	c.announceText(kindDelta, threadID, runID, messageID, text)
+}
+
+// Reasoning implements agent.Publisher.
+func (c *Cluster) Reasoning(threadID, runID, messageID, text string) {
+	c.o.Hub.Reasoning(threadID, runID, messageID, text)
+	c.announceText(kindReasoning, threadID, runID, messageID, text)
+}
+
+// Progress implements agent.ProgressPublisher. Progress replaces the
+// card's line, so an over-long one is cut rather than split.
+func (c *Cluster) Progress(threadID, runID, taskID, text string) {
+	c.o.Hub.Progress(threadID, runID, taskID, text)
+	c.announce(notice{Kind: kindProgress, Thread: threadID, Run: runID, ID: taskID, Text: cutUTF8(text, maxNoticeText)})
+}
+
+// Broadcast implements Broadcaster (Settings' frames).
+func (c *Cluster) Broadcast(typ string, data any) {
+	c.o.Hub.Broadcast(typ, data)
+	raw, err := json.Marshal(data)
+	if err != nil || len(raw) > maxNoticeText {
+		c.log.Error("cluster: a broadcast does not fit a notice", "type", typ, "bytes", len(raw), "err", err)
+		return
+	}
+	c.announce(notice{Kind: kindBroadcast, Type: typ, Data: raw})
+}
+
+// relaySockets tells the other instances to close sockets (sockets.relay),
+// in notices that fit.
+func (c *Cluster) relaySockets(sc socketClose) {
+	const perNotice = 64 // credentials are ~72 bytes
+	for first := true; first || len(sc.Creds) > 0; first = false {
+		part := sc
+		if len(sc.Creds) > perNotice {
+			part.Creds = sc.Creds[:perNotice]
+		}
+		sc.Creds = sc.Creds[len(part.Creds):]
+		c.announce(notice{Kind: kindSockets, Close: &part})
+	}
+}
+
+// announceText splits text into notices that fit.
+func (c *Cluster) announceText(kind, threadID, runID, id, text string) {
+	for text != "" {
+		part := cutUTF8(text, maxNoticeText)
+		text = text[len(part):]
+		c.announce(notice{Kind: kind, Thread: threadID, Run: runID, ID: id, Text: part})
+	}
+}
+
+// cutUTF8 is the longest prefix of s of at most n bytes that does not
+// split a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// announce queues n for the sender without blocking. When the queue is
+// full an ephemeral frame is dropped (the committed message that follows
+// carries the whole text) and a commit notice is remembered as missed and
+// sent once there is room: receivers read records back from the database,
+// so a late notice loses nothing.
+func (c *Cluster) announce(n notice) {
+	n.From = c.o.InstanceID
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	select {
+	case c.out <- n:
+		return
+	default:
+	}
+	if n.Kind != kindCommit {
+		return
+	}
+	if first, ok := c.missed[n.Thread]; !ok || n.First < first {
+		c.missed[n.Thread] = n.First
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sendBatch bounds the notices sent in one statement.
+const sendBatch = 256
+
+// send delivers queued notices in order, a batch per statement, until the
+// queue is closed and drained.
+func (c *Cluster) send(ctx context.Context) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.Background())
+		}
+	}()
+	batch := make([]string, 0, sendBatch)
+	for {
+		var (
+			n  notice
+			ok = true
+		)
+		select {
+		case n, ok = <-c.out:
+		case <-c.kick:
+			n.Kind = ""
+		}
+		if !ok {
+			return
+		}
+		batch = batch[:0]
+		if n.Kind != "" {
+			batch = c.appendNotice(batch, n)
+		}
+	drain:
+		for len(batch) < sendBatch {
+			select {
+			case n, ok := <-c.out:
+				if !ok {
+					break drain
+				}
+				batch = c.appendNotice(batch, n)
+			default:
+				break drain
+			}
+		}
+		batch = c.appendMissed(batch)
+		conn = c.notify(ctx, conn, batch)
+	}
+}
+
+func (c *Cluster) appendNotice(batch []string, n notice) []string {
+	b, err := json.Marshal(n)
+	if err != nil {
+		c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
+		return batch
+	}
+	return append(batch, string(b))
+}
+
+// appendMissed adds the commit notices the queue had no room for.
+func (c *Cluster) appendMissed(batch []string) []string {
+	c.mu.Lock()
+	missed := c.missed
+	if len(missed) > 0 {
+		c.missed = map[string]int64{}
+	}
+	c.mu.Unlock()
+	for thread, first := range missed {
+		batch = c.appendNotice(batch, notice{From: c.o.InstanceID, Kind: kindCommit, Thread: thread, First: first, Last: first})
+	}
+	return batch
+}
+
+// notify sends batch on conn, (re)connecting as needed; one retry on a
+// fresh connection. Notices that cannot be sent are dropped: a receiver's
+// clients find the gap at the next commit and read it from the database.
+func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, batch []string) *pgx.Conn {
+	if len(batch) == 0 {
+		return conn
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		if conn == nil {
+			var err error
+			// The sender outlives ctx until the queue is drained.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			conn, err = pgx.ConnectConfig(cctx, c.cc)
+			cancel()
+			if err != nil {
+				c.log.Warn("cluster: connect to notify", "err", err)
+				conn = nil
+				continue
+			}
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, err := conn.Exec(sctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", c.channel, batch)
+		cancel()
+		if err == nil {
+			return conn
+		}
+		c.log.Warn("cluster: notify", "notices", len(batch), "err", err)
+		_ = conn.Close(context.Background())
+		conn = nil
+	}
+	return conn
+}

@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"herd/agent"
+	"herd/models"
+)
+
+// runControl stops and watches runs: the local runtime's alone, or with a
+// Cluster every instance's (a Stop on one instance reaches the run on
+// another). *agent.Runtime implements it.
+type runControl interface {
+	ActiveRun(threadID string) (string, bool)
+	Cancel(threadID, runID string) error
+	CancelTask(threadID, taskID string) error
+	Wait(ctx context.Context, threadID string) error
+}
+
+// lookupTimeout bounds the database read behind a control request.
+const lookupTimeout = 5 * time.Second
+
+// remoteRun is the thread's running run when another instance executes
+// it; nil when there is none or this instance does (then the runtime
+// knows it, and a row it does not know is one a failed write left).
+func (c *Cluster) remoteRun(threadID string) *models.Run {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	r, err := c.o.Store.ActiveRun(ctx, threadID)
+	if err != nil {
+		if !errors.Is(err, models.ErrNotFound) {
+			c.log.Warn("cluster: look up the active run", "thread", threadID, "err", err)
+		}
+		return nil
+	}
+	if r.InstanceID == c.o.InstanceID {
+		return nil
+	}
+	return r
+}
+
+// ActiveRun is the thread's running run on any instance.
+func (c *Cluster) ActiveRun(threadID string) (string, bool) {
+	if id, ok := c.rt.ActiveRun(threadID); ok {
+		return id, true
+	}
+	if r := c.remoteRun(threadID); r != nil {
+		return r.ID, true
+	}
+	return "", false
+}
+
+// Cancel stops run runID here, or tells the instance executing it.
+func (c *Cluster) Cancel(threadID, runID string) error {
+	err := c.rt.Cancel(threadID, runID)
+	if !errors.Is(err, agent.ErrNoActiveRun) {
+		return err
+	}
+	r := c.remoteRun(threadID)
+	if r == nil || r.ID != runID {
+		return err
+	}
+	c.announce(notice{Kind: kindStop, To: r.InstanceID, Thread: threadID, Run: runID})
+	return nil
+}
+
+// CancelTask cancels a card here, or tells the instance executing its
+// run.
+func (c *Cluster) CancelTask(threadID, taskID string) error {
+	err := c.rt.CancelTask(threadID, taskID)
+	if !errors.Is(err, agent.ErrNoTask) {
+		return err
+	}
+	r := c.remoteRun(threadID)
+	if r == nil || !c.taskOpen(threadID, r.ID, taskID) {
+		return err
+	}
+	c.announce(notice{Kind: kindCancel, To: r.InstanceID, Thread: threadID, Run: r.ID, ID: taskID})
+	return nil
+}
+
+// taskOpen reports whether task taskID of run runID has started (or
+// queued) and not ended, as its events say: a card that is not there, or
+// is over, answers 404 as on the instance running it.
+func (c *Cluster) taskOpen(threadID, runID, taskID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	evs, _, err := c.o.Store.Events(ctx, threadID, models.EventFilter{RunID: runID, TaskID: taskID})
+	if err != nil {
+		c.log.Warn("cluster: look up a task", "thread", threadID, "task", taskID, "err", err)
+		return false
+	}
+	end := agent.TaskEnd{}.EventType()
+	return len(evs) > 0 && !slices.ContainsFunc(evs, func(e models.RunEvent) bool { return e.EventType == end })
+}
+
+// control acts on a Stop or a card's cancel addressed to this instance.
+func (c *Cluster) control(n notice) {
+	var err error
+	switch n.Kind {
+	case kindStop:
+		err = c.rt.Cancel(n.Thread, n.Run)
+	case kindCancel:
+		err = c.rt.CancelTask(n.Thread, n.ID)
+	}
+	if err != nil {
+		c.log.Info("cluster: control for work that has ended", "kind", n.Kind, "thread", n.Thread, "run", n.Run, "err", err)
+	}
+}
+
+// Wait blocks until the thread has no running run on any instance, or ctx
+// ends. Another instance's run is known to end from its notices.
+func (c *Cluster) Wait(ctx context.Context, threadID string) error {
+	if err := c.rt.Wait(ctx, threadID); err != nil {
+		return err
+	}
+	for {
+		woken := c.addWaiter(threadID)
+		r := c.remoteRun(threadID)
+		if r == nil {
+			c.dropWaiter(threadID, woken)
+			return nil
+		}
+		select {
+		case <-woken:
+		case <-ctx.Done():
+			c.dropWaiter(threadID, woken)
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *Cluster) addWaiter(threadID string) chan struct{} {
+	ch := make(chan struct{})
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	c.waiters[threadID] = append(c.waiters[threadID], ch)
+	return ch
+}
+
+func (c *Cluster) dropWaiter(threadID string, ch chan struct{}) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	ws := c.waiters[threadID]
+	for i, w := range ws {
+		if w == ch {
+			c.waiters[threadID] = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(c.waiters[threadID]) == 0 {
+		delete(c.waiters, threadID)
+	}
+}
+
+// wakeWaiters tells the Wait calls of a thread that something of it
+// committed elsewhere: they look again.
+func (c *Cluster) wakeWaiters(threadID string) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	c.wakeWaitersLocked(threadID)
+}
+
+func (c *Cluster) wakeWaitersLocked(threadID string) {
+	for _, ch := range c.waiters[threadID] {
+		close(ch)
+	}
+	delete(c.waiters, threadID)
+}
+
+// Leases.
+
+// renew renews this instance's lease every Renew and, each time, closes
+// the runs of instances whose lease has run out. A lost lease means other
+// instances have closed this one's runs: it must stop (Lost).
+func (c *Cluster) renew(ctx context.Context) {
+	t := time.NewTicker(c.o.Renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.o.Renew)
+		err := c.o.Store.RenewLease(rctx, c.o.InstanceID, c.o.Lease)
+		cancel()
+		switch {
+		case errors.Is(err, models.ErrLeaseLost):
+			c.log.Error("cluster: this instance's lease ran out and another instance closed its runs; stopping")
+			c.lost <- err
+			return
+		case err != nil:
+			c.log.Warn("cluster: renew the lease", "err", err)
+			continue
+		}
+		c.sweep(ctx)
+	}
+}
+
+// sweep closes the runs of dead instances that this instance takes over.
+func (c *Cluster) sweep(ctx context.Context) {
+	runs, err := c.o.Store.TakeOrphanRuns(ctx, c.o.InstanceID)
+	if err != nil {
+		c.log.Warn("cluster: look for runs of lost instances", "err", err)
+	}
+	// Runs taken earlier that could not be closed are in this instance's
+	// name now: no other instance takes them while it lives.
+	runs = append(c.unclosed, runs...)
+	c.unclosed = nil
+	if len(runs) == 0 {
+		return
+	}
+	n, err := c.rt.Failover(ctx, c.o.Store, runs)
+	if err != nil {
+		c.unclosed = runs[n:]
+		c.log.Error("cluster: close runs of a lost instance; trying again at the next renewal", "closed", n, "of", len(runs), "err", err)
+		return
+	}
+	c.log.Warn("cluster: closed the runs of lost instances", "runs", n)
+}
