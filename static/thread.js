@@ -142,7 +142,7 @@ export class ThreadPage {
 		}
 		const field = document.getElementById("rename-title");
 		if (field && document.activeElement !== field && (field.value === old || field.value === "")) field.value = title;
-		this.cards.refreshUsageSoon();
+		this.cards.refreshUsage();
 	}
 
 	// oldestSeq is the seq of the oldest message shown (older pages are
