@@ -5,7 +5,7 @@ DATA_DIR ?= ./data
 # cgo is needed by the SQLite driver.
 export CGO_ENABLED = 1
 
-.PHONY: run build test bench load load-idle soak generate lint fmt fuzz clean mcp-test-server
+.PHONY: run build test bench load load-cluster load-idle soak generate lint fmt fuzz clean mcp-test-server
 
 # Fuzz targets: package:target. `make fuzz` runs each for FUZZTIME; their
 # seed corpora already run with `make test`.
@@ -67,6 +67,9 @@ load: build ## drive a real herd on loopback: 50 threads, 200 clients, 500 subag
 	$(GO) run ./server/loadtest -bin ./herd -shm-workspaces $(LOAD_FLAGS)
 	@echo "== workspaces on disk (reported, not gated: see docs/PERFORMANCE.md)"
 	$(GO) run ./server/loadtest -bin ./herd -p99 0 $(LOAD_FLAGS)
+
+load-cluster: build ## 3 herds on one throwaway PostgreSQL: 50 threads, 400 clients (a quarter move instance mid-run), 1,000 subagents
+	$(GO) run ./server/loadtest -bin ./herd -instances 3 -threads 50 -clients 8 -items 20 -shm-workspaces $(LOAD_FLAGS)
 
 load-idle: build ## 10,000 idle WebSocket clients on one herd: RSS must stay ≤ 256 MB
 	$(GO) run ./server/loadtest -bin ./herd -idle 10000 $(LOAD_FLAGS)

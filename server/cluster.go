@@ -85,8 +85,13 @@ type Cluster struct {
 	waitMu  sync.Mutex
 	waiters map[string][]chan struct{} // thread → Wait calls
 
-	// last is the last seq read back per watched thread; listener only.
+	// threadMu guards last and reading.
+	threadMu sync.Mutex
+	// last is the last seq read back per watched thread.
 	last map[string]int64
+	// reading holds the notices waiting for each thread whose reader runs
+	// (readThread).
+	reading map[string][]notice
 	// unclosed are runs taken over whose closing failed; renew only
 	// (Start's sweep runs before it).
 	unclosed []models.Run
@@ -151,7 +156,7 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	return &Cluster{
 		o: o, log: o.Logger.With("instance", o.InstanceID), cc: cc,
 		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string]int64{},
-		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, lost: make(chan error, 1),
+		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, reading: map[string][]notice{}, lost: make(chan error, 1),
 	}, nil
 }
 

@@ -82,16 +82,9 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 }
 
 func (c *Cluster) handle(ctx context.Context, n notice) {
-	h := c.o.Hub
 	switch n.Kind {
-	case kindCommit:
-		c.committed(ctx, n)
-	case kindDelta:
-		h.Delta(n.Thread, n.Run, n.ID, n.Text)
-	case kindReasoning:
-		h.Reasoning(n.Thread, n.Run, n.ID, n.Text)
-	case kindProgress:
-		h.Progress(n.Thread, n.Run, n.ID, n.Text)
+	case kindCommit, kindDelta, kindReasoning, kindProgress:
+		c.toThread(ctx, n)
 	case kindBroadcast:
 		c.broadcasted(n)
 	case kindStop, kindCancel:
@@ -105,6 +98,62 @@ func (c *Cluster) handle(ctx context.Context, n notice) {
 	}
 }
 
+// toThread hands a thread's notice to that thread's reader, and starts
+// one unless it runs. Threads are read back side by side, each thread's
+// notices in the order they came, and the commits of a thread that wait
+// together are read back in one query: one read at a time for every
+// thread of every instance fell seconds behind under load (make
+// load-cluster).
+func (c *Cluster) toThread(ctx context.Context, n notice) {
+	c.threadMu.Lock()
+	defer c.threadMu.Unlock()
+	waiting, running := c.reading[n.Thread]
+	c.reading[n.Thread] = append(waiting, n)
+	if !running {
+		c.wg.Go(func() { c.readThread(ctx, n.Thread) })
+	}
+}
+
+// readThread handles thread's notices until none waits.
+func (c *Cluster) readThread(ctx context.Context, thread string) {
+	for {
+		c.threadMu.Lock()
+		batch := c.reading[thread]
+		if len(batch) == 0 {
+			delete(c.reading, thread)
+			c.threadMu.Unlock()
+			return
+		}
+		c.reading[thread] = batch[:0:0]
+		c.threadMu.Unlock()
+		for i := 0; i < len(batch); i++ {
+			n := batch[i]
+			if n.Kind != kindCommit {
+				c.streamed(n)
+				continue
+			}
+			for i+1 < len(batch) && batch[i+1].Kind == kindCommit {
+				i++
+				n.First, n.Last = min(n.First, batch[i].First), max(n.Last, batch[i].Last)
+			}
+			c.committed(ctx, n)
+		}
+	}
+}
+
+// streamed hands another instance's ephemeral text to the local hub.
+func (c *Cluster) streamed(n notice) {
+	h := c.o.Hub
+	switch n.Kind {
+	case kindDelta:
+		h.Delta(n.Thread, n.Run, n.ID, n.Text)
+	case kindReasoning:
+		h.Reasoning(n.Thread, n.Run, n.ID, n.Text)
+	case kindProgress:
+		h.Progress(n.Thread, n.Run, n.ID, n.Text)
+	}
+}
+
 // committed reads a thread's records announced by another instance back
 // from the database and hands them to the hub, once for all of this
 // instance's clients of the thread. It reads from the last seq it read
@@ -112,11 +161,14 @@ func (c *Cluster) handle(ctx context.Context, n notice) {
 func (c *Cluster) committed(ctx context.Context, n notice) {
 	c.wakeWaiters(n.Thread)
 	if !c.o.Hub.watched(n.Thread) {
-		delete(c.last, n.Thread)
+		c.setLast(n.Thread, -1)
 		return
 	}
 	after := n.First - 1
-	if l, ok := c.last[n.Thread]; ok {
+	c.threadMu.Lock()
+	l, ok := c.last[n.Thread]
+	c.threadMu.Unlock()
+	if ok {
 		if l >= n.Last {
 			return
 		}
@@ -129,7 +181,7 @@ func (c *Cluster) committed(ctx context.Context, n notice) {
 			// The clients find the gap at the next frame and read it
 			// themselves.
 			c.log.Warn("cluster: read back committed records", "thread", n.Thread, "err", err)
-			delete(c.last, n.Thread)
+			c.setLast(n.Thread, -1)
 			return
 		}
 		if len(recs) > 0 {
@@ -140,7 +192,18 @@ func (c *Cluster) committed(ctx context.Context, n notice) {
 			break
 		}
 	}
-	c.last[n.Thread] = after
+	c.setLast(n.Thread, after)
+}
+
+// setLast notes the last seq read back for thread; -1 forgets it.
+func (c *Cluster) setLast(thread string, seq int64) {
+	c.threadMu.Lock()
+	defer c.threadMu.Unlock()
+	if seq < 0 {
+		delete(c.last, thread)
+	} else {
+		c.last[thread] = seq
+	}
 }
 
 // catchUp runs after the listener reconnected: notices sent meanwhile
@@ -148,7 +211,9 @@ func (c *Cluster) committed(ctx context.Context, n notice) {
 // from the database, from its own last seq (the hub's catch-up), the
 // settings are read again, and every socket's credential is checked.
 func (c *Cluster) catchUp(ctx context.Context) {
+	c.threadMu.Lock()
 	clear(c.last)
+	c.threadMu.Unlock()
 	h := c.o.Hub
 	h.mu.RLock()
 	for _, cs := range h.subs {

@@ -60,7 +60,7 @@ func (hs herds) stop() {
 }
 
 // startCluster starts o.instances herds at once on one PostgreSQL
-// database — o.postgres, or a throwaway cluster in dataDir — each with its
+// database — o.postgres, or a throwaway cluster — each with its
 // own data directory and all with one workspaces directory, as
 // docs/OPERATIONS.md asks of several instances. They share the bearer
 // token the first one signs in with.
@@ -68,7 +68,7 @@ func startCluster(ctx context.Context, o options, dataDir string) (herds, func()
 	stopPG := func() {}
 	dsn := o.postgres
 	if dsn == "" {
-		pg, err := pgtest.Start(dataDir)
+		pg, err := pgtest.Start(os.TempDir()) // not dataDir: as root, PostgreSQL runs as nobody, who cannot enter it
 		if err != nil {
 			return nil, nil, fmt.Errorf("PostgreSQL: %w (or pass -postgres DSN)", err)
 		}
