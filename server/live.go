@@ -25,10 +25,13 @@ const FrameAIHTML = "ai_html"
 const (
 	liveMinGap     = 100 * time.Millisecond
 	liveCostFactor = 5
-	// liveFullEvery: every this many frames (and for a client that has
-	// just subscribed) the frame carries the whole HTML, not a diff, so a
-	// client that missed frames catches up.
-	liveFullEvery = 10
+	// A frame carries the whole HTML, not a diff, first, for a client that
+	// has just subscribed, and then once the diffs since the last whole
+	// frame add up to the HTML's size or liveFullAfter has passed: a
+	// client that missed a frame (its queue overflowed) catches up, and
+	// whole frames cost at most as many bytes as the diffs. Highlighted
+	// code makes HTML several times the size of its text.
+	liveFullAfter = 5 * time.Second
 	// Bounds of what is held: answers past liveMaxBytes, or beyond
 	// liveMaxAnswers at once, are not rendered live; their saved message
 	// shows them rendered.
@@ -70,6 +73,8 @@ type liveAnswer struct {
 	due             time.Time
 	sent            string // the HTML of the last frame
 	version         int
+	wholeAt         time.Time // when the last whole frame was sent
+	diffBytes       int       // bytes of diffs sent since then
 }
 
 func newLiveText(md *Markdown, publish func(string, *frame), watched func(string) bool) *liveText {
@@ -216,8 +221,7 @@ func (l *liveText) render(j liveJob) {
 		l.mu.Unlock()
 		return
 	}
-	text, sent := a.text.String(), a.sent
-	full := a.full || (a.version+1)%liveFullEvery == 0
+	text, sent, full := a.text.String(), a.sent, a.full
 	a.dirty, a.full = false, false
 	l.mu.Unlock()
 
@@ -234,9 +238,12 @@ func (l *liveText) render(j liveJob) {
 	a.sent = html
 	a.due = start.Add(max(liveMinGap, liveCostFactor*took))
 	data := aiHTMLFrame{MessageID: j.id, Version: a.version, HTML: html}
-	if !full {
+	if full || a.diffBytes >= len(html) || start.Sub(a.wholeAt) >= liveFullAfter {
+		a.wholeAt, a.diffBytes = start, 0
+	} else {
 		n, units := commonPrefix(sent, html)
 		data.Keep, data.HTML = units, html[n:]
+		a.diffBytes += len(data.HTML)
 	}
 	threadID, runID := a.threadID, a.runID
 	l.mu.Unlock()
