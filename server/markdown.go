@@ -20,7 +20,8 @@ import (
 // Markdown renders model and user text to HTML that cannot run script.
 // Raw HTML in the source is shown as the text it is (a user who types
 // <script> sees <script>), never passed through; bluemonday's UGC policy
-// then sanitizes the result as a second wall.
+// then sanitizes the result as a second wall. Fenced code is highlighted
+// with classes (highlight.go); docs/DESIGN.md "Rendering".
 //
 // Rendered HTML is kept in a bounded LRU cache keyed by the source's
 // SHA-256, so replaying a thread to a storm of reconnecting clients
