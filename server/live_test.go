@@ -29,7 +29,7 @@ func newLiveHarness(t *testing.T, md *Markdown) *liveHarness {
 	h := &liveHarness{t: t, clock: time.Unix(1e9, 0), watched: true, page: map[string][]uint16{}, version: map[string]int{}}
 	h.l = newLiveText(md, func(_ string, f *frame) {
 		var env struct{ Data aiHTMLFrame }
-		if err := json.Unmarshal(f.full, &env); err != nil {
+		if err := json.Unmarshal(payloadOf(f), &env); err != nil {
 			t.Fatal(err)
 		}
 		h.frames = append(h.frames, env.Data)
@@ -183,6 +183,18 @@ func TestLiveRenderIsInert(t *testing.T) {
 		if len(h.frames) == 0 {
 			t.Errorf("no frame for %q", src)
 		}
+	}
+}
+
+// payloadOf is a frame's JSON, without its WebSocket header.
+func payloadOf(f *frame) []byte {
+	switch n := f.full[1] & 0x7f; n {
+	case 126:
+		return f.full[4:]
+	case 127:
+		return f.full[10:]
+	default:
+		return f.full[2:]
 	}
 }
 

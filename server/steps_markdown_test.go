@@ -97,7 +97,7 @@ func TestStepsCarryHTML(t *testing.T) {
 				} `json:"step"`
 			} `json:"data"`
 		}
-		if err := json.Unmarshal(f.full, &env); err != nil {
+		if err := json.Unmarshal(payloadOf(f), &env); err != nil {
 			t.Fatal(err)
 		}
 		if env.Data.Step.TextHTML != want {
