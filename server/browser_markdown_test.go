@@ -51,10 +51,11 @@ var markdownAnswer = []string{
 // streams — heading, list and an open code block, highlighted — before the
 // run ends; hostile markup in it stays inert; the saved answer replaces
 // the bubble with exactly the HTML it last showed (no jump); code is
-// coloured for the light and the dark theme; a phone's page does not
-// widen. Screenshots: light, dark and a 390×844 phone, mid-stream and at
+// coloured for the light and the dark theme, with no serious axe-core
+// violation; a phone's page does not widen. Screenshots: light, dark and a 390×844 phone, mid-stream and at
 // the end.
 func TestBrowserMarkdownStreams(t *testing.T) {
+	axe := loadAxe(t)
 	gate := make(chan struct{})
 	a := newApp(t, func(c *appConfig) { c.provider = steppedProvider{parts: markdownAnswer, gate: gate} })
 	u := a.newUser("ann@example.com", false)
@@ -119,6 +120,8 @@ func TestBrowserMarkdownStreams(t *testing.T) {
 				t.Errorf("the page is %d px wide on a %d px phone", w, look.width)
 			}
 		}
+		// Highlighted code keeps its contrast in either theme.
+		b.checkAxe(axe, look.name+" saved")
 		evalAs[chromedp.Void](b, `[...document.querySelectorAll("pre.chroma")].at(-1).scrollIntoView({block: "center"})`)
 		b.shot(look.name + "-saved")
 	}
