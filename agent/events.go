@@ -62,8 +62,9 @@ type Event interface {
 type FrameOptions struct {
 	// Redact leaves every token figure out (the token gate).
 	Redact bool
-	// HTML renders a completed task's result as sanitized HTML, so a card
-	// reads the same live as after a reload; nil leaves result_html out.
+	// HTML renders a completed task's result and an AI step's text as
+	// sanitized HTML, so a card reads the same live as after a reload; nil
+	// leaves result_html and text_html out.
 	HTML func(markdown string) string
 }
 

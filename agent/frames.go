@@ -26,8 +26,15 @@ type runningFrame struct {
 	TaskRef
 	MessageIndex int64      `json:"message_index"`
 	ModelName    string     `json:"model_name,omitempty"`
-	Step         StepBody   `json:"step"`
+	Step         stepFrame  `json:"step"`
 	Usage        frameUsage `json:"usage,omitzero"`
+}
+
+// stepFrame is a step with an AI step's text rendered, so the card shows
+// it as Markdown; a tool's output stays text.
+type stepFrame struct {
+	StepBody
+	TextHTML string `json:"text_html,omitempty"`
 }
 
 // endFrame is a TaskEnd with every field it has, except those whose
@@ -67,12 +74,28 @@ func (e RunEnd) Frame(o FrameOptions) (string, any) {
 	return eventRunEnd, e
 }
 
-// Frame of a step nests the step's body under "step".
+// Frame of a step nests the step's body under "step", an AI step's text
+// also rendered as text_html.
 func (e TaskStep) Frame(o FrameOptions) (string, any) {
+	step := stepFrame{StepBody: e.StepBody}
+	if e.Kind == stepAI && e.Text != "" && o.HTML != nil {
+		step.TextHTML = o.HTML(e.Text)
+	}
 	return frameTaskRunning, runningFrame{
 		TaskRef: e.TaskRef, MessageIndex: e.MessageIndex, ModelName: e.ModelName,
-		Step: e.StepBody, Usage: frameUsage{u: e.Usage, hide: o.Redact},
+		Step: step, Usage: frameUsage{u: e.Usage, hide: o.Redact},
 	}
+}
+
+// StepTextHTML is what a stored event's content adds to a client's copy
+// (the events API), as its frame does: an AI step's text rendered by html;
+// "" for any other step or event.
+func StepTextHTML(eventType string, content map[string]any, html func(string) string) string {
+	text, _ := content["text"].(string)
+	if eventType != eventSubagentStep || content["kind"] != stepAI || text == "" {
+		return ""
+	}
+	return html(text)
 }
 
 // Frame of a task's end is task_completed with the result, task_timed_out

@@ -60,7 +60,7 @@ func TestBrowserChat(t *testing.T) {
 		t.Errorf("the new thread is titled %q, want its first message", title)
 	}
 	// The answer streams in: a streaming bubble first, then the message.
-	b.waitFor("streamed text", `(() => { const s = document.querySelector(".msg-streaming .stream-text"); return s && s.textContent.length > 10; })()`, 10*time.Second)
+	b.waitFor("streamed text", `(() => { const s = document.querySelector(".msg-streaming .msg-body"); return s && s.textContent.length > 10; })()`, 10*time.Second)
 	b.shot("streaming")
 	b.waitFor("the persisted answer", `!document.querySelector(".msg-streaming") && document.querySelectorAll("article.msg-ai .msg-body").length === 1`, 20*time.Second)
 	b.waitFor("the composer idle again", `document.querySelector("#composer").dataset.state === "idle" && document.querySelector("#stop-button").hidden`, 10*time.Second)

@@ -48,7 +48,7 @@ func TestBrowserThinking(t *testing.T) {
 	b.waitFor("reasoning streaming live", `(() => {
 		const block = document.querySelector(".msg-streaming .msg-thinking");
 		return block && !block.hidden && !block.open && block.querySelector(".thinking-text").textContent.includes("a file listed")
-			&& block.nextElementSibling?.matches(".msg-body") && document.querySelector(".msg-streaming .stream-text").textContent === "";
+			&& block.nextElementSibling?.matches(".msg-body") && document.querySelector(".msg-streaming .msg-body").textContent === "";
 	})()`, 10*time.Second)
 	b.shot("thinking-live")
 	b.waitRunEnd(a, th)

@@ -50,6 +50,7 @@ type Hub struct {
 	log    *slog.Logger
 	store  Replayer
 	md     *Markdown
+	live   *liveText
 	mu     sync.RWMutex
 	subs   map[string]map[*client]struct{}
 	closed bool // Close has begun: no client joins
@@ -62,7 +63,7 @@ type Hub struct {
 	// says going-away, and the shards stop.
 	closing chan struct{}
 	shards  []chan []item
-	// shardsDone counts the shards and the ping loop.
+	// shardsDone counts the shards, the ping loop and the live renderer.
 	shardsDone sync.WaitGroup
 }
 
@@ -90,6 +91,11 @@ func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
 		o.TokenUsage = func() bool { return false }
 	}
 	h := &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
+	h.live = newLiveText(md, func(threadID string, f *frame) {
+		h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+	}, h.watched)
+	h.shardsDone.Add(1)
+	go func() { defer h.shardsDone.Done(); h.live.run(h.closing) }()
 	h.shards = make([]chan []item, max(runtime.GOMAXPROCS(0), 1))
 	for k := range h.shards {
 		h.shards[k] = make(chan []item, 1024)
@@ -108,6 +114,7 @@ func (h *Hub) Clients() int64 { return h.count.Load() }
 // only hands them to the thread's shard: encoding and fan-out happen off
 // the writer's goroutine, so the next commit does not wait for them.
 func (h *Hub) OnCommit(recs []models.Record) {
+	h.live.committed(recs)
 	var per map[int][]item
 	for _, r := range recs {
 		if r.Message == nil && r.Event == nil {
@@ -130,7 +137,11 @@ func (h *Hub) OnCommit(recs []models.Record) {
 
 // Delta streams text of an AI message being written (agent.Publisher). It
 // goes through the thread's shard, behind the records committed before it.
+//
+// The text is also rendered as it grows (live.go): ai_html frames carry
+// it as the page shows it.
 func (h *Hub) Delta(threadID, runID, messageID, text string) {
+	h.live.append(threadID, runID, messageID, text)
 	h.stream(FrameAIDelta, threadID, runID, "message_id", messageID, text)
 }
 
@@ -337,6 +348,9 @@ func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error)
 		closed()
 		return nil
 	}
+	// Answers being written reach the newcomer whole, not as diffs of
+	// frames it never had.
+	h.live.resend(threadID)
 	h.count.Add(1)
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	go func() {

@@ -13,13 +13,15 @@ import (
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/renderer"
+	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
 
 // Markdown renders model and user text to HTML that cannot run script.
 // Raw HTML in the source is shown as the text it is (a user who types
 // <script> sees <script>), never passed through; bluemonday's UGC policy
-// then sanitizes the result as a second wall.
+// then sanitizes the result as a second wall. Fenced code is highlighted
+// with classes (highlight.go); docs/DESIGN.md "Rendering".
 //
 // Rendered HTML is kept in a bounded LRU cache keyed by the source's
 // SHA-256, so replaying a thread to a storm of reconnecting clients
@@ -28,6 +30,8 @@ type Markdown struct {
 	md     goldmark.Markdown
 	policy *bluemonday.Policy
 	cache  *htmlCache // nil: no cache
+	// highlights caches highlighted code blocks (highlight.go); nil: none.
+	highlights *htmlCache
 	// renders counts conversions, cached or not (tests, benchmarks).
 	renders atomic.Int64
 }
@@ -47,11 +51,21 @@ func NewMarkdownCache(maxBytes int) *Markdown {
 	p.RequireNoFollowOnLinks(true)
 	p.AddTargetBlankToFullyQualifiedLinks(true)
 	p.AllowAttrs("class").Matching(bluemonday.SpaceSeparatedTokens).OnElements("code", "pre")
+	// Highlighted code is spans of chroma's token classes (highlight.go),
+	// and only those.
+	p.AllowAttrs("class").Matching(tokenClassPattern()).OnElements("span")
+	var code codeBlocks
+	if maxBytes > 0 {
+		code.cache = newHTMLCache(maxBytes / 8)
+	}
 	md := goldmark.New(
 		goldmark.WithExtensions(extension.GFM),
-		goldmark.WithRendererOptions(renderer.WithNodeRenderers(util.Prioritized(rawHTMLAsText{}, 100))),
+		goldmark.WithRendererOptions(renderer.WithNodeRenderers(
+			util.Prioritized(rawHTMLAsText{}, 100),
+			util.Prioritized(code, 100),
+		)),
 	)
-	m := &Markdown{md: md, policy: p}
+	m := &Markdown{md: md, policy: p, highlights: code.cache}
 	if maxBytes > 0 {
 		m.cache = newHTMLCache(maxBytes)
 	}
@@ -75,7 +89,10 @@ func (m *Markdown) Render(src string) string {
 func (m *Markdown) render(src string) string {
 	m.renders.Add(1)
 	var buf bytes.Buffer
-	if err := m.md.Convert([]byte(src), &buf); err != nil {
+	b := []byte(src)
+	doc := m.md.Parser().Parse(text.NewReader(b))
+	markHighlighted(doc, b)
+	if err := m.md.Renderer().Render(&buf, b, doc); err != nil {
 		return "<pre>" + html.EscapeString(src) + "</pre>"
 	}
 	return m.policy.Sanitize(buf.String())

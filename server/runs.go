@@ -229,6 +229,9 @@ func (s *Server) apiEvents(c echo.Context) error {
 		if redact {
 			delete(content, "usage")
 		}
+		if html := agent.StepTextHTML(e.EventType, content, s.md.Render); html != "" {
+			content["text_html"] = html // the card shows the step as Markdown
+		}
 		out = append(out, eventJSON{
 			Seq: e.Seq, ThreadID: e.ThreadID, RunID: e.RunID, EventType: e.EventType, Category: e.Category,
 			TaskID: e.TaskID, Content: content, Metadata: rawOr(e.Metadata, "{}"), CreatedAt: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),

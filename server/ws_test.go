@@ -330,15 +330,29 @@ func TestLiveRunStreams(t *testing.T) {
 	u.startRun(th, "Tell me about herd")
 	var types []string
 	var deltas, reasoning strings.Builder
+	// The answer as a page rebuilds it from ai_html frames, and the text
+	// after each delta: every rebuilt page is the render of one of them.
+	var pages, prefixes []string
+	page := newLiveHarness(t, nil)
 	for {
 		f, err := readFrame(conn, 10*time.Second)
 		if err != nil {
 			t.Fatalf("after %v: %v", types, err)
 		}
+		if f.Type == FrameAIHTML {
+			var d aiHTMLFrame
+			_ = json.Unmarshal(f.Data, &d)
+			page.apply(d)
+			pages = append(pages, page.shown(d.MessageID))
+			continue
+		}
 		if f.Type == FrameAIDelta || f.Type == FrameAIReasoning {
 			var d struct{ Text string }
 			_ = json.Unmarshal(f.Data, &d)
 			map[string]*strings.Builder{FrameAIDelta: &deltas, FrameAIReasoning: &reasoning}[f.Type].WriteString(d.Text)
+			if f.Type == FrameAIDelta {
+				prefixes = append(prefixes, deltas.String())
+			}
 			if len(types) == 0 || types[len(types)-1] != f.Type {
 				types = append(types, f.Type)
 			}
@@ -369,6 +383,19 @@ func TestLiveRunStreams(t *testing.T) {
 	want := []string{"run.start", "message", "ai_reasoning_delta", "ai_delta", "message", "run.end"}
 	if strings.Join(types, ",") != strings.Join(want, ",") {
 		t.Errorf("frames = %v, want %v", types, want)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no ai_html frame: the answer was not rendered while it streamed")
+	}
+	md := NewMarkdownCache(0)
+	renders := map[string]bool{}
+	for _, p := range prefixes {
+		renders[md.Render(p)] = true
+	}
+	for i, p := range pages {
+		if !renders[p] {
+			t.Errorf("ai_html frame %d rebuilds to %q, the render of no text streamed so far", i, p)
+		}
 	}
 }
 
@@ -509,6 +536,9 @@ func TestBatchedFrames(t *testing.T) {
 	}
 	for i, want := range texts {
 		f, err := readFrame(conn, 5*time.Second)
+		for err == nil && f.Type == FrameAIHTML { // the text rendered (live.go): not this test's
+			f, err = readFrame(conn, 5*time.Second)
+		}
 		if err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
@@ -517,10 +547,12 @@ func TestBatchedFrames(t *testing.T) {
 			t.Fatalf("frame %d: %s with %d bytes of text (%v), want ai_delta with %d", i, f.Type, len(d.Text), err, len(want))
 		}
 	}
-	// The pong handler runs inside a read; if the pong is not in yet, a
-	// last read waits for it (and then times out: nothing else is due).
-	if len(pongs) == 0 {
-		_, _, _ = readFrameErr(conn, 500*time.Millisecond)
+	// The pong handler runs inside a read; if the pong is not in yet, the
+	// last reads wait for it (past the last rendered frames, then timing
+	// out: nothing else is due).
+	deadline := time.Now().Add(time.Second)
+	for len(pongs) == 0 && time.Now().Before(deadline) {
+		_, _, _ = readFrameErr(conn, time.Until(deadline))
 	}
 	select {
 	case got := <-pongs:

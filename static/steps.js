@@ -23,6 +23,8 @@ export function stepOf(seq, s, createdAt) {
 		at: instant(createdAt), // ms, null when unknown
 		kind: s.kind === "tool" ? "tool" : "ai",
 		text: str(s.text),
+		// An AI step's text rendered and sanitized by the server.
+		html: str(s.text_html),
 		truncated: s.truncated === true,
 		toolName: str(s.tool_name),
 		reasoning: str(s.reasoning),
@@ -47,6 +49,7 @@ function stepElement(step) {
 		// An answer without calls ends the subagent: it is the card's
 		// result, shown once, below the steps.
 		if (step.text !== "" && step.calls.length === 0) li.append(el("p", "step-note", "Answered: the result is below."));
+		else if (step.html !== "") li.append(markdownElement(step.html));
 		else if (step.text !== "") li.append(el("p", "step-text", step.text));
 		for (const call of step.calls) {
 			const line = el("p", "step-call");
@@ -57,6 +60,13 @@ function stepElement(step) {
 	}
 	if (step.truncated) li.append(el("span", "step-cut", "text truncated"));
 	return li;
+}
+
+function markdownElement(html) {
+	const div = el("div", "step-md");
+	// The server rendered and sanitized this field (server/markdown.go).
+	div.innerHTML = html;
+	return div;
 }
 
 // thinkingElement is an AI step's reasoning, collapsed above its text as

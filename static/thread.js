@@ -8,6 +8,7 @@ import { Composer } from "./composer.js";
 import { getJSON } from "./api.js";
 import { addCodeButtons, listenCopy } from "./copy.js";
 import { intAttr } from "./dom.js";
+import { applyLiveHTML } from "./markdown-live.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
 import { OlderMessages } from "./older.js";
@@ -67,6 +68,7 @@ export class ThreadPage {
 			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id, f.seq)],
 			["run.wait", (d, f) => this.composer.setWaiting(d.run_id ?? f.run_id, d.waiting === true)],
 			["ai_delta", (d) => this.appendDelta(d)],
+			["ai_html", (d) => this.showLiveHTML(d)],
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
 			["task_progress", (d, f) => this.cards.progress(d, f)],
 			["tool_progress", (d) => toolProgress(this.list, d)],
@@ -216,8 +218,16 @@ export class ThreadPage {
 		this.cards.taskFrame(type, d, f);
 	}
 
+	// appendDelta opens the answer's bubble; its text shows rendered, from
+	// the ai_html frames that follow (markdown-live.js).
 	appendDelta(d) {
-		this.streamInto(d, (bubble) => bubble.querySelector(".stream-text").append(d.text ?? ""));
+		this.streamInto(d, () => {});
+	}
+
+	showLiveHTML(d) {
+		this.streamInto(d, (bubble) => {
+			if (applyLiveHTML(bubble.querySelector(".msg-body"), d)) addCodeButtons(bubble);
+		});
 	}
 
 	// appendReasoning streams the model's reasoning into the bubble's
