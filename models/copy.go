@@ -472,16 +472,7 @@ func (c *copier) sourceSeqs() (map[string]seqs, error) {
 		return nil, fmt.Errorf("verify: read the source's seqs: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]seqs{}
-	for rows.Next() {
-		var id string
-		var last, m, e int64
-		if err := rows.Scan(&id, &last, &m, &e); err != nil {
-			return nil, fmt.Errorf("verify: read the source's seqs: %w", err)
-		}
-		out[id] = seqs{last, max(m, e)}
-	}
-	return out, rows.Err()
+	return scanSeqs(rows, "source")
 }
 
 func (c *copier) targetSeqs() (map[string]seqs, error) {
@@ -490,12 +481,21 @@ func (c *copier) targetSeqs() (map[string]seqs, error) {
 		return nil, fmt.Errorf("verify: read the target's seqs: %w", err)
 	}
 	defer rows.Close()
+	return scanSeqs(rows, "target")
+}
+
+// scanSeqs reads threadSeqs' rows, from database/sql or pgx.
+func scanSeqs(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}, side string) (map[string]seqs, error) {
 	out := map[string]seqs{}
 	for rows.Next() {
 		var id string
 		var last, m, e int64
 		if err := rows.Scan(&id, &last, &m, &e); err != nil {
-			return nil, fmt.Errorf("verify: read the target's seqs: %w", err)
+			return nil, fmt.Errorf("verify: read the %s's seqs: %w", side, err)
 		}
 		out[id] = seqs{last, max(m, e)}
 	}
