@@ -66,16 +66,8 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		var h lockHolder
-		if b, rerr := io.ReadAll(io.LimitReader(f, 4096)); rerr == nil {
-			_ = json.Unmarshal(b, &h)
-		}
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &errDataDirInUse{dir: abs, holder: h}
-		}
-		return nil, fmt.Errorf("data directory %s: lock: %w", abs, err)
+	if err := lockOwner(f, abs); err != nil {
+		return nil, err
 	}
 	l := &dataDirLock{f: f, started: time.Now().UTC()}
 	return l, l.record("")
@@ -97,4 +89,23 @@ func (l *dataDirLock) record(addr string) error {
 func (l *dataDirLock) release() {
 	_ = l.f.Truncate(0)
 	_ = l.f.Close()
+}
+
+// lockOwner takes the lock file f of data directory dir without waiting.
+// When another process holds it, f is closed and the answer is an
+// *errDataDirInUse naming the holder, as the lock file records it.
+func lockOwner(f *os.File, dir string) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		return nil
+	}
+	var h lockHolder
+	if b, rerr := io.ReadAll(io.LimitReader(f, 4096)); rerr == nil {
+		_ = json.Unmarshal(b, &h)
+	}
+	_ = f.Close()
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return &errDataDirInUse{dir: dir, holder: h}
+	}
+	return fmt.Errorf("data directory %s: lock: %w", dir, err)
 }

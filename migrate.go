@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -173,16 +171,12 @@ func lockSource(path string) (unlock func(), err error) {
 	case err != nil:
 		return nil, fmt.Errorf("data directory %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		var h lockHolder
-		if b, rerr := io.ReadAll(io.LimitReader(f, 4096)); rerr == nil {
-			_ = json.Unmarshal(b, &h)
+	if err := lockOwner(f, dir); err != nil {
+		var inUse *errDataDirInUse
+		if errors.As(err, &inUse) {
+			return nil, fmt.Errorf("%v; herd migrate copies a database at rest", err)
 		}
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%v; herd migrate copies a database at rest", &errDataDirInUse{dir: dir, holder: h})
-		}
-		return nil, fmt.Errorf("data directory %s: lock: %w", dir, err)
+		return nil, err
 	}
 	return func() { _ = f.Close() }, nil
 }
