@@ -91,9 +91,7 @@ func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
 		o.TokenUsage = func() bool { return false }
 	}
 	h := &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
-	h.live = newLiveText(md, func(threadID string, f *frame) {
-		h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
-	}, h.watched)
+	h.live = newLiveText(md, h.sendFrame, h.watched)
 	h.shardsDone.Add(1)
 	go func() { defer h.shardsDone.Done(); h.live.run(h.closing) }()
 	h.shards = make([]chan []item, max(runtime.GOMAXPROCS(0), 1))
@@ -162,10 +160,22 @@ func (h *Hub) Progress(threadID, runID, taskID, text string) {
 // clients through its shard, behind the records committed before it;
 // nothing when nobody watches the thread.
 func (h *Hub) stream(typ, threadID, runID, key, id, text string) {
-	if !h.watched(threadID) {
-		return
+	if h.watched(threadID) { // before the map: a token of an unwatched thread costs nothing
+		h.sendFrame(threadID, ephemeral(typ, threadID, runID, map[string]string{key: id, "text": text}))
 	}
-	f := ephemeral(typ, threadID, runID, map[string]string{key: id, "text": text})
+}
+
+// send sends an ephemeral frame of data to the thread's live clients
+// through its shard, behind the records committed before it; nothing
+// when nobody watches the thread.
+func (h *Hub) send(typ, threadID, runID string, data any) {
+	if h.watched(threadID) {
+		h.sendFrame(threadID, ephemeral(typ, threadID, runID, data))
+	}
+}
+
+// sendFrame sends a ready ephemeral frame through the thread's shard.
+func (h *Hub) sendFrame(threadID string, f *frame) {
 	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
 }
 

@@ -171,11 +171,7 @@ const FrameThreadRenamed = "thread.renamed"
 // Renamed sends the thread's new title to its live clients, an ephemeral
 // frame through its shard.
 func (h *Hub) Renamed(threadID, title string) {
-	if !h.watched(threadID) {
-		return
-	}
-	f := ephemeral(FrameThreadRenamed, threadID, "", map[string]string{"title": title})
-	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+	h.send(FrameThreadRenamed, threadID, "", map[string]string{"title": title})
 }
 
 // titleThread titles an untitled thread whose first run has started: from

@@ -29,11 +29,7 @@ func (h *Hub) ToolProgress(threadID, runID, callID, text string) {
 // ToolLog implements agent.ToolPublisher: new log lines of call callID
 // (of task taskID, or the lead's own when taskID is empty).
 func (h *Hub) ToolLog(threadID, runID, taskID, callID string, lines []agent.ToolLog) {
-	if !h.watched(threadID) {
-		return
-	}
-	f := ephemeral(FrameToolLog, threadID, runID, map[string]any{"task_id": taskID, "tool_call_id": callID, "lines": lines})
-	h.toShard(h.shardOf(threadID), []item{{threadID: threadID, frame: f}})
+	h.send(FrameToolLog, threadID, runID, map[string]any{"task_id": taskID, "tool_call_id": callID, "lines": lines})
 }
 
 // apiToolImage serves an image a tool of the thread returned, to the
