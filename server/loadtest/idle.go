@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,13 +79,6 @@ func idle(ctx context.Context, o options, h *herd) error {
 		return err
 	}
 	f.goroutines, _ = h.metric("go_goroutines")
-	if os.Getenv("IDLE_PAUSE") != "" {
-		for _, m := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_heap_alloc_bytes", "go_memstats_sys_bytes", "go_memstats_heap_idle_bytes"} {
-			v, _ := h.metric(m)
-			fmt.Printf("%s %.1f MB\n", m, v/(1<<20))
-		}
-		exec.Command("sh", "-c", "curl -s http://127.0.0.1:6061/debug/pprof/heap > /tmp/idle.heap").Run()
-	}
 	t0 := time.Now()
 	if err := h.call("PUT", "/api/admin/settings", map[string]bool{"token_usage_enabled": true}, nil); err != nil {
 		return err
