@@ -181,11 +181,13 @@ func evalAs[T any](b *browser, expr string) T {
 	return v
 }
 
-// waitFor waits until a JavaScript condition is truthy. It survives page
-// navigations (a form submit, a reload): the condition is re-evaluated in
-// each new page.
+// waitFor waits until a JavaScript condition is truthy in a fully loaded
+// page. It survives page navigations (a form submit, a reload): the
+// condition is re-evaluated in each new page, and not before that page has
+// loaded, so the next action never meets a half-parsed document.
 func (b *browser) waitFor(what, expr string, timeout time.Duration) {
 	b.t.Helper()
+	expr = `document.readyState === "complete" && (` + expr + `)`
 	deadline := time.Now().Add(timeout)
 	var lastErr error
 	for time.Now().Before(deadline) {
@@ -202,6 +204,20 @@ func (b *browser) waitFor(what, expr string, timeout time.Duration) {
 		time.Sleep(50 * time.Millisecond) // a navigation destroyed the page's context; try the next page
 	}
 	b.t.Fatalf("waiting for %s (%s): %v", what, expr, lastErr)
+}
+
+// markPage tags the current page; waitNewPage then waits for a condition
+// in a later page only. Use it when a form posts and redirects to a page
+// whose condition the old page can already meet (a live frame may update
+// the old page first).
+func (b *browser) markPage() {
+	b.t.Helper()
+	evalAs[chromedp.Void](b, `window.herdOldPage = true`)
+}
+
+func (b *browser) waitNewPage(what, expr string, timeout time.Duration) {
+	b.t.Helper()
+	b.waitFor(what, `!window.herdOldPage && (`+expr+`)`, timeout)
 }
 
 func (b *browser) navigate(path string) {

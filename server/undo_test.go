@@ -109,8 +109,9 @@ func TestBrowserThreadMenu(t *testing.T) {
 
 	b.do("open the actions", chromedp.Click(`.thread-menu summary`))
 	b.shot("menu")
+	b.markPage()
 	b.do("rename", chromedp.SetValue(`#rename-title`, "second name"), chromedp.Click(`.thread-menu form[action$="/rename"] button`))
-	b.waitFor("the new title", `document.querySelector("#thread-title")?.textContent === "second name" && location.pathname === "/threads/`+th+`"`, 10*time.Second)
+	b.waitNewPage("the new title", `document.documentElement.dataset.herdReady === "1" && document.querySelector("#thread-title")?.textContent === "second name" && location.pathname === "/threads/`+th+`"`, 10*time.Second)
 	for _, f := range []string{"markdown", "json"} {
 		if !evalAs[bool](b, `!!document.querySelector('.thread-menu a[href="/api/threads/`+th+`/export?format=`+f+`"][download]')`) {
 			t.Errorf("no %s export link", f)
