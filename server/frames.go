@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"time"
@@ -168,13 +169,27 @@ func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string,
 		at := createdAt.UTC()
 		env.CreatedAt = &at
 	}
-	b, err := json.Marshal(env)
+	b, err := marshalFrame(env)
 	if err != nil {
 		// data comes from our own JSON columns and maps; a failure here is
 		// a bug, and an error frame is better than a dropped one.
-		b, _ = json.Marshal(envelope{Type: "error", ThreadID: threadID, RunID: runID, Data: map[string]string{"message": err.Error()}})
+		b, _ = marshalFrame(envelope{Type: "error", ThreadID: threadID, RunID: runID, Data: map[string]string{"message": err.Error()}})
 	}
 	return b
+}
+
+// marshalFrame encodes an envelope without json.Marshal's HTML escaping:
+// a frame only ever reaches JSON.parse (a WebSocket message, never a page),
+// and rendered Markdown would otherwise go out with every '<' as \u003c,
+// up to twice its size.
+func marshalFrame(env envelope) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // ephemeral builds a frame that is not persisted (seq null).
