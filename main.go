@@ -331,7 +331,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		WorkspaceRoot: workspaceRoot(cfg),
 		ToolImages:    agent.NewToolImages(filepath.Join(cfg.Server.DataDir, "tool-images")),
 		Tools:         toolset,
-		Journal:       b.writer,
+		Journal:       b.hub.Preparing(b.writer),
 		History:       b.store,
 		Publisher:     b.publisher(),
 		Claims:        b.store,

@@ -111,7 +111,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	}
 	a.rt, err = agent.New(agent.Options{
 		Models: llms, Subagents: cfg.subagents, WorkspaceRoot: filepath.Join(dir, "workspaces"),
-		Tools: toolset, Journal: a.writer, History: store, Publisher: a.hub,
+		Tools: toolset, Journal: a.hub.Preparing(a.writer), History: store, Publisher: a.hub,
 		Lead: cfg.lead, CommandsOffReason: "only admins may run commands on this host.", MCP: cfg.mcp,
 		ToolImages: agent.NewToolImages(filepath.Join(dir, "tool-images")),
 	})

@@ -47,7 +47,7 @@ func newClusterNodeRenewing(t *testing.T, dsn string, store *models.Store, id st
 	n.writer = store.NewWriter(models.WriterOptions{OnCommit: n.cluster.OnCommit})
 	cfg := agent.ModelConfig{Name: "demo-fast", Provider: "demo", Model: "demo-fast"}
 	n.rt, err = agent.New(agent.Options{Models: []*agent.Model{{Config: cfg, Provider: demo.New(cfg)}}, WorkspaceRoot: t.TempDir(),
-		Journal: n.writer, History: store, Publisher: n.cluster, Claims: store, InstanceID: id})
+		Journal: n.hub.Preparing(n.writer), History: store, Publisher: n.cluster, Claims: store, InstanceID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

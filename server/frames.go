@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,18 +26,6 @@ const (
 	// restored backup, another database): it must reload the thread.
 	FrameResync = "resync"
 )
-
-// envelope is the WebSocket frame (docs/API.md).
-type envelope struct {
-	Seq      *int64 `json:"seq"`
-	Type     string `json:"type"`
-	ThreadID string `json:"thread_id"`
-	RunID    string `json:"run_id"`
-	Data     any    `json:"data"`
-	// CreatedAt is when a persisted record was committed (omitted on
-	// ephemeral frames): clients can date steps and measure delivery.
-	CreatedAt *time.Time `json:"created_at,omitempty"`
-}
 
 // messageJSON is a message on the wire (docs/API.md), plus html: the content
 // rendered and sanitized by the server, so pages never render Markdown.
@@ -103,32 +92,58 @@ func withoutKeys(raw json.RawMessage, keys ...string) json.RawMessage {
 	return b
 }
 
-// eventFrame encodes a persisted event's frame from its typed payload —
-// the value the producer built, on the live path — in both token-gate
-// variants, rendering a completed result's Markdown once.
+// eventFrame frames a persisted event in both token-gate variants, from
+// the body its producer prepared (prepare.go) or, for an event read back
+// from the database, from its payload.
 func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
-	ev, err := agent.PayloadOf(e)
-	if err != nil {
-		return nil, err
+	p, _ := e.Prepared.(*preparedEvent)
+	if p == nil {
+		ev, err := agent.PayloadOf(e)
+		if err != nil {
+			return nil, err
+		}
+		p = prepareEvent(ev, md)
 	}
+	var redact func() []byte
+	switch p.ev.(type) {
+	case agent.TaskStep, agent.TaskEnd, agent.RunEnd: // the payloads that carry token figures
+		redact = func() []byte {
+			opts := p.opts
+			opts.Redact = true
+			typ, data := p.ev.Frame(opts)
+			return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
+		}
+	}
+	return newFrame(e.Seq, appendEnvelope(nil, e.Seq, e.CreatedAt, p.typ, e.ThreadID, e.RunID, p.body), redact), nil
+}
+
+// preparedEvent is an event's frame body (its data), encoded once with
+// its Markdown rendered; the envelope around it needs the seq and time of
+// the commit.
+type preparedEvent struct {
+	ev   agent.Event
+	opts agent.FrameOptions // renders the result's Markdown once
+	typ  string
+	body []byte
+}
+
+func prepareEvent(ev agent.Event, md *Markdown) *preparedEvent {
 	html, rendered := "", false
-	opts := agent.FrameOptions{HTML: func(s string) string {
+	p := &preparedEvent{ev: ev, opts: agent.FrameOptions{HTML: func(s string) string {
 		if !rendered {
 			html, rendered = md.Render(s), true
 		}
 		return html
-	}}
-	typ, data := ev.Frame(opts)
-	var redact func() []byte
-	switch ev.(type) {
-	case agent.TaskStep, agent.TaskEnd, agent.RunEnd: // the payloads that carry token figures
-		redact = func() []byte {
-			opts.Redact = true
-			typ, data := ev.Frame(opts)
-			return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
-		}
+	}}}
+	typ, data := ev.Frame(p.opts)
+	body, err := marshalJSON(data)
+	if err != nil {
+		// data comes from our own types; a failure here is a bug, and
+		// an error frame is better than a dropped one.
+		typ, body = "error", errorBody(err)
 	}
-	return newFrame(e.Seq, encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data), redact), nil
+	p.typ, p.body = typ, body
+	return p
 }
 
 // frame is one frame as it goes on the wire — a WebSocket text frame,
@@ -163,30 +178,65 @@ func (f *frame) wire(figures bool) []byte {
 }
 
 func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string, data any) []byte {
-	env := envelope{Type: typ, ThreadID: threadID, RunID: runID, Data: data}
-	if seq > 0 {
-		env.Seq = &seq
-		at := createdAt.UTC()
-		env.CreatedAt = &at
-	}
-	b, err := marshalFrame(env)
+	body, err := marshalJSON(data)
 	if err != nil {
 		// data comes from our own JSON columns and maps; a failure here is
 		// a bug, and an error frame is better than a dropped one.
-		b, _ = marshalFrame(envelope{Type: "error", ThreadID: threadID, RunID: runID, Data: map[string]string{"message": err.Error()}})
+		typ, body = "error", errorBody(err)
 	}
+	return appendEnvelope(nil, seq, createdAt, typ, threadID, runID, body)
+}
+
+func errorBody(err error) []byte {
+	b, _ := marshalJSON(map[string]string{"message": err.Error()})
 	return b
 }
 
-// marshalFrame encodes an envelope without json.Marshal's HTML escaping:
-// a frame only ever reaches JSON.parse (a WebSocket message, never a page),
-// and rendered Markdown would otherwise go out with every '<' as \u003c,
-// up to twice its size.
-func marshalFrame(env envelope) ([]byte, error) {
+// appendEnvelope appends the WebSocket frame (docs/API.md) around an
+// encoded body: {"seq", "type", "thread_id", "run_id", "data",
+// "created_at"}, with seq null and no created_at on an ephemeral frame
+// (seq 0). created_at is when a persisted record was committed: clients
+// date steps and measure delivery with it.
+func appendEnvelope(b []byte, seq int64, createdAt time.Time, typ, threadID, runID string, body []byte) []byte {
+	b = append(b, `{"seq":`...)
+	if seq > 0 {
+		b = strconv.AppendInt(b, seq, 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = appendJSONString(append(b, `,"type":`...), typ)
+	b = appendJSONString(append(b, `,"thread_id":`...), threadID)
+	b = appendJSONString(append(b, `,"run_id":`...), runID)
+	b = append(append(b, `,"data":`...), body...)
+	if seq > 0 {
+		b = append(b, `,"created_at":"`...)
+		b = createdAt.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string: as is between quotes when
+// it needs no escaping (ids, frame types), else through the encoder.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := marshalJSON(s)
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
+
+// marshalJSON encodes v without json.Marshal's HTML escaping: a frame
+// only ever reaches JSON.parse (a WebSocket message, never a page), and
+// rendered Markdown would otherwise go out with every '<' as \u003c, up to
+// twice its size.
+func marshalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(env); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil

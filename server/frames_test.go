@@ -2,9 +2,14 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"herd/agent"
+	"herd/models"
 )
 
 // TestFramesCarryHTMLUnescaped: rendered Markdown goes out as is, not with
@@ -24,5 +29,95 @@ func TestFramesCarryHTMLUnescaped(t *testing.T) {
 	}
 	if err := json.Unmarshal(raw, &env); err != nil || env.Data.HTML != html {
 		t.Fatalf("decoded %q, %v; want %q", env.Data.HTML, err, html)
+	}
+}
+
+// envelope is the frame's shape as a struct: appendEnvelope must write
+// what encoding/json writes for it.
+type envelope struct {
+	Seq       *int64     `json:"seq"`
+	Type      string     `json:"type"`
+	ThreadID  string     `json:"thread_id"`
+	RunID     string     `json:"run_id"`
+	Data      any        `json:"data"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+}
+
+func TestEnvelopeIsWhatJSONWrites(t *testing.T) {
+	at := time.Date(2026, 11, 30, 22, 41, 34, 669101066, time.FixedZone("x", 3600))
+	data := map[string]any{"text": "a <b> & \"c\" é", "n": 3}
+	for _, seq := range []int64{0, 1, 104} {
+		for _, id := range []string{"77cb41c5-e935-47ae-9eaa-215f558d46e7", `odd "id" \ é` + "\n"} {
+			env := envelope{Type: "task_running", ThreadID: id, RunID: "run", Data: data}
+			if seq > 0 {
+				utc := at.UTC()
+				env.Seq, env.CreatedAt = &seq, &utc
+			}
+			want, err := marshalJSON(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := encodeEnvelope(seq, at, env.Type, env.ThreadID, env.RunID, data)
+			if !bytes.Equal(got, want) {
+				t.Errorf("seq %d, id %q:\n got %s\nwant %s", seq, id, got, want)
+			}
+		}
+	}
+}
+
+type journalFunc func(recs []models.Record)
+
+func (f journalFunc) Write(_ context.Context, recs ...models.Record) error {
+	f(recs)
+	return nil
+}
+
+func (f journalFunc) Enqueue(_ context.Context, recs ...models.Record) error {
+	f(recs)
+	return nil
+}
+
+// TestPreparedFrames: the server's journal builds a record's frame body
+// on the producer's goroutine, so framing it after the commit renders
+// nothing, and the frame is the one the hub would have built itself, in
+// both token-gate variants.
+func TestPreparedFrames(t *testing.T) {
+	md := NewMarkdown()
+	step := agent.TaskStep{
+		TaskRef:  agent.TaskRef{TaskID: "call_1", ExecutionID: "e1", RunID: "r1", Version: 2},
+		StepBody: agent.StepBody{Kind: "ai", Text: "**bold** and `code`"},
+		Usage:    &agent.TokenUsage{InputTokens: 10, OutputTokens: 2, TotalTokens: 12},
+	}
+	ev := &models.RunEvent{ThreadID: "th", RunID: "r1", TaskID: "call_1", EventType: "subagent.step", Payload: step}
+	msg := &models.Message{ThreadID: "th", RunID: "r1", Type: agent.TypeAI, Content: "# Title\n\n- item"}
+	var queued int
+	j := (&Hub{md: md}).Preparing(journalFunc(func(recs []models.Record) { queued += len(recs) }))
+	if err := j.Write(context.Background(), models.Record{Event: ev}, models.Record{Message: msg}); err != nil || queued != 2 {
+		t.Fatalf("write: %v, %d queued", err, queued)
+	}
+	ev.Seq, ev.CreatedAt = 7, time.Now()
+	before := md.renders.Load()
+	f, err := eventFrame(ev, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := msg.Prepared.(messageHTML); !ok || !strings.Contains(string(got), "<h1") {
+		t.Errorf("the message was prepared as %#v", msg.Prepared)
+	}
+	full, redacted := f.wire(true), f.wire(false)
+	if n := md.renders.Load() - before; n != 0 {
+		t.Errorf("framing a prepared event rendered Markdown %d times", n)
+	}
+	plain := *ev
+	plain.Prepared = nil
+	g, err := eventFrame(&plain, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(full, g.wire(true)) || !bytes.Equal(redacted, g.wire(false)) {
+		t.Errorf("prepared frame\n %s\n %s\ndiffers from the hub's\n %s\n %s", full, redacted, g.wire(true), g.wire(false))
+	}
+	if bytes.Contains(redacted, []byte(`"total_tokens"`)) || !bytes.Contains(full, []byte(`"total_tokens":12`)) {
+		t.Errorf("token gate: full %s, redacted %s", full, redacted)
 	}
 }

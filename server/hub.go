@@ -13,7 +13,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"herd/agent"
 	"herd/models"
 )
 
@@ -290,23 +289,17 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 	switch {
 	case r.Message != nil:
 		m := r.Message
-		html := ""
-		switch {
-		case m.Type != agent.TypeTool:
-			html = h.md.Render(m.Content)
-		case m.Name == agent.ToolTask:
-			// The card shows a task's result as Markdown, like the page.
-			if r := agent.TaskResultText(m.Content); r != "" {
-				html = h.md.Render(r)
-			}
+		html, ok := m.Prepared.(messageHTML)
+		if !ok {
+			html = renderMessage(m, h.md)
 		}
 		var redact func() []byte
 		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
 			redact = func() []byte {
-				return encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, true))
+				return encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), true))
 			}
 		}
-		return newFrame(m.Seq, encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, html, false)), redact), nil
+		return newFrame(m.Seq, encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), false)), redact), nil
 	case r.Event != nil:
 		f, err := eventFrame(r.Event, h.md)
 		if err != nil {
