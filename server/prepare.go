@@ -13,7 +13,7 @@ import (
 // before it joins the writer's queue. A burst of steps from many
 // subagents is then encoded and rendered by its producers in parallel,
 // and the thread's shard, which publishes them one after another, only
-// wraps each body with the seq and time of its commit (docs/DESIGN.md §3).
+// wraps each body with the seq and time of its commit (docs/DESIGN.md §1).
 func (h *Hub) Preparing(j agent.Journal) agent.Journal {
 	return preparing{next: j, md: h.md}
 }
