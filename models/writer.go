@@ -201,9 +201,18 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 // returns once they are committed and handed to OnCommit. The records get
 // their Seq set.
 func (w *Writer) Write(ctx context.Context, recs ...Record) error {
+	return w.WriteWhile(ctx, nil, recs...)
+}
+
+// WriteWhile is Write that runs during (if not nil) on the caller's
+// goroutine once recs are queued, while the commit goes on.
+func (w *Writer) WriteWhile(ctx context.Context, during func(), recs ...Record) error {
 	j := &job{recs: recs, done: make(chan error, 1)}
 	if err := w.submit(ctx, j); err != nil {
 		return err
+	}
+	if during != nil {
+		during()
 	}
 	select {
 	case err := <-j.done:

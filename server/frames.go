@@ -96,8 +96,10 @@ func withoutKeys(raw json.RawMessage, keys ...string) json.RawMessage {
 // the body its producer prepared (prepare.go) or, for an event read back
 // from the database, from its payload.
 func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
-	p, _ := e.Prepared.(*preparedEvent)
-	if p == nil {
+	var p *preparedEvent
+	if lazy, ok := e.Prepared.(*prepared[*preparedEvent]); ok {
+		p = lazy.get()
+	} else {
 		ev, err := agent.PayloadOf(e)
 		if err != nil {
 			return nil, err

@@ -67,8 +67,9 @@ func TestEnvelopeIsWhatJSONWrites(t *testing.T) {
 
 type journalFunc func(recs []models.Record)
 
-func (f journalFunc) Write(_ context.Context, recs ...models.Record) error {
+func (f journalFunc) WriteWhile(_ context.Context, during func(), recs ...models.Record) error {
 	f(recs)
+	during()
 	return nil
 }
 
@@ -101,8 +102,8 @@ func TestPreparedFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := msg.Prepared.(messageHTML); !ok || !strings.Contains(string(got), "<h1") {
-		t.Errorf("the message was prepared as %#v", msg.Prepared)
+	if p, ok := msg.Prepared.(*prepared[messageHTML]); !ok || p.build != nil || !strings.Contains(string(p.v), "<h1") {
+		t.Errorf("the message was not prepared: %#v", msg.Prepared)
 	}
 	full, redacted := f.wire(true), f.wire(false)
 	if n := md.renders.Load() - before; n != 0 {

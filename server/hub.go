@@ -289,8 +289,10 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 	switch {
 	case r.Message != nil:
 		m := r.Message
-		html, ok := m.Prepared.(messageHTML)
-		if !ok {
+		var html messageHTML
+		if p, ok := m.Prepared.(*prepared[messageHTML]); ok {
+			html = p.get()
+		} else {
 			html = renderMessage(m, h.md)
 		}
 		var redact func() []byte

@@ -2,48 +2,93 @@ package server
 
 import (
 	"context"
+	"sync"
 
 	"herd/agent"
 	"herd/models"
 )
 
-// Preparing returns the runtime's journal j with one step before each
-// write: every record the hub will publish gets its frame body built on
-// the calling goroutine — the subagent's or the lead's that produced it —
-// before it joins the writer's queue. A burst of steps from many
-// subagents is then encoded and rendered by its producers in parallel,
-// and the thread's shard, which publishes them one after another, only
-// wraps each body with the seq and time of its commit (docs/DESIGN.md §1).
-func (h *Hub) Preparing(j agent.Journal) agent.Journal {
-	return preparing{next: j, md: h.md}
+// Preparing returns the runtime's journal, w with one step added: the
+// goroutine that produced a record — a subagent's, the lead's — builds
+// its frame body right after queuing it, while the writer commits. A
+// burst of steps from many subagents is then encoded and rendered by its
+// producers in parallel, and the thread's shard, which publishes them one
+// after another, only wraps each body with the seq and time of its commit
+// (docs/DESIGN.md §1). Building after queuing keeps it off the commit's
+// path: a hand-off waits for whichever of the two ends last.
+func (h *Hub) Preparing(w QueueWriter) agent.Journal {
+	return preparing{next: w, md: h.md}
+}
+
+// QueueWriter is the writer as Preparing needs it (models.Writer).
+type QueueWriter interface {
+	WriteWhile(ctx context.Context, during func(), recs ...models.Record) error
+	Enqueue(ctx context.Context, recs ...models.Record) error
 }
 
 type preparing struct {
-	next agent.Journal
+	next QueueWriter
 	md   *Markdown
 }
 
 func (p preparing) Write(ctx context.Context, recs ...models.Record) error {
-	p.prepare(recs)
-	return p.next.Write(ctx, recs...)
+	p.attach(recs)
+	return p.next.WriteWhile(ctx, func() { build(recs) }, recs...)
 }
 
 func (p preparing) Enqueue(ctx context.Context, recs ...models.Record) error {
-	p.prepare(recs)
-	return p.next.Enqueue(ctx, recs...)
+	p.attach(recs)
+	err := p.next.Enqueue(ctx, recs...)
+	if err == nil {
+		build(recs)
+	}
+	return err
 }
 
-func (p preparing) prepare(recs []models.Record) {
+// attach gives each record that will be framed its builder, before the
+// record is queued: the hub finds it there after the commit.
+func (p preparing) attach(recs []models.Record) {
 	for _, r := range recs {
 		switch {
 		case r.Message != nil:
-			r.Message.Prepared = renderMessage(r.Message, p.md)
+			m := r.Message
+			r.Message.Prepared = &prepared[messageHTML]{build: func() messageHTML { return renderMessage(m, p.md) }}
 		case r.Event != nil:
 			if ev, ok := r.Event.Payload.(agent.Event); ok {
-				r.Event.Prepared = prepareEvent(ev, p.md)
+				r.Event.Prepared = &prepared[*preparedEvent]{build: func() *preparedEvent { return prepareEvent(ev, p.md) }}
 			}
 		}
 	}
+}
+
+// build builds what attach gave recs, on the calling goroutine.
+func build(recs []models.Record) {
+	for _, r := range recs {
+		switch {
+		case r.Message != nil:
+			if p, ok := r.Message.Prepared.(*prepared[messageHTML]); ok {
+				p.get()
+			}
+		case r.Event != nil:
+			if p, ok := r.Event.Prepared.(*prepared[*preparedEvent]); ok {
+				p.get()
+			}
+		}
+	}
+}
+
+// prepared is a frame body built once, by whichever needs it first: its
+// producer after queuing the record, or the hub's shard after the commit,
+// which then waits for the producer instead of building it again.
+type prepared[T any] struct {
+	once  sync.Once
+	build func() T
+	v     T
+}
+
+func (p *prepared[T]) get() T {
+	p.once.Do(func() { p.v, p.build = p.build(), nil })
+	return p.v
 }
 
 // messageHTML is a message's content rendered for its frame.
@@ -51,7 +96,8 @@ type messageHTML string
 
 // renderMessage renders what a message frame shows as HTML: the text of
 // an AI or human message, the result of a task (its card shows it as the
-// page does); other tools' output is shown as text.
+// page does); other tools' output is shown as text. It reads none of the
+// fields the writer sets (seq, time), so it may run during the commit.
 func renderMessage(m *models.Message, md *Markdown) messageHTML {
 	switch {
 	case m.Type != agent.TypeTool:
