@@ -17,13 +17,16 @@ import (
 type client struct {
 	thread     string
 	home       int // the instance it connects to; a reconnect goes to the next
+	owner      int // the instance that runs its thread's run
+	on         int // the instance of the current connection
 	reconnect  bool
 	mu         sync.Mutex
 	seqs       []int64
 	last       int64
 	dups       int
-	lats       []time.Duration
-	ended      chan struct{} // closed when it has seen run.end
+	lats       []time.Duration // live frames from the instance it is on
+	remote     []time.Duration // live frames through another instance (NOTIFY and read-back)
+	ended      chan struct{}   // closed when it has seen run.end
 	endOnce    sync.Once
 	reconnects int
 	replayed   int // frames committed while it was away, caught up on reconnect
@@ -40,9 +43,9 @@ type fleet struct {
 // drop and reconnect once mid-run.
 func attach(hs herds, threads []string, perThread int, reconnect float64) *fleet {
 	fl := &fleet{done: make(chan struct{})}
-	for _, th := range threads {
+	for i, th := range threads {
 		for range perThread {
-			c := &client{thread: th, home: len(fl.clients) % len(hs), reconnect: rand.Float64() < reconnect, ended: make(chan struct{})}
+			c := &client{thread: th, home: len(fl.clients) % len(hs), owner: i % len(hs), reconnect: rand.Float64() < reconnect, ended: make(chan struct{})}
 			fl.clients = append(fl.clients, c)
 			fl.wg.Add(1)
 			go c.run(hs, fl.done, &fl.wg)
@@ -60,7 +63,8 @@ func (fl *fleet) stop() {
 func (c *client) dial(hs herds) (*websocket.Conn, error) {
 	c.mu.Lock()
 	after := c.last
-	h := hs[(c.home+c.reconnects)%len(hs)]
+	c.on = (c.home + c.reconnects) % len(hs)
+	h := hs[c.on]
 	c.mu.Unlock()
 	hdr := http.Header{"Authorization": {"Bearer " + h.tok}}
 	url := "ws" + strings.TrimPrefix(h.url, "http") + fmt.Sprintf("/api/threads/%s/stream?after_seq=%d", c.thread, after)
@@ -157,6 +161,8 @@ func (c *client) read(conn *websocket.Conn, connected time.Time) {
 			switch {
 			case replay:
 				c.replayed++
+			case lat >= 0 && c.on != c.owner:
+				c.remote = append(c.remote, lat)
 			case lat >= 0:
 				c.lats = append(c.lats, lat)
 			}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
+
 	"herd/internal/pgtest"
 )
 
@@ -15,6 +17,7 @@ import (
 type server interface {
 	call(method, path string, body, out any) error
 	metric(series string) (float64, error)
+	scrape(series ...string) ([]float64, error)
 }
 
 // herds are the instances of one load: one herd on SQLite, or several on
@@ -27,15 +30,25 @@ func (hs herds) call(method, path string, body, out any) error {
 }
 
 func (hs herds) metric(series string) (float64, error) {
-	sum := 0.0
-	for _, h := range hs {
-		v, err := h.metric(series)
-		if err != nil {
-			return 0, err
-		}
-		sum += v
+	vs, err := hs.scrape(series)
+	if err != nil {
+		return 0, err
 	}
-	return sum, nil
+	return vs[0], nil
+}
+
+func (hs herds) scrape(series ...string) ([]float64, error) {
+	sums := make([]float64, len(series))
+	for _, h := range hs {
+		vs, err := h.scrape(series...)
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vs {
+			sums[i] += v
+		}
+	}
+	return sums, nil
 }
 
 // peakRSS is the highest high-water resident set of the instances.
@@ -110,8 +123,28 @@ func startCluster(ctx context.Context, o options, dataDir string) (herds, func()
 		stop()
 		return nil, nil, fmt.Errorf("sign in: %w", err)
 	}
-	for _, h := range hs[1:] {
-		h.tok = hs[0].tok
+	pm := postmaster(ctx, dsn)
+	for _, h := range hs {
+		h.tok, h.postmaster = hs[0].tok, pm
 	}
 	return hs, stop, nil
+}
+
+// postmaster is the pid of the PostgreSQL server at dsn when it runs on
+// this machine (the parent of a backend), 0 when it cannot tell.
+func postmaster(ctx context.Context, dsn string) int {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(context.Background())
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return 0
+	}
+	st, ok := procStat(backend)
+	if !ok {
+		return 0
+	}
+	return st.ppid
 }

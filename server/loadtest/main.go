@@ -174,6 +174,7 @@ func load(ctx context.Context, o options, h herds) (*figures, error) {
 		return nil, fmt.Errorf("clients did not connect: %w", err)
 	}
 	msg := prompt(o.items)
+	cpu0 := markCPU(h)
 	started := time.Now()
 	if err := startRuns(h, threads, msg); err != nil {
 		return nil, err
@@ -185,6 +186,7 @@ func load(ctx context.Context, o options, h herds) (*figures, error) {
 	if err := awaitClients(ctx, h, fl.clients); err != nil {
 		return nil, err
 	}
+	f.cpu = markCPU(h).since(cpu0)
 	fl.stop()
 	want, err := persistedAll(h, threads)
 	if err != nil {
@@ -252,11 +254,12 @@ func startRuns(hs herds, threads []string, msg string) error {
 func awaitRuns(ctx context.Context, h server) (float64, error) {
 	peakRunning := 0.0
 	for {
-		v, _ := h.metric(`herd_subagents{status="running"}`)
-		peakRunning = max(peakRunning, v)
-		active, _ := h.metric("herd_active_runs")
-		if active == 0 {
-			return peakRunning, nil
+		vs, err := h.scrape(`herd_subagents{status="running"}`, "herd_active_runs")
+		if err == nil {
+			peakRunning = max(peakRunning, vs[0])
+			if vs[1] == 0 {
+				return peakRunning, nil
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -17,6 +17,8 @@ type figures struct {
 	peakRunning                       float64
 	elapsed                           time.Duration
 	lats                              []time.Duration // live frame latencies, sorted
+	local, remote                     []time.Duration // the same, split by where the client was (sorted)
+	cpu                               cpuUse
 	goroutinesBefore, goroutinesAfter float64
 	rss                               int64
 }
@@ -35,17 +37,27 @@ func (f *figures) tally(clients []*client, want map[string][]int64) {
 		f.frames += len(c.seqs)
 		f.reconnects += c.reconnects
 		f.replayed += c.replayed
-		f.lats = append(f.lats, c.lats...)
+		f.lats = append(append(f.lats, c.lats...), c.remote...)
+		f.local = append(f.local, c.lats...)
+		f.remote = append(f.remote, c.remote...)
 	}
 	slices.Sort(f.lats)
+	slices.Sort(f.local)
+	slices.Sort(f.remote)
 	for _, w := range want {
 		f.records += len(w)
 	}
 }
 
 // p is the q quantile of the live frame latency.
-func (f *figures) p(q float64) time.Duration {
-	return f.lats[min(len(f.lats)-1, int(float64(len(f.lats))*q))]
+func (f *figures) p(q float64) time.Duration { return quantile(f.lats, q) }
+
+// quantile is the q quantile of sorted lats, 0 when there are none.
+func quantile(lats []time.Duration, q float64) time.Duration {
+	if len(lats) == 0 {
+		return 0
+	}
+	return lats[min(len(lats)-1, int(float64(len(lats))*q))]
 }
 
 func (f *figures) print() {
@@ -64,6 +76,11 @@ func (f *figures) print() {
 		f.records, secs, float64(f.records)/secs, f.frames, float64(f.frames)/secs)
 	fmt.Printf("live frame latency (commit → client): p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d frames; %d more caught up after reconnects\n",
 		ms(f.p(0.5)), ms(f.p(0.99)), ms(f.lats[len(f.lats)-1]), len(f.lats), f.replayed)
+	if f.instances > 1 {
+		fmt.Printf("  on the instance running the thread: p50 %.1f ms, p99 %.1f ms over %d frames; through another instance: p50 %.1f ms, p99 %.1f ms over %d\n",
+			ms(quantile(f.local, 0.5)), ms(quantile(f.local, 0.99)), len(f.local), ms(quantile(f.remote, 0.5)), ms(quantile(f.remote, 0.99)), len(f.remote))
+	}
+	f.cpu.print()
 	fmt.Printf("lost %d, duplicated %d; peak RSS %.0f MB (the largest instance); goroutines before %d, after %d\n",
 		f.lost, f.dups, float64(f.rss)/(1<<20), int(f.goroutinesBefore), int(f.goroutinesAfter))
 }
