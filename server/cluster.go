@@ -38,7 +38,7 @@ import (
 // implements it.
 type ClusterStore interface {
 	agent.RecoveryStore
-	Since(ctx context.Context, threadID string, after int64, limit int) ([]models.Record, error)
+	InRanges(ctx context.Context, rs []models.SeqRange) ([]models.Record, error)
 	ActiveRun(ctx context.Context, threadID string) (*models.Run, error)
 	Run(ctx context.Context, threadID, id string) (*models.Run, error)
 	Setting(ctx context.Context, key string) (string, error)
@@ -80,18 +80,21 @@ type Cluster struct {
 	kick   chan struct{} // a commit notice was dropped (missed)
 	mu     sync.Mutex
 	closed bool
-	missed map[string]int64 // thread → first seq whose notice was dropped
+	missed map[string][2]int64 // thread → the seqs whose notices were dropped
 
 	waitMu  sync.Mutex
 	waiters map[string][]chan struct{} // thread → Wait calls
 
-	// threadMu guards last and reading.
+	// threadMu guards last, pending and order.
 	threadMu sync.Mutex
 	// last is the last seq read back per watched thread.
 	last map[string]int64
-	// reading holds the notices waiting for each thread whose reader runs
-	// (readThread).
-	reading map[string][]notice
+	// pending holds the notices of each thread waiting for the reader
+	// (readBack), order the threads in the order their first came; wake
+	// tells the reader.
+	pending map[string][]notice
+	order   []string
+	wake    chan struct{}
 	// unclosed are runs taken over whose closing failed; renew only
 	// (Start's sweep runs before it).
 	unclosed []models.Run
@@ -155,8 +158,9 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	return &Cluster{
 		o: o, log: o.Logger.With("instance", o.InstanceID), cc: cc,
-		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string]int64{},
-		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, reading: map[string][]notice{}, lost: make(chan error, 1),
+		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string][2]int64{},
+		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, pending: map[string][]notice{}, wake: make(chan struct{}, 1),
+		lost: make(chan error, 1),
 	}, nil
 }
 
@@ -197,6 +201,7 @@ func (c *Cluster) Start(ctx context.Context, addr string) error {
 	c.stop = cancel
 	ready := make(chan struct{})
 	c.wg.Go(func() { c.listen(lctx, ready) })
+	c.wg.Go(func() { c.readBack(lctx) })
 	c.wg.Go(func() { c.send(lctx) })
 	c.wg.Go(func() { c.renew(lctx) })
 	c.started = true
@@ -374,9 +379,12 @@ func (c *Cluster) announce(n notice) {
 	if n.Kind != kindCommit {
 		return
 	}
-	if first, ok := c.missed[n.Thread]; !ok || n.First < first {
-		c.missed[n.Thread] = n.First
+	// Receivers read back no further than a notice's Last.
+	rg, ok := c.missed[n.Thread]
+	if !ok {
+		rg = [2]int64{n.First, n.Last}
 	}
+	c.missed[n.Thread] = [2]int64{min(rg[0], n.First), max(rg[1], n.Last)}
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -387,7 +395,9 @@ func (c *Cluster) announce(n notice) {
 const sendBatch = 256
 
 // send delivers queued notices in order, a batch per statement, until the
-// queue is closed and drained.
+// queue is closed and drained. What queued while the previous statement
+// ran is merged where that loses nothing (batch.add), so a busy instance
+// sends fewer, fuller notices rather than falling further behind.
 func (c *Cluster) send(ctx context.Context) {
 	var conn *pgx.Conn
 	defer func() {
@@ -395,7 +405,7 @@ func (c *Cluster) send(ctx context.Context) {
 			_ = conn.Close(context.Background())
 		}
 	}()
-	batch := make([]string, 0, sendBatch)
+	var b batch
 	for {
 		var (
 			n  notice
@@ -409,48 +419,101 @@ func (c *Cluster) send(ctx context.Context) {
 		if !ok {
 			return
 		}
-		batch = batch[:0]
+		b.reset()
 		if n.Kind != "" {
-			batch = c.appendNotice(batch, n)
+			b.add(n)
 		}
 	drain:
-		for len(batch) < sendBatch {
+		for len(b.ns) < sendBatch {
 			select {
 			case n, ok := <-c.out:
 				if !ok {
 					break drain
 				}
-				batch = c.appendNotice(batch, n)
+				b.add(n)
 			default:
 				break drain
 			}
 		}
-		batch = c.appendMissed(batch)
-		conn = c.notify(ctx, conn, batch)
+		c.addMissed(&b)
+		conn = c.notify(ctx, conn, c.encode(b.ns))
 	}
 }
 
-func (c *Cluster) appendNotice(batch []string, n notice) []string {
-	b, err := json.Marshal(n)
-	if err != nil {
-		c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
-		return batch
-	}
-	return append(batch, string(b))
+// batch is the notices of one statement.
+type batch struct {
+	ns []notice
+	// last is the index in ns of each thread's last notice.
+	last map[string]int
 }
 
-// appendMissed adds the commit notices the queue had no room for.
-func (c *Cluster) appendMissed(batch []string) []string {
+func (b *batch) reset() {
+	b.ns = b.ns[:0]
+	if b.last == nil {
+		b.last = map[string]int{}
+	}
+	clear(b.last)
+}
+
+// add appends n, or merges it into its thread's last notice when nothing
+// came between: a commit's range into the commit before it, streamed text
+// onto the same message's (deltas are appended, up to what fits a
+// notice), a card's progress over the line before it (progress replaces
+// the line).
+func (b *batch) add(n notice) {
+	switch n.Kind {
+	case kindCommit, kindDelta, kindReasoning, kindProgress:
+	default:
+		// Nothing moves across another kind of notice.
+		clear(b.last)
+		b.ns = append(b.ns, n)
+		return
+	}
+	if i, ok := b.last[n.Thread]; ok {
+		p := &b.ns[i]
+		if p.Kind == n.Kind && p.Run == n.Run && p.ID == n.ID {
+			switch {
+			case n.Kind == kindCommit:
+				p.First, p.Last = min(p.First, n.First), max(p.Last, n.Last)
+				return
+			case n.Kind == kindProgress:
+				p.Text = n.Text
+				return
+			case len(p.Text)+len(n.Text) <= maxNoticeText:
+				p.Text += n.Text
+				return
+			}
+		}
+	}
+	b.last[n.Thread] = len(b.ns)
+	b.ns = append(b.ns, n)
+}
+
+// encode is ns as payloads.
+func (c *Cluster) encode(ns []notice) []string {
+	out := make([]string, 0, len(ns))
+	for _, n := range ns {
+		js, err := json.Marshal(n)
+		if err != nil {
+			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
+			continue
+		}
+		out = append(out, string(js))
+	}
+	return out
+}
+
+// addMissed adds the commit notices the queue had no room for.
+func (c *Cluster) addMissed(b *batch) {
 	c.mu.Lock()
 	missed := c.missed
 	if len(missed) > 0 {
-		c.missed = map[string]int64{}
+		c.missed = map[string][2]int64{}
 	}
 	c.mu.Unlock()
-	for thread, first := range missed {
-		batch = c.appendNotice(batch, notice{From: c.o.InstanceID, Kind: kindCommit, Thread: thread, First: first, Last: first})
+	for thread, rg := range missed {
+		b.add(notice{From: c.o.InstanceID, Kind: kindCommit, Thread: thread, First: rg[0], Last: rg[1]})
 	}
-	return batch
 }
 
 // notify sends batch on conn, (re)connecting as needed; one retry on a

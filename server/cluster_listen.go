@@ -3,9 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"herd/models"
 )
 
 // The receiving side: one dedicated connection LISTENs for the other
@@ -64,10 +68,14 @@ func (c *Cluster) subscribe(ctx context.Context) (*pgx.Conn, error) {
 
 // receive handles notices until the connection fails or ctx ends.
 func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
+	own := ownPrefix(c.o.InstanceID)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if strings.HasPrefix(n.Payload, own) {
+			continue
 		}
 		var nt notice
 		if err := json.Unmarshal([]byte(n.Payload), &nt); err != nil {
@@ -77,14 +85,22 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 		if nt.From == c.o.InstanceID {
 			continue
 		}
-		c.handle(ctx, nt)
+		c.handle(nt)
 	}
 }
 
-func (c *Cluster) handle(ctx context.Context, n notice) {
+// ownPrefix starts every notice instance id sends. The listener hears
+// its own instance's notices too, a third of all with three instances:
+// it tells them by their first field (From) without decoding them.
+func ownPrefix(id string) string {
+	js, _ := json.Marshal(id)
+	return `{"i":` + string(js) + `,`
+}
+
+func (c *Cluster) handle(n notice) {
 	switch n.Kind {
 	case kindCommit, kindDelta, kindReasoning, kindProgress:
-		c.toThread(ctx, n)
+		c.toThread(n)
 	case kindBroadcast:
 		c.broadcasted(n)
 	case kindStop, kindCancel:
@@ -98,46 +114,189 @@ func (c *Cluster) handle(ctx context.Context, n notice) {
 	}
 }
 
-// toThread hands a thread's notice to that thread's reader, and starts
-// one unless it runs. Threads are read back side by side, each thread's
-// notices in the order they came, and the commits of a thread that wait
-// together are read back in one query: one read at a time for every
-// thread of every instance fell seconds behind under load (make
-// load-cluster).
-func (c *Cluster) toThread(ctx context.Context, n notice) {
+// toThread queues a thread's notice for the reader (readBack).
+func (c *Cluster) toThread(n notice) {
 	c.threadMu.Lock()
-	defer c.threadMu.Unlock()
-	waiting, running := c.reading[n.Thread]
-	c.reading[n.Thread] = append(waiting, n)
-	if !running {
-		c.wg.Go(func() { c.readThread(ctx, n.Thread) })
+	if len(c.pending[n.Thread]) == 0 {
+		c.order = append(c.order, n.Thread)
+	}
+	c.pending[n.Thread] = append(c.pending[n.Thread], n)
+	c.threadMu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
-// readThread handles thread's notices until none waits.
-func (c *Cluster) readThread(ctx context.Context, thread string) {
+// readBack hands the threads' notices to the local hub until ctx ends,
+// each thread's in the order they came. It takes every notice waiting at
+// once and reads back the records their commits announced in one query
+// for all threads (Store.InRanges): while it reads, the next notices
+// gather for the next read. A Since per thread, even with a reader per
+// thread, queued behind the read pool's connections at four round trips
+// each and left p99 at 684 ms under make load-cluster
+// (docs/PERFORMANCE.md, Several instances).
+func (c *Cluster) readBack(ctx context.Context) {
 	for {
-		c.threadMu.Lock()
-		batch := c.reading[thread]
-		if len(batch) == 0 {
-			delete(c.reading, thread)
-			c.threadMu.Unlock()
+		select {
+		case <-ctx.Done():
 			return
+		case <-c.wake:
 		}
-		c.reading[thread] = batch[:0:0]
+		c.threadMu.Lock()
+		order, pending := c.order, c.pending
+		c.order, c.pending = nil, map[string][]notice{}
 		c.threadMu.Unlock()
-		for i := 0; i < len(batch); i++ {
-			n := batch[i]
-			if n.Kind != kindCommit {
-				c.streamed(n)
-				continue
-			}
-			for i+1 < len(batch) && batch[i+1].Kind == kindCommit {
-				i++
-				n.First, n.Last = min(n.First, batch[i].First), max(n.Last, batch[i].Last)
-			}
-			c.committed(ctx, n)
+		c.deliver(ctx, order, pending)
+	}
+}
+
+// deliver hands the notices of threads to the hub: the ephemeral ones of
+// threads without commits at once, then, once their records are read
+// back, each thread's notices in order, a commit's records where its
+// notice was.
+func (c *Cluster) deliver(ctx context.Context, threads []string, pending map[string][]notice) {
+	var ranges []models.SeqRange
+	for _, th := range threads {
+		ns := pending[th]
+		if r, ok := c.toRead(th, ns); ok {
+			ranges = append(ranges, r)
+		} else if !slices.ContainsFunc(ns, isCommit) {
+			c.streamAll(ns, nil)
+			delete(pending, th)
 		}
+	}
+	recs, failed := c.readRanges(ctx, ranges)
+	for _, th := range threads {
+		ns, ok := pending[th]
+		if !ok {
+			continue
+		}
+		rs := recs[th]
+		c.streamAll(ns, rs)
+		if failed[th] {
+			// The clients find the gap at the next frame and read it
+			// themselves.
+			c.setLast(th, -1)
+		}
+	}
+	for _, r := range ranges {
+		if !failed[r.ThreadID] {
+			c.setLast(r.ThreadID, r.Upto)
+		}
+	}
+}
+
+func isCommit(n notice) bool { return n.Kind == kindCommit }
+
+// toRead is the range of thread's records its notices announce that this
+// instance has not read back yet, from the last seq it read for the
+// thread, so a notice that was lost is made up for by the next; false
+// when there is nothing to read, or nobody here watches the thread.
+func (c *Cluster) toRead(thread string, ns []notice) (models.SeqRange, bool) {
+	first, upto := int64(-1), int64(0)
+	for _, n := range ns {
+		if n.Kind == kindCommit {
+			if first < 0 || n.First < first {
+				first = n.First
+			}
+			upto = max(upto, n.Last)
+		}
+	}
+	if first < 0 {
+		return models.SeqRange{}, false
+	}
+	c.wakeWaiters(thread)
+	if !c.o.Hub.watched(thread) {
+		c.setLast(thread, -1)
+		return models.SeqRange{}, false
+	}
+	after := first - 1
+	c.threadMu.Lock()
+	l, ok := c.last[thread]
+	c.threadMu.Unlock()
+	if ok {
+		after = l
+	}
+	if after >= upto {
+		return models.SeqRange{}, false
+	}
+	return models.SeqRange{ThreadID: thread, After: after, Upto: upto}, true
+}
+
+// readBackRows bounds the records one read-back query may return (a
+// range's length bounds its rows: seqs have no gaps).
+const readBackRows = 2000
+
+// readRanges reads ranges back, in queries of at most readBackRows rows,
+// and returns each thread's records in seq order, and the threads whose
+// read failed.
+func (c *Cluster) readRanges(ctx context.Context, ranges []models.SeqRange) (map[string][]models.Record, map[string]bool) {
+	recs := map[string][]models.Record{}
+	var failed map[string]bool
+	for len(ranges) > 0 {
+		var q []models.SeqRange
+		q, ranges = nextQuery(ranges, readBackRows)
+		got, err := c.o.Store.InRanges(ctx, q)
+		if err != nil {
+			c.log.Warn("cluster: read back committed records", "threads", len(q), "err", err)
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			for _, r := range q {
+				failed[r.ThreadID] = true
+			}
+			continue
+		}
+		for _, r := range got {
+			id := r.ThreadID()
+			recs[id] = append(recs[id], r)
+		}
+	}
+	return recs, failed
+}
+
+// nextQuery takes from ranges the first ones that add up to at most rows
+// records, cutting a longer first range in two.
+func nextQuery(ranges []models.SeqRange, rows int64) (q, rest []models.SeqRange) {
+	for i, r := range ranges {
+		n := r.Upto - r.After
+		if n <= rows {
+			q, rows = append(q, r), rows-n
+			continue
+		}
+		if i == 0 || rows > 0 {
+			head := r
+			head.Upto = r.After + rows
+			tail := r
+			tail.After = head.Upto
+			return append(q, head), append([]models.SeqRange{tail}, ranges[i+1:]...)
+		}
+		return q, ranges[i:]
+	}
+	return q, nil
+}
+
+// streamAll hands a thread's notices to the hub in order: each commit's
+// records from recs (read back in seq order), the ephemeral frames as
+// they are.
+func (c *Cluster) streamAll(ns []notice, recs []models.Record) {
+	for _, n := range ns {
+		if n.Kind != kindCommit {
+			c.streamed(n)
+			continue
+		}
+		k := 0
+		for k < len(recs) && recs[k].Seq() <= n.Last {
+			k++
+		}
+		if k > 0 {
+			c.o.Hub.OnCommit(recs[:k])
+			recs = recs[k:]
+		}
+	}
+	if len(recs) > 0 {
+		c.o.Hub.OnCommit(recs)
 	}
 }
 
@@ -152,47 +311,6 @@ func (c *Cluster) streamed(n notice) {
 	case kindProgress:
 		h.Progress(n.Thread, n.Run, n.ID, n.Text)
 	}
-}
-
-// committed reads a thread's records announced by another instance back
-// from the database and hands them to the hub, once for all of this
-// instance's clients of the thread. It reads from the last seq it read
-// for the thread, so a notice that was lost is made up for by the next.
-func (c *Cluster) committed(ctx context.Context, n notice) {
-	c.wakeWaiters(n.Thread)
-	if !c.o.Hub.watched(n.Thread) {
-		c.setLast(n.Thread, -1)
-		return
-	}
-	after := n.First - 1
-	c.threadMu.Lock()
-	l, ok := c.last[n.Thread]
-	c.threadMu.Unlock()
-	if ok {
-		if l >= n.Last {
-			return
-		}
-		after = l
-	}
-	const page = 500
-	for {
-		recs, err := c.o.Store.Since(ctx, n.Thread, after, page)
-		if err != nil {
-			// The clients find the gap at the next frame and read it
-			// themselves.
-			c.log.Warn("cluster: read back committed records", "thread", n.Thread, "err", err)
-			c.setLast(n.Thread, -1)
-			return
-		}
-		if len(recs) > 0 {
-			c.o.Hub.OnCommit(recs)
-			after = recs[len(recs)-1].Seq()
-		}
-		if len(recs) < page {
-			break
-		}
-	}
-	c.setLast(n.Thread, after)
 }
 
 // setLast notes the last seq read back for thread; -1 forgets it.

@@ -2,10 +2,14 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,5 +189,146 @@ func TestClusterLeaseLost(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the instance never noticed its lease was gone")
+	}
+}
+
+// TestClusterThreadsInOrder: many threads written on A at once, each a
+// commit and then a streamed delta, round after round. B reads the
+// commits back together (one query for every thread waiting), yet each of
+// its clients gets its thread's records once, in seq order, and every
+// delta after the records committed before it and before those after.
+func TestClusterThreadsInOrder(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	store, err := models.OpenPostgres(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	a := newClusterNode(t, dsn, store, "a")
+	b := newClusterNode(t, dsn, store, "b")
+	const threads, rounds = 12, 8
+	ids := make([]string, threads)
+	conns := make([]*websocket.Conn, threads)
+	for i := range ids {
+		th, err := store.CreateThread(ctx, "u1", fmt.Sprint("t", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = th.ID
+		conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(b.http.URL, "http")+"/?thread="+th.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		t.Cleanup(func() { conn.Close() })
+		conns[i] = conn
+	}
+	waitClients(t, b.hub, threads)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			for r := 1; r <= rounds; r++ {
+				ev := func() models.Record {
+					return models.Record{Event: &models.RunEvent{ThreadID: id, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}}
+				}
+				if err := a.writer.Write(ctx, ev(), ev()); err != nil {
+					t.Error(err)
+					return
+				}
+				a.cluster.Delta(id, "r", "m", fmt.Sprint("d", r))
+			}
+		})
+	}
+	wg.Wait()
+	var want []string
+	for r := 1; r <= rounds; r++ {
+		want = append(want, fmt.Sprint(2*r-1), fmt.Sprint(2*r), fmt.Sprint("d", r))
+	}
+	for i, conn := range conns {
+		got, err := collectInOrder(conn, len(want), 30*time.Second)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("B's client of thread %d got %v (%v); want %v", i, got, err, want)
+		}
+	}
+}
+
+// collectInOrder reads n frames that are records (their seq) or deltas
+// (their text), skipping the rest.
+func collectInOrder(conn *websocket.Conn, n int, timeout time.Duration) ([]string, error) {
+	var got []string
+	deadline := time.Now().Add(timeout)
+	for len(got) < n {
+		f, err := readFrame(conn, time.Until(deadline))
+		if err != nil {
+			return got, err
+		}
+		switch {
+		case f.Seq != nil:
+			got = append(got, fmt.Sprint(*f.Seq))
+		case f.Type == FrameAIDelta:
+			var d struct{ Text string }
+			if err := json.Unmarshal(f.Data, &d); err != nil {
+				return got, err
+			}
+			got = append(got, d.Text)
+		}
+	}
+	return got, nil
+}
+
+// TestNoticeBatchMerges: the sender merges what waits for it only where
+// nothing is lost and no thread's order changes.
+func TestNoticeBatchMerges(t *testing.T) {
+	d := func(th, msg, text string) notice {
+		return notice{Kind: kindDelta, Thread: th, Run: "r", ID: msg, Text: text}
+	}
+	c := func(th string, first, last int64) notice {
+		return notice{Kind: kindCommit, Thread: th, First: first, Last: last}
+	}
+	p := func(th, task, text string) notice {
+		return notice{Kind: kindProgress, Thread: th, Run: "r", ID: task, Text: text}
+	}
+	long := strings.Repeat("x", maxNoticeText-1)
+	cases := []struct {
+		name string
+		in   []notice
+		want []notice
+	}{
+		{"deltas of a message join", []notice{d("t", "m", "a"), d("t", "m", "b")}, []notice{d("t", "m", "ab")}},
+		{"a commit between stays between", []notice{d("t", "m", "a"), c("t", 1, 1), d("t", "m", "b")},
+			[]notice{d("t", "m", "a"), c("t", 1, 1), d("t", "m", "b")}},
+		{"other threads do not separate", []notice{d("t", "m", "a"), d("u", "m", "x"), d("t", "m", "b")},
+			[]notice{d("t", "m", "ab"), d("u", "m", "x")}},
+		{"other messages do", []notice{d("t", "m", "a"), d("t", "n", "x"), d("t", "m", "b")},
+			[]notice{d("t", "m", "a"), d("t", "n", "x"), d("t", "m", "b")}},
+		{"text that would not fit stays apart", []notice{d("t", "m", long), d("t", "m", "ab")}, []notice{d("t", "m", long), d("t", "m", "ab")}},
+		{"commits join", []notice{c("t", 1, 3), c("t", 4, 4), c("u", 2, 2)}, []notice{c("t", 1, 4), c("u", 2, 2)}},
+		{"progress replaces", []notice{p("t", "k", "1/3"), p("t", "k", "2/3")}, []notice{p("t", "k", "2/3")}},
+		{"nothing moves across a broadcast", []notice{d("t", "m", "a"), {Kind: kindBroadcast, Type: "settings"}, d("t", "m", "b")},
+			[]notice{d("t", "m", "a"), {Kind: kindBroadcast, Type: "settings"}, d("t", "m", "b")}},
+	}
+	for _, tc := range cases {
+		var b batch
+		b.reset()
+		for _, n := range tc.in {
+			b.add(n)
+		}
+		if !slices.EqualFunc(b.ns, tc.want, func(x, y notice) bool {
+			return x.Kind == y.Kind && x.Thread == y.Thread && x.ID == y.ID && x.Text == y.Text && x.First == y.First && x.Last == y.Last
+		}) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, b.ns, tc.want)
+		}
+	}
+}
+
+// TestOwnNoticesKnownByPrefix: the listener skips its own notices by
+// their first bytes; every kind starts so, and no other instance's does.
+func TestOwnNoticesKnownByPrefix(t *testing.T) {
+	c := &Cluster{o: ClusterOptions{InstanceID: "a"}}
+	for _, n := range []notice{{From: "a", Kind: kindCommit, Thread: "t", First: 1, Last: 2}, {From: "a", Kind: kindBroadcast, Data: []byte(`{}`)}} {
+		if p := c.encode([]notice{n})[0]; !strings.HasPrefix(p, ownPrefix("a")) || strings.HasPrefix(p, ownPrefix("ab")) {
+			t.Errorf("notice %s; own prefix %s", p, ownPrefix("a"))
+		}
 	}
 }
