@@ -43,18 +43,45 @@ func (s *Store) InRanges(ctx context.Context, rs []SeqRange) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var (
-		ms []Message
-		es []RunEvent
-	)
-	db := s.r.WithContext(ctx)
-	if err := db.Raw(s.rangesQuery("messages"), string(js)).Scan(&ms).Error; err != nil {
-		return nil, fmt.Errorf("store: read ranges: messages: %w", err)
+	ms, err := scanRanges[Message](ctx, s, "messages", string(js))
+	if err != nil {
+		return nil, err
 	}
-	if err := db.Raw(s.rangesQuery("run_events"), string(js)).Scan(&es).Error; err != nil {
-		return nil, fmt.Errorf("store: read ranges: events: %w", err)
+	es, err := scanRanges[RunEvent](ctx, s, "run_events", string(js))
+	if err != nil {
+		return nil, err
 	}
 	return mergeRanges(rs, ms, es), nil
+}
+
+// scanRanges reads table's rows in the ranges of js. It queries the
+// pool's database/sql handle, not gorm's: gorm's prepared-statement cache
+// deadlocks when a statement is first prepared while transactions hold
+// every pooled connection (go-gorm/gorm#7465), and the first read-back
+// comes exactly when a burst of runs fills the pool. pgx keeps the
+// statement prepared per connection itself.
+func scanRanges[T any](ctx context.Context, s *Store, table, js string) ([]T, error) {
+	db, err := s.r.DB()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, s.rangesQuery(table), js)
+	if err != nil {
+		return nil, fmt.Errorf("store: read ranges: %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := s.r.ScanRows(rows, &v); err != nil {
+			return nil, fmt.Errorf("store: read ranges: %s: %w", table, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: read ranges: %s: %w", table, err)
+	}
+	return out, nil
 }
 
 // rangesQuery selects table's rows in the ranges a JSON array
@@ -63,7 +90,7 @@ func (s *Store) InRanges(ctx context.Context, rs []SeqRange) ([]Record, error) {
 // ranges, and an index range scan per range.
 func (s *Store) rangesQuery(table string) string {
 	if s.pg {
-		return "SELECT x.* FROM json_to_recordset(?::json) AS r(t text, a bigint, b bigint) " +
+		return "SELECT x.* FROM json_to_recordset($1::json) AS r(t text, a bigint, b bigint) " +
 			"JOIN " + table + " x ON x.thread_id = r.t AND x.seq > r.a AND x.seq <= r.b"
 	}
 	return "SELECT x.* FROM json_each(?) AS r JOIN " + table + " x ON x.thread_id = r.value->>'t' " +

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -50,6 +51,16 @@ func TestInRanges(t *testing.T) {
 			th1.ID + "/3m", th1.ID + "/4e", th1.ID + "/5m", th1.ID + "/6e", th1.ID + "/7m"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("InRanges returned\n%v\nwant\n%v", got, want)
+		}
+		// Row for row what Since reads (every column, times included).
+		since, err := s.Since(ctx, th1.ID, 2, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range recs[3:] {
+			if !reflect.DeepEqual(r, since[i]) {
+				t.Fatalf("InRanges read %+v %+v; Since %+v %+v", r.Message, r.Event, since[i].Message, since[i].Event)
+			}
 		}
 		if recs, err := s.InRanges(ctx, nil); err != nil || len(recs) != 0 {
 			t.Fatalf("no ranges: %v, %v", recs, err)
