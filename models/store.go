@@ -173,11 +173,14 @@ func gormConfig(now func() time.Time) *gorm.Config {
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return now().UTC() },
 		SkipDefaultTransaction: true, // every multi-row write here is already in an explicit transaction
-		PrepareStmt:            true,
-		// gorm's statement cache starts a goroutine that never exits unless
-		// the TTL equals its "no eviction" value (ten years); statements
-		// are few and bounded by the code, so they never need evicting.
-		PrepareStmtTTL: 10 * 365 * 24 * time.Hour,
+		// No gorm statement cache (PrepareStmt): preparing a statement for
+		// the first time outside a transaction waits for a pooled
+		// connection while transactions that hold every connection wait
+		// for that statement, and the pool hangs for good
+		// (go-gorm/gorm#7465, open; it hung `make load-cluster`). pgx
+		// caches prepared statements per connection on its own; SQLite
+		// prepares a statement in microseconds. The Writer keeps its own
+		// prepared statements on its connection.
 		TranslateError: true,
 	}
 }
