@@ -469,11 +469,56 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, lns *list
 	var lost error
 	select {
 	case <-ctx.Done():
+		lost = drain(cfg, log, srv, rt, servers, b.cluster.Lost())
 	case err := <-served:
 		served <- err
 	case lost = <-b.cluster.Lost():
 	}
 	return errors.Join(lost, shutdown(cfg, log, b, rt, srv, servers, served))
+}
+
+// drain lets the running runs finish, for up to server.drain_seconds,
+// before shutdown interrupts the rest (docs/OPERATIONS.md "Rolling
+// upgrade"): /readyz fails and new runs are refused, so a proxy sends new
+// work to another instance, and kept-alive connections close after their
+// next answer, so a client's next request is routed afresh. Sockets stay
+// open and see their runs end. A second signal ends the wait at once, and
+// a lost lease (another instance has closed this one's runs) stops herd.
+func drain(cfg *config.Config, log *slog.Logger, srv *server.Server, rt *agent.Runtime, servers []*httpServer, lost <-chan error) error {
+	srv.Drain()
+	for _, s := range servers {
+		s.srv.SetKeepAlivesEnabled(false)
+	}
+	grace := time.Duration(cfg.Server.DrainSeconds) * time.Second
+	runs := rt.ActiveRuns()
+	if grace <= 0 || runs == 0 {
+		return nil
+	}
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	log.Info("stopping: no new runs; the running ones may finish (send the signal again to interrupt them now)", "runs", runs, "drain", grace)
+	drained := make(chan error, 1)
+	go func() { drained <- rt.Drain(ctx) }()
+	select {
+	case err := <-drained:
+		if err != nil {
+			log.Warn("stopping: runs still going after server.drain_seconds are interrupted", "runs", rt.ActiveRuns())
+		} else {
+			log.Info("stopping: every run has finished")
+		}
+	case <-again:
+		cancel()
+		<-drained
+		log.Warn("stopping: a second signal interrupts the runs still going", "runs", rt.ActiveRuns())
+	case err := <-lost:
+		cancel()
+		<-drained
+		return err
+	}
+	return nil
 }
 
 // announceSetup prints the one-time set-up link while no user exists:
