@@ -73,8 +73,9 @@ type Cluster struct {
 
 	rt      *agent.Runtime // local run control; set by Attach
 	sockets *sockets       // set by Server.New
-	// liveCredential re-reads a socket's credential; set by Server.New.
-	liveCredential func(userID, credential string) bool
+	// credentialRole re-reads a socket's credential and its user's role;
+	// set by Server.New.
+	credentialRole func(userID, credential string) (string, error)
 
 	out    chan notice
 	kick   chan struct{} // a commit notice was dropped (missed)

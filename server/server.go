@@ -174,7 +174,7 @@ func New(o Options) (*Server, error) {
 	if o.Cluster != nil {
 		s.runs = o.Cluster
 		o.Cluster.sockets = s.sockets
-		o.Cluster.liveCredential = s.credentialLive
+		o.Cluster.credentialRole = s.credentialRole
 		s.sockets.relay = o.Cluster.relaySockets
 	}
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
