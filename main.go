@@ -329,7 +329,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		Lead:          cfg.Lead,
 		Subagents:     cfg.Subagents,
 		WorkspaceRoot: workspaceRoot(cfg),
-		ToolImages:    agent.NewToolImages(filepath.Join(cfg.Server.DataDir, "tool-images")),
+		ToolImages:    toolImages(cfg),
 		Tools:         toolset,
 		Journal:       b.hub.Preparing(b.writer),
 		History:       b.store,
@@ -368,6 +368,19 @@ func workspaceRoot(cfg *config.Config) string {
 		return cfg.Workspaces.Dir
 	}
 	return filepath.Join(cfg.Server.DataDir, "workspaces")
+}
+
+// toolImages keeps the images tools return beside the workspaces, in
+// workspaces.dir/.tool-images, which every instance on one database shares
+// (docs/OPERATIONS.md "Several instances"): a page on any instance shows
+// an image a run on another kept. Files rather than database rows: an
+// image is up to 2 MiB, read by the browser with conditional requests,
+// and kept out of the database, its backups and its write path. Images an
+// older herd kept in DATA_DIR/tool-images are still served from there.
+// No thread is named .tool-images (thread ids are UUIDs), and a sandbox
+// sees only its own thread's workspace.
+func toolImages(cfg *config.Config) *agent.ToolImages {
+	return agent.NewToolImages(filepath.Join(workspaceRoot(cfg), ".tool-images"), filepath.Join(cfg.Server.DataDir, "tool-images"))
 }
 
 // resolveSandbox turns sandbox.mode auto into the mode this machine
