@@ -82,6 +82,10 @@ type Cluster struct {
 	mu     sync.Mutex
 	closed bool
 	missed map[string]int64 // thread → first seq whose notice was dropped
+	// held are encoded control notices (Stop, a card's cancel, sockets to
+	// close, settings) the queue had no room for or a send failed on: they
+	// go with the next batch, never dropped.
+	held []string
 
 	waitMu  sync.Mutex
 	waiters map[string][]chan struct{} // thread → Wait calls
@@ -286,6 +290,9 @@ func (c *Cluster) OnCommit(recs []models.Record) {
 	}
 	for _, id := range order {
 		rg := ranges[id]
+		// A Wait here for another instance's run learns of its end from
+		// this instance's commits too (a failover this instance ran).
+		c.wakeWaiters(id)
 		c.announce(notice{Kind: kindCommit, Thread: id, First: rg[0], Last: rg[1]})
 	}
 }
@@ -357,9 +364,10 @@ func cutUTF8(s string, n int) string {
 
 // announce queues n for the sender without blocking. When the queue is
 // full an ephemeral frame is dropped (the committed message that follows
-// carries the whole text) and a commit notice is remembered as missed and
-// sent once there is room: receivers read records back from the database,
-// so a late notice loses nothing.
+// carries the whole text), a commit notice is remembered as missed and
+// sent once there is room (receivers read records back from the
+// database, so a late notice loses nothing), and control is held for the
+// next batch: a Stop or a revoked session's close must not be lost.
 func (c *Cluster) announce(n notice) {
 	n.From = c.o.InstanceID
 	c.mu.Lock()
@@ -372,16 +380,69 @@ func (c *Cluster) announce(n notice) {
 		return
 	default:
 	}
-	if n.Kind != kindCommit {
+	switch n.Kind {
+	case kindCommit:
+		if first, ok := c.missed[n.Thread]; !ok || n.First < first {
+			c.missed[n.Thread] = n.First
+		}
+	case kindDelta, kindReasoning, kindProgress:
 		return
+	default:
+		b, err := json.Marshal(n)
+		if err != nil {
+			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
+			return
+		}
+		c.holdLocked(string(b))
 	}
-	if first, ok := c.missed[n.Thread]; !ok || n.First < first {
-		c.missed[n.Thread] = n.First
+	c.kickSender()
+}
+
+// maxHeld bounds the control notices held through a long outage of the
+// database; past it the oldest go (their sockets are re-checked and the
+// pages catch up when the listeners reconnect).
+const maxHeld = 4096
+
+func (c *Cluster) holdLocked(raw ...string) {
+	c.held = append(c.held, raw...)
+	if over := len(c.held) - maxHeld; over > 0 {
+		c.held = append(c.held[:0], c.held[over:]...)
 	}
+}
+
+func (c *Cluster) kickSender() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// retryAfter is how long a batch that could not be sent waits to be sent
+// again.
+const retryAfter = time.Second
+
+// resend keeps what of a batch that could not be sent must not be lost,
+// commit and control notices, and has the sender try again shortly.
+func (c *Cluster) resend(batch []string) {
+	var keep []string
+	for _, raw := range batch {
+		var n notice
+		if json.Unmarshal([]byte(raw), &n) != nil {
+			continue
+		}
+		switch n.Kind {
+		case kindDelta, kindReasoning, kindProgress:
+		default:
+			keep = append(keep, raw)
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.holdLocked(keep...)
+	c.mu.Unlock()
+	time.AfterFunc(retryAfter, c.kickSender)
 }
 
 // sendBatch bounds the notices sent in one statement.
@@ -408,6 +469,8 @@ func (c *Cluster) send(ctx context.Context) {
 			n.Kind = ""
 		}
 		if !ok {
+			// Closing: what is held or missed goes in a last batch.
+			conn = c.notify(ctx, conn, c.appendMissed(batch[:0]))
 			return
 		}
 		batch = batch[:0]
@@ -440,13 +503,16 @@ func (c *Cluster) appendNotice(batch []string, n notice) []string {
 	return append(batch, string(b))
 }
 
-// appendMissed adds the commit notices the queue had no room for.
+// appendMissed adds the held control notices and the commit notices the
+// queue had no room for.
 func (c *Cluster) appendMissed(batch []string) []string {
 	c.mu.Lock()
 	missed := c.missed
 	if len(missed) > 0 {
 		c.missed = map[string]int64{}
 	}
+	batch = append(batch, c.held...)
+	c.held = nil
 	c.mu.Unlock()
 	for thread, first := range missed {
 		batch = c.appendNotice(batch, notice{From: c.o.InstanceID, Kind: kindCommit, Thread: thread, First: first, Last: first})
@@ -455,8 +521,8 @@ func (c *Cluster) appendMissed(batch []string) []string {
 }
 
 // notify sends batch on conn, (re)connecting as needed; one retry on a
-// fresh connection. Notices that cannot be sent are dropped: a receiver's
-// clients find the gap at the next commit and read it from the database.
+// fresh connection. Of a batch that cannot be sent the ephemeral frames
+// are dropped; commit and control notices are sent again (resend).
 func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, batch []string) *pgx.Conn {
 	if len(batch) == 0 {
 		return conn
@@ -484,5 +550,6 @@ func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, batch []string) *p
 		_ = conn.Close(context.Background())
 		conn = nil
 	}
+	c.resend(batch)
 	return conn
 }

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -209,5 +211,91 @@ func TestClusterLeaseLost(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the instance never noticed its lease was gone")
+	}
+}
+
+// offlineCluster is a Cluster that never starts, for what it queues and
+// holds; its database refuses connections at once.
+func offlineCluster(t *testing.T) *Cluster {
+	t.Helper()
+	hub := NewHub(nil, NewMarkdown(), HubOptions{})
+	t.Cleanup(func() { _ = hub.Close(context.Background()) })
+	c, err := NewCluster(ClusterOptions{DSN: "host=127.0.0.1 port=1 connect_timeout=2 sslmode=disable", InstanceID: "me", Hub: hub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.channel = "herd_test"
+	return c
+}
+
+func heldKinds(c *Cluster) map[string]int {
+	out := map[string]int{}
+	for _, raw := range c.appendMissed(nil) {
+		var n notice
+		_ = json.Unmarshal([]byte(raw), &n)
+		out[n.Kind]++
+	}
+	return out
+}
+
+// TestClusterControlSurvivesAFullQueue: with the sender's queue full (a
+// burst of streamed text), a Stop, a card's cancel, a revoked session's
+// close and a settings change are held for the next batch, not dropped
+// as streamed text is.
+func TestClusterControlSurvivesAFullQueue(t *testing.T) {
+	c := offlineCluster(t)
+	for range outQueue {
+		c.Delta("t", "r", "m", "x")
+	}
+	c.Delta("t", "r", "m", "dropped")
+	c.announce(notice{Kind: kindStop, To: "other", Thread: "t", Run: "r"})
+	c.announce(notice{Kind: kindCancel, To: "other", Thread: "t", Run: "r", ID: "task"})
+	c.relaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{sessionCredential("s")}})
+	c.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: false})
+	got := heldKinds(c)
+	want := map[string]int{kindStop: 1, kindCancel: 1, kindSockets: 1, kindBroadcast: 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("held past a full queue: %v, want %v", got, want)
+	}
+}
+
+// TestClusterResendsWhatCouldNotBeSent: a batch the database would not
+// take keeps its commit and control notices for another try, which the
+// sender is woken for, and drops its streamed text.
+func TestClusterResendsWhatCouldNotBeSent(t *testing.T) {
+	c := offlineCluster(t)
+	var batch []string
+	for _, n := range []notice{
+		{Kind: kindDelta, Thread: "t", Text: "x"},
+		{Kind: kindCommit, Thread: "t", First: 3, Last: 4},
+		{Kind: kindStop, To: "other", Thread: "t", Run: "r"},
+	} {
+		batch = c.appendNotice(batch, n)
+	}
+	if conn := c.notify(context.Background(), nil, batch); conn != nil {
+		t.Fatal("notify reached a database that is not there")
+	}
+	select {
+	case <-c.kick:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sender was not woken to send again")
+	}
+	got := heldKinds(c)
+	if want := map[string]int{kindCommit: 1, kindStop: 1}; !maps.Equal(got, want) {
+		t.Errorf("kept to send again: %v, want %v", got, want)
+	}
+}
+
+// TestClusterWaitWokenByOwnCommits: a Wait for another instance's run
+// looks again when this instance commits in the thread (it closed that
+// run in a failover), not only when another instance does.
+func TestClusterWaitWokenByOwnCommits(t *testing.T) {
+	c := offlineCluster(t)
+	woken := c.addWaiter("t")
+	c.OnCommit([]models.Record{{Event: &models.RunEvent{ThreadID: "t", Seq: 7}}})
+	select {
+	case <-woken:
+	default:
+		t.Error("the thread's Wait was not woken by a commit here")
 	}
 }
