@@ -329,7 +329,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		Lead:          cfg.Lead,
 		Subagents:     cfg.Subagents,
 		WorkspaceRoot: workspaceRoot(cfg),
-		ToolImages:    agent.NewToolImages(filepath.Join(cfg.Server.DataDir, "tool-images")),
+		ToolImages:    toolImages(cfg),
 		Tools:         toolset,
 		Journal:       b.hub.Preparing(b.writer),
 		History:       b.store,
@@ -368,6 +368,19 @@ func workspaceRoot(cfg *config.Config) string {
 		return cfg.Workspaces.Dir
 	}
 	return filepath.Join(cfg.Server.DataDir, "workspaces")
+}
+
+// toolImages keeps the images tools return beside the workspaces, in
+// workspaces.dir/.tool-images, which every instance on one database shares
+// (docs/OPERATIONS.md "Several instances"): a page on any instance shows
+// an image a run on another kept. Files rather than database rows: an
+// image is up to 2 MiB, read by the browser with conditional requests,
+// and kept out of the database, its backups and its write path. Images an
+// older herd kept in DATA_DIR/tool-images are still served from there.
+// No thread is named .tool-images (thread ids are UUIDs), and a sandbox
+// sees only its own thread's workspace.
+func toolImages(cfg *config.Config) *agent.ToolImages {
+	return agent.NewToolImages(filepath.Join(workspaceRoot(cfg), ".tool-images"), filepath.Join(cfg.Server.DataDir, "tool-images"))
 }
 
 // resolveSandbox turns sandbox.mode auto into the mode this machine
@@ -469,11 +482,56 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, lns *list
 	var lost error
 	select {
 	case <-ctx.Done():
+		lost = drain(cfg, log, srv, rt, servers, b.cluster.Lost())
 	case err := <-served:
 		served <- err
 	case lost = <-b.cluster.Lost():
 	}
 	return errors.Join(lost, shutdown(cfg, log, b, rt, srv, servers, served))
+}
+
+// drain lets the running runs finish, for up to server.drain_seconds,
+// before shutdown interrupts the rest (docs/OPERATIONS.md "Rolling
+// upgrade"): /readyz fails and new runs are refused, so a proxy sends new
+// work to another instance, and kept-alive connections close after their
+// next answer, so a client's next request is routed afresh. Sockets stay
+// open and see their runs end. A second signal ends the wait at once, and
+// a lost lease (another instance has closed this one's runs) stops herd.
+func drain(cfg *config.Config, log *slog.Logger, srv *server.Server, rt *agent.Runtime, servers []*httpServer, lost <-chan error) error {
+	srv.Drain()
+	for _, s := range servers {
+		s.srv.SetKeepAlivesEnabled(false)
+	}
+	grace := time.Duration(cfg.Server.DrainSeconds) * time.Second
+	runs := rt.ActiveRuns()
+	if grace <= 0 || runs == 0 {
+		return nil
+	}
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	log.Info("stopping: no new runs; the running ones may finish (send the signal again to interrupt them now)", "runs", runs, "drain", grace)
+	drained := make(chan error, 1)
+	go func() { drained <- rt.Drain(ctx) }()
+	select {
+	case err := <-drained:
+		if err != nil {
+			log.Warn("stopping: runs still going after server.drain_seconds are interrupted", "runs", rt.ActiveRuns())
+		} else {
+			log.Info("stopping: every run has finished")
+		}
+	case <-again:
+		cancel()
+		<-drained
+		log.Warn("stopping: a second signal interrupts the runs still going", "runs", rt.ActiveRuns())
+	case err := <-lost:
+		cancel()
+		<-drained
+		return err
+	}
+	return nil
 }
 
 // announceSetup prints the one-time set-up link while no user exists:

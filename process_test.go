@@ -294,7 +294,9 @@ func stopHerd(t *testing.T, p *proc) {
 
 func TestTerminateGracefully(t *testing.T) {
 	dir := t.TempDir()
-	p := startHerd(t, dir)
+	// No drain: the stop interrupts the runs at once (drain_process_test.go
+	// lets them finish).
+	p := startHerdWith(t, dir, "HERD_SERVER_DRAIN_SECONDS=0")
 	c := p.signIn()
 	th := runningSubagents(c)
 

@@ -453,6 +453,25 @@ func (rt *Runtime) release(r *run) {
 // reason in its lead's prompt.
 func (rt *Runtime) Commands() bool { return rt.withCommands != rt.withoutCommands }
 
+// Drain stops accepting runs (ErrShuttingDown) and waits, until ctx ends,
+// for the running ones to end by themselves: the first half of a stop
+// that lets work finish (a rolling upgrade, docs/OPERATIONS.md). Shutdown
+// then interrupts what is left. The waiting goroutine it leaves when ctx
+// ends is over once Shutdown has ended the runs.
+func (rt *Runtime) Drain(ctx context.Context) error {
+	rt.mu.Lock()
+	rt.closed = true
+	rt.mu.Unlock()
+	done := make(chan struct{})
+	go func() { rt.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Shutdown stops accepting runs, cancels the running ones and waits (until
 // ctx ends) for them to write their terminal state.
 func (rt *Runtime) Shutdown(ctx context.Context) error {

@@ -37,10 +37,18 @@ var toolImageName = regexp.MustCompile(`^[0-9a-f]{64}\.(png|jpg|gif|webp)$`)
 // image is kept once). The server serves them to the thread's owner
 // (GET /api/threads/{id}/tool-images/{name}); a deleted thread's go with
 // its workspace (RemoveWorkspace).
-type ToolImages struct{ root string }
+type ToolImages struct {
+	root string
+	// older are roots an earlier herd kept images under: read and
+	// removed, never written.
+	older []string
+}
 
-// NewToolImages keeps images under root, created on first use.
-func NewToolImages(root string) *ToolImages { return &ToolImages{root: root} }
+// NewToolImages keeps images under root, created on first use, and still
+// finds those kept under the older roots.
+func NewToolImages(root string, older ...string) *ToolImages {
+	return &ToolImages{root: root, older: older}
+}
 
 // errImage is an image a tool returned that is not kept.
 var errImage = errors.New("image not kept")
@@ -94,12 +102,16 @@ func (s *ToolImages) write(threadID, name string, data []byte) error {
 }
 
 func (s *ToolImages) threadDir(threadID string, create bool) (*os.Root, error) {
+	return threadDir(s.root, threadID, create)
+}
+
+func threadDir(under, threadID string, create bool) (*os.Root, error) {
 	if create {
-		if err := os.MkdirAll(s.root, 0o700); err != nil {
+		if err := os.MkdirAll(under, 0o700); err != nil {
 			return nil, fmt.Errorf("keep image: %w", err)
 		}
 	}
-	root, err := os.OpenRoot(s.root)
+	root, err := os.OpenRoot(under)
 	if err != nil {
 		return nil, err
 	}
@@ -119,12 +131,7 @@ func (s *ToolImages) Open(threadID, name string) (*os.File, string, error) {
 	if m == nil || uuid.Validate(threadID) != nil {
 		return nil, "", fs.ErrNotExist
 	}
-	dir, err := s.threadDir(threadID, false)
-	if err != nil {
-		return nil, "", err
-	}
-	defer dir.Close()
-	f, err := dir.Open(name)
+	f, err := s.open(threadID, name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -137,9 +144,39 @@ func (s *ToolImages) Open(threadID, name string) (*os.File, string, error) {
 	return nil, "", fs.ErrNotExist
 }
 
-// remove deletes a thread's images; none is not an error.
+// open opens a thread's image from the root, or else an older one.
+func (s *ToolImages) open(threadID, name string) (*os.File, error) {
+	var first error
+	for _, under := range append([]string{s.root}, s.older...) {
+		dir, err := threadDir(under, threadID, false)
+		if err == nil {
+			var f *os.File
+			f, err = dir.Open(name)
+			_ = dir.Close()
+			if err == nil {
+				return f, nil
+			}
+		}
+		if first == nil || errors.Is(first, fs.ErrNotExist) {
+			first = err
+		}
+	}
+	return nil, first
+}
+
+// remove deletes a thread's images, under every root; none is not an
+// error.
 func (s *ToolImages) remove(threadID string) error {
-	root, err := os.OpenRoot(s.root)
+	for _, under := range append([]string{s.root}, s.older...) {
+		if err := removeUnder(under, threadID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func removeUnder(under, threadID string) error {
+	root, err := os.OpenRoot(under)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -212,5 +213,42 @@ func TestCallImages(t *testing.T) {
 	}
 	if err := out.validate(); err != nil {
 		t.Errorf("kept output invalid: %v", err)
+	}
+}
+
+// Images an older herd kept under its old root (DATA_DIR/tool-images)
+// are still served once the root has moved to the shared workspaces
+// directory, new ones go to the new root only, and removing a thread's
+// images removes them under both.
+func TestToolImagesOlderRoot(t *testing.T) {
+	dir := t.TempDir()
+	oldRoot, newRoot := filepath.Join(dir, "tool-images"), filepath.Join(dir, "workspaces", ".tool-images")
+	thread := uuid.NewString()
+	old, err := NewToolImages(oldRoot).Put(thread, "image/png", pngBytes(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewToolImages(newRoot, oldRoot)
+	f, typ, err := s.Open(thread, old.ID)
+	if err != nil || typ != "image/png" {
+		t.Fatalf("the older image: %v, %q", err, typ)
+	}
+	f.Close()
+	pic := pngBytes(t)
+	pic = append(pic[:len(pic):len(pic)], 0) // another image of the thread
+	img, err := s.Put(thread, "image/png", pic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(newRoot, thread, img.ID)); err != nil {
+		t.Errorf("a new image is not under the new root: %v", err)
+	}
+	if err := s.remove(thread); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{old.ID, img.ID} {
+		if _, _, err := s.Open(thread, id); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("image %s after remove: %v", id, err)
+		}
 	}
 }

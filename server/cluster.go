@@ -73,14 +73,19 @@ type Cluster struct {
 
 	rt      *agent.Runtime // local run control; set by Attach
 	sockets *sockets       // set by Server.New
-	// liveCredential re-reads a socket's credential; set by Server.New.
-	liveCredential func(userID, credential string) bool
+	// credentialRole re-reads a socket's credential and its user's role;
+	// set by Server.New.
+	credentialRole func(userID, credential string) (string, error)
 
 	out    chan notice
 	kick   chan struct{} // a commit notice was dropped (missed)
 	mu     sync.Mutex
 	closed bool
 	missed map[string][2]int64 // thread → the seqs whose notices were dropped
+	// held are encoded control notices (Stop, a card's cancel, sockets to
+	// close, settings) the queue had no room for or a send failed on: they
+	// go with the next batch, never dropped.
+	held []string
 
 	waitMu  sync.Mutex
 	waiters map[string][]chan struct{} // thread → Wait calls
@@ -290,6 +295,9 @@ func (c *Cluster) OnCommit(recs []models.Record) {
 	}
 	for _, id := range order {
 		rg := ranges[id]
+		// A Wait here for another instance's run learns of its end from
+		// this instance's commits too (a failover this instance ran).
+		c.wakeWaiters(id)
 		c.announce(notice{Kind: kindCommit, Thread: id, First: rg[0], Last: rg[1]})
 	}
 }
@@ -361,9 +369,10 @@ func cutUTF8(s string, n int) string {
 
 // announce queues n for the sender without blocking. When the queue is
 // full an ephemeral frame is dropped (the committed message that follows
-// carries the whole text) and a commit notice is remembered as missed and
-// sent once there is room: receivers read records back from the database,
-// so a late notice loses nothing.
+// carries the whole text), a commit notice is remembered as missed and
+// sent once there is room (receivers read records back from the
+// database, so a late notice loses nothing), and control is held for the
+// next batch: a Stop or a revoked session's close must not be lost.
 func (c *Cluster) announce(n notice) {
 	n.From = c.o.InstanceID
 	c.mu.Lock()
@@ -376,19 +385,72 @@ func (c *Cluster) announce(n notice) {
 		return
 	default:
 	}
-	if n.Kind != kindCommit {
+	switch n.Kind {
+	case kindCommit:
+		// Receivers read back no further than a notice's Last.
+		rg, ok := c.missed[n.Thread]
+		if !ok {
+			rg = [2]int64{n.First, n.Last}
+		}
+		c.missed[n.Thread] = [2]int64{min(rg[0], n.First), max(rg[1], n.Last)}
+	case kindDelta, kindReasoning, kindProgress:
 		return
+	default:
+		b, err := json.Marshal(n)
+		if err != nil {
+			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
+			return
+		}
+		c.holdLocked(string(b))
 	}
-	// Receivers read back no further than a notice's Last.
-	rg, ok := c.missed[n.Thread]
-	if !ok {
-		rg = [2]int64{n.First, n.Last}
+	c.kickSender()
+}
+
+// maxHeld bounds the control notices held through a long outage of the
+// database; past it the oldest go (their sockets are re-checked and the
+// pages catch up when the listeners reconnect).
+const maxHeld = 4096
+
+func (c *Cluster) holdLocked(raw ...string) {
+	c.held = append(c.held, raw...)
+	if over := len(c.held) - maxHeld; over > 0 {
+		c.held = append(c.held[:0], c.held[over:]...)
 	}
-	c.missed[n.Thread] = [2]int64{min(rg[0], n.First), max(rg[1], n.Last)}
+}
+
+func (c *Cluster) kickSender() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// retryAfter is how long a batch that could not be sent waits to be sent
+// again.
+const retryAfter = time.Second
+
+// resend keeps what of a batch that could not be sent must not be lost,
+// commit and control notices, and has the sender try again shortly.
+func (c *Cluster) resend(batch []string) {
+	var keep []string
+	for _, raw := range batch {
+		var n notice
+		if json.Unmarshal([]byte(raw), &n) != nil {
+			continue
+		}
+		switch n.Kind {
+		case kindDelta, kindReasoning, kindProgress:
+		default:
+			keep = append(keep, raw)
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.holdLocked(keep...)
+	c.mu.Unlock()
+	time.AfterFunc(retryAfter, c.kickSender)
 }
 
 // sendBatch bounds the notices sent in one statement.
@@ -417,6 +479,10 @@ func (c *Cluster) send(ctx context.Context) {
 			n.Kind = ""
 		}
 		if !ok {
+			// Closing: what is held or missed goes in a last batch.
+			b.reset()
+			held := c.addMissed(&b)
+			conn = c.notify(ctx, conn, append(held, c.encode(b.ns)...))
 			return
 		}
 		b.reset()
@@ -435,8 +501,8 @@ func (c *Cluster) send(ctx context.Context) {
 				break drain
 			}
 		}
-		c.addMissed(&b)
-		conn = c.notify(ctx, conn, c.encode(b.ns))
+		held := c.addMissed(&b)
+		conn = c.notify(ctx, conn, append(held, c.encode(b.ns)...))
 	}
 }
 
@@ -503,22 +569,26 @@ func (c *Cluster) encode(ns []notice) []string {
 	return out
 }
 
-// addMissed adds the commit notices the queue had no room for.
-func (c *Cluster) addMissed(b *batch) {
+// addMissed adds the commit notices the queue had no room for to b, and
+// takes the held control notices: they were dropped before anything in b
+// was queued, so they go first.
+func (c *Cluster) addMissed(b *batch) (held []string) {
 	c.mu.Lock()
 	missed := c.missed
 	if len(missed) > 0 {
 		c.missed = map[string][2]int64{}
 	}
+	held, c.held = c.held, nil
 	c.mu.Unlock()
 	for thread, rg := range missed {
 		b.add(notice{From: c.o.InstanceID, Kind: kindCommit, Thread: thread, First: rg[0], Last: rg[1]})
 	}
+	return held
 }
 
 // notify sends batch on conn, (re)connecting as needed; one retry on a
-// fresh connection. Notices that cannot be sent are dropped: a receiver's
-// clients find the gap at the next commit and read it from the database.
+// fresh connection. Of a batch that cannot be sent the ephemeral frames
+// are dropped; commit and control notices are sent again (resend).
 func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, batch []string) *pgx.Conn {
 	if len(batch) == 0 {
 		return conn
@@ -546,5 +616,6 @@ func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, batch []string) *p
 		_ = conn.Close(context.Background())
 		conn = nil
 	}
+	c.resend(batch)
 	return conn
 }

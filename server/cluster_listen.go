@@ -345,11 +345,15 @@ func (c *Cluster) catchUp(ctx context.Context) {
 		c.wakeWaitersLocked(thread)
 	}
 	c.waitMu.Unlock()
-	if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err == nil {
-		c.o.Settings.adopt(on == "true")
+	// The token switch's frame may have been lost too: the pages hear of a
+	// change from here.
+	if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
+		c.log.Warn("cluster: read the token switch after reconnecting", "err", err)
+	} else if c.o.Settings.adopt(on == "true") {
+		c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
 	}
-	if c.liveCredential != nil {
-		c.sockets.revalidate(c.liveCredential)
+	if c.credentialRole != nil {
+		c.sockets.revalidate(c.credentialRole)
 	}
 }
 
@@ -360,7 +364,7 @@ func (c *Cluster) broadcasted(n notice) {
 		var s map[string]bool
 		if err := json.Unmarshal(n.Data, &s); err == nil {
 			if on, ok := s[settingTokenUsage]; ok {
-				c.o.Settings.adopt(on)
+				_ = c.o.Settings.adopt(on)
 			}
 		}
 	}

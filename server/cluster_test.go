@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -152,19 +153,43 @@ func TestClusterCatchUpAfterReconnect(t *testing.T) {
 
 // TestSocketsRevalidate: after a listener reconnects, the sockets whose
 // credential ended meanwhile (a sign-out on another instance whose word
-// was lost) are closed, and only those.
+// was lost) are closed, and those whose user's role changed (an API
+// token outlives a promotion), and only those; a credential the database
+// cannot check now keeps its sockets (an outage is not a sign-out).
 func TestSocketsRevalidate(t *testing.T) {
 	r := newSockets()
-	live, _, doneLive := r.track(context.Background(), "u1", sessionCredential("a"), nil, func() bool { return true })
-	defer doneLive()
-	gone, _, doneGone := r.track(context.Background(), "u1", sessionCredential("b"), nil, func() bool { return true })
-	defer doneGone()
-	r.revalidate(func(userID, cred string) bool { return userID == "u1" && cred == sessionCredential("a") })
-	if live.Err() != nil {
-		t.Error("a live session's socket was closed")
+	open := func(role, cred string) context.Context {
+		ctx, _, done := r.track(context.Background(), "u1", role, cred, nil, func() bool { return true })
+		t.Cleanup(done)
+		return ctx
 	}
-	if gone.Err() == nil {
-		t.Error("an ended session's socket stayed open")
+	live := open("user", sessionCredential("a"))
+	gone := open("user", sessionCredential("b"))
+	promoted := open("user", tokenCredential("t"))
+	promotedLater := open("admin", tokenCredential("t"))
+	unknown := open("user", sessionCredential("c"))
+	r.revalidate(func(userID, cred string) (string, error) {
+		switch {
+		case userID != "u1":
+			return "", errCredentialGone
+		case cred == sessionCredential("a"):
+			return "user", nil
+		case cred == tokenCredential("t"):
+			return "admin", nil
+		case cred == sessionCredential("c"):
+			return "", errors.New("connection refused")
+		}
+		return "", errCredentialGone
+	})
+	for name, ctx := range map[string]context.Context{"live session": live, "opened after the promotion": promotedLater, "unverifiable": unknown} {
+		if ctx.Err() != nil {
+			t.Errorf("the %s socket was closed", name)
+		}
+	}
+	for name, ctx := range map[string]context.Context{"ended session": gone, "promoted user's token": promoted} {
+		if ctx.Err() == nil {
+			t.Errorf("the %s socket stayed open", name)
+		}
 	}
 }
 
@@ -330,5 +355,91 @@ func TestOwnNoticesKnownByPrefix(t *testing.T) {
 		if p := c.encode([]notice{n})[0]; !strings.HasPrefix(p, ownPrefix("a")) || strings.HasPrefix(p, ownPrefix("ab")) {
 			t.Errorf("notice %s; own prefix %s", p, ownPrefix("a"))
 		}
+	}
+}
+
+// offlineCluster is a Cluster that never starts, for what it queues and
+// holds; its database refuses connections at once.
+func offlineCluster(t *testing.T) *Cluster {
+	t.Helper()
+	hub := NewHub(nil, NewMarkdown(), HubOptions{})
+	t.Cleanup(func() { _ = hub.Close(context.Background()) })
+	c, err := NewCluster(ClusterOptions{DSN: "host=127.0.0.1 port=1 connect_timeout=2 sslmode=disable", InstanceID: "me", Hub: hub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.channel = "herd_test"
+	return c
+}
+
+func heldKinds(c *Cluster) map[string]int {
+	out := map[string]int{}
+	var b batch
+	b.reset()
+	held := c.addMissed(&b)
+	for _, raw := range append(held, c.encode(b.ns)...) {
+		var n notice
+		_ = json.Unmarshal([]byte(raw), &n)
+		out[n.Kind]++
+	}
+	return out
+}
+
+// TestClusterControlSurvivesAFullQueue: with the sender's queue full (a
+// burst of streamed text), a Stop, a card's cancel, a revoked session's
+// close and a settings change are held for the next batch, not dropped
+// as streamed text is.
+func TestClusterControlSurvivesAFullQueue(t *testing.T) {
+	c := offlineCluster(t)
+	for range outQueue {
+		c.Delta("t", "r", "m", "x")
+	}
+	c.Delta("t", "r", "m", "dropped")
+	c.announce(notice{Kind: kindStop, To: "other", Thread: "t", Run: "r"})
+	c.announce(notice{Kind: kindCancel, To: "other", Thread: "t", Run: "r", ID: "task"})
+	c.relaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{sessionCredential("s")}})
+	c.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: false})
+	got := heldKinds(c)
+	want := map[string]int{kindStop: 1, kindCancel: 1, kindSockets: 1, kindBroadcast: 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("held past a full queue: %v, want %v", got, want)
+	}
+}
+
+// TestClusterResendsWhatCouldNotBeSent: a batch the database would not
+// take keeps its commit and control notices for another try, which the
+// sender is woken for, and drops its streamed text.
+func TestClusterResendsWhatCouldNotBeSent(t *testing.T) {
+	c := offlineCluster(t)
+	batch := c.encode([]notice{
+		{Kind: kindDelta, Thread: "t", Text: "x"},
+		{Kind: kindCommit, Thread: "t", First: 3, Last: 4},
+		{Kind: kindStop, To: "other", Thread: "t", Run: "r"},
+	})
+	if conn := c.notify(context.Background(), nil, batch); conn != nil {
+		t.Fatal("notify reached a database that is not there")
+	}
+	select {
+	case <-c.kick:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sender was not woken to send again")
+	}
+	got := heldKinds(c)
+	if want := map[string]int{kindCommit: 1, kindStop: 1}; !maps.Equal(got, want) {
+		t.Errorf("kept to send again: %v, want %v", got, want)
+	}
+}
+
+// TestClusterWaitWokenByOwnCommits: a Wait for another instance's run
+// looks again when this instance commits in the thread (it closed that
+// run in a failover), not only when another instance does.
+func TestClusterWaitWokenByOwnCommits(t *testing.T) {
+	c := offlineCluster(t)
+	woken := c.addWaiter("t")
+	c.OnCommit([]models.Record{{Event: &models.RunEvent{ThreadID: "t", Seq: 7}}})
+	select {
+	case <-woken:
+	default:
+		t.Error("the thread's Wait was not woken by a commit here")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"time"
 
@@ -128,6 +129,7 @@ type Server struct {
 	adminCommands bool // CommandsAdminOnly
 	purger        *purger
 	titles        *titler
+	draining      atomic.Bool // Drain: readyz fails
 	undoWindow    time.Duration
 	mcp           interface{ Status() []mcp.ServerStatus }
 }
@@ -172,7 +174,7 @@ func New(o Options) (*Server, error) {
 	if o.Cluster != nil {
 		s.runs = o.Cluster
 		o.Cluster.sockets = s.sockets
-		o.Cluster.liveCredential = s.credentialLive
+		o.Cluster.credentialRole = s.credentialRole
 		s.sockets.relay = o.Cluster.relaySockets
 	}
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
@@ -533,11 +535,24 @@ func (s *Server) healthz(c echo.Context) error {
 // the fault passes (docs/DESIGN.md §10). It never queues behind the
 // writer.
 func (s *Server) readyz(c echo.Context) error {
+	if s.draining.Load() {
+		return errDraining
+	}
 	if err := s.storageReady(c.Request().Context()); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
+
+// errDraining is readyz's answer once the instance is stopping: a proxy
+// sends new work to another instance.
+var errDraining = &apiError{http.StatusServiceUnavailable, "draining", "this instance is stopping and takes no new runs"}
+
+// Drain marks the server as stopping (docs/OPERATIONS.md "Rolling
+// upgrade"): /readyz fails from now on, so a proxy stops sending it
+// requests, while its runs finish and its sockets stay open. The runtime
+// refuses new runs itself (agent.Runtime.Drain).
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // storageReady is nil when the database can be written now, else the 503
 // that says why.

@@ -84,9 +84,9 @@ func (s *Settings) SetTokenUsage(ctx context.Context, on bool) error {
 }
 
 // adopt applies a token gate another instance stored (Cluster), which
-// tells the pages itself.
-func (s *Settings) adopt(on bool) {
+// tells the pages itself, and reports whether it changed here.
+func (s *Settings) adopt(on bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tokens.Store(on)
+	return s.tokens.Swap(on) != on
 }

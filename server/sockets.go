@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
+
+	"herd/models"
 )
 
 // closeReason is how a socket is told that its credential ended. 4401 is
@@ -52,6 +55,7 @@ type socketClose struct {
 
 type socket struct {
 	userID     string
+	role       string // the user's role when the socket opened
 	credential string
 	cancel     context.CancelFunc
 	conn       *websocket.Conn // nil until upgraded
@@ -60,15 +64,15 @@ type socket struct {
 
 func newSockets() *sockets { return &sockets{open: map[*socket]struct{}{}} }
 
-// track registers a stream of userID signed in by credential before its
-// upgrade. It returns the context to serve it with, which ends when the
+// track registers a stream of userID, whose role is role, signed in by
+// credential before its upgrade. It returns the context to serve it with, which ends when the
 // credential does, the upgrade to use instead, and a func to call when
 // the stream is over. The wrapped upgrade refuses a credential that
 // ended between the request's sign-in and its registration (stillValid),
 // so no socket slips past a revocation.
-func (r *sockets) track(ctx context.Context, userID, credential string, upgrade func() (*websocket.Conn, error), stillValid func() bool) (context.Context, func() (*websocket.Conn, error), func()) {
+func (r *sockets) track(ctx context.Context, userID, role, credential string, upgrade func() (*websocket.Conn, error), stillValid func() bool) (context.Context, func() (*websocket.Conn, error), func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	sk := &socket{userID: userID, credential: credential, cancel: cancel}
+	sk := &socket{userID: userID, role: role, credential: credential, cancel: cancel}
 	r.mu.Lock()
 	r.open[sk] = struct{}{}
 	r.mu.Unlock()
@@ -115,11 +119,20 @@ func (r *sockets) closeUser(reason closeReason, userID string) {
 	}
 }
 
-// revalidate asks live about the credential of every open socket and
-// closes those that ended: a Cluster calls it when it may have missed
-// another instance's word of a sign-out or a revoked token (its listener
-// reconnected). Each credential is asked about once.
-func (r *sockets) revalidate(live func(userID, credential string) bool) {
+// errCredentialGone is role's answer for a credential that no longer
+// signs its user in: signed out, expired, revoked, the user disabled or
+// deleted.
+var errCredentialGone = errors.New("credential ended")
+
+// revalidate asks role about the credential of every open socket and
+// closes those that ended, and those whose user's role changed since they
+// opened, as the instance that made the change closed its own: a Cluster
+// calls it when it may have missed another instance's word of a sign-out,
+// a revoked token or a changed account (its listener reconnected). Each
+// credential is asked about once. A credential that cannot be checked
+// now (the database unreachable) keeps its sockets: an outage is not a
+// sign-out, and 4401 would tell the page to give up.
+func (r *sockets) revalidate(role func(userID, credential string) (string, error)) {
 	r.mu.Lock()
 	owners := map[string]string{} // credential → user
 	for sk := range r.open {
@@ -128,15 +141,23 @@ func (r *sockets) revalidate(live func(userID, credential string) bool) {
 		}
 	}
 	r.mu.Unlock()
+	roles := map[string]string{} // credential → its user's role now
 	ended := map[string]bool{}
 	for cred, userID := range owners {
-		if !live(userID, cred) {
+		switch now, err := role(userID, cred); {
+		case errors.Is(err, errCredentialGone):
 			ended[cred] = true
+		case err == nil:
+			roles[cred] = now
 		}
 	}
 	if len(ended) > 0 {
 		r.closeWhere(closeSessionEnded, func(sk *socket) bool { return ended[sk.credential] })
 	}
+	r.closeWhere(closeAccountChanged, func(sk *socket) bool {
+		now, ok := roles[sk.credential]
+		return ok && now != sk.role
+	})
 }
 
 // apply closes this instance's sockets that sc names: a user's, or those
@@ -175,21 +196,31 @@ func sayClose(conn *websocket.Conn, reason closeReason) {
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(reason.code, reason.text), time.Now().Add(time.Second))
 }
 
-// credentialLive reports whether credential (a session or a token) still
-// signs userID in, read from the database: a socket's check long after
-// its request (sockets.revalidate).
-func (s *Server) credentialLive(userID, credential string) bool {
+// credentialRole is the role of userID as credential (a session or a
+// token) signs them in now, read from the database: a socket's check long
+// after its request (sockets.revalidate). errCredentialGone when it signs
+// them in no more; another error when the database could not say.
+func (s *Server) credentialRole(userID, credential string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
+	var u *models.User
+	var err error
 	if id, ok := strings.CutPrefix(credential, "session:"); ok {
-		_, u, err := s.store.SessionUser(ctx, id)
-		return err == nil && u.ID == userID
+		_, u, err = s.store.SessionUser(ctx, id)
+	} else if hash, ok := strings.CutPrefix(credential, "token:"); ok {
+		u, err = s.store.TokenUser(ctx, hash)
+	} else {
+		return "", errCredentialGone
 	}
-	if hash, ok := strings.CutPrefix(credential, "token:"); ok {
-		u, err := s.store.TokenUser(ctx, hash)
-		return err == nil && u.ID == userID
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		return "", errCredentialGone
+	case err != nil:
+		return "", err
+	case u.ID != userID:
+		return "", errCredentialGone
 	}
-	return false
+	return u.Role, nil
 }
 
 // credentialValid re-reads the request's credential: still there, and

@@ -51,7 +51,7 @@ func (s *Server) stream(c echo.Context) error {
 	}
 	// The socket lives only as long as what signed it in (sockets.go).
 	cred, _ := c.Get(ctxCredential).(string)
-	ctx, upgrade, done := s.sockets.track(context.Background(), uid, cred, upgrade, s.credentialValid(c))
+	ctx, upgrade, done := s.sockets.track(context.Background(), uid, u.Role, cred, upgrade, s.credentialValid(c))
 	closed := func() {
 		done()
 		s.socketCap.release(uid)

@@ -47,6 +47,9 @@ type ServerConfig struct {
 	DataDir                string `yaml:"data_dir"`
 	PublicURL              string `yaml:"public_url"`
 	ShutdownTimeoutSeconds int    `yaml:"shutdown_timeout_seconds"`
+	// DrainSeconds is how long a stop lets running runs finish before
+	// interrupting them (docs/OPERATIONS.md "Rolling upgrade").
+	DrainSeconds int `yaml:"drain_seconds"`
 	// AllowedHosts are further Host header names herd answers to, beside
 	// the loopback names and public_url's host (docs/OPERATIONS.md).
 	AllowedHosts []string `yaml:"allowed_hosts"`

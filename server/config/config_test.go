@@ -55,7 +55,7 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("load defaults: %v", err)
 	}
 	want := &Config{
-		Server: ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, AllowedHosts: []string{}, TrustedProxies: []string{},
+		Server: ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, DrainSeconds: 30, AllowedHosts: []string{}, TrustedProxies: []string{},
 			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 256,
 			MaxSocketsPerUser: 16, WSConnectsPerMinute: 60},
 		Database:   DatabaseConfig{Driver: "sqlite"},

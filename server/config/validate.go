@@ -204,6 +204,7 @@ func (l *loader) validateServer(s ServerConfig) {
 		}
 	}
 	l.atLeast("server.shutdown_timeout_seconds", s.ShutdownTimeoutSeconds, 1)
+	l.atLeast("server.drain_seconds", s.DrainSeconds, 0)
 	for i, h := range s.AllowedHosts {
 		if !validHostName(h) {
 			l.invalid("server.allowed_hosts."+strconv.Itoa(i), "must be a host name or IP address without scheme, port or path, got %q", h)
