@@ -151,6 +151,26 @@ func TestWriterDeletedThread(t *testing.T) {
 		if n, _ := s.LastSeq(ctx, other.ID); n != 1 {
 			t.Errorf("other thread last_seq = %d, want 1", n)
 		}
+		// One transaction over both threads and a third (PostgreSQL
+		// reserves their seqs in one statement): the live threads get
+		// their next seqs, the deleted one's records are refused.
+		third, _ := s.CreateThread(ctx, "u1", "c")
+		ev := func(id string) Record {
+			return Record{Event: &RunEvent{ThreadID: id, EventType: "run.start", Category: CategoryRun}}
+		}
+		recs := []Record{ev(other.ID), ev(th.ID), ev(third.ID), ev(other.ID)}
+		err = w.Write(ctx, recs...)
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("a batch with a deleted thread: err = %v, want ErrNotFound", err)
+		}
+		for i, want := range []int64{2, 0, 1, 3} {
+			if got := recs[i].Seq(); got != want {
+				t.Errorf("record %d: seq %d, want %d", i, got, want)
+			}
+		}
+		if n, _ := s.LastSeq(ctx, other.ID); n != 3 {
+			t.Errorf("other thread last_seq = %d, want 3", n)
+		}
 	})
 }
 
