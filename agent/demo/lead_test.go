@@ -107,9 +107,9 @@ func TestLeadFirstResponse(t *testing.T) {
 			textHas: []string{"I'll hand this item to a subagent.", "I can't run the 2 `bash:` items. Commands are turned off for your account"},
 		},
 		{
-			name:    "plain text is answered directly with the delegation hints",
-			msg:     "What is herd?",
-			types:   allTypes,
+			name:  "plain text is answered directly with the delegation hints",
+			msg:   "What is herd?",
+			types: allTypes,
 			textHas: []string{"What is herd?", "offline demo model", "### How to delegate\n\n- **Send a list**", "`- `", "``Run `sleep 2 && echo Done` ``", "`researcher: …`", "general-purpose, bash, researcher",
 				"```markdown\nThree jobs for the demo:\n- Compare SQLite and PostgreSQL\n- Write a haiku about servers\n- bash: run `uname -sr`\n```"},
 		},
