@@ -230,6 +230,7 @@ func directAnswer(human, cmd string, types []string, label, noShell string) repl
 	if example != "" {
 		fmt.Fprintf(&b, "- **Start an item with a subagent type**, such as `%s: …`, to choose who does it.\n", example)
 	}
+	b.WriteString("- **Write anything else**, and I answer like this: I do not understand text.\n")
 	b.WriteString("\n" + exampleMessage(bash))
 	if len(types) > 0 {
 		fmt.Fprintf(&b, "\nAvailable subagent types: %s.", strings.Join(types, ", "))

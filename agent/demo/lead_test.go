@@ -111,7 +111,7 @@ func TestLeadFirstResponse(t *testing.T) {
 			msg:   "What is herd?",
 			types: allTypes,
 			textHas: []string{"What is herd?", "offline demo model", "### How to delegate\n\n- **Send a list**", "`- `", "``Run `sleep 2 && echo Done` ``", "`researcher: …`", "general-purpose, bash, researcher",
-				"```markdown\nThree jobs for the demo:\n- Compare SQLite and PostgreSQL\n- Write a haiku about servers\n- bash: run `uname -sr`\n```"},
+				"- **Write anything else**", "```markdown\nThree jobs for the demo:\n- Compare SQLite and PostgreSQL\n- Write a haiku about servers\n- bash: run `uname -sr`\n```"},
 		},
 		{
 			name:    "a list inside a code fence is an example, not a request",
