@@ -189,9 +189,22 @@ const rowsJS = `(() => {
 // with a date (gpt-test-2024-08-06) never adds a second row: the panel's
 // rows are per herd model, live and after a reload; and the title call,
 // whose title was not used, reaches the lead's figure live, in its own
-// frame.
+// frame — or, when the call ended before the page's stream opened, from
+// the one catch-up read the page makes on opening.
 func TestBrowserUsageModelRowsAndTitle(t *testing.T) {
-	a, fake := datedFake(t, 400*time.Millisecond)
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+	}{
+		{"frame", 400 * time.Millisecond},
+		{"catch-up", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testModelRowsAndTitle(t, tc.delay) })
+	}
+}
+
+func testModelRowsAndTitle(t *testing.T, titleDelay time.Duration) {
+	a, fake := datedFake(t, titleDelay)
 	u := a.newUser("ann@example.com", false)
 	b := newBrowser(t, a.http.URL)
 	b.signIn(u.email, "password123")
@@ -217,7 +230,10 @@ func TestBrowserUsageModelRowsAndTitle(t *testing.T) {
 		t.Errorf("the page asked the usage API %d times, want at most once (the catch-up on opening)", fetched)
 	}
 
-	// A second message: the base figure and the live one use one name.
+	// A second message on a reloaded page: the figures the page was
+	// rendered with and those it adds live name the model alike.
+	b.reload()
+	evalAs[chromedp.Void](b, rowsJS)
 	b.sendMessage("And the way back?")
 	b.waitRunEnd(a, th)
 	b.waitFor("the second answer counted", `document.querySelector('#usage-panel [data-usage="lead"]')?.textContent === "1,116"`, 15*time.Second)
