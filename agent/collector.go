@@ -10,9 +10,10 @@ import (
 // reported no usage worth recording (none, or input, output and total all
 // ≤ 0) is still a call: its row is marked Unreported with zero figures,
 // never a fabricated count. A missing total is input + output; cache-read
-// is kept only when > 0 (docs/DESIGN.md §6).
-func ledgerEntry(threadID, runID, taskID string, resp Response) *models.UsageEntry {
-	e := &models.UsageEntry{CallID: resp.CallID, ThreadID: threadID, RunID: runID, TaskID: taskID, ModelName: resp.Model}
+// is kept only when > 0 (docs/DESIGN.md §6). herdModel is the herd model
+// the call was made with; resp.Model is the provider's name for it.
+func ledgerEntry(threadID, runID, taskID, herdModel string, resp Response) *models.UsageEntry {
+	e := &models.UsageEntry{CallID: resp.CallID, ThreadID: threadID, RunID: runID, TaskID: taskID, ModelName: resp.Model, HerdModel: herdModel}
 	u := resp.Usage
 	if u == nil || (u.InputTokens <= 0 && u.OutputTokens <= 0 && u.TotalTokens <= 0) {
 		e.Unreported = true

@@ -19,7 +19,7 @@ import (
 type taskSink interface {
 	emit(ctx context.Context, taskID string, ev Event)
 	deliver(ctx context.Context, end TaskEnd, o Outcome)
-	recordUsage(ctx context.Context, taskID string, resp Response) *models.UsageEntry
+	recordUsage(ctx context.Context, taskID, model string, resp Response) *models.UsageEntry
 }
 
 // execution is one dispatched task call: the registry entry and the state

@@ -203,7 +203,7 @@ func (r *run) converse(log *slog.Logger) ending {
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
 			return failed(err.Error(), r.failureNotice(err))
 		}
-		r.recordUsage(r.ctx, "", resp)
+		r.recordUsage(r.ctx, "", r.model.Config.Name, resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
 		final := len(resp.ToolCalls) == 0
 		if err := r.persist(&models.Message{
@@ -527,9 +527,9 @@ func (r *run) emit(ctx context.Context, taskID string, ev Event) {
 
 // recordUsage writes an LLM call to the ledger (once, by call id), usage
 // reported or not, and keeps it for the run's totals (taskSink; the lead's
-// own calls have no task).
-func (r *run) recordUsage(ctx context.Context, taskID string, resp Response) *models.UsageEntry {
-	e := ledgerEntry(r.threadID, r.id, taskID, resp)
+// own calls have no task); model is the herd model that made it.
+func (r *run) recordUsage(ctx context.Context, taskID, model string, resp Response) *models.UsageEntry {
+	e := ledgerEntry(r.threadID, r.id, taskID, model, resp)
 	r.mu.Lock()
 	r.usage[e.CallID] = *e
 	r.mu.Unlock()
@@ -548,19 +548,9 @@ func (r *run) totals() models.UsageReport {
 	defer r.mu.Unlock()
 	rep := models.UsageReport{ByModel: map[string]models.UsageTotals{}}
 	for _, e := range r.usage {
-		rep.Add(e.TaskID == "", e.ModelName, models.UsageTotals{
-			InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, TotalTokens: e.TotalTokens, CacheReadTokens: e.CacheReadTokens, Calls: 1,
-			UnreportedCalls: unreported(e),
-		})
+		e.Count(&rep)
 	}
 	return rep
-}
-
-func unreported(e models.UsageEntry) int64 {
-	if e.Unreported {
-		return 1
-	}
-	return 0
 }
 
 // end writes the run's final status and run.end.

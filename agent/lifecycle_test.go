@@ -135,7 +135,7 @@ func TestCollector(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			col := newCollector()
 			for _, r := range c.resps {
-				col.Record(ledgerEntry("th", "run", "task", r))
+				col.Record(ledgerEntry("th", "run", "task", "m", r))
 			}
 			got := col.Snapshot()
 			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
@@ -166,12 +166,12 @@ func TestCollector(t *testing.T) {
 // is not marked.
 func TestLedgerEntryUnreported(t *testing.T) {
 	for _, u := range []*Usage{nil, {}, {InputTokens: -1, OutputTokens: -1, TotalTokens: -2}} {
-		e := ledgerEntry("th", "run", "", Response{CallID: "a", Usage: u, Model: "m"})
+		e := ledgerEntry("th", "run", "", "m", Response{CallID: "a", Usage: u, Model: "m"})
 		if !e.Unreported || e.CallID != "a" || e.ModelName != "m" || e.InputTokens != 0 || e.OutputTokens != 0 || e.TotalTokens != 0 {
 			t.Errorf("usage %+v: entry %+v, want an unreported row of call a", u, e)
 		}
 	}
-	if e := ledgerEntry("th", "run", "", Response{CallID: "b", Usage: &Usage{InputTokens: 1, OutputTokens: 2}}); e.Unreported || e.TotalTokens != 3 {
+	if e := ledgerEntry("th", "run", "", "m", Response{CallID: "b", Usage: &Usage{InputTokens: 1, OutputTokens: 2}}); e.Unreported || e.TotalTokens != 3 {
 		t.Errorf("reported usage: entry %+v", e)
 	}
 }

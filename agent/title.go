@@ -31,34 +31,40 @@ var ErrNoTitleCall = errors.New("agent: this model names no threads")
 // TitleRequest asks for the title of a thread from its first message.
 type TitleRequest struct {
 	ThreadID string
-	RunID    string // the first message's run, which the call is counted with
-	Model    string // the run's model; "" for the default
+	Model    string // the first run's model; "" for the default
 	Content  string // the first message
 }
 
+// TitleAnswer is a title call's answer as the model gave it (the caller
+// cleans it) and the call's row in the usage ledger.
+type TitleAnswer struct {
+	Text string
+	Call models.UsageEntry
+}
+
 // Title asks req's model for a thread title in one bounded call
-// (titleTimeout, titleMaxTokens) and returns its answer as the model gave
-// it; the caller cleans it. On a model with max_concurrent_requests it
-// waits for the thread's run to end first. The call is a lead call like any other: it is
-// written to the usage ledger under the thread and the run, with no task,
-// so the thread's lead figures count it (docs/DESIGN.md §6).
-func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (string, error) {
+// (titleTimeout, titleMaxTokens). On a model with max_concurrent_requests
+// it waits for the thread's run to end first. The call is a lead call: it
+// is written to the usage ledger under the thread, with no run and no
+// task, so the thread's lead figures count it, no run's totals do, and no
+// Regenerate or Edit replaces it (docs/DESIGN.md §6).
+func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (TitleAnswer, error) {
 	model := rt.defModel
 	if req.Model != "" {
 		m, ok := rt.models[req.Model]
 		if !ok {
-			return "", fmt.Errorf("%w %q", ErrUnknownModel, req.Model)
+			return TitleAnswer{}, fmt.Errorf("%w %q", ErrUnknownModel, req.Model)
 		}
 		model = m
 	}
 	if model.Config.Provider == "demo" || (rt.lead.ModelTitles != nil && !*rt.lead.ModelTitles) {
-		return "", ErrNoTitleCall
+		return TitleAnswer{}, ErrNoTitleCall
 	}
 	if model.Config.MaxConcurrentRequests > 0 {
 		// The model serves few calls at once: the title must not take the
 		// slot the run's calls wait for, so it comes once the run is over.
 		if err := rt.Wait(ctx, req.ThreadID); err != nil {
-			return "", fmt.Errorf("agent: title call: %w", err)
+			return TitleAnswer{}, fmt.Errorf("agent: title call: %w", err)
 		}
 	}
 	content := req.Content
@@ -73,17 +79,18 @@ func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (string, error) 
 		MaxTokens: titleMaxTokens,
 	}, nil)
 	if err != nil {
-		return "", fmt.Errorf("agent: title call: %w", err)
+		return TitleAnswer{}, fmt.Errorf("agent: title call: %w", err)
 	}
 	// Written, not queued: once Title returns the call is in the ledger,
 	// so the title's frame, which refreshes the page's figures, finds it.
 	pctx, pcancel := rt.persistCtx(ctx)
 	defer pcancel()
-	entry := ledgerEntry(req.ThreadID, req.RunID, "", resp)
-	if err := rt.journal.Write(pctx, models.Record{Usage: entry}); err != nil {
+	entry := ledgerEntry(req.ThreadID, "", "", model.Config.Name, resp)
+	row := *entry // the writer stamps its own copy
+	if err := rt.journal.Write(pctx, models.Record{Usage: &row}); err != nil {
 		rt.log.Error("record usage", "call", entry.CallID, "err", err)
 	}
-	return resp.Text, nil
+	return TitleAnswer{Text: resp.Text, Call: *entry}, nil
 }
 
 // truncateUTF8 is s cut to at most n bytes, at a character boundary.

@@ -168,11 +168,17 @@ type RunEvent struct {
 // UsageEntry is one LLM call in the usage ledger, keyed by the call id so
 // that reporting a call twice counts it once (docs/DESIGN.md §6).
 type UsageEntry struct {
-	CallID          string `gorm:"primaryKey"`
-	ThreadID        string `gorm:"index;not null;size:36"`
-	RunID           string `gorm:"index;not null;size:36"`
-	TaskID          string // empty for the lead's own calls
+	CallID   string `gorm:"primaryKey"`
+	ThreadID string `gorm:"index;not null;size:36"`
+	RunID    string `gorm:"index;not null;size:36"` // "" for the thread's title call
+	TaskID   string // empty for the lead's own calls
+	// ModelName is the model as its provider reported it (which may carry
+	// a date: gpt-4o-2024-08-06); HerdModel is the herd model the call was
+	// made with, as runs, messages and cards name it, "" in rows written
+	// before it was recorded. A thread's figures are per herd model, so
+	// the page's rows are the same live and reloaded (docs/DESIGN.md §6).
 	ModelName       string `gorm:"not null"`
+	HerdModel       string `gorm:"not null;default:''"`
 	InputTokens     int64  `gorm:"not null"`
 	OutputTokens    int64  `gorm:"not null"`
 	TotalTokens     int64  `gorm:"not null"`

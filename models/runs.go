@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 )
@@ -62,21 +63,31 @@ type UsageReport struct {
 	ByModel   map[string]UsageTotals `json:"by_model"`
 }
 
+// herdModelSQL is the model a ledger row's call counts under: its herd
+// model, or for a row from before that was recorded, the provider's name.
+const herdModelSQL = "COALESCE(NULLIF(herd_model, ''), model_name)"
+
+// usageSelect sums ledger rows per lead-or-subagent and herd model.
+const usageSelect = "task_id = '' AS lead, " + herdModelSQL + " AS model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "
+
+// usageRow is one group of ledger rows.
+type usageRow struct {
+	RunID     string
+	Lead      bool
+	ModelName string
+	UsageTotals
+}
+
 // Usage aggregates the ledger of a thread, or of one run when runID is set.
 func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport, error) {
-	type row struct {
-		Lead      bool
-		ModelName string
-		UsageTotals
-	}
 	q := s.r.WithContext(ctx).Model(&UsageEntry{}).
-		Select("task_id = '' AS lead, model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "+countTrue("unreported")+" AS unreported_calls").
+		Select(usageSelect+countTrue("unreported")+" AS unreported_calls").
 		Where("thread_id = ?", threadID)
 	if runID != "" {
 		q = q.Where("run_id = ?", runID)
 	}
-	var rows []row
-	if err := q.Group("task_id = '', model_name").Find(&rows).Error; err != nil {
+	var rows []usageRow
+	if err := q.Group("task_id = '', " + herdModelSQL).Find(&rows).Error; err != nil {
 		return UsageReport{}, fmt.Errorf("store: usage: %w", err)
 	}
 	rep := UsageReport{ByModel: map[string]UsageTotals{}}
@@ -86,24 +97,71 @@ func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport,
 	return rep, nil
 }
 
+// UsageByRun aggregates a thread's ledger per run, in one query: the
+// thread's page sets the runs other runs replaced apart. Calls of no run
+// (the thread's title) are under "".
+func (s *Store) UsageByRun(ctx context.Context, threadID string) (map[string]UsageReport, error) {
+	var rows []usageRow
+	err := s.r.WithContext(ctx).Model(&UsageEntry{}).
+		Select("run_id, "+usageSelect+countTrue("unreported")+" AS unreported_calls").
+		Where("thread_id = ?", threadID).
+		Group("run_id, task_id = '', " + herdModelSQL).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: usage by run: %w", err)
+	}
+	out := map[string]UsageReport{}
+	for _, r := range rows {
+		rep := out[r.RunID]
+		rep.Add(r.Lead, r.ModelName, r.UsageTotals)
+		out[r.RunID] = rep
+	}
+	return out, nil
+}
+
 // Add counts t in the report: overall, for the lead or the subagents, and
 // for its model. The store's aggregate and a run's own totals both use it.
 func (rep *UsageReport) Add(lead bool, model string, t UsageTotals) {
-	rep.Total.add(t)
+	rep.Total.Add(t)
 	if lead {
-		rep.Lead.add(t)
+		rep.Lead.Add(t)
 	} else {
-		rep.Subagents.add(t)
+		rep.Subagents.Add(t)
 	}
 	if rep.ByModel == nil {
 		rep.ByModel = map[string]UsageTotals{}
 	}
 	m := rep.ByModel[model]
-	m.add(t)
+	m.Add(t)
 	rep.ByModel[model] = m
 }
 
-func (t *UsageTotals) add(o UsageTotals) {
+// Count adds the call e into rep as the ledger's aggregate counts it:
+// under the lead or the subagents and its herd model.
+func (e UsageEntry) Count(rep *UsageReport) {
+	t := UsageTotals{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, TotalTokens: e.TotalTokens, CacheReadTokens: e.CacheReadTokens, Calls: 1}
+	if e.Unreported {
+		t.UnreportedCalls = 1
+	}
+	rep.Add(e.TaskID == "", cmp.Or(e.HerdModel, e.ModelName), t)
+}
+
+// Merge adds report o into rep, part by part.
+func (rep *UsageReport) Merge(o UsageReport) {
+	rep.Total.Add(o.Total)
+	rep.Lead.Add(o.Lead)
+	rep.Subagents.Add(o.Subagents)
+	for name, t := range o.ByModel {
+		if rep.ByModel == nil {
+			rep.ByModel = map[string]UsageTotals{}
+		}
+		m := rep.ByModel[name]
+		m.Add(t)
+		rep.ByModel[name] = m
+	}
+}
+
+// Add adds o into t.
+func (t *UsageTotals) Add(o UsageTotals) {
 	t.InputTokens += o.InputTokens
 	t.OutputTokens += o.OutputTokens
 	t.TotalTokens += o.TotalTokens

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -198,6 +199,57 @@ func TestUsageLedgerIdempotent(t *testing.T) {
 		}
 		if rep.ByModel["m2"].CacheReadTokens != 7 {
 			t.Errorf("by model m2 = %+v, want cache read 7", rep.ByModel["m2"])
+		}
+	})
+}
+
+// TestUsageByRun: a thread's ledger per run, each run's calls per herd
+// model (a provider's dated name merges into it; a row from before herd
+// models were recorded keeps the provider's), and the calls of no run
+// (the title) under "" — in one query, on either database.
+func TestUsageByRun(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s := d.newStore(t)
+		ctx := context.Background()
+		th, _ := s.CreateThread(ctx, "u1", "a")
+		w := s.NewWriter(WriterOptions{})
+		defer w.Close()
+		rows := []UsageEntry{
+			{CallID: "c1", ThreadID: th.ID, RunID: "r1", ModelName: "gpt-4o-2024-08-06", HerdModel: "fast", InputTokens: 10, OutputTokens: 5, TotalTokens: 15},
+			{CallID: "c2", ThreadID: th.ID, RunID: "r1", ModelName: "gpt-4o", HerdModel: "fast", InputTokens: 1, OutputTokens: 1, TotalTokens: 2},
+			{CallID: "c3", ThreadID: th.ID, RunID: "r1", TaskID: "t1", ModelName: "old-name", TotalTokens: 100, InputTokens: 100},
+			{CallID: "c4", ThreadID: th.ID, RunID: "r2", TaskID: "t2", ModelName: "x", HerdModel: "deep", Unreported: true},
+			{CallID: "c5", ThreadID: th.ID, ModelName: "gpt-4o-2024-08-06", HerdModel: "fast", InputTokens: 70, OutputTokens: 6, TotalTokens: 76},
+		}
+		for i := range rows {
+			if err := w.Write(ctx, Record{Usage: &rows[i]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		per, err := s.UsageByRun(ctx, th.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r1, r2, title := per["r1"], per["r2"], per[""]
+		if len(per) != 3 || r1.Lead.TotalTokens != 17 || r1.Lead.Calls != 2 || r1.ByModel["fast"].TotalTokens != 17 || r1.ByModel["old-name"].TotalTokens != 100 || len(r1.ByModel) != 2 {
+			t.Errorf("run r1 = %+v (of %d groups), want fast's 2 lead calls merged (17) and the old row under its provider's name", r1, len(per))
+		}
+		if r2.Subagents != (UsageTotals{Calls: 1, UnreportedCalls: 1}) || r2.ByModel["deep"].UnreportedCalls != 1 {
+			t.Errorf("run r2 = %+v, want one unreported subagent call of deep", r2)
+		}
+		if title.Lead.TotalTokens != 76 || title.Total.Calls != 1 || title.ByModel["fast"].TotalTokens != 76 {
+			t.Errorf("the calls of no run = %+v, want the title call's 76 under fast", title)
+		}
+		all, err := s.Usage(ctx, th.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum UsageReport
+		for _, rep := range per {
+			sum.Merge(rep)
+		}
+		if !reflect.DeepEqual(all, sum) {
+			t.Errorf("the thread's usage %+v is not the sum of its runs' %+v", all, sum)
 		}
 	})
 }

@@ -113,8 +113,8 @@ func buildHistory(start time.Time, n int, rows []usageDay) UsageHistory {
 			continue // outside the range: the query's bounds make this impossible
 		}
 		for _, s := range []*UsageSeries{series(users, r.UserID, r.Email), series(models, r.ModelName, r.ModelName), &h.Total} {
-			s.Days[i].add(r.UsageTotals)
-			s.Total.add(r.UsageTotals)
+			s.Days[i].Add(r.UsageTotals)
+			s.Total.Add(r.UsageTotals)
 		}
 	}
 	h.ByUser, h.ByModel = ranked(users), ranked(models)

@@ -70,8 +70,8 @@ func TestUsageHistory(t *testing.T) {
 				}
 				d := sd.at.Day() - 28
 				row := UsageTotals{InputTokens: sd.in, OutputTokens: 1, TotalTokens: sd.in + 1, CacheReadTokens: int64(i), Calls: 1}
-				per[d].add(row)
-				total.add(row)
+				per[d].Add(row)
+				total.Add(row)
 			}
 			return per, total
 		}

@@ -105,10 +105,12 @@ func (s *Server) shownMessages(ctx context.Context, threadID string, msgs []mode
 // loadReplaced hides from v what later runs replaced (agent.Replaced)
 // and gathers the ends of the runs its page shows, where each ended.
 func (s *Server) loadReplaced(ctx context.Context, v *threadView) error {
-	rp, err := s.replaced(ctx, v.thread.ID)
+	runs, err := s.store.Runs(ctx, v.thread.ID)
 	if err != nil {
 		return err
 	}
+	v.runs = runs
+	rp := agent.ReplacedIn(runs)
 	from := int64(0)
 	if len(v.messages) > 0 && v.next != 0 {
 		from = v.messages[0].Seq

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"herd/agent"
+	"herd/models"
 )
 
 // shownMessages is the thread's messages as its JSON page shows them.
@@ -160,9 +161,10 @@ func TestRetryRegenerateEditRoutes(t *testing.T) {
 		t.Errorf("the export shows what the edit replaced, or not the edit:\n%s", md)
 	}
 
-	// The ledger is history: the thread's totals count every run's calls,
-	// the replaced retry's among them (the failed and the stopped call
-	// reported none).
+	// The ledger is history: the thread's total counts the calls of what
+	// it shows, and the replaced answers' calls are counted apart, so
+	// both together are every run's calls (the failed and the stopped
+	// call reported none).
 	runs, err := a.store.Runs(context.Background(), th)
 	if err != nil {
 		t.Fatal(err)
@@ -176,13 +178,12 @@ func TestRetryRegenerateEditRoutes(t *testing.T) {
 		calls += rep.Total.Calls
 	}
 	var usage struct {
-		Total struct {
-			Calls int64 `json:"calls"`
-		} `json:"total"`
+		Total    models.UsageTotals `json:"total"`
+		Replaced models.UsageTotals `json:"replaced"`
 	}
 	u.mustJSON("GET", "/api/threads/"+th+"/usage", nil, http.StatusOK, &usage)
-	if len(runs) != 4 || usage.Total.Calls != calls || calls != 2 {
-		t.Errorf("%d runs, thread total %d calls, runs' sum %d: want 4 runs and 2 calls in both", len(runs), usage.Total.Calls, calls)
+	if len(runs) != 4 || usage.Total.Calls+usage.Replaced.Calls != calls || calls != 2 || usage.Replaced.Calls == 0 {
+		t.Errorf("%d runs, thread total %d calls and %d replaced, runs' sum %d: want 4 runs, 2 calls in both sums, some replaced", len(runs), usage.Total.Calls, usage.Replaced.Calls, calls)
 	}
 }
 

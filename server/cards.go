@@ -83,8 +83,9 @@ func (s *Server) cardView(c agent.Card, showTokens bool) *views.CardView {
 }
 
 // usageView is the thread's usage panel from the ledger.
-func (s *Server) usageView(rep models.UsageReport) *views.UsageView {
-	v := &views.UsageView{Total: viewTotals(rep.Total), Lead: viewTotals(rep.Lead), Subagents: viewTotals(rep.Subagents)}
+func (s *Server) usageView(u threadUsage) *views.UsageView {
+	rep := u.UsageReport
+	v := &views.UsageView{Total: viewTotals(rep.Total), Lead: viewTotals(rep.Lead), Subagents: viewTotals(rep.Subagents), Replaced: viewTotals(u.Replaced)}
 	for name, t := range rep.ByModel {
 		v.ByModel = append(v.ByModel, views.ModelUsage{Model: name, Label: s.modelLabel(name), UsageTotals: viewTotals(t)})
 	}

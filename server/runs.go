@@ -241,7 +241,8 @@ func (s *Server) apiEvents(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"events": out, "next_after_seq": next, "has_more": more})
 }
 
-// apiUsage answers the thread's ledger totals; the token gate hides them.
+// apiUsage answers the thread's ledger totals, what it shows apart from
+// what later runs replaced (threadUsage); the token gate hides them.
 func (s *Server) apiUsage(c echo.Context) error {
 	t, err := s.ownThread(c)
 	if err != nil {
@@ -250,9 +251,17 @@ func (s *Server) apiUsage(c echo.Context) error {
 	if !s.showTokens() {
 		return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": false})
 	}
-	rep, err := s.store.Usage(c.Request().Context(), t.ID, "")
+	ctx := c.Request().Context()
+	runs, err := s.store.Runs(ctx, t.ID)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": true, "total": rep.Total, "lead": rep.Lead, "subagents": rep.Subagents, "by_model": rep.ByModel})
+	u, err := s.threadUsage(ctx, t.ID, runs)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, struct {
+		TokenUsageEnabled bool `json:"token_usage_enabled"`
+		threadUsage
+	}{true, u})
 }

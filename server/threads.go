@@ -84,6 +84,9 @@ type threadView struct {
 	// ends are the ends of the page's runs that the thread shows: a
 	// notice, a Retry or Regenerate (loadReplaced).
 	ends []views.RunEndView
+	// runs are the thread's runs, oldest first: what replaced what, and
+	// the usage panel's split (threadUsage).
+	runs []models.Run
 }
 
 // loadThread loads the :id thread the current user owns (see ownThread)
@@ -338,13 +341,13 @@ func (s *Server) threadPage(c echo.Context) error {
 		state["active_run_id"] = v.active.ID
 	}
 	if show {
-		rep, err := s.store.Usage(c.Request().Context(), t.ID, "")
+		u, err := s.threadUsage(c.Request().Context(), t.ID, v.runs)
 		if err != nil {
 			return err
 		}
-		page.Usage = s.usageView(rep)
-		// The same figure for the script, which adds what frames report.
-		state["usage"] = rep
+		page.Usage = s.usageView(u)
+		// The same figures for the script, which adds what frames report.
+		state["usage"] = u
 	}
 	if page.DefaultModel, err = s.threadModel(c.Request().Context(), t.ID, currentUser(c)); err != nil {
 		return err

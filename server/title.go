@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -65,7 +66,7 @@ func cutWords(s string, n int) string {
 // calls are the titler's goroutines, which close cancels and waits for.
 type titler struct {
 	rt interface {
-		Title(ctx context.Context, req agent.TitleRequest) (string, error)
+		Title(ctx context.Context, req agent.TitleRequest) (agent.TitleAnswer, error)
 	}
 	store *models.Store
 	hub   *Hub
@@ -116,7 +117,7 @@ func (ti *titler) isPending(id string) bool {
 }
 
 func (ti *titler) title(t *models.Thread, started agent.Started, content, first string) {
-	raw, err := ti.rt.Title(ti.ctx, agent.TitleRequest{ThreadID: t.ID, RunID: started.RunID, Model: started.ModelName, Content: content})
+	answer, err := ti.rt.Title(ti.ctx, agent.TitleRequest{ThreadID: t.ID, Model: started.ModelName, Content: content})
 	switch {
 	case errors.Is(err, agent.ErrNoTitleCall):
 		return
@@ -124,7 +125,11 @@ func (ti *titler) title(t *models.Thread, started agent.Started, content, first 
 		ti.log.Warn("the model did not title the thread; it keeps the title of its first message", "thread", t.ID, "err", err)
 		return
 	}
-	title := cleanModelTitle(raw)
+	// The call is in the ledger, its title used or not: open pages count
+	// it now. Sent while the call is still pending (isPending), so a page
+	// rendered after done either counts it from the ledger or catches up.
+	ti.hub.TitleUsage(t.ID, answer.Call)
+	title := cleanModelTitle(answer.Text)
 	if title == "" || title == first {
 		return
 	}
@@ -167,6 +172,26 @@ func cleanModelTitle(raw string) string {
 // FrameThreadRenamed tells a thread's open pages its new title (docs/API.md):
 // a model's title, or the owner's rename from another tab.
 const FrameThreadRenamed = "thread.renamed"
+
+// FrameTitleUsage tells a thread's open pages the usage of the call that
+// named the thread (docs/API.md): the thread's calls of no run, which the
+// usage panel counts in its lead figure.
+const FrameTitleUsage = "usage.title"
+
+// TitleUsage sends the title call's usage to the thread's live clients, an
+// ephemeral frame; under the token gate it says only that the call was
+// made.
+func (h *Hub) TitleUsage(threadID string, call models.UsageEntry) {
+	if !h.watched(threadID) {
+		return
+	}
+	var rep models.UsageReport
+	call.Count(&rep)
+	payload := func(u *models.UsageReport) []byte {
+		return encodeEnvelope(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
+	}
+	h.sendFrame(threadID, newFrame(0, payload(&rep), func() []byte { return payload(nil) }))
+}
 
 // Renamed sends the thread's new title to its live clients, an ephemeral
 // frame through its shard.

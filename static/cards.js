@@ -176,8 +176,8 @@ export class Cards {
 		if (call || grew) this.showUsage();
 	}
 
-	// refreshUsage fetches the server's figure: only when the token gate
-	// reopens; frames keep it current from then on.
+	// refreshUsage fetches the server's figures: only when the token gate
+	// reopens; frames keep them current from then on.
 	async refreshUsage() {
 		if (!this.showTokens()) return;
 		const epoch = this.gateEpoch;
@@ -301,12 +301,7 @@ export class Cards {
 		const at = instant(m.created_at);
 		serverTime(at);
 		this.timelines.note(runID, m.type === "human" ? "human" : "ai", at);
-		if (m.type === "human" && runID !== "") {
-			// A run this page sees from its start: its end frame's totals are
-			// the whole of it.
-			this.tally.seeRun(runID);
-			this.timelines.setActive(runID, true);
-		}
+		if (m.type === "human" && runID !== "") this.timelines.setActive(runID, true);
 		if (m.type === "ai") this.countLead(runID, m);
 		for (const call of m.tool_calls ?? []) {
 			if (call.name !== "task") continue;
@@ -380,8 +375,40 @@ export class Cards {
 		this.timelines.setActive(runID, false);
 		this.changed(runID);
 		if (!this.showTokens()) return;
-		this.tally.endRun(runID, d.usage ?? null);
+		this.tally.endRun(runID, d.status, d.usage ?? null);
 		this.showUsage();
+	}
+
+	// runStarted notes a new run: the runs it replaces (d, the run.start
+	// frame's data) leave the thread's total, as their answers leave the
+	// page.
+	runStarted(runID, d) {
+		if (!this.showTokens() || !runID) return;
+		this.tally.startRun(runID, d);
+		this.showUsage();
+	}
+
+	// titleUsage counts the call that named the thread (a usage.title
+	// frame; null under the token gate).
+	titleUsage(report) {
+		if (!this.showTokens() || !report) return;
+		this.tally.setTitle(report);
+		this.showUsage();
+	}
+
+	// catchUpTitleUsage reads the title call's figures once, when the
+	// model was naming the thread as the page was made: its frame may have
+	// gone out before the stream opened. Setting is idempotent, so the
+	// frame and this answer may come in either order.
+	async catchUpTitleUsage() {
+		if (!this.showTokens()) return;
+		const epoch = this.gateEpoch;
+		try {
+			const u = await getJSON(`/api/threads/${this.threadID}/usage`);
+			if (epoch === this.gateEpoch && u.token_usage_enabled !== false) this.titleUsage(u.title);
+		} catch {
+			// The next page load counts it.
+		}
 	}
 
 	setTokenUsage(on) {

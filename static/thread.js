@@ -74,6 +74,7 @@ export class ThreadPage {
 			["tool_progress", (d) => toolProgress(this.list, d)],
 			["tool_log", (d) => toolLog(this.list, d)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
+			["usage.title", (d) => this.cards.titleUsage(d.usage ?? null)],
 			[
 				"thread.renamed",
 				(d) => {
@@ -111,12 +112,13 @@ export class ThreadPage {
 		});
 	}
 
-	// catchUpTitle reads the title once more when the model was naming the
-	// thread as the page was made: its frame may have gone out before this
-	// stream opened.
+	// catchUpTitle reads the title, and its call's usage, once more when
+	// the model was naming the thread as the page was made: their frames
+	// may have gone out before this stream opened.
 	async catchUpTitle() {
 		if (!this.titlePending) return;
 		this.titlePending = false;
+		this.cards.catchUpTitleUsage();
 		const frames = this.titleFrames;
 		try {
 			const { thread } = await getJSON(`/api/threads/${this.threadID}?limit=1`);
@@ -129,8 +131,9 @@ export class ThreadPage {
 
 	// showTitle shows the thread's new title (a model named it, or it was
 	// renamed in another tab): heading, tab, the sidebar's entry and the
-	// rename field unless the reader is editing it. The model's call is a
-	// lead call: the usage panel counts it.
+	// rename field unless the reader is editing it. (The model's call
+	// reaches the usage panel in its own frame, usage.title, title used or
+	// not.)
 	showTitle(title) {
 		if (typeof title !== "string" || title === "") return;
 		const heading = document.getElementById("thread-title");
@@ -144,7 +147,6 @@ export class ThreadPage {
 		}
 		const field = document.getElementById("rename-title");
 		if (field && document.activeElement !== field && (field.value === old || field.value === "")) field.value = title;
-		this.cards.refreshUsage();
 	}
 
 	// oldestSeq is the seq of the oldest message shown (older pages are
@@ -259,6 +261,7 @@ export class ThreadPage {
 
 	startRun(d, runID) {
 		this.composer.startRun(runID);
+		this.cards.runStarted(runID, d);
 		this.changeList(() => this.answers.runStarted(d));
 	}
 

@@ -1,11 +1,15 @@
 // The thread's usage panel (docs/DESIGN.md §6, §10). The server renders
-// the ledger's figure with the page (state.usage); from then on the page
-// adds what its frames report, so the panel follows the cards and the
-// lead with no request while a run goes on: a card's usage snapshots are
-// cumulative, so each one adds what it grew by; each lead answer and each
-// subagent model step is one call. A run's end frame carries the run's
-// own ledger totals, which replace what the page summed for a run it saw
-// start. The figure is fetched again only when the token gate reopens.
+// the ledger's figures with the page (state.usage), per run; from then on
+// the page adds what its frames report, so the panel follows the cards
+// and the lead with no request while a run goes on: a card's usage
+// snapshots are cumulative, so each one adds what it grew by; each lead
+// answer and each subagent model step is one call. A run's end frame
+// carries the run's own ledger totals, which replace what the page summed
+// for it. A run that a later run replaces (a Regenerate of a completed
+// answer, an Edit: agent.Replaced, as the run.start frame says) leaves the
+// total for the "replaced answers" line, as its answer leaves the page.
+// The title call's usage comes in its own frame (usage.title). The
+// figures are fetched again only when the token gate reopens.
 
 import { clone, el } from "./dom.js";
 import { groupThousands } from "./format.js";
@@ -46,59 +50,84 @@ export function ledgerUsage(u) {
 	return { input_tokens: i, output_tokens: o, total_tokens: total > 0 ? total : i + o };
 }
 
-// UsageTally is the thread's figure: the server's at load, plus every
-// run's as the page saw it.
+function copyReport(r) {
+	const sum = emptyReport();
+	addReport(sum, r);
+	return sum;
+}
+
+// UsageTally is the thread's figures, per run as the server split them
+// (server threadUsage) plus what the page saw since.
 export class UsageTally {
 	constructor() {
-		this.base = emptyReport();
-		this.runs = new Map(); // run id → {report, exact}
+		this.runs = new Map(); // run id → {report, status, replaced}, oldest first
+		this.title = emptyReport(); // the thread's calls of no run: its title
 	}
 
-	// reset starts again from the server's figure u (the usage API's shape).
+	// reset starts again from the server's figures u (the usage API's shape).
 	reset(u) {
-		this.base = emptyReport();
-		addReport(this.base, u);
 		this.runs.clear();
-	}
-
-	// seeRun notes a run the page saw start: its end frame's totals are
-	// all of it, so they replace what the page summed.
-	seeRun(runID) {
-		this.run(runID).exact = true;
+		for (const r of u?.runs ?? []) {
+			this.runs.set(r.run_id, { report: copyReport(r.usage), status: r.status ?? "", replaced: r.replaced === true });
+		}
+		this.title = copyReport(u?.title);
 	}
 
 	run(runID) {
 		let r = this.runs.get(runID);
 		if (!r) {
-			r = { report: emptyReport(), exact: false };
+			r = { report: emptyReport(), status: "running", replaced: false };
 			this.runs.set(runID, r);
 		}
 		return r;
 	}
 
+	// startRun notes a new run and what it replaces, as agent.Replaced
+	// reads it: a Regenerate (retry_of) replaces a completed answer, not a
+	// failed or stopped one, which stays in the thread; an Edit (edit_of)
+	// replaces that run and every later one.
+	startRun(runID, { retry_of: retryOf, edit_of: editOf } = {}) {
+		const retried = this.runs.get(retryOf);
+		if (retried?.status === "completed") retried.replaced = true;
+		if (editOf && this.runs.has(editOf)) {
+			let from = false;
+			for (const [id, r] of this.runs) {
+				from ||= id === editOf;
+				if (from && id !== runID) r.replaced = true;
+			}
+		}
+		this.run(runID);
+	}
+
 	// add counts tokens (a usage's three counts, or what one grew by) and
 	// calls of a run, for the lead or its subagents and a model.
 	add(runID, lead, model, usage, calls = 0, unreported = 0) {
-		const r = this.run(runID).report;
 		const t = { ...zero(), ...usage, calls, unreported_calls: unreported };
-		addReport(r, { total: t, [lead ? "lead" : "subagents"]: t, by_model: { [model]: t } });
+		addReport(this.run(runID).report, { total: t, [lead ? "lead" : "subagents"]: t, by_model: { [model]: t } });
 	}
 
-	// endRun takes the run's own totals from its end frame (null under the
-	// token gate): a run seen from its start is exactly those; one that was
-	// under way at load keeps what the page added, the rest being in the
-	// server's figure already.
-	endRun(runID, totals) {
-		const r = this.runs.get(runID);
-		if (!r) return; // nothing of it was seen live: the server's figure has it
-		addReport(this.base, r.exact && totals ? totals : r.report);
-		this.runs.delete(runID);
+	// endRun takes the run's status, and its own totals from its end frame
+	// (null under the token gate): they are all of the run's calls.
+	endRun(runID, status, totals) {
+		const r = this.run(runID);
+		r.status = status ?? r.status;
+		if (totals) r.report = copyReport(totals);
 	}
 
+	// setTitle takes the title call's figures (a usage.title frame, or the
+	// server's on catching up): set, not added, so either may come first.
+	setTitle(report) {
+		if ((report?.total?.calls ?? 0) > 0) this.title = copyReport(report);
+	}
+
+	// report is what the thread shows, with the replaced answers apart.
 	report() {
-		const sum = emptyReport();
-		addReport(sum, this.base);
-		for (const r of this.runs.values()) addReport(sum, r.report);
+		const sum = copyReport(this.title);
+		sum.replaced = zero();
+		for (const r of this.runs.values()) {
+			if (r.replaced) addTotals(sum.replaced, r.report.total);
+			else addReport(sum, r.report);
+		}
 		return sum;
 	}
 }
@@ -129,6 +158,10 @@ export function fillUsagePanel(u, labels) {
 	unreported.hidden = unreported.textContent === "";
 	set("lead", figure(u.lead));
 	set("subagents", figure(u.subagents));
+	const note = replacedNote(u.replaced);
+	set("replaced-note", note);
+	set("replaced", figure(u.replaced));
+	for (const node of panel.querySelectorAll('[data-usage="replaced-note"], [data-usage-row="replaced"]')) node.hidden = note === "";
 	panel.querySelector('[data-usage="by-model"]').replaceChildren(...modelRows(u, labels));
 }
 
@@ -147,6 +180,14 @@ function modelRows(u, labels) {
 			if (!none && t.unreported_calls > 0) row.lastChild.append(" ", el("span", "usage-unreported", notReported(t.unreported_calls)));
 			return row;
 		});
+}
+
+// replacedNote names the replaced answers' tokens beside the total, as
+// views.replacedNote does; "" when there are none.
+function replacedNote(t) {
+	if (!(t?.calls > 0)) return "";
+	if (t.unreported_calls === t.calls) return "+ replaced answers, not reported";
+	return `+${groupThousands(t.total_tokens)} in replaced answers`;
 }
 
 // notReported names the calls whose provider reported no usage, as

@@ -196,6 +196,19 @@ func usageFigure(u UsageView, t UsageTotals) string {
 	return TokenCount(t.Total)
 }
 
+// replacedNote names, beside the total, the tokens of the answers later
+// runs replaced, which the total leaves out; "" when there are none
+// (static/usage-panel.js, replacedNote).
+func replacedNote(u UsageView) string {
+	switch {
+	case u.Blank || u.Replaced.Calls == 0:
+		return ""
+	case noneReported(u.Replaced):
+		return "+ replaced answers, not reported"
+	}
+	return "+" + TokenCount(u.Replaced.Total) + " in replaced answers"
+}
+
 // partlyReported names the calls of t that reported no usage when some
 // others did; "" when all or none did.
 func partlyReported(t UsageTotals) string {

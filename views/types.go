@@ -328,5 +328,8 @@ type UsageView struct {
 	Total     UsageTotals
 	Lead      UsageTotals
 	Subagents UsageTotals
-	ByModel   []ModelUsage
+	// Replaced is the answers later runs replaced: made, not shown, and
+	// not in Total (docs/DESIGN.md §6).
+	Replaced UsageTotals
+	ByModel  []ModelUsage
 }

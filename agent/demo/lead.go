@@ -213,9 +213,11 @@ func directAnswer(human, cmd string, types []string, label, noShell string) repl
 		b.WriteString("Your message was empty.\n\n")
 	}
 	fmt.Fprintf(&b, "I'm **%s**, herd's offline demo model. I follow fixed rules instead of "+
-		"understanding your message, so I can't give you a real answer, but I can show you how herd delegates:\n\n", label)
+		"understanding your message, so I can't give you a real answer, but I can show you how herd delegates.\n\n", label)
+	b.WriteString("### How to delegate\n\n")
 	b.WriteString("- **Send a list**, one item per line starting with `- ` or `1. `, and I start one subagent per item, all in parallel.\n")
-	if slices.Contains(types, agent.SubagentBash) {
+	bash := slices.Contains(types, agent.SubagentBash)
+	if bash {
 		b.WriteString("- **Put a command in backticks**, as in ``Run `sleep 2 && echo Done` ``, and a bash subagent runs it and reports its output.\n")
 	}
 	// A custom type makes the better example: it shows that config adds types.
@@ -228,10 +230,23 @@ func directAnswer(human, cmd string, types []string, label, noShell string) repl
 	if example != "" {
 		fmt.Fprintf(&b, "- **Start an item with a subagent type**, such as `%s: …`, to choose who does it.\n", example)
 	}
+	b.WriteString("- **Write anything else**, and I answer like this: I do not understand text.\n")
+	b.WriteString("\n" + exampleMessage(bash))
 	if len(types) > 0 {
 		fmt.Fprintf(&b, "\nAvailable subagent types: %s.", strings.Join(types, ", "))
 	}
 	return reply{text: strings.TrimRight(b.String(), "\n")}
+}
+
+// exampleMessage is a message to try, as a fenced Markdown block: the
+// page shows it highlighted, with a Copy button, as it streams.
+func exampleMessage(bash bool) string {
+	last := "- List three uses of a queue"
+	if bash {
+		last = "- bash: run `uname -sr`"
+	}
+	return "For example, send this to start three subagents at once:\n\n" +
+		"```markdown\nThree jobs for the demo:\n- Compare SQLite and PostgreSQL\n- Write a haiku about servers\n" + last + "\n```\n"
 }
 
 // taskOutcome parses a task ToolMessage (docs/DESIGN.md §8) into its status and

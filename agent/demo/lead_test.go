@@ -107,10 +107,11 @@ func TestLeadFirstResponse(t *testing.T) {
 			textHas: []string{"I'll hand this item to a subagent.", "I can't run the 2 `bash:` items. Commands are turned off for your account"},
 		},
 		{
-			name:    "plain text is answered directly with the delegation hints",
-			msg:     "What is herd?",
-			types:   allTypes,
-			textHas: []string{"What is herd?", "offline demo model", "`- `", "``Run `sleep 2 && echo Done` ``", "`researcher: …`", "general-purpose, bash, researcher"},
+			name:  "plain text is answered directly with the delegation hints",
+			msg:   "What is herd?",
+			types: allTypes,
+			textHas: []string{"What is herd?", "offline demo model", "### How to delegate\n\n- **Send a list**", "`- `", "``Run `sleep 2 && echo Done` ``", "`researcher: …`", "general-purpose, bash, researcher",
+				"- **Write anything else**", "```markdown\nThree jobs for the demo:\n- Compare SQLite and PostgreSQL\n- Write a haiku about servers\n- bash: run `uname -sr`\n```"},
 		},
 		{
 			name:    "a list inside a code fence is an example, not a request",
@@ -286,5 +287,36 @@ func TestLeadReasons(t *testing.T) {
 	resp, err := New(agent.ModelConfig{Name: "demo-fast", Provider: "demo"}).Complete(context.Background(), after, nil)
 	if err != nil || resp.Reasoning != "" {
 		t.Errorf("after tools: reasoning %q, err %v; want none", resp.Reasoning, err)
+	}
+}
+
+// TestLeadExampleWorks: the message the direct answer offers to try, in
+// its fenced block, does what the answer says: three subagents, the last
+// a bash one when bash is offered.
+func TestLeadExampleWorks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		types []string
+		last  string
+	}{
+		{"with bash", allTypes, agent.SubagentBash},
+		{"without bash", []string{agent.SubagentGeneral}, agent.SubagentGeneral},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := New(agent.ModelConfig{Name: "demo-fast"})
+			answer, _ := complete(t, d, leadRequest(t, tc.types, human("hello")))
+			_, rest, ok := strings.Cut(answer.Text, "```markdown\n")
+			example, _, closed := strings.Cut(rest, "```")
+			if !ok || !closed {
+				t.Fatalf("no fenced example in %q", answer.Text)
+			}
+			resp, _ := complete(t, d, leadRequest(t, tc.types, human(example)))
+			if len(resp.ToolCalls) != 3 {
+				t.Fatalf("the example %q makes %d calls, want 3", example, len(resp.ToolCalls))
+			}
+			if got := decodeTask(t, resp.ToolCalls[2]).SubagentType; got != tc.last {
+				t.Errorf("the last item goes to %q, want %q", got, tc.last)
+			}
+		})
 	}
 }
