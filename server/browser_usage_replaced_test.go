@@ -100,6 +100,15 @@ func TestBrowserTotalsAfterRegenerate(t *testing.T) {
 		const s = `+sumsJS+`;
 		return s.running >= 1 && `+addsUp+` && s.replaced === %d && s.note === "+" + %q + " in replaced answers";
 	})()`, first.Total, groupDigits(first.Total)), 30*time.Second)
+	// The replaced run's timeline left with its answer; the new run's,
+	// which has no message of its own, grows with the clock inside its
+	// track.
+	b.waitFor("one timeline, its bars inside it", `(() => {
+		const figs = [...document.querySelectorAll("#messages .run-timeline")];
+		if (figs.length !== 1 || !document.querySelector('article.msg[data-run-id="' + figs[0].dataset.runId + '"] section.card')) return false;
+		const bars = [...figs[0].querySelectorAll(".timeline-bar")];
+		return bars.length > 0 && bars.every((b) => parseFloat(b.style.left) + parseFloat(b.style.width) <= 100.6);
+	})()`, 10*time.Second)
 	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
 	b.threeLooks("regenerate-mid-run")
 	b.waitRunEnd(a, th)

@@ -383,9 +383,18 @@ export class Cards {
 	// frame's data) leave the thread's total, as their answers leave the
 	// page.
 	runStarted(runID, d) {
+		// A run without a message of its own (a Regenerate) is live from
+		// its start: its timeline grows with the clock.
+		this.timelines.setActive(runID, true);
 		if (!this.showTokens() || !runID) return;
 		this.tally.startRun(runID, d);
 		this.showUsage();
+	}
+
+	// runsReplaced drops the timelines of runs whose messages a new run
+	// replaced (Regenerate, Edit).
+	runsReplaced() {
+		this.timelines.prune();
 	}
 
 	// titleUsage counts the call that named the thread (a usage.title

@@ -263,6 +263,7 @@ export class ThreadPage {
 		this.composer.startRun(runID);
 		this.cards.runStarted(runID, d);
 		this.changeList(() => this.answers.runStarted(d));
+		this.cards.runsReplaced();
 	}
 
 	// endRun ends the run; a failure or a Stop is told where the run

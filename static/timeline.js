@@ -158,6 +158,16 @@ export class Timelines {
 		if (runID) this.facts(runID).active = active;
 	}
 
+	// prune removes the timelines of runs whose cards left the page (a new
+	// run replaced their answer; a Regenerate keeps the question).
+	prune() {
+		for (const [runID, fig] of this.nodes) {
+			if (this.list.querySelector(`article.msg[data-run-id="${CSS.escape(runID)}"] section.card`)) continue;
+			fig.remove();
+			this.nodes.delete(runID);
+		}
+	}
+
 	// read learns the facts of the messages under root (server-rendered).
 	read(root) {
 		for (const m of root.querySelectorAll("article.msg[data-run-id][data-at]")) {
