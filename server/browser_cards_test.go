@@ -628,7 +628,7 @@ func TestBrowserCardsCancelOne(t *testing.T) {
 		t.Fatalf("the running card shows no Cancel button or no total: %+v", sleeper)
 	}
 	b.shot("before-cancel")
-	b.do("cancel the sleeping card", chromedp.Click(cardSel(sleeper.ID, ".card-cancel")))
+	b.activate("cancel the sleeping card", cardSel(sleeper.ID, ".card-cancel"))
 	b.waitFor("the card cancelled", cardJS("sleep 30")+`.dataset.status === "cancelled"`, 10*time.Second)
 	if s := b.card("alpha").Status; s != "running" {
 		t.Errorf("the other card is %s once the first was cancelled, want still running", s)
@@ -688,7 +688,7 @@ func TestBrowserCardsReloadAndStop(t *testing.T) {
 	b.reload()
 	sameCards(t, "reloaded mid-run", b.cards(), live)
 
-	b.do("stop the run", chromedp.Click(`#stop-button`))
+	b.activate("stop the run", `#stop-button`)
 	b.waitRunEnd(a, th)
 	b.waitFor("the running cards cancelled", `[...document.querySelectorAll("#messages section.card")].filter((c) => c.dataset.status === "cancelled").length === 2`, 10*time.Second)
 	final := u.finalUsage(th)
@@ -1062,7 +1062,7 @@ func TestBrowserCardsHostile(t *testing.T) {
 	b.waitRunEnd(a, th)
 	b.waitFor("both cards done", `[...document.querySelectorAll("#messages section.card")].every((c) => c.dataset.status === "completed" || c.dataset.status === "failed")`, 10*time.Second)
 	for _, c := range b.cards() {
-		b.do("expand", chromedp.Click(cardSel(c.ID, ".card-toggle")))
+		b.activate("expand", cardSel(c.ID, ".card-toggle"))
 	}
 	for when := range 2 {
 		if when == 1 {
