@@ -111,6 +111,7 @@ func testReplayWhileWriting(t *testing.T, queue int) {
 
 	var produced sync.WaitGroup
 	var wrote atomic.Pointer[time.Time] // when the last record was written
+	start := time.Now()
 	produced.Go(func() {
 		defer func() { now := time.Now(); wrote.Store(&now) }()
 		for i := range total {
@@ -161,6 +162,7 @@ func testReplayWhileWriting(t *testing.T, queue int) {
 	}
 	produced.Wait()
 	clients.Wait()
+	t.Logf("the writes took %v; every client had every record %v after the last", wrote.Load().Sub(start).Round(time.Millisecond), time.Since(*wrote.Load()).Round(time.Millisecond))
 }
 
 // collectAfterWrites is collect for a thread being written: a client that
