@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	_ "github.com/mattn/go-sqlite3"
 )
 
 // smallDisk mounts a tmpfs of size bytes for the test: a disk that can
@@ -85,6 +87,7 @@ func TestDiskFullMidRun(t *testing.T) {
 
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
+	truncateWAL(t, filepath.Join(disk, "data", "herd.db"))
 	free := fill(t, disk)
 	start := time.Now()
 	resp, err := hc.Get(p.url + "/readyz")
@@ -100,8 +103,15 @@ func TestDiskFullMidRun(t *testing.T) {
 		t.Error("readyz 503 without Retry-After")
 	}
 
+	if !p.log.waitFor(`store: cannot write; keeping the records and retrying until it can" reason="the disk is full"`, 20*time.Second) {
+		t.Fatalf("the writer never met the full disk:\n%s", p.log.String())
+	}
 	// The subagents finish meanwhile; their ends cannot be written yet.
-	time.Sleep(3 * time.Second)
+	for deadline := time.Now().Add(30 * time.Second); p.metric(`herd_subagents{status="queued"}`)+p.metric(`herd_subagents{status="running"}`) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subagents never ended on the full disk:\n%s", p.log.String())
+		}
+	}
 	select {
 	case <-runEnd:
 		t.Fatal("a live client saw run.end before it could be committed")
@@ -147,6 +157,24 @@ func TestDiskFullMidRun(t *testing.T) {
 		t.Errorf("after recovery: run.end ×%d, ends for %d tasks; want 1 and 3", runEnds, len(ends))
 	}
 	stopHerd(t, p)
+}
+
+// truncateWAL checkpoints the database's write-ahead log and cuts it to
+// nothing, from outside the process (SQLite locks across processes). A
+// checkpointed WAL otherwise keeps its size and takes the next commits in
+// place, without a new byte of disk: a full disk would stop the writer
+// only once it outgrew the old file, perhaps after the run ended.
+func truncateWAL(t *testing.T, dbPath string) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+dbPath+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var busy, frames, copied int
+	if err := db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied); err != nil || busy != 0 {
+		t.Fatalf("truncate the WAL: %v (busy %d)", err, busy)
+	}
 }
 
 // dialThread opens the thread's WebSocket as the signed-in client.

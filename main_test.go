@@ -32,14 +32,42 @@ func TestMain(m *testing.M) {
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	grew chan struct{} // closed by the next Write, for waitFor
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.grew != nil {
+		close(s.grew)
+		s.grew = nil
+	}
 	return s.b.Write(p)
+}
+
+// waitFor waits until the buffer holds substr, woken by each write, and
+// reports whether it did within timeout.
+func (s *syncBuffer) waitFor(substr string, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), substr) {
+			s.mu.Unlock()
+			return true
+		}
+		if s.grew == nil {
+			s.grew = make(chan struct{})
+		}
+		grew := s.grew
+		s.mu.Unlock()
+		select {
+		case <-grew:
+		case <-deadline:
+			return false
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {

@@ -54,6 +54,11 @@ func (l *limited) wait(ctx context.Context) error {
 		held = true
 	case <-ctx.Done():
 	}
+	if held && ctx.Err() == nil && runEnded(ctx) {
+		// The run's end is still on its way to this call's context
+		// (runEnded), the slot most likely freed by it: wait for it here.
+		<-ctx.Done()
+	}
 	if ctx.Err() != nil {
 		// A slot that freed as the context ended (a Stop or a deadline
 		// ends the holder and the waiter together) is not worth a call.
@@ -69,6 +74,21 @@ func (l *limited) wait(ctx context.Context) error {
 }
 
 type modelWaitKey struct{}
+
+// runKey holds a run's own context in every context under it (withRun).
+type runKey struct{}
+
+// withRun marks ctx, a run's context, for runEnded.
+func withRun(ctx context.Context) context.Context { return context.WithValue(ctx, runKey{}, ctx) }
+
+// runEnded reports whether the run ctx belongs to has ended. A Stop ends
+// the run's context at once, but reaches the contexts under it one after
+// another: a holder reached first can free its slot while a waiter's own
+// context, not reached yet, still looks alive (TestStopFreesNoSlotForAWaiter).
+func runEnded(ctx context.Context) bool {
+	run, ok := ctx.Value(runKey{}).(context.Context)
+	return ok && run.Err() != nil
+}
 
 // withModelWait returns ctx carrying hook, which a limited provider calls
 // with true when a call starts waiting for a slot and with false when it

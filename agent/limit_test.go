@@ -84,6 +84,54 @@ func TestLimitRequestsWaitEndsWithContext(t *testing.T) {
 	<-done
 }
 
+// A Stop ends a run's contexts one after another. When it reaches the
+// holder of the only slot before a waiter of the same run, the holder's
+// freed slot must not carry the waiter's call to the model: the run is
+// over. The waiter's context here is reached by the Stop only when the
+// test says, as a busy machine can leave it for a while.
+func TestStopFreesNoSlotForAWaiter(t *testing.T) {
+	var calls atomic.Int64
+	p := LimitRequests(llmFunc(func(ctx context.Context, _ Request, _ func(string)) (Response, error) {
+		calls.Add(1)
+		<-ctx.Done()
+		return Response{}, ctx.Err()
+	}), 1)
+	run, stop := context.WithCancel(context.Background())
+	run = withRun(run)
+	holderDone := make(chan struct{})
+	go func() { defer close(holderDone); _, _ = p.Complete(run, Request{}, nil) }()
+	for calls.Load() == 0 { // the holder's call has the slot
+		time.Sleep(time.Millisecond)
+	}
+	// The waiter's context carries the run but is not cancelled with it.
+	waiter, reached := context.WithCancel(context.WithValue(context.Background(), runKey{}, run))
+	defer reached()
+	waiting := make(chan struct{})
+	waiter = withModelWait(waiter, func(w bool) {
+		if w {
+			close(waiting)
+		}
+	})
+	waiterErr := make(chan error, 1)
+	go func() { _, err := p.Complete(waiter, Request{}, nil); waiterErr <- err }()
+	<-waiting
+	stop() // reaches the holder first
+	<-holderDone
+	for len(p.(*limited).slots) == 0 { // the waiter took the freed slot
+		time.Sleep(time.Millisecond)
+	}
+	reached() // the Stop reaches the waiter too
+	if err := <-waiterErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the waiter's call: %v, want cancelled", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d calls reached the model, want the holder's only", n)
+	}
+	if n := len(p.(*limited).slots); n != 0 {
+		t.Errorf("%d slots held after both calls ended", n)
+	}
+}
+
 // records is every record committed so far.
 func (h *harness) records() []models.Record {
 	h.mu.Lock()
@@ -320,6 +368,10 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 			tasks := []ToolCall{taskCall("t0", "item 0", SubagentGeneral), taskCall("t1", "item 1", SubagentGeneral)}
 			cfg := defaultSubagents()
 			cfg.TimeoutSeconds = tt.timeout
+			// A grace far beyond the bar below: a card that ended only
+			// because the grace ran out cannot pass for one that ended at
+			// once, however slowly a loaded machine writes its end.
+			cfg.CancelGraceSeconds = 15
 			h := newHarness(t, harnessConfig{subagents: cfg, models: []*Model{model("local", LimitRequests(split(leadThen(tasks...), sub), 1))}})
 			st := h.start("two items")
 			<-holding
@@ -343,9 +395,10 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 				}
 				return false
 			})
-			// Within the cancel grace (2 s), after which a call that ignored
-			// its context would be abandoned and end the card anyway.
-			if d := time.Since(began); d > 1500*time.Millisecond {
+			// Well within the cancel grace (15 s), after which a call that
+			// ignored its context would be abandoned and end the card anyway
+			// (with an error the status check below would also catch).
+			if d := time.Since(began); d > 5*time.Second {
 				t.Errorf("the waiting card took %v to end", d)
 			}
 			if tt.name == "cancel the card" {

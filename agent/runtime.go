@@ -219,6 +219,7 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		editOf:   req.EditOf,
 	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
+	r.ctx = withRun(r.ctx)
 	if err := rt.claim(r); err != nil {
 		r.cancel(nil)
 		return Started{}, err

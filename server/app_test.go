@@ -51,10 +51,21 @@ type appConfig struct {
 	server    func(*Options) // adjusts the server's options (limits)
 	lead      agent.LeadConfig
 	mcp       agent.ToolSource
+	demo      map[string][]demo.Option // by model name
 }
 
 func withModels(ms ...agent.ModelConfig) appOption {
 	return func(c *appConfig) { c.models = ms }
+}
+
+// withDemo passes options to the demo provider of model name.
+func withDemo(name string, opts ...demo.Option) appOption {
+	return func(c *appConfig) {
+		if c.demo == nil {
+			c.demo = map[string][]demo.Option{}
+		}
+		c.demo[name] = append(c.demo[name], opts...)
+	}
 }
 
 func withHub(o HubOptions) appOption { return func(c *appConfig) { c.hub = o } }
@@ -95,7 +106,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms := make([]*agent.Model, 0, len(cfg.models))
 	for _, c := range cfg.models {
-		llms = append(llms, &agent.Model{Config: c, Provider: demo.New(c)})
+		llms = append(llms, &agent.Model{Config: c, Provider: demo.New(c, cfg.demo[c.Name]...)})
 	}
 	for _, m := range llms {
 		if cfg.provider != nil {

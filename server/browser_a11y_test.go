@@ -521,7 +521,7 @@ func TestBrowserReducedMotion(t *testing.T) {
 		b.navigate("/threads/" + th)
 		b.waitFor("a running card", running, 20*time.Second)
 		evalAs[chromedp.Void](b, stream)
-		b.do("open the drawer", chromedp.Click(`.sidebar-toggle`))
+		b.activate("open the drawer", `.sidebar-toggle`)
 		got := evalAs[[]string](b, moving)
 		b.shot("drawer-" + pref)
 		if reduce && len(got) != 0 {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"herd/agent"
+	"herd/agent/demo"
 	"herd/agent/tools"
 	"herd/views"
 )
@@ -600,12 +602,19 @@ func TestBrowserCardsLive(t *testing.T) {
 // button while another runs on: it ends cancelled with its usage, the
 // other completes.
 func TestBrowserCardsCancelOne(t *testing.T) {
+	// The other card's model answers only once the test lets it: it is
+	// still running after the cancel however slow the machine, and its
+	// four turns of 400 ms no longer race the page.
+	held := make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
 	a := newApp(t, withHostBash(t),
 		withModels(demoModel("demo-fast", 150, 2), demoModel("demo-deep", 400, 2)),
+		withDemo("demo-deep", demo.WithSleep(heldBy(held))),
 		withSubagents(agent.SubagentsConfig{CancelGraceSeconds: 5, Agents: map[string]agent.AgentConfig{
 			"researcher": {Description: "Investigates one question.", Model: "demo-deep", Tools: &[]string{"ls", "read_file", "write_file"}},
 		}}),
 	)
+	t.Cleanup(release) // before the app closes
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("cancel one")
 	b := newBrowser(t, a.http.URL)
@@ -613,20 +622,18 @@ func TestBrowserCardsCancelOne(t *testing.T) {
 	b.openThread(th, "")
 
 	b.sendMessage("Two jobs:\n- `sleep 30`\n- researcher: alpha")
-	b.waitFor("the sleeping card says it runs its command", cardJS("sleep 30")+`?.querySelector(".card-status").textContent === "Running \u0060sleep 30\u0060"`, 20*time.Second)
-	sleeper, other := b.card("sleep 30"), b.card("alpha")
-	if other.Status != "running" {
-		t.Fatalf("the other card is %s before the cancel, want running", other.Status)
-	}
+	b.waitFor("the sleeping card running its command beside the other", cardJS("sleep 30")+`?.querySelector(".card-status").textContent === "Running \u0060sleep 30\u0060" && `+cardJS("alpha")+`?.dataset.status === "running"`, 20*time.Second)
+	sleeper := b.card("sleep 30")
 	if !sleeper.Cancel || sleeper.Total == "" {
 		t.Fatalf("the running card shows no Cancel button or no total: %+v", sleeper)
 	}
 	b.shot("before-cancel")
-	b.do("cancel the sleeping card", chromedp.Click(cardSel(sleeper.ID, ".card-cancel")))
+	b.activate("cancel the sleeping card", cardSel(sleeper.ID, ".card-cancel"))
 	b.waitFor("the card cancelled", cardJS("sleep 30")+`.dataset.status === "cancelled"`, 10*time.Second)
 	if s := b.card("alpha").Status; s != "running" {
 		t.Errorf("the other card is %s once the first was cancelled, want still running", s)
 	}
+	release()
 	b.waitRunEnd(a, th)
 	final := u.finalUsage(th)
 	got := b.card("sleep 30")
@@ -637,6 +644,26 @@ func TestBrowserCardsCancelOne(t *testing.T) {
 		t.Errorf("the other card: %+v, want completed with %d tokens", o, final[o.TaskID])
 	}
 	b.shot("after-cancel")
+}
+
+// heldBy is a demo model's wait that first waits for held to close (or
+// the call's context to end).
+func heldBy(held <-chan struct{}) func(context.Context, time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error {
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // TestBrowserCardsReloadAndStop reloads mid-run and after the end: the
@@ -661,7 +688,7 @@ func TestBrowserCardsReloadAndStop(t *testing.T) {
 	b.reload()
 	sameCards(t, "reloaded mid-run", b.cards(), live)
 
-	b.do("stop the run", chromedp.Click(`#stop-button`))
+	b.activate("stop the run", `#stop-button`)
 	b.waitRunEnd(a, th)
 	b.waitFor("the running cards cancelled", `[...document.querySelectorAll("#messages section.card")].filter((c) => c.dataset.status === "cancelled").length === 2`, 10*time.Second)
 	final := u.finalUsage(th)
@@ -1035,7 +1062,7 @@ func TestBrowserCardsHostile(t *testing.T) {
 	b.waitRunEnd(a, th)
 	b.waitFor("both cards done", `[...document.querySelectorAll("#messages section.card")].every((c) => c.dataset.status === "completed" || c.dataset.status === "failed")`, 10*time.Second)
 	for _, c := range b.cards() {
-		b.do("expand", chromedp.Click(cardSel(c.ID, ".card-toggle")))
+		b.activate("expand", cardSel(c.ID, ".card-toggle"))
 	}
 	for when := range 2 {
 		if when == 1 {

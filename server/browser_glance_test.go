@@ -234,7 +234,7 @@ func TestBrowserTotalsAddUp(t *testing.T) {
 		const s = `+sums+`;
 		return s.running >= 2 && s.sum > 0 && s.subagents === s.sum && s.total === s.lead + s.sum && s.rows === s.total && s.lead > 0;
 	})()`, 20*time.Second)
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	b.shot("totals-mid-run")
 	// Every frame from here on must keep the sums; check a few while the
 	// cards grow.

@@ -225,6 +225,16 @@ func (b *browser) navigate(path string) {
 	b.do("navigate "+path, chromedp.Navigate(b.base+path))
 }
 
+// activate clicks the element sel in one step inside the page, as a user
+// activates it, once it is visible. chromedp.Click measures the node and
+// then sends the mouse where it was: while a run's frames grow the page
+// (or the page follows them down), the mouse can land on something else.
+func (b *browser) activate(what, sel string) {
+	b.t.Helper()
+	b.do(what, chromedp.WaitVisible(chromedp.CSS(sel)))
+	evalAs[chromedp.Void](b, fmt.Sprintf(`document.querySelector(%q).click()`, sel))
+}
+
 // sendMessage types a message into the composer and clicks Send.
 func (b *browser) sendMessage(text string) {
 	b.t.Helper()

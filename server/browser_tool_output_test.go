@@ -105,7 +105,7 @@ func TestBrowserToolOutput(t *testing.T) {
 	b.sendMessage("- crawler: use fixture/crawl")
 	card := `#messages section.card`
 	b.waitFor("the card", `document.querySelector("#messages section.card") !== null`, 20*time.Second)
-	b.do("expand the card", chromedp.Click(chromedp.CSS(card+" .card-toggle")))
+	b.activate("expand the card", card+" .card-toggle")
 	b.waitFor("the crawl's progress on the card", `document.querySelector("#messages section.card .card-status").textContent === "crawl: 2 of 3 · page 2"`, 20*time.Second)
 	b.waitFor("the crawl's log lines live in the card", fmt.Sprintf(`%s === "info read <b>page</b> 1|info read <b>page</b> 2|warning crawl: one page was slow"`, logTextJS(card+" .tool-live")), 20*time.Second)
 	if n := evalAs[int](b, `document.querySelectorAll("#messages section.card .log-text b").length`); n != 0 {
@@ -141,7 +141,7 @@ func TestBrowserToolOutput(t *testing.T) {
 	b.sendMessage("use fixture/snap")
 	call := `#messages .tool-call[data-tool-call-id]`
 	b.waitFor("the snap's progress next to the call", `document.querySelector("#messages .tool-call .tool-progress")?.textContent === "snap: 1 of 2 · page 1"`, 20*time.Second)
-	b.do("open the call", chromedp.Click(chromedp.CSS(call+" > summary")))
+	b.activate("open the call", call+" > summary")
 	b.waitFor("the snap's log lines live", fmt.Sprintf(`%s === "info read <b>page</b> 1|warning snap: one page was slow"`, logTextJS(call+" .tool-live")), 20*time.Second)
 	b.shot("lead-live-light")
 	close(snapGate)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
 	"herd/agent"
@@ -107,7 +106,7 @@ func TestBrowserWaitingForTheModel(t *testing.T) {
 	}
 
 	cancelled, third := waiting[0], waiting[1]
-	b.do("cancel a waiting card", chromedp.Click(cardSel(b.card(cancelled).ID, ".card-cancel")))
+	b.activate("cancel a waiting card", cardSel(b.card(cancelled).ID, ".card-cancel"))
 	b.waitFor("the waiting card cancelled", cardJS(cancelled)+`.dataset.status === "cancelled"`, 5*time.Second)
 	if got := b.card(cancelled); got.StatusText != "Cancelled" || got.Error != nil || got.Cancel {
 		t.Errorf("the cancelled card: %+v; want Cancelled, no error, no Cancel button", got)
