@@ -116,7 +116,7 @@ func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
 			return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		}
 	}
-	return newFrame(e.Seq, appendEnvelope(nil, e.Seq, e.CreatedAt, p.typ, e.ThreadID, e.RunID, p.body), redact), nil
+	return newFrame(e.Seq, appendEnvelope(make([]byte, 0, len(p.body)+envelopeRoom), e.Seq, e.CreatedAt, p.typ, e.ThreadID, e.RunID, p.body), redact), nil
 }
 
 // preparedEvent is an event's frame body (its data), encoded once with
@@ -186,13 +186,17 @@ func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string,
 		// a bug, and an error frame is better than a dropped one.
 		typ, body = "error", errorBody(err)
 	}
-	return appendEnvelope(nil, seq, createdAt, typ, threadID, runID, body)
+	return appendEnvelope(make([]byte, 0, len(body)+envelopeRoom), seq, createdAt, typ, threadID, runID, body)
 }
 
 func errorBody(err error) []byte {
 	b, _ := marshalJSON(map[string]string{"message": err.Error()})
 	return b
 }
+
+// envelopeRoom is what an envelope adds to its body, ids and time
+// included, with room to spare.
+const envelopeRoom = 192
 
 // appendEnvelope appends the WebSocket frame (docs/API.md) around an
 // encoded body: {"seq", "type", "thread_id", "run_id", "data",
@@ -235,14 +239,28 @@ func appendJSONString(b []byte, s string) []byte {
 // rendered Markdown would otherwise go out with every '<' as \u003c, up to
 // twice its size.
 func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	e := encoders.Get().(*frameEncoder)
+	defer encoders.Put(e)
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n"))), nil
 }
+
+// frameEncoder is an encoder and its buffer, reused as json.Marshal
+// reuses its own: every frame of a burst is encoded through one.
+type frameEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &frameEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
 
 // ephemeral builds a frame that is not persisted (seq null).
 func ephemeral(typ, threadID, runID string, data any) *frame {
