@@ -3,7 +3,6 @@ package models
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -579,9 +578,6 @@ func (w *Writer) reserveSeqs(tx *sql.Tx, recs []Record, now time.Time) (next map
 		}
 		counts[id]++
 	}
-	if w.s.pg && len(order) > 1 {
-		return w.reserveSeqsAtOnce(tx, order, counts, now)
-	}
 	next = make(map[string]int64, len(order))
 	for _, id := range order {
 		var last int64
@@ -597,53 +593,6 @@ func (w *Writer) reserveSeqs(tx *sql.Tx, recs []Record, now time.Time) (next map
 			return nil, nil, fmt.Errorf("reserve seq: %w", err)
 		}
 		next[id] = last - counts[id] + 1
-	}
-	return next, gone, nil
-}
-
-// reserveSeqsAtOnce is reserveSeqs for several threads in one statement,
-// on PostgreSQL, where each statement is a round trip: a burst across 50
-// threads took 50 UPDATEs before its first INSERT. (SQLite runs in the
-// process: one UPDATE per thread costs it microseconds.)
-func (w *Writer) reserveSeqsAtOnce(tx *sql.Tx, order []string, counts map[string]int64, now time.Time) (next map[string]int64, gone map[string]bool, err error) {
-	type block struct {
-		ID string `json:"id"`
-		N  int64  `json:"n"`
-	}
-	blocks := make([]block, len(order))
-	for i, id := range order {
-		blocks[i] = block{id, counts[id]}
-	}
-	js, err := json.Marshal(blocks)
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, err := tx.Stmt(w.stmts.reserveMany).Query(now, string(js))
-	if err != nil {
-		return nil, nil, fmt.Errorf("reserve seqs: %w", err)
-	}
-	defer rows.Close()
-	next = make(map[string]int64, len(order))
-	for rows.Next() {
-		var (
-			id   string
-			last int64
-		)
-		if err := rows.Scan(&id, &last); err != nil {
-			return nil, nil, fmt.Errorf("reserve seqs: %w", err)
-		}
-		next[id] = last - counts[id] + 1
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("reserve seqs: %w", err)
-	}
-	for _, id := range order {
-		if _, ok := next[id]; !ok {
-			if gone == nil {
-				gone = map[string]bool{}
-			}
-			gone[id] = true
-		}
 	}
 	return next, gone, nil
 }
@@ -783,12 +732,6 @@ func scanEventIDs(st *sql.Stmt, args []any, chunk []*RunEvent) error {
 
 const reserveSeqSQL = "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? WHERE id = ? RETURNING last_seq"
 
-// reserveManySQL is reserveSeqSQL for a JSON list of {"id", "n"}
-// (PostgreSQL).
-const reserveManySQL = `UPDATE threads SET last_seq = threads.last_seq + v.n, updated_at = $1
-FROM json_to_recordset($2::json) AS v(id text, n bigint)
-WHERE threads.id = v.id RETURNING threads.id, threads.last_seq`
-
 // insertTable is a table the Writer inserts into by hand. Its columns are
 // read from the model's GORM schema when the writer starts, never listed
 // here: a field added to a model is written like the others, where a
@@ -921,9 +864,7 @@ type stmtCache struct {
 	err     error // from getting db or the tables; every transaction fails with it
 	all     []*sql.Stmt
 	reserve *sql.Stmt
-	// reserveMany reserves several threads' blocks at once (PostgreSQL).
-	reserveMany *sql.Stmt
-	inserts     map[insertKey]*sql.Stmt
+	inserts map[insertKey]*sql.Stmt
 }
 
 type insertKey struct {
@@ -950,7 +891,6 @@ func (c *stmtCache) ready() error {
 	}
 	if c.pg {
 		c.reserve = prepare(rebind(reserveSeqSQL))
-		c.reserveMany = prepare(reserveManySQL)
 	} else {
 		c.reserve = prepare(reserveSeqSQL)
 	}
