@@ -58,7 +58,10 @@ type ClusterOptions struct {
 	// Lease is how long an instance lives without renewing; it renews
 	// every Renew.
 	Lease, Renew time.Duration
-	Logger       *slog.Logger
+	// ListenIdle is how long the listener waits for a notice before it
+	// checks that its connection is alive (default 15 s).
+	ListenIdle time.Duration
+	Logger     *slog.Logger
 }
 
 // Cluster connects this instance to the others serving its database.
@@ -160,6 +163,9 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ListenIdle <= 0 {
+		o.ListenIdle = 15 * time.Second
 	}
 	return &Cluster{
 		o: o, log: o.Logger.With("instance", o.InstanceID), cc: cc,

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -66,11 +68,23 @@ func (c *Cluster) subscribe(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// receive handles notices until the connection fails or ctx ends.
+// receive handles notices until the connection fails or ctx ends. A
+// connection quiet for ListenIdle is pinged: one the network dropped
+// without a reset (a NAT or a proxy forgetting it, a host gone) would
+// otherwise look alive until TCP keepalive gives up, minutes of lost
+// notices; a failed ping reconnects, and the reconnect catches up.
 func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 	own := ownPrefix(c.o.InstanceID)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, c.o.ListenIdle)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			if err := pingListener(ctx, conn); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -87,6 +101,16 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 		}
 		c.handle(nt)
 	}
+}
+
+// pingListener checks that the listener's connection still answers.
+func pingListener(ctx context.Context, conn *pgx.Conn) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		return fmt.Errorf("listener quiet and not answering: %w", err)
+	}
+	return nil
 }
 
 // ownPrefix starts every notice instance id sends. The listener hears

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -39,12 +42,19 @@ func newClusterNode(t *testing.T, dsn string, store *models.Store, id string) *c
 
 func newClusterNodeRenewing(t *testing.T, dsn string, store *models.Store, id string, renew time.Duration) *clusterNode {
 	t.Helper()
+	return newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: id, Lease: 10 * time.Second, Renew: renew})
+}
+
+func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *clusterNode {
+	t.Helper()
+	id := o.InstanceID
 	settings, err := NewSettings(context.Background(), store, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &clusterNode{hub: NewHub(store, NewMarkdown(), HubOptions{TokenUsage: settings.TokenUsage})}
-	n.cluster, err = NewCluster(ClusterOptions{DSN: dsn, InstanceID: id, Store: store, Hub: n.hub, Settings: settings, Lease: 10 * time.Second, Renew: renew})
+	o.Store, o.Hub, o.Settings = store, n.hub, settings
+	n.cluster, err = NewCluster(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,5 +451,155 @@ func TestClusterWaitWokenByOwnCommits(t *testing.T) {
 	case <-woken:
 	default:
 		t.Error("the thread's Wait was not woken by a commit here")
+	}
+}
+
+// TestClusterListenerNoticesADeadConnection: B reaches PostgreSQL through
+// a proxy that, at once, stops forwarding on every connection it holds
+// without closing any (a NAT or a proxy that forgot them). B's listener,
+// quiet, pings, finds no answer and reconnects; A's commits made while
+// B's old connection was dead reach B's client, in order, without any
+// help from TCP keepalive (minutes).
+func TestClusterListenerNoticesADeadConnection(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	store, err := models.OpenPostgres(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	th, err := store.CreateThread(ctx, "u1", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newFreezingProxy(t, dsn)
+	a := newClusterNode(t, dsn, store, "a")
+	b := newClusterNodeWith(t, store, ClusterOptions{DSN: px.dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, ListenIdle: 300 * time.Millisecond})
+	conn := b.watch(t, th.ID)
+	write := func(n int) {
+		t.Helper()
+		for range n {
+			ev := &models.RunEvent{ThreadID: th.ID, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}
+			if err := a.writer.Write(ctx, models.Record{Event: ev}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(3)
+	seqs, err := collect(conn, 3, 10*time.Second)
+	if err != nil {
+		t.Fatalf("live from A: %v after %v", err, seqs)
+	}
+	px.freeze()
+	write(3)
+	more, err := collect(conn, 6, 20*time.Second)
+	if err != nil {
+		t.Fatalf("after B's connection went dead: %v after %v", err, more)
+	}
+	seqs = append(seqs, more...)
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("B's client got %v; want 1..6 once each", seqs)
+		}
+	}
+}
+
+// freezingProxy forwards TCP connections to PostgreSQL until freeze:
+// then the connections it holds stay open and silent, what they send
+// dropped, while new ones are forwarded again.
+type freezingProxy struct {
+	dsn    string
+	mu     sync.Mutex
+	frozen map[net.Conn]bool
+	conns  []net.Conn
+}
+
+func newFreezingProxy(t *testing.T, dsn string) *freezingProxy {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	network, addr := "tcp", net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
+	if strings.HasPrefix(cfg.Host, "/") {
+		network, addr = "unix", filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &freezingProxy{frozen: map[net.Conn]bool{}}
+	// The same DSN (its search_path names the test's schema, hence the
+	// notices' channel), to the proxy's address.
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Del("host")
+		u.Host, u.RawQuery = ln.Addr().String(), q.Encode()
+		px.dsn = u.String()
+	} else {
+		px.dsn = fmt.Sprintf("%s host=127.0.0.1 port=%d", dsn, ln.Addr().(*net.TCPAddr).Port)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		px.mu.Lock()
+		for _, c := range px.conns {
+			c.Close()
+		}
+		px.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial(network, addr)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			px.mu.Lock()
+			px.conns = append(px.conns, down, up)
+			px.mu.Unlock()
+			wg.Go(func() { px.pipe(down, up) })
+			wg.Go(func() { px.pipe(up, down) })
+		}
+	})
+	return px
+}
+
+// pipe copies from src to dst until either closes; once src is frozen it
+// reads and drops.
+func (px *freezingProxy) pipe(src, dst net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		px.mu.Lock()
+		frozen := px.frozen[src]
+		px.mu.Unlock()
+		if frozen {
+			continue
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (px *freezingProxy) freeze() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		px.frozen[c] = true
 	}
 }
