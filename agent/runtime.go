@@ -193,13 +193,9 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	if req.RetryOf != "" && req.EditOf != "" {
 		return Started{}, errors.New("agent: a run retries or edits, not both")
 	}
-	model := rt.defModel
-	if req.Model != "" {
-		m, ok := rt.models[req.Model]
-		if !ok {
-			return Started{}, fmt.Errorf("%w %q", ErrUnknownModel, req.Model)
-		}
-		model = m
+	model, err := rt.model(req.Model)
+	if err != nil {
+		return Started{}, err
 	}
 	box, err := rt.toolbox(ctx, req.Commands, req.Admin)
 	if err != nil {
@@ -257,6 +253,18 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		msgID = ""
 	}
 	return Started{RunID: r.id, MessageID: msgID, ModelName: model.Config.Name}, nil
+}
+
+// model is the configured model called name, or the default for "".
+func (rt *Runtime) model(name string) (*Model, error) {
+	if name == "" {
+		return rt.defModel, nil
+	}
+	m, ok := rt.models[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownModel, name)
+	}
+	return m, nil
 }
 
 // checkReplace refuses a retry of any run but the thread's latest, and an

@@ -49,13 +49,9 @@ type TitleAnswer struct {
 // task, so the thread's lead figures count it, no run's totals do, and no
 // Regenerate or Edit replaces it (docs/DESIGN.md §6).
 func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (TitleAnswer, error) {
-	model := rt.defModel
-	if req.Model != "" {
-		m, ok := rt.models[req.Model]
-		if !ok {
-			return TitleAnswer{}, fmt.Errorf("%w %q", ErrUnknownModel, req.Model)
-		}
-		model = m
+	model, err := rt.model(req.Model)
+	if err != nil {
+		return TitleAnswer{}, err
 	}
 	if model.Config.Provider == "demo" || (rt.lead.ModelTitles != nil && !*rt.lead.ModelTitles) {
 		return TitleAnswer{}, ErrNoTitleCall
