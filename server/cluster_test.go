@@ -81,6 +81,21 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *cl
 	return n
 }
 
+// runStartRecord is a record to commit on a thread: a run.start event.
+func runStartRecord(threadID string) models.Record {
+	return models.Record{Event: &models.RunEvent{ThreadID: threadID, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}}
+}
+
+// writeStarts commits count run.start events on the thread, one write each.
+func (n *clusterNode) writeStarts(t *testing.T, threadID string, count int) {
+	t.Helper()
+	for range count {
+		if err := n.writer.Write(context.Background(), runStartRecord(threadID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (n *clusterNode) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -123,16 +138,7 @@ func TestClusterCatchUpAfterReconnect(t *testing.T) {
 	a := newClusterNode(t, dsn, store, "a")
 	b := newClusterNode(t, dsn, store, "b")
 	conn := b.watch(t, th.ID)
-	write := func(n int) {
-		t.Helper()
-		for range n {
-			ev := &models.RunEvent{ThreadID: th.ID, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}
-			if err := a.writer.Write(ctx, models.Record{Event: ev}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	write(5)
+	a.writeStarts(t, th.ID, 5)
 	seqs, err := collect(conn, 5, 10*time.Second)
 	if err != nil {
 		t.Fatalf("live from A: %v after %v", err, seqs)
@@ -148,7 +154,7 @@ func TestClusterCatchUpAfterReconnect(t *testing.T) {
 	if err := admin.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()", listenerName).Scan(&cut); err != nil || cut < 2 {
 		t.Fatalf("cut %d listeners, %v; want A's and B's", cut, err)
 	}
-	write(5)
+	a.writeStarts(t, th.ID, 5)
 	more, err := collect(conn, 10, 15*time.Second)
 	if err != nil {
 		t.Fatalf("after the reconnect: %v after %v", err, more)
@@ -265,7 +271,7 @@ func TestClusterThreadsInOrder(t *testing.T) {
 		wg.Go(func() {
 			for r := 1; r <= rounds; r++ {
 				ev := func() models.Record {
-					return models.Record{Event: &models.RunEvent{ThreadID: id, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}}
+					return runStartRecord(id)
 				}
 				if err := a.writer.Write(ctx, ev(), ev()); err != nil {
 					t.Error(err)
@@ -476,22 +482,13 @@ func TestClusterListenerNoticesADeadConnection(t *testing.T) {
 	a := newClusterNode(t, dsn, store, "a")
 	b := newClusterNodeWith(t, store, ClusterOptions{DSN: px.dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, ListenIdle: 300 * time.Millisecond})
 	conn := b.watch(t, th.ID)
-	write := func(n int) {
-		t.Helper()
-		for range n {
-			ev := &models.RunEvent{ThreadID: th.ID, EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r","model_name":"m"}`)}
-			if err := a.writer.Write(ctx, models.Record{Event: ev}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	write(3)
+	a.writeStarts(t, th.ID, 3)
 	seqs, err := collect(conn, 3, 10*time.Second)
 	if err != nil {
 		t.Fatalf("live from A: %v after %v", err, seqs)
 	}
 	px.freeze()
-	write(3)
+	a.writeStarts(t, th.ID, 3)
 	more, err := collect(conn, 6, 20*time.Second)
 	if err != nil {
 		t.Fatalf("after B's connection went dead: %v after %v", err, more)
