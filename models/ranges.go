@@ -54,31 +54,10 @@ func (s *Store) InRanges(ctx context.Context, rs []SeqRange) ([]Record, error) {
 	return mergeRanges(rs, ms, es), nil
 }
 
-// scanRanges reads table's rows in the ranges of js. It queries the
-// pool's database/sql handle, not gorm's: gorm's prepared-statement cache
-// deadlocks when a statement is first prepared while transactions hold
-// every pooled connection (go-gorm/gorm#7465), and the first read-back
-// comes exactly when a burst of runs fills the pool. pgx keeps the
-// statement prepared per connection itself.
+// scanRanges reads table's rows in the ranges of js.
 func scanRanges[T any](ctx context.Context, s *Store, table, js string) ([]T, error) {
-	db, err := s.r.DB()
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.QueryContext(ctx, s.rangesQuery(table), js)
-	if err != nil {
-		return nil, fmt.Errorf("store: read ranges: %s: %w", table, err)
-	}
-	defer rows.Close()
 	var out []T
-	for rows.Next() {
-		var v T
-		if err := s.r.ScanRows(rows, &v); err != nil {
-			return nil, fmt.Errorf("store: read ranges: %s: %w", table, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	if err := s.r.WithContext(ctx).Raw(s.rangesQuery(table), js).Scan(&out).Error; err != nil {
 		return nil, fmt.Errorf("store: read ranges: %s: %w", table, err)
 	}
 	return out, nil
