@@ -32,47 +32,40 @@ type preparing struct {
 }
 
 func (p preparing) Write(ctx context.Context, recs ...models.Record) error {
-	p.attach(recs)
-	return p.next.WriteWhile(ctx, func() { build(recs) }, recs...)
+	build := p.attach(recs)
+	return p.next.WriteWhile(ctx, build, recs...)
 }
 
 func (p preparing) Enqueue(ctx context.Context, recs ...models.Record) error {
-	p.attach(recs)
+	build := p.attach(recs)
 	err := p.next.Enqueue(ctx, recs...)
 	if err == nil {
-		build(recs)
+		build()
 	}
 	return err
 }
 
 // attach gives each record that will be framed its builder, before the
-// record is queued: the hub finds it there after the commit.
-func (p preparing) attach(recs []models.Record) {
+// record is queued: the hub finds it there after the commit. build runs
+// them on the calling goroutine.
+func (p preparing) attach(recs []models.Record) (build func()) {
+	var gets []func()
 	for _, r := range recs {
 		switch {
 		case r.Message != nil:
 			m := r.Message
-			r.Message.Prepared = &prepared[messageHTML]{build: func() messageHTML { return renderMessage(m, p.md) }}
+			lazy := &prepared[messageHTML]{build: func() messageHTML { return renderMessage(m, p.md) }}
+			m.Prepared, gets = lazy, append(gets, func() { lazy.get() })
 		case r.Event != nil:
 			if ev, ok := r.Event.Payload.(agent.Event); ok {
-				r.Event.Prepared = &prepared[*preparedEvent]{build: func() *preparedEvent { return prepareEvent(ev, p.md) }}
+				lazy := &prepared[*preparedEvent]{build: func() *preparedEvent { return prepareEvent(ev, p.md) }}
+				r.Event.Prepared, gets = lazy, append(gets, func() { lazy.get() })
 			}
 		}
 	}
-}
-
-// build builds what attach gave recs, on the calling goroutine.
-func build(recs []models.Record) {
-	for _, r := range recs {
-		switch {
-		case r.Message != nil:
-			if p, ok := r.Message.Prepared.(*prepared[messageHTML]); ok {
-				p.get()
-			}
-		case r.Event != nil:
-			if p, ok := r.Event.Prepared.(*prepared[*preparedEvent]); ok {
-				p.get()
-			}
+	return func() {
+		for _, get := range gets {
+			get()
 		}
 	}
 }
