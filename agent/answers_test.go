@@ -203,3 +203,35 @@ func TestRecoveredRunCanBeRetried(t *testing.T) {
 		t.Errorf("the retry answered %q, want the cut-off message", got)
 	}
 }
+
+// TestRetryOnTheRunEnd: a Retry sent the moment the run's end is
+// committed (a page's Retry appears with the run.end frame, before the
+// run has let go of the thread) waits for that run instead of a 409.
+func TestRetryOnTheRunEnd(t *testing.T) {
+	ended := make(chan string, 1)
+	lead := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+		return reply("answer", nil), nil
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", lead)}, onCommit: func(recs []models.Record) {
+		for _, r := range recs {
+			if r.Event != nil && r.Event.EventType == EventRunEnd {
+				select {
+				case ended <- r.Event.RunID:
+				default:
+				}
+			}
+		}
+	}})
+	first := h.start("question")
+	if got := <-ended; got != first.RunID {
+		t.Fatalf("run.end of %s, want %s", got, first.RunID)
+	}
+	retry, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: first.RunID})
+	if err != nil {
+		t.Fatalf("a Retry on the run's end: %v", err)
+	}
+	h.wait()
+	if retry.RunID == first.RunID {
+		t.Fatal("the retry is the first run")
+	}
+}

@@ -80,6 +80,8 @@ type harness struct {
 }
 
 type harnessConfig struct {
+	// onCommit, when set, also sees every committed batch.
+	onCommit  func([]models.Record)
 	models    []*Model
 	subagents SubagentsConfig
 	tools     []tools.Tool
@@ -127,6 +129,9 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 		select {
 		case h.committed <- struct{}{}:
 		default:
+		}
+		if hc.onCommit != nil {
+			hc.onCommit(recs)
 		}
 	}})
 	if hc.tools == nil {

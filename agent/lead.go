@@ -94,7 +94,9 @@ func (env *runEnv) persistCtx(ctx context.Context) (context.Context, context.Can
 // run is one user message and everything the lead does for it.
 type run struct {
 	env *runEnv
-	box *toolbox // with or without commands
+	// ending is set once the run writes its end (Runtime.claimWhenEnded).
+	ending atomic.Bool
+	box    *toolbox // with or without commands
 	// rebox, when set, gives the toolbox for the next model call: the
 	// MCP tools may have changed meanwhile.
 	rebox func(*toolbox) *toolbox
@@ -555,6 +557,7 @@ func (r *run) totals() models.UsageReport {
 
 // end writes the run's final status and run.end.
 func (r *run) end(e ending) {
+	r.ending.Store(true)
 	now := r.env.now().UTC()
 	totals := r.totals()
 	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, Usage: &totals})

@@ -216,7 +216,7 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	r.ctx = withRun(r.ctx)
-	if err := rt.claim(r); err != nil {
+	if err := rt.claimWhenEnded(ctx, r); err != nil {
 		r.cancel(nil)
 		return Started{}, err
 	}
@@ -400,22 +400,49 @@ func (rt *Runtime) Models() []ModelConfig {
 	return out
 }
 
+// endingWait bounds how long a new run waits for the thread's run that
+// is writing its end.
+const endingWait = 10 * time.Second
+
+// claimWhenEnded is claim, except that a thread whose run is writing its
+// end is claimed once that run is over: its run.end reaches the pages
+// before the run lets go of the thread, and a Retry sent on it must not
+// meet a 409.
+func (rt *Runtime) claimWhenEnded(ctx context.Context, r *run) error {
+	for {
+		ending, err := rt.claim(r)
+		if ending == nil {
+			return err
+		}
+		select {
+		case <-ending:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(endingWait):
+			return ErrRunActive
+		}
+	}
+}
+
 // claim makes r the thread's active run, unless the runtime is closing,
-// the thread has a run or the user has as many as they may.
-func (rt *Runtime) claim(r *run) error {
+// the thread has a run or the user has as many as they may. When the
+// thread's run is ending it also returns that run's done.
+func (rt *Runtime) claim(r *run) (ending <-chan struct{}, err error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	switch {
+	switch a := rt.active[r.threadID]; {
 	case rt.closed:
-		return ErrShuttingDown
-	case rt.active[r.threadID] != nil:
-		return ErrRunActive
+		return nil, ErrShuttingDown
+	case a != nil && a.ending.Load():
+		return a.done, ErrRunActive
+	case a != nil:
+		return nil, ErrRunActive
 	case rt.byUser[r.userID] >= rt.lead.MaxActiveRunsPerUser:
-		return &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
+		return nil, &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
 	}
 	rt.active[r.threadID] = r
 	rt.byUser[r.userID]++
-	return nil
+	return nil, nil
 }
 
 // claimRow claims the thread for r in the database too, where another
