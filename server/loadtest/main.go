@@ -174,7 +174,7 @@ func load(ctx context.Context, o options, h herds) (*figures, error) {
 		return nil, fmt.Errorf("clients did not connect: %w", err)
 	}
 	msg := prompt(o.items)
-	cpu0 := markCPU(h)
+	cpu0, w0 := markCPU(h), markWriter(h)
 	started := time.Now()
 	if err := startRuns(h, threads, msg); err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func load(ctx context.Context, o options, h herds) (*figures, error) {
 	if err := awaitClients(ctx, h, fl.clients); err != nil {
 		return nil, err
 	}
-	f.cpu = markCPU(h).since(cpu0)
+	f.cpu, f.writer = markCPU(h).since(cpu0), markWriter(h).since(w0)
 	fl.stop()
 	want, err := persistedAll(h, threads)
 	if err != nil {

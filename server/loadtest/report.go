@@ -19,6 +19,7 @@ type figures struct {
 	lats                              []time.Duration // live frame latencies, sorted
 	local, remote                     []time.Duration // the same, split by where the client was (sorted)
 	cpu                               cpuUse
+	writer                            writerUse
 	goroutinesBefore, goroutinesAfter float64
 	rss                               int64
 }
@@ -81,6 +82,7 @@ func (f *figures) print() {
 			ms(quantile(f.local, 0.5)), ms(quantile(f.local, 0.99)), len(f.local), ms(quantile(f.remote, 0.5)), ms(quantile(f.remote, 0.99)), len(f.remote))
 	}
 	f.cpu.print()
+	f.writer.print(f.cpu.wall, f.instances)
 	fmt.Printf("lost %d, duplicated %d; peak RSS %.0f MB (the largest instance); goroutines before %d, after %d\n",
 		f.lost, f.dups, float64(f.rss)/(1<<20), int(f.goroutinesBefore), int(f.goroutinesAfter))
 }
