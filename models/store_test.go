@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -152,9 +154,9 @@ func TestWriterDeletedThread(t *testing.T) {
 		if n, _ := s.LastSeq(ctx, other.ID); n != 1 {
 			t.Errorf("other thread last_seq = %d, want 1", n)
 		}
-		// One transaction over both threads and a third (PostgreSQL
-		// reserves their seqs in one statement): the live threads get
-		// their next seqs, the deleted one's records are refused.
+		// One transaction over both threads and a third (on PostgreSQL
+		// their reservations go out in one round trip): the live threads
+		// get their next seqs, the deleted one's records are refused.
 		third, _ := s.CreateThread(ctx, "u1", "c")
 		ev := func(id string) Record {
 			return Record{Event: &RunEvent{ThreadID: id, EventType: "run.start", Category: CategoryRun}}
@@ -171,6 +173,73 @@ func TestWriterDeletedThread(t *testing.T) {
 		}
 		if n, _ := s.LastSeq(ctx, other.ID); n != 3 {
 			t.Errorf("other thread last_seq = %d, want 3", n)
+		}
+	})
+}
+
+// TestWriterOneBadJobFailsAlone: a record the database refuses (here a
+// message id used twice) fails its own job only. The batch it was
+// gathered into is retried job by job, the others commit with gap-free
+// seqs, and the writer's connection is usable afterwards (on PostgreSQL
+// the failed pipeline's transaction is rolled back, not left open).
+func TestWriterOneBadJobFailsAlone(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s := d.newStore(t)
+		ctx := context.Background()
+		th, err := s.CreateThread(ctx, "u1", "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first commit's OnCommit holds the writer until the three
+		// jobs are queued, so that they are gathered into one batch.
+		entered, gate := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		w := s.NewWriter(WriterOptions{Backoff: []time.Duration{time.Millisecond}, OnCommit: func([]Record) {
+			once.Do(func() { close(entered); <-gate })
+		}})
+		defer w.Close()
+		msg := func(id string) Record {
+			return Record{Message: &Message{ID: id, ThreadID: th.ID, Type: "human", Content: id}}
+		}
+		first := make(chan error, 1)
+		go func() { first <- w.Write(ctx, msg("m1")) }()
+		<-entered
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for i, id := range []string{"m2", "m1", "m3"} { // the middle one repeats m1
+			wg.Go(func() { errs[i] = w.Write(ctx, msg(id)) })
+		}
+		for deadline := time.Now().Add(10 * time.Second); w.QueueLen() < 3 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		close(gate)
+		wg.Wait()
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if errs[0] != nil || errs[2] != nil {
+			t.Fatalf("the good jobs failed: %v, %v", errs[0], errs[2])
+		}
+		if errs[1] == nil {
+			t.Fatal("a repeated message id was accepted")
+		}
+		if err := w.Write(ctx, msg("m4")); err != nil {
+			t.Fatalf("a write after the failure: %v", err)
+		}
+		msgs, err := s.Messages(ctx, th.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i, m := range msgs {
+			got = append(got, m.ID)
+			if i > 0 && m.Seq != msgs[i-1].Seq+1 {
+				t.Errorf("seq %d after %d: not gap-free", m.Seq, msgs[i-1].Seq)
+			}
+		}
+		slices.Sort(got) // m2 and m3 were queued in either order
+		if want := []string{"m1", "m2", "m3", "m4"}; !slices.Equal(got, want) {
+			t.Errorf("messages %v, want %v", got, want)
 		}
 	})
 }

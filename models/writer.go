@@ -178,10 +178,13 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{s: s, opts: opts, log: log, in: make(chan *job, opts.Queue+opts.Reserve), tokens: make(chan struct{}, opts.Queue), done: make(chan struct{}), ckpt: make(chan struct{}, 1), closing: make(chan struct{})}
-	w.stmts = &stmtCache{pg: s.pg}
+	w.stmts = &stmtCache{}
 	w.stmts.db, w.stmts.err = s.w.DB()
 	if w.stmts.err == nil {
 		w.stmts.tables, w.stmts.err = newWriterTables(s.w, s.pg)
+	}
+	if s.pg && w.stmts.err == nil {
+		w.stmts.pgQueries()
 	}
 	w.setAutoCheckpoint(backstopCheckpointPages)
 	// Both goroutines start before NewWriter returns, so a caller that
@@ -517,6 +520,9 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 			unassign(recs)
 		}
 	}()
+	if w.s.pg {
+		return w.pgTx(recs, now)
+	}
 	if err := w.stmts.ready(); err != nil {
 		return nil, err
 	}
@@ -533,9 +539,13 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := w.placeRecords(tx, recs, next, gone, now)
-	if err != nil {
-		return nil, err
+	rows := placeRecords(recs, next, gone, now)
+	// Runs are written before the log rows, in the order they came.
+	t := w.stmts.tables.runs
+	for _, r := range rows.runs {
+		if _, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, 1}]).Exec(t.appendRow(nil, r)...); err != nil {
+			return nil, fmt.Errorf("upsert run: %w", err)
+		}
 	}
 	if err := w.insertLog(tx, rows); err != nil {
 		return nil, err
@@ -566,18 +576,7 @@ func unassign(recs []Record) {
 // exist are reported in gone.
 func (w *Writer) reserveSeqs(tx *sql.Tx, recs []Record, now time.Time) (next map[string]int64, gone map[string]bool, err error) {
 	// One UPDATE per thread reserves a block of sequence numbers.
-	counts := map[string]int64{}
-	var order []string
-	for _, r := range recs {
-		if !r.sequenced() {
-			continue
-		}
-		id := r.ThreadID()
-		if _, seen := counts[id]; !seen {
-			order = append(order, id)
-		}
-		counts[id]++
-	}
+	order, counts := seqCounts(recs)
 	next = make(map[string]int64, len(order))
 	for _, id := range order {
 		var last int64
@@ -597,18 +596,36 @@ func (w *Writer) reserveSeqs(tx *sql.Tx, recs []Record, now time.Time) (next map
 	return next, gone, nil
 }
 
-// logRows are a transaction's message, event and usage rows, each in
-// sequence order, for the multi-row INSERTs.
+// seqCounts counts recs' sequenced records by thread; order lists the
+// threads as they first appear.
+func seqCounts(recs []Record) (order []string, counts map[string]int64) {
+	counts = map[string]int64{}
+	for _, r := range recs {
+		if !r.sequenced() {
+			continue
+		}
+		id := r.ThreadID()
+		if _, seen := counts[id]; !seen {
+			order = append(order, id)
+		}
+		counts[id]++
+	}
+	return order, counts
+}
+
+// logRows are a transaction's rows by table, each in the order the
+// records came: sequence order for the message, event and usage rows of
+// the multi-row INSERTs.
 type logRows struct {
+	runs   []*Run
 	msgs   []*Message
 	events []*RunEvent
 	usage  []*UsageEntry
 }
 
 // placeRecords gives each record of a live thread its Seq (from next) and
-// its creation time, upserts run rows as it meets them and collects the
-// other rows by table.
-func (w *Writer) placeRecords(tx *sql.Tx, recs []Record, next map[string]int64, gone map[string]bool, now time.Time) (logRows, error) {
+// its creation time, and collects the rows by table.
+func placeRecords(recs []Record, next map[string]int64, gone map[string]bool, now time.Time) logRows {
 	var rows logRows
 	for _, r := range recs {
 		if gone[r.ThreadID()] {
@@ -636,15 +653,10 @@ func (w *Writer) placeRecords(tx *sql.Tx, recs []Record, next map[string]int64, 
 			}
 			rows.usage = append(rows.usage, r.Usage)
 		case r.Run != nil:
-			// Runs are written in order with the log so that a run's
-			// end row never precedes its last event.
-			t := w.stmts.tables.runs
-			if _, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, 1}]).Exec(t.appendRow(nil, r.Run)...); err != nil {
-				return logRows{}, fmt.Errorf("upsert run: %w", err)
-			}
+			rows.runs = append(rows.runs, r.Run)
 		}
 	}
-	return rows, nil
+	return rows
 }
 
 // insertLog inserts rows in tx and sets each event's ID.
@@ -664,70 +676,24 @@ func (w *Writer) insertLog(tx *sql.Tx, rows logRows) error {
 
 // insertEvents inserts events and sets their IDs. On SQLite one INSERT
 // takes consecutive AUTOINCREMENT ids (the writer holds the only write
-// lock), so the last id gives them all. PostgreSQL makes no promise about
-// the order a sequence serves one INSERT's rows in, so there the INSERT
-// returns each row's id with the thread and seq that identify the row.
+// lock), so the last id gives them all. (PostgreSQL: pgTx.)
 func (w *Writer) insertEvents(tx *sql.Tx, events []*RunEvent) error {
 	t := w.stmts.tables.events
 	return eachChunk(len(events), func(lo, n int) error {
 		chunk := events[lo : lo+n]
-		st := tx.Stmt(w.stmts.inserts[insertKey{t.into, n}])
-		args := appendRows(t, nil, chunk)
-		if !w.s.pg {
-			res, err := st.Exec(args...)
-			if err != nil {
-				return err
-			}
-			last, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			for i, e := range chunk {
-				e.ID = last - int64(len(chunk)-1-i)
-			}
-			return nil
-		}
-		return scanEventIDs(st, args, chunk)
-	})
-}
-
-// scanEventIDs runs an event INSERT … RETURNING and gives each event of
-// chunk its id.
-func scanEventIDs(st *sql.Stmt, args []any, chunk []*RunEvent) error {
-	type key struct {
-		thread string
-		seq    int64
-	}
-	byKey := make(map[key]*RunEvent, len(chunk))
-	for _, e := range chunk {
-		byKey[key{e.ThreadID, e.Seq}] = e
-	}
-	rows, err := st.Query(args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var (
-			k  key
-			id int64
-		)
-		if err := rows.Scan(&id, &k.thread, &k.seq); err != nil {
+		res, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, n}]).Exec(appendRows(t, nil, chunk)...)
+		if err != nil {
 			return err
 		}
-		if e := byKey[k]; e != nil {
-			e.ID = id
-			n++
+		last, err := res.LastInsertId()
+		if err != nil {
+			return err
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if n != len(chunk) {
-		return fmt.Errorf("%d event ids returned for %d rows", n, len(chunk))
-	}
-	return nil
+		for i, e := range chunk {
+			e.ID = last - int64(len(chunk)-1-i)
+		}
+		return nil
+	})
 }
 
 const reserveSeqSQL = "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? WHERE id = ? RETURNING last_seq"
@@ -852,19 +818,23 @@ func insertRows[T any](stmts *stmtCache, tx *sql.Tx, t insertTable, rows []T) er
 	})
 }
 
-// stmtCache holds the Writer's statements, prepared on its *sql.DB and
+// stmtCache holds the Writer's SQLite statements (pgTx has pgx cache its
+// own), prepared on its *sql.DB and
 // reused by every transaction on the one writer connection. They are all
 // prepared before the first transaction, never during one: the pool's only
 // connection belongs to the transaction until it ends. Only the writer's
 // goroutine uses the cache.
 type stmtCache struct {
-	pg      bool // PostgreSQL: the reservation's placeholders are rebound
 	db      *sql.DB
 	tables  writerTables
 	err     error // from getting db or the tables; every transaction fails with it
 	all     []*sql.Stmt
 	reserve *sql.Stmt
 	inserts map[insertKey]*sql.Stmt
+
+	// PostgreSQL (pgTx): the statements' text.
+	pgReserve string
+	pgInserts map[insertKey]string
 }
 
 type insertKey struct {
@@ -889,11 +859,7 @@ func (c *stmtCache) ready() error {
 		c.all = append(c.all, st)
 		return st
 	}
-	if c.pg {
-		c.reserve = prepare(rebind(reserveSeqSQL))
-	} else {
-		c.reserve = prepare(reserveSeqSQL)
-	}
+	c.reserve = prepare(reserveSeqSQL)
 	c.inserts = map[insertKey]*sql.Stmt{}
 	for _, t := range []insertTable{c.tables.messages, c.tables.events, c.tables.usage} {
 		for n := 1; n <= maxInsertRows; n *= 2 {
