@@ -106,6 +106,8 @@ type Cluster struct {
 	// unclosed are runs taken over whose closing failed; renew only
 	// (Start's sweep runs before it).
 	unclosed []models.Run
+	// titles are the threads other instances are naming.
+	titles remoteTitles
 
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -137,6 +139,8 @@ const (
 	kindReasoning = "r"
 	kindProgress  = "p"
 	kindBroadcast = "b" // Settings' frame to every page
+	kindFrame     = "f" // a thread's ephemeral frame: Type and Data
+	kindTitle     = "n" // a thread's title call began (Last 1) or ended
 	kindStop      = "stop"
 	kindCancel    = "task"
 	kindSockets   = "sock"
@@ -374,11 +378,11 @@ func cutUTF8(s string, n int) string {
 }
 
 // announce queues n for the sender without blocking. When the queue is
-// full an ephemeral frame is dropped (the committed message that follows
-// carries the whole text), a commit notice is remembered as missed and
+// full streamed text and progress are dropped (droppable), a commit notice is remembered as missed and
 // sent once there is room (receivers read records back from the
-// database, so a late notice loses nothing), and control is held for the
-// next batch: a Stop or a revoked session's close must not be lost.
+// database, so a late notice loses nothing), and the rest is held for the
+// next batch: a Stop, a revoked session's close or a new title must not
+// be lost.
 func (c *Cluster) announce(n notice) {
 	n.From = c.o.InstanceID
 	c.mu.Lock()
@@ -391,15 +395,15 @@ func (c *Cluster) announce(n notice) {
 		return
 	default:
 	}
-	switch n.Kind {
-	case kindCommit:
+	switch {
+	case n.Kind == kindCommit:
 		// Receivers read back no further than a notice's Last.
 		rg, ok := c.missed[n.Thread]
 		if !ok {
 			rg = [2]int64{n.First, n.Last}
 		}
 		c.missed[n.Thread] = [2]int64{min(rg[0], n.First), max(rg[1], n.Last)}
-	case kindDelta, kindReasoning, kindProgress:
+	case droppable(n.Kind, n.Type):
 		return
 	default:
 		b, err := json.Marshal(n)
@@ -410,6 +414,20 @@ func (c *Cluster) announce(n notice) {
 		c.holdLocked(string(b))
 	}
 	c.kickSender()
+}
+
+// droppable reports whether a notice of kind (and frame type) may be
+// lost: streamed text and progress, which what follows supersedes (the
+// committed message holds the whole text, the call's step its output).
+// A title, its usage and control are not: nothing would bring them back.
+func droppable(kind, typ string) bool {
+	switch kind {
+	case kindDelta, kindReasoning, kindProgress:
+		return true
+	case kindFrame:
+		return typ == FrameToolProgress || typ == FrameToolLog
+	}
+	return false
 }
 
 // maxHeld bounds the control notices held through a long outage of the
@@ -444,9 +462,7 @@ func (c *Cluster) resend(batch []string) {
 		if json.Unmarshal([]byte(raw), &n) != nil {
 			continue
 		}
-		switch n.Kind {
-		case kindDelta, kindReasoning, kindProgress:
-		default:
+		if !droppable(n.Kind, n.Type) {
 			keep = append(keep, raw)
 		}
 	}

@@ -123,8 +123,10 @@ func ownPrefix(id string) string {
 
 func (c *Cluster) handle(n notice) {
 	switch n.Kind {
-	case kindCommit, kindDelta, kindReasoning, kindProgress:
+	case kindCommit, kindDelta, kindReasoning, kindProgress, kindFrame:
 		c.toThread(n)
+	case kindTitle:
+		c.titles.set(n.Thread, n.Last == 1, time.Now())
 	case kindBroadcast:
 		c.broadcasted(n)
 	case kindStop, kindCancel:
@@ -334,6 +336,8 @@ func (c *Cluster) streamed(n notice) {
 		h.Reasoning(n.Thread, n.Run, n.ID, n.Text)
 	case kindProgress:
 		h.Progress(n.Thread, n.Run, n.ID, n.Text)
+	case kindFrame:
+		c.framed(n)
 	}
 }
 
