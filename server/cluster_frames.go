@@ -38,24 +38,23 @@ func (c *Cluster) ToolProgress(threadID, runID, callID, text string) {
 	c.o.Hub.ToolProgress(threadID, runID, callID, text)
 	// A status line; cut so that even escaped (JSON writes a control
 	// character in six bytes) it fits a notice.
-	text = cutUTF8(text, maxNoticeText/jsonEscapeMax)
+	text = cutUTF8(text, maxNoticeText/6)
 	c.announceFrame(FrameToolProgress, threadID, runID, map[string]string{"tool_call_id": callID, "text": text})
 }
 
-// jsonEscapeMax is the most bytes JSON writes for one byte of a string
-// (a control character as \u0000).
-const jsonEscapeMax = 6
-
 // ToolLog implements agent.ToolPublisher. The lines go to the other
-// instances in as many notices as they need; a line is at most 500 runes
-// and a 16-rune level (agent.ToolLog), so one always fits.
+// instances in as many notices as they need (the page appends a frame's
+// lines to the call's); a line is at most 500 runes and its level 16
+// (agent.ToolLog), so one always fits.
 func (c *Cluster) ToolLog(threadID, runID, taskID, callID string, lines []agent.ToolLog) {
 	c.o.Hub.ToolLog(threadID, runID, taskID, callID, lines)
+	const room = maxNoticeText - 200 // the ids around the lines
 	for len(lines) > 0 {
 		k, size := 0, 0
 		for k < len(lines) {
-			n := (len(lines[k].Text)+len(lines[k].Level))*jsonEscapeMax + 32
-			if k > 0 && size+n > maxNoticeText {
+			b, _ := json.Marshal(lines[k])
+			n := len(b) + 1
+			if k > 0 && size+n > room {
 				break
 			}
 			size += n

@@ -162,26 +162,96 @@ func (c *Cluster) toThread(n notice) {
 // thread, queued behind the read pool's connections at four round trips
 // each and left p99 at 684 ms under make load-cluster
 // (docs/PERFORMANCE.md, Several instances).
+//
+// A read that fails is tried again with the next read, and at the latest
+// when its timer fires (readRetry): a thread that goes quiet after a
+// failed read would otherwise leave its clients behind until its next
+// commit.
 func (c *Cluster) readBack(ctx context.Context) {
+	var retry readRetry
+	defer retry.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
+		case <-retry.due():
 		}
 		c.threadMu.Lock()
 		order, pending := c.order, c.pending
 		c.order, c.pending = nil, map[string][]notice{}
 		c.threadMu.Unlock()
-		c.deliver(ctx, order, pending)
+		order = retry.into(order, pending)
+		retry.after(c.deliver(ctx, order, pending))
+	}
+}
+
+// readRetry holds the ranges whose read back failed and the timer, owned
+// by the reader, that has them read again: after 200 ms, doubling up to
+// 5 s while reads keep failing.
+type readRetry struct {
+	failed  map[string]models.SeqRange
+	timer   *time.Timer
+	backoff time.Duration
+}
+
+const (
+	retryFirst = 200 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// due fires when the failed ranges are to be read again; nil (never)
+// when there are none.
+func (r *readRetry) due() <-chan time.Time {
+	if r.timer == nil || len(r.failed) == 0 {
+		return nil
+	}
+	return r.timer.C
+}
+
+// into adds the failed ranges to the notices to deliver, as commit
+// notices before each thread's new ones (they are older), and returns
+// the threads' order.
+func (r *readRetry) into(order []string, pending map[string][]notice) []string {
+	for th, rg := range r.failed {
+		if len(pending[th]) == 0 {
+			order = append(order, th)
+		}
+		pending[th] = append([]notice{{Kind: kindCommit, Thread: th, First: rg.After + 1, Last: rg.Upto}}, pending[th]...)
+	}
+	r.failed = nil
+	return order
+}
+
+// after notes a delivery's failed ranges: the timer is armed with the
+// next backoff, or the backoff starts over when every read succeeded.
+func (r *readRetry) after(failed map[string]models.SeqRange) {
+	r.failed = failed
+	if len(failed) == 0 {
+		r.backoff = 0
+		r.stop()
+		return
+	}
+	r.backoff = min(max(2*r.backoff, retryFirst), retryMax)
+	if r.timer == nil {
+		r.timer = time.NewTimer(r.backoff)
+		return
+	}
+	r.timer.Reset(r.backoff)
+}
+
+func (r *readRetry) stop() {
+	if r.timer != nil {
+		r.timer.Stop()
 	}
 }
 
 // deliver hands the notices of threads to the hub: the ephemeral ones of
 // threads without commits at once, then, once their records are read
 // back, each thread's notices in order, a commit's records where its
-// notice was.
-func (c *Cluster) deliver(ctx context.Context, threads []string, pending map[string][]notice) {
+// notice was. It returns the ranges whose read failed, for readBack to
+// read again: their ephemeral frames have gone out, their records not.
+func (c *Cluster) deliver(ctx context.Context, threads []string, pending map[string][]notice) map[string]models.SeqRange {
 	var ranges []models.SeqRange
 	for _, th := range threads {
 		ns := pending[th]
@@ -194,23 +264,24 @@ func (c *Cluster) deliver(ctx context.Context, threads []string, pending map[str
 	}
 	recs, failed := c.readRanges(ctx, ranges)
 	for _, th := range threads {
-		ns, ok := pending[th]
-		if !ok {
-			continue
-		}
-		rs := recs[th]
-		c.streamAll(ns, rs)
-		if failed[th] {
-			// The clients find the gap at the next frame and read it
-			// themselves.
-			c.setLast(th, -1)
+		if ns, ok := pending[th]; ok {
+			c.streamAll(ns, recs[th])
 		}
 	}
+	var again map[string]models.SeqRange
 	for _, r := range ranges {
 		if !failed[r.ThreadID] {
 			c.setLast(r.ThreadID, r.Upto)
+			continue
 		}
+		// The last seq read stays where it was: the next read of the
+		// thread starts there.
+		if again == nil {
+			again = map[string]models.SeqRange{}
+		}
+		again[r.ThreadID] = r
 	}
+	return again
 }
 
 func isCommit(n notice) bool { return n.Kind == kindCommit }

@@ -53,7 +53,10 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *cl
 		t.Fatal(err)
 	}
 	n := &clusterNode{hub: NewHub(store, NewMarkdown(), HubOptions{TokenUsage: settings.TokenUsage})}
-	o.Store, o.Hub, o.Settings = store, n.hub, settings
+	if o.Store == nil {
+		o.Store = store
+	}
+	o.Hub, o.Settings = n.hub, settings
 	n.cluster, err = NewCluster(o)
 	if err != nil {
 		t.Fatal(err)
