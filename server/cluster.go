@@ -79,6 +79,14 @@ type Cluster struct {
 	// credentialRole re-reads a socket's credential and its user's role;
 	// set by Server.New.
 	credentialRole func(userID, credential string) (string, error)
+	// purges schedules the deletes announced by other instances, and
+	// resumeDeletes schedules every pending one after a listener outage;
+	// set by Server.New.
+	purges interface {
+		set(id string, at time.Time)
+		unset(id string)
+	}
+	resumeDeletes func(ctx context.Context) error
 
 	out    chan notice
 	kick   chan struct{} // a commit notice was dropped (missed)
@@ -138,9 +146,10 @@ const (
 	kindDelta     = "d"
 	kindReasoning = "r"
 	kindProgress  = "p"
-	kindBroadcast = "b" // Settings' frame to every page
-	kindFrame     = "f" // a thread's ephemeral frame: Type and Data
-	kindTitle     = "n" // a thread's title call began (Last 1) or ended
+	kindBroadcast = "b"   // Settings' frame to every page
+	kindFrame     = "f"   // a thread's ephemeral frame: Type and Data
+	kindTitle     = "n"   // a thread's title call began (Last 1) or ended
+	kindPurge     = "del" // a thread's delete is due at First (Unix µs), or undone (0)
 	kindStop      = "stop"
 	kindCancel    = "task"
 	kindSockets   = "sock"

@@ -127,6 +127,8 @@ func (c *Cluster) handle(n notice) {
 		c.toThread(n)
 	case kindTitle:
 		c.titles.set(n.Thread, n.Last == 1, time.Now())
+	case kindPurge:
+		c.purged(n)
 	case kindBroadcast:
 		c.broadcasted(n)
 	case kindStop, kindCancel:
@@ -453,6 +455,12 @@ func (c *Cluster) catchUp(ctx context.Context) {
 	}
 	if c.credentialRole != nil {
 		c.sockets.revalidate(c.credentialRole)
+	}
+	// A delete announced meanwhile is purged here too.
+	if c.resumeDeletes != nil {
+		if err := c.resumeDeletes(ctx); err != nil {
+			c.log.Warn("cluster: read the pending deletes after reconnecting", "err", err)
+		}
 	}
 }
 

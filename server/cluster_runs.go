@@ -222,3 +222,27 @@ func (c *Cluster) sweep(ctx context.Context) {
 	}
 	c.log.Warn("cluster: closed the runs of lost instances", "runs", n)
 }
+
+// relayPurge tells the other instances that thread id's delete is due at
+// at, or was undone (a zero at): each schedules its purge, so a delete
+// is purged on time even when the instance that took it is gone, and the
+// first instance to claim it removes it (models.Store.PurgeThread).
+func (c *Cluster) relayPurge(id string, at time.Time) {
+	var us int64
+	if !at.IsZero() {
+		us = at.UnixMicro() // the database's precision: not a moment early
+	}
+	c.announce(notice{Kind: kindPurge, Thread: id, First: us})
+}
+
+// purged schedules or forgets another instance's delete here.
+func (c *Cluster) purged(n notice) {
+	if c.purges == nil {
+		return
+	}
+	if n.First > 0 {
+		c.purges.set(n.Thread, time.UnixMicro(n.First))
+		return
+	}
+	c.purges.unset(n.Thread)
+}

@@ -187,6 +187,13 @@ func New(o Options) (*Server, error) {
 			o.OnThreadPurged(id)
 		}
 	})
+	if o.Cluster != nil {
+		// Every instance purges every delete: whichever claims it first
+		// (models.Store.PurgeThread).
+		o.Cluster.purges = s.purger
+		o.Cluster.resumeDeletes = s.ResumeDeletes
+		s.purger.relay = o.Cluster.relayPurge
+	}
 	s.undoWindow = o.UndoWindow
 	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
