@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"herd/agent/openai/openaitest"
 	"herd/internal/pgtest"
 )
@@ -183,5 +185,56 @@ func TestClusterPurgeClaimedOnce(t *testing.T) {
 		removed, _ := purgeLines(b, orphan)
 		return removed == 1
 	})
+	stopHerd(t, b)
+}
+
+// TestClusterToolProgressOnEveryInstance: the lead's own call of a real
+// MCP server's trigger-long-running-operation on A streams its progress
+// as tool_progress frames to pages of the thread on A and on B alike, in
+// order up to the last step, before the call's result.
+func TestClusterToolProgressOnEveryInstance(t *testing.T) {
+	bin, err := filepath.Abs(everythingServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)
+	}
+	dsn := pgtest.DSN(t)
+	env := clusterEnv(dsn, "HERD_WORKSPACES_DIR="+t.TempDir(),
+		"HERD_MCP_SERVERS=[{name: everything, command: '"+bin+"', timeout_seconds: 30}]",
+		"HERD_LEAD_TOOLS=['mcp:everything/trigger-long-running-operation']")
+	a := startHerdWith(t, t.TempDir(), env...)
+	b := startHerdWith(t, t.TempDir(), env...)
+	ca, cb := a.signIn(), b.signIn()
+	var th struct{ ID string }
+	ca.call("POST", "/api/threads", map[string]string{"title": "progress"}, &th)
+	onA, onB := dialStream(t, a, ca, th.ID), dialStream(t, b, cb, th.ID)
+	ca.call("POST", "/api/threads/"+th.ID+"/runs", map[string]string{"content": `use everything/trigger-long-running-operation with {"duration": 1, "steps": 4}`}, nil)
+	for _, on := range []struct {
+		name string
+		p    *proc
+		ws   *websocket.Conn
+	}{{"A", a, onA}, {"B", b, onB}} {
+		var progress []string
+		for done := false; !done; {
+			f := readFrame(t, on.ws, on.p)
+			var d struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(f.Data, &d)
+			switch {
+			case f.Type == "tool_progress":
+				progress = append(progress, d.Text)
+			case f.Type == "message" && d.Type == "tool":
+				done = true
+			}
+		}
+		if n := len(progress); n < 2 || progress[n-1] != "trigger-long-running-operation: 4 of 4" {
+			t.Errorf("tool_progress frames on %s = %q, want the steps up to 4 of 4", on.name, progress)
+		}
+	}
+	stopHerd(t, a)
 	stopHerd(t, b)
 }
