@@ -123,10 +123,11 @@ func ownPrefix(id string) string {
 
 func (c *Cluster) handle(n notice) {
 	switch n.Kind {
-	case kindCommit, kindDelta, kindReasoning, kindProgress, kindFrame:
+	case kindCommit, kindDelta, kindReasoning, kindProgress, kindFrame, kindTitle:
+		// A title call's end too: after the frames it sent went to the
+		// hub, so a page rendered between them and its socket is told to
+		// ask for the title.
 		c.toThread(n)
-	case kindTitle:
-		c.titles.set(n.Thread, n.Last == 1, time.Now())
 	case kindPurge:
 		c.purged(n)
 	case kindBroadcast:
@@ -399,7 +400,8 @@ func (c *Cluster) streamAll(ns []notice, recs []models.Record) {
 	}
 }
 
-// streamed hands another instance's ephemeral text to the local hub.
+// streamed hands another instance's ephemeral frame to the local hub, or
+// notes that it began or ended naming a thread.
 func (c *Cluster) streamed(n notice) {
 	h := c.o.Hub
 	switch n.Kind {
@@ -411,6 +413,8 @@ func (c *Cluster) streamed(n notice) {
 		h.Progress(n.Thread, n.Run, n.ID, n.Text)
 	case kindFrame:
 		c.framed(n)
+	case kindTitle:
+		c.titles.set(n.Thread, n.Last == 1, time.Now())
 	}
 }
 
