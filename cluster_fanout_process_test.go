@@ -16,16 +16,12 @@ import (
 	"herd/internal/pgtest"
 )
 
-// TestClusterTitleReachesOtherInstance: a thread's first message is sent
-// on A, whose model names the thread in a call of its own. A page of the
-// thread rendered on B while that call is in flight knows it is (so it
-// asks for the title once its stream is open, as on one process); B's
-// stream then gets the new title and the call's usage live, as A's would;
-// and B's page shows the title once the call is over.
-func TestClusterTitleReachesOtherInstance(t *testing.T) {
-	const title = "Kyoto trip in March"
+// titlingModel is the environment of a cluster whose first model is an
+// OpenAI-compatible fake: it names threads title, once release is
+// closed, for a call of 76 tokens, and answers the lead at once (520).
+func titlingModel(t *testing.T, title string) (release chan struct{}, env []string) {
 	fake := openaitest.NewServer(t)
-	release := make(chan struct{})
+	release = make(chan struct{})
 	fake.SetFallback(func(req openaitest.ChatRequest) openaitest.Reply {
 		if len(req.Messages) > 0 && strings.HasPrefix(req.Messages[0].Text(), "You name chat threads.") {
 			select {
@@ -36,9 +32,20 @@ func TestClusterTitleReachesOtherInstance(t *testing.T) {
 		}
 		return openaitest.Reply{Chunks: []string{"Here is a plan."}, Usage: &openaitest.Usage{PromptTokens: 500, CompletionTokens: 20, TotalTokens: 520}}
 	})
-	dsn := pgtest.DSN(t)
-	env := clusterEnv(dsn, "HERD_MODELS_0_PROVIDER=openai", "HERD_MODELS_0_MODEL=gpt-test", "HERD_MODELS_0_BASE_URL="+fake.URL(),
+	return release, clusterEnv(pgtest.DSN(t), "HERD_MODELS_0_PROVIDER=openai", "HERD_MODELS_0_MODEL=gpt-test", "HERD_MODELS_0_BASE_URL="+fake.URL(),
 		"HERD_MODELS_0_API_KEY=sk-test", "HERD_MODELS_0_MAX_RETRIES=0")
+}
+
+// TestClusterTitleReachesOtherInstance: a thread's first message is sent
+// on A, whose model names the thread in a call of its own. A page of the
+// thread rendered on B while that call is in flight knows it is (so it
+// asks for the title once its stream is open, as on one process, should
+// the title come before the stream); B's
+// stream then gets the new title and the call's usage live, as A's would;
+// and B's page shows the title once the call is over.
+func TestClusterTitleReachesOtherInstance(t *testing.T) {
+	const title = "Kyoto trip in March"
+	release, env := titlingModel(t, title)
 	a := startHerdWith(t, t.TempDir(), env...)
 	b := startHerdWith(t, t.TempDir(), env...)
 	ca, cb := a.signIn(), b.signIn()
@@ -48,8 +55,15 @@ func TestClusterTitleReachesOtherInstance(t *testing.T) {
 	}
 	ca.call("POST", "/api/threads", map[string]string{"content": "can you plan my trip to kyoto in march? we have 5 days"}, &created)
 	id := created.Thread.ID
-	if code, page := cb.status("GET", "/threads/"+id, nil); code != http.StatusOK || !strings.Contains(page, `"title_pending":true`) {
-		t.Errorf("B's page of the thread while A names it: %d, title_pending not true", code)
+	// B hears of the call a moment after A's answer.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, page := cb.status("GET", "/threads/"+id, nil)
+		if code == http.StatusOK && strings.Contains(page, `"title_pending":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B's page of the thread while A names it: %d, title_pending not true", code)
+		}
 	}
 	conn := dialStream(t, b, cb, id)
 	close(release)
