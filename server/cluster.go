@@ -46,6 +46,7 @@ type ClusterStore interface {
 	RenewLease(ctx context.Context, id string, lease time.Duration) error
 	RetireInstance(ctx context.Context, id string) error
 	TakeOrphanRuns(ctx context.Context, me string) ([]models.Run, error)
+	Notify(ctx context.Context, channel, payload string) error
 }
 
 // ClusterOptions builds a Cluster.
