@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -112,6 +113,9 @@ type Cluster struct {
 	pending map[string][]notice
 	order   []string
 	wake    chan struct{}
+	// reread has the reader read the settings and pending deletes again:
+	// the listener reconnected, their notices may be lost.
+	reread atomic.Bool
 	// unclosed are runs taken over whose closing failed; renew only
 	// (Start's sweep runs before it).
 	unclosed []models.Run

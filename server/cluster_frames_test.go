@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/jackc/pgx/v5"
 
 	"herd/agent"
 	"herd/internal/pgtest"
@@ -178,11 +179,20 @@ func TestClusterFramesFitANotice(t *testing.T) {
 }
 
 // failingReads is a cluster's store whose read back of committed records
-// fails the first fails times.
+// fails the first fails times, and its read of a setting the first
+// settingFails times.
 type failingReads struct {
 	*models.Store
-	fails atomic.Int32
-	calls atomic.Int32
+	fails, settingFails atomic.Int32
+	calls, settingCalls atomic.Int32
+}
+
+func (s *failingReads) Setting(ctx context.Context, key string) (string, error) {
+	s.settingCalls.Add(1)
+	if s.settingFails.Add(-1) >= 0 {
+		return "", errors.New("connection reset by peer")
+	}
+	return s.Store.Setting(ctx, key)
 }
 
 func (s *failingReads) InRanges(ctx context.Context, rs []models.SeqRange) ([]models.Record, error) {
@@ -230,5 +240,55 @@ func TestClusterReadBackRetried(t *testing.T) {
 	}
 	if n := reads.calls.Load() - before; n != 3 {
 		t.Errorf("%d reads back, want the two that failed and one more", n)
+	}
+}
+
+// TestClusterRereadRetried: the token switch was turned off while B's
+// listener was away (its notice lost, as in an outage), and B's first
+// reads of the settings after it listens again fail: B reads again on
+// its own timer, and its client gets the settings frame, with no further
+// change to tell it.
+func TestClusterRereadRetried(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	store, err := models.OpenPostgres(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	th, err := store.CreateThread(ctx, "u1", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newClusterNode(t, dsn, store, "a")
+	reads := &failingReads{Store: store}
+	b := newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
+	conn := b.watch(t, th.ID)
+	if err := store.SetSetting(ctx, settingTokenUsage, "false"); err != nil {
+		t.Fatal(err)
+	}
+	reads.settingFails.Store(2)
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()", listenerName); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := readFrame(conn, 15*time.Second)
+		if err != nil {
+			t.Fatalf("no settings frame on B: %v (%d reads of the setting)", err, reads.settingCalls.Load())
+		}
+		if f.Type == FrameSettings {
+			if string(f.Data) != `{"token_usage_enabled":false}` {
+				t.Errorf("settings frame on B: %s", f.Data)
+			}
+			break
+		}
+	}
+	if n := reads.settingCalls.Load(); n != 3 {
+		t.Errorf("%d reads of the setting, want the two that failed and one more", n)
 	}
 }

@@ -166,10 +166,13 @@ func (c *Cluster) toThread(n notice) {
 // each and left p99 at 684 ms under make load-cluster
 // (docs/PERFORMANCE.md, Several instances).
 //
+// It also reads the settings and the pending deletes again after the
+// listener reconnected (reread), the notices of their changes being lost.
+//
 // A read that fails is tried again with the next read, and at the latest
 // when its timer fires (readRetry): a thread that goes quiet after a
 // failed read would otherwise leave its clients behind until its next
-// commit.
+// commit, and a missed token switch would wait for the next.
 func (c *Cluster) readBack(ctx context.Context) {
 	var retry readRetry
 	defer retry.stop()
@@ -185,15 +188,22 @@ func (c *Cluster) readBack(ctx context.Context) {
 		c.order, c.pending = nil, map[string][]notice{}
 		c.threadMu.Unlock()
 		order = retry.into(order, pending)
-		retry.after(c.deliver(ctx, order, pending))
+		failed := c.deliver(ctx, order, pending)
+		again := false
+		if c.reread.Swap(false) || retry.reread {
+			again = !c.readAgain(ctx)
+		}
+		retry.after(failed, again)
 	}
 }
 
-// readRetry holds the ranges whose read back failed and the timer, owned
-// by the reader, that has them read again: after 200 ms, doubling up to
-// 5 s while reads keep failing.
+// readRetry holds what the reader must read again, the ranges whose read
+// back failed and whether the settings and pending deletes are still to
+// be read, and the timer, owned by the reader, that has them read: after
+// 200 ms, doubling up to 5 s while reads keep failing.
 type readRetry struct {
 	failed  map[string]models.SeqRange
+	reread  bool
 	timer   *time.Timer
 	backoff time.Duration
 }
@@ -206,7 +216,7 @@ const (
 // due fires when the failed ranges are to be read again; nil (never)
 // when there are none.
 func (r *readRetry) due() <-chan time.Time {
-	if r.timer == nil || len(r.failed) == 0 {
+	if r.timer == nil || (len(r.failed) == 0 && !r.reread) {
 		return nil
 	}
 	return r.timer.C
@@ -226,11 +236,12 @@ func (r *readRetry) into(order []string, pending map[string][]notice) []string {
 	return order
 }
 
-// after notes a delivery's failed ranges: the timer is armed with the
-// next backoff, or the backoff starts over when every read succeeded.
-func (r *readRetry) after(failed map[string]models.SeqRange) {
-	r.failed = failed
-	if len(failed) == 0 {
+// after notes a delivery's failed ranges and whether the settings'
+// read failed: the timer is armed with the next backoff, or the backoff
+// starts over when every read succeeded.
+func (r *readRetry) after(failed map[string]models.SeqRange, reread bool) {
+	r.failed, r.reread = failed, reread
+	if len(failed) == 0 && !reread {
 		r.backoff = 0
 		r.stop()
 		return
@@ -450,22 +461,37 @@ func (c *Cluster) catchUp(ctx context.Context) {
 		c.wakeWaitersLocked(thread)
 	}
 	c.waitMu.Unlock()
-	// The token switch's frame may have been lost too: the pages hear of a
-	// change from here.
-	if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
-		c.log.Warn("cluster: read the token switch after reconnecting", "err", err)
-	} else if c.o.Settings.adopt(on == "true") {
-		c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+	// The token switch and deletes announced meanwhile are read by the
+	// reader, which tries again until it can.
+	c.reread.Store(true)
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 	if c.credentialRole != nil {
 		c.sockets.revalidate(c.credentialRole)
 	}
-	// A delete announced meanwhile is purged here too.
+}
+
+// readAgain reads what changed while the listener was away and whose
+// notice was lost: the token switch (the pages hear of a change from
+// here) and the pending deletes (a delete announced meanwhile is purged
+// here too). It reports whether both reads succeeded.
+func (c *Cluster) readAgain(ctx context.Context) bool {
+	ok := true
+	if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
+		c.log.Warn("cluster: read the token switch after reconnecting; trying again", "err", err)
+		ok = false
+	} else if c.o.Settings.adopt(on == "true") {
+		c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+	}
 	if c.resumeDeletes != nil {
 		if err := c.resumeDeletes(ctx); err != nil {
-			c.log.Warn("cluster: read the pending deletes after reconnecting", "err", err)
+			c.log.Warn("cluster: read the pending deletes after reconnecting; trying again", "err", err)
+			ok = false
 		}
 	}
+	return ok
 }
 
 // broadcasted applies another instance's settings change here, then tells
