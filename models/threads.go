@@ -151,8 +151,8 @@ func (s *Store) ScheduledDeletes(ctx context.Context) ([]Thread, error) {
 
 // PurgeThread removes a thread whose deletion is due, with everything
 // recorded in it; a NotDueError when it is not due yet, ErrNotFound when
-// it was restored, is already gone, or another instance is removing it. Its owner's undo and
-// the purge cannot both win.
+// it was restored, is already gone, or another instance is removing it.
+// Its owner's undo and the purge cannot both win.
 //
 // On PostgreSQL every instance schedules every pending delete, so they
 // all try at once: the first to take the thread's advisory lock claims
@@ -212,6 +212,7 @@ func (s *Store) deleteThread(ctx context.Context, id, cond string, args ...any) 
 	})
 }
 
+// deleteThreadTx is deleteThread inside tx.
 func deleteThreadTx(tx *gorm.DB, id, cond string, args ...any) error {
 	if err := affected(tx.Where("id = ?", id).Where(cond, args...).Delete(&Thread{}), "delete thread"); err != nil {
 		return err

@@ -392,11 +392,11 @@ func cutUTF8(s string, n int) string {
 }
 
 // announce queues n for the sender without blocking. When the queue is
-// full streamed text and progress are dropped (droppable), a commit notice is remembered as missed and
-// sent once there is room (receivers read records back from the
-// database, so a late notice loses nothing), and the rest is held for the
-// next batch: a Stop, a revoked session's close or a new title must not
-// be lost.
+// full streamed text and progress are dropped (droppable), a commit
+// notice is remembered as missed and sent once there is room (receivers
+// read records back from the database, so a late notice loses nothing),
+// and the rest is held for the next batch: a Stop, a revoked session's
+// close or a new title must not be lost.
 func (c *Cluster) announce(n notice) {
 	n.From = c.o.InstanceID
 	c.mu.Lock()

@@ -213,8 +213,8 @@ const (
 	retryMax   = 5 * time.Second
 )
 
-// due fires when the failed ranges are to be read again; nil (never)
-// when there are none.
+// due fires when what failed is to be read again; nil (never) when
+// nothing did.
 func (r *readRetry) due() <-chan time.Time {
 	if r.timer == nil || (len(r.failed) == 0 && !r.reread) {
 		return nil
