@@ -128,22 +128,24 @@ func purgeLines(p *proc, id string) (removed, nothing int) {
 	return removed, nothing
 }
 
-// TestClusterPurgeClaimedOnce: a thread deleted on A is purged once its
-// undo window is over by whichever instance claims it first: both try
-// (each schedules every delete), exactly one removes it, with its
-// workspace in the shared directory, and the other finds nothing to
-// remove. A thread deleted on A just before A is killed is purged by B
-// on time.
+// TestClusterPurgeClaimedOnce: threads deleted on one instance are
+// purged once their undo window is over by whichever instance claims them
+// first. Of three instances, A deletes one thread and C another, and C is
+// killed at once: A and B both try each purge (every instance schedules
+// every delete), and for each exactly one removes the thread, with its
+// workspace in the shared directory, while the other finds nothing to
+// remove; C's delete is purged on time without C.
 func TestClusterPurgeClaimedOnce(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	shared := t.TempDir()
 	env := clusterEnv(dsn, "HERD_WORKSPACES_DIR="+shared, "HERD_LOG_LEVEL=debug")
 	a := startHerdWith(t, t.TempDir(), env...)
 	b := startHerdWith(t, t.TempDir(), env...)
-	ca, cb := a.signIn(), b.signIn()
-	thread := func() string {
+	c := startHerdWith(t, t.TempDir(), env...)
+	ca, cb, cc := a.signIn(), b.signIn(), c.signIn()
+	deleted := func(on *client) string {
 		var th struct{ ID string }
-		ca.call("POST", "/api/threads", map[string]string{"title": "to delete"}, &th)
+		on.call("POST", "/api/threads", map[string]string{"title": "to delete"}, &th)
 		// What a tool left in the thread's workspace.
 		if err := os.MkdirAll(filepath.Join(shared, th.ID, "notes"), 0o700); err != nil {
 			t.Fatal(err)
@@ -151,54 +153,46 @@ func TestClusterPurgeClaimedOnce(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(shared, th.ID, "notes", "a.txt"), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		if code, body := on.status("DELETE", "/api/threads/"+th.ID, nil); code != http.StatusNoContent {
+			t.Fatalf("delete: %d %s", code, body)
+		}
 		return th.ID
 	}
-	gone := func(id string, timeout time.Duration, done func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for !done() {
-			if time.Now().After(deadline) {
-				t.Fatalf("thread %s not purged within %v:\nA:\n%s\nB:\n%s", id, timeout, a.log.String(), b.log.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if _, err := os.Stat(filepath.Join(shared, id)); !os.IsNotExist(err) {
-			t.Errorf("thread %s's workspace after its purge: %v, want it gone", id, err)
-		}
-		if code, _ := cb.status("POST", "/api/threads/"+id+"/restore", nil); code != http.StatusNotFound {
-			t.Errorf("restore of the purged thread %s via B: %d, want 404", id, code)
-		}
-	}
-
-	both := thread()
 	start := time.Now()
-	if code, body := ca.status("DELETE", "/api/threads/"+both, nil); code != http.StatusNoContent {
-		t.Fatalf("delete via A: %d %s", code, body)
-	}
-	gone(both, 30*time.Second, func() bool {
-		ra, na := purgeLines(a, both)
-		rb, nb := purgeLines(b, both)
-		return ra+rb+na+nb >= 2
-	})
-	ra, na := purgeLines(a, both)
-	rb, nb := purgeLines(b, both)
-	if ra+rb != 1 || na+nb != 1 {
-		t.Errorf("purges of %s: removed on A %d, on B %d; found nothing on A %d, on B %d; want one removal and one instance finding nothing", both, ra, rb, na, nb)
-	}
-	t.Logf("the thread deleted on A was purged %v after its delete (undo window 10 s)", time.Since(start))
-
-	orphan := thread()
-	if code, body := ca.status("DELETE", "/api/threads/"+orphan, nil); code != http.StatusNoContent {
-		t.Fatalf("delete via A: %d %s", code, body)
-	}
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	both, orphan := deleted(ca), deleted(cc)
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = a.wait(10 * time.Second)
-	gone(orphan, 20*time.Second, func() bool {
-		removed, _ := purgeLines(b, orphan)
-		return removed == 1
-	})
+	_ = c.wait(10 * time.Second)
+
+	outcomes := func(id string) (removed, nothing int) {
+		ra, na := purgeLines(a, id)
+		rb, nb := purgeLines(b, id)
+		return ra + rb, na + nb
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r1, n1 := outcomes(both)
+		r2, n2 := outcomes(orphan)
+		if r1+n1 >= 2 && r2+n2 >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deletes were not purged within 30 s:\nA:\n%s\nB:\n%s", a.log.String(), b.log.String())
+		}
+	}
+	t.Logf("purged %v after the deletes (undo window 10 s)", time.Since(start))
+	for name, id := range map[string]string{"deleted on A": both, "deleted on C, then C killed": orphan} {
+		if removed, nothing := outcomes(id); removed != 1 || nothing != 1 {
+			t.Errorf("the thread %s: removed %d times, found gone %d times by A and B; want one of each", name, removed, nothing)
+		}
+		if _, err := os.Stat(filepath.Join(shared, id)); !os.IsNotExist(err) {
+			t.Errorf("the thread %s: its workspace after its purge: %v, want it gone", name, err)
+		}
+		if code, _ := cb.status("POST", "/api/threads/"+id+"/restore", nil); code != http.StatusNotFound {
+			t.Errorf("the thread %s: restore via B after its purge: %d, want 404", name, code)
+		}
+	}
+	stopHerd(t, a)
 	stopHerd(t, b)
 }
 
