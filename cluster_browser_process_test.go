@@ -41,7 +41,7 @@ func TestClusterBrowserTitleOnOtherInstance(t *testing.T) {
 	br.waitFor("signed in", `location.pathname === "/"`)
 	br.run("open the thread on B", chromedp.Navigate(b.url+"/threads/"+created.Thread.ID))
 	br.waitFor("the thread page live", `document.documentElement.dataset.herdReady === "1" && document.querySelector("#thread-title").textContent !== ""`)
-	close(release)
+	release()
 	br.waitFor("the model's title everywhere on B's page", `(() => {
 		const want = "`+title+`";
 		const item = document.querySelector('#sidebar-list a[aria-current="page"]');

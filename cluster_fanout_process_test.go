@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,17 +18,17 @@ import (
 )
 
 // titlingModel is the environment of a cluster whose first model is an
-// OpenAI-compatible fake: it names threads title, once release is
-// closed, for a call of 76 tokens, and answers the lead at once (520).
-func titlingModel(t *testing.T, title string) (release chan struct{}, env []string) {
+// OpenAI-compatible fake: it names threads title once release is called
+// (or the test ends), for a call of 76 tokens, and answers the lead at
+// once (520).
+func titlingModel(t *testing.T, title string) (release func(), env []string) {
 	fake := openaitest.NewServer(t)
-	release = make(chan struct{})
+	gate := make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
 	fake.SetFallback(func(req openaitest.ChatRequest) openaitest.Reply {
 		if len(req.Messages) > 0 && strings.HasPrefix(req.Messages[0].Text(), "You name chat threads.") {
-			select {
-			case <-release:
-			case <-time.After(60 * time.Second):
-			}
+			<-gate
 			return openaitest.Reply{Chunks: []string{title}, Usage: &openaitest.Usage{PromptTokens: 70, CompletionTokens: 6, TotalTokens: 76}}
 		}
 		return openaitest.Reply{Chunks: []string{"Here is a plan."}, Usage: &openaitest.Usage{PromptTokens: 500, CompletionTokens: 20, TotalTokens: 520}}
@@ -40,9 +41,9 @@ func titlingModel(t *testing.T, title string) (release chan struct{}, env []stri
 // on A, whose model names the thread in a call of its own. A page of the
 // thread rendered on B while that call is in flight knows it is (so it
 // asks for the title once its stream is open, as on one process, should
-// the title come before the stream); B's
-// stream then gets the new title and the call's usage live, as A's would;
-// and B's page shows the title once the call is over.
+// the title come before the stream); B's stream then gets the new title
+// and the call's usage live, as A's would; and B's page shows the title
+// once the call is over.
 func TestClusterTitleReachesOtherInstance(t *testing.T) {
 	const title = "Kyoto trip in March"
 	release, env := titlingModel(t, title)
@@ -66,7 +67,7 @@ func TestClusterTitleReachesOtherInstance(t *testing.T) {
 		}
 	}
 	conn := dialStream(t, b, cb, id)
-	close(release)
+	release()
 	var renamed, usage bool
 	for !renamed || !usage {
 		f := readFrame(t, conn, b)
