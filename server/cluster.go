@@ -420,7 +420,7 @@ func (c *Cluster) announce(n notice) {
 	case droppable(n.Kind, n.Type):
 		return
 	default:
-		b, err := json.Marshal(n)
+		b, err := marshalJSON(n)
 		if err != nil {
 			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
 			return
@@ -591,11 +591,13 @@ func (b *batch) add(n notice) {
 	b.ns = append(b.ns, n)
 }
 
-// encode is ns as payloads.
+// encode is ns as payloads, without json.Marshal's HTML escaping: a
+// frame's data then reaches the other instances' clients in the very
+// bytes this instance's get (TestClusterThreadFramesReachEveryInstance).
 func (c *Cluster) encode(ns []notice) []string {
 	out := make([]string, 0, len(ns))
 	for _, n := range ns {
-		js, err := json.Marshal(n)
+		js, err := marshalJSON(n)
 		if err != nil {
 			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
 			continue

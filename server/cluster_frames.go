@@ -83,7 +83,9 @@ func (c *Cluster) TitleUsage(threadID string, call models.UsageEntry) {
 // Data that does not fit a notice is a bug (each kind's is bounded) and
 // is logged, never sent cut.
 func (c *Cluster) announceFrame(typ, threadID, runID string, data any) {
-	raw, err := json.Marshal(data)
+	// Encoded as the hub encodes frames (no HTML escaping), so the other
+	// instances send the very bytes this one does.
+	raw, err := marshalJSON(data)
 	if err != nil || len(raw) > maxNoticeText {
 		c.log.Error("cluster: a frame does not fit a notice", "type", typ, "bytes", len(raw), "err", err)
 		return

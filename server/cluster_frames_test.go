@@ -68,7 +68,7 @@ func TestClusterThreadFramesReachEveryInstance(t *testing.T) {
 	lines := longLogLines()
 	a.cluster.ToolProgress(th.ID, "r", "call-1", "step 2 of 4")
 	a.cluster.ToolLog(th.ID, "r", "task-1", "call-1", lines)
-	a.cluster.Renamed(th.ID, "Kyoto trip in March")
+	a.cluster.Renamed(th.ID, "Kyoto <trip> & \"March\"")
 	a.cluster.TitleUsage(th.ID, models.UsageEntry{CallID: "c1", ThreadID: th.ID, ModelName: "gpt-test", HerdModel: "demo-fast", InputTokens: 70, OutputTokens: 6, TotalTokens: 76})
 
 	var want [][]byte

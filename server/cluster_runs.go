@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -240,7 +239,7 @@ func (c *Cluster) relayPurge(id string, at time.Time) {
 	if c.channel != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 		defer cancel()
-		raw, err := json.Marshal(n)
+		raw, err := marshalJSON(n)
 		if err == nil {
 			if err = c.o.Store.Notify(ctx, c.channel, string(raw)); err == nil {
 				return
