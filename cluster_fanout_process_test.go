@@ -67,6 +67,9 @@ func TestClusterTitleReachesOtherInstance(t *testing.T) {
 		}
 	}
 	conn := dialStream(t, b, cb, id)
+	// A first frame (the replay of the thread so far) says B's client is
+	// subscribed: ephemeral frames reach only subscribed clients.
+	readFrame(t, conn, b)
 	release()
 	var renamed, usage bool
 	for !renamed || !usage {
