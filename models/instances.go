@@ -180,3 +180,16 @@ func (s *Store) AbandonRun(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// Notify sends payload on channel to every instance LISTENing on it, at
+// once, from the read pool: for a notice that must have left when its
+// request answers (a delete whose instance may die the next moment).
+func (s *Store) Notify(ctx context.Context, channel, payload string) error {
+	if !s.pg {
+		return errInstancesSQLite
+	}
+	if err := s.direct(ctx).Exec("SELECT pg_notify(?, ?)", channel, payload).Error; err != nil {
+		return fmt.Errorf("store: notify: %w", err)
+	}
+	return nil
+}

@@ -179,8 +179,8 @@ func TestEveryQuery(t *testing.T) {
 		if ds, err := s.ScheduledDeletes(ctx); err != nil || len(ds) != 1 || ds[0].ID != other.ID {
 			t.Errorf("scheduled deletes %v, %v", ds, err)
 		}
-		if err := s.PurgeThread(ctx, other.ID, now.Add(-time.Second)); !errors.Is(err, ErrNotFound) {
-			t.Errorf("a purge before it is due: %v", err)
+		if err := s.PurgeThread(ctx, other.ID, now.Add(-time.Second)); !errors.As(err, new(*NotDueError)) {
+			t.Errorf("a purge before it is due: %v, want NotDueError", err)
 		}
 		check("purge", s.PurgeThread(ctx, other.ID, now))
 		if ds, _ := s.ScheduledDeletes(ctx); len(ds) != 0 {

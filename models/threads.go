@@ -150,10 +150,51 @@ func (s *Store) ScheduledDeletes(ctx context.Context) ([]Thread, error) {
 }
 
 // PurgeThread removes a thread whose deletion is due, with everything
-// recorded in it; ErrNotFound when it was restored, is not due, or is
-// already gone. Its owner's undo and the purge cannot both win.
+// recorded in it; a NotDueError when it is not due yet, ErrNotFound when
+// it was restored, is already gone, or another instance is removing it.
+// Its owner's undo and the purge cannot both win.
+//
+// On PostgreSQL every instance schedules every pending delete, so they
+// all try at once: the first to take the thread's advisory lock claims
+// the purge and the others give up at once, rather than wait on the
+// thread's row while it deletes the thread's records and then find
+// nothing (which is what the delete alone would make of them: it too
+// removes the thread once, and the lock only spares the wait).
 func (s *Store) PurgeThread(ctx context.Context, id string, now time.Time) error {
-	return s.deleteThread(ctx, id, "delete_at IS NOT NULL AND delete_at <= ?", now.UTC())
+	return s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if s.pg {
+			var claimed bool
+			if err := tx.Raw("SELECT pg_try_advisory_xact_lock(hashtext(? || current_schema()))", "herd purge "+id).Scan(&claimed).Error; err != nil {
+				return fmt.Errorf("store: claim a thread's purge: %w", err)
+			}
+			if !claimed {
+				return fmt.Errorf("store: purge thread: another instance is removing it: %w", ErrNotFound)
+			}
+		}
+		err := deleteThreadTx(tx, id, "delete_at IS NOT NULL AND delete_at <= ?", now.UTC())
+		if errors.Is(err, ErrNotFound) {
+			return notDue(tx, id, now, err)
+		}
+		return err
+	})
+}
+
+// NotDueError is PurgeThread's answer for a delete that is not due by the
+// caller's clock: another instance, whose clock is ahead, scheduled it.
+type NotDueError struct{ At time.Time }
+
+func (e *NotDueError) Error() string {
+	return "store: purge thread: not due until " + e.At.Format(time.RFC3339Nano)
+}
+
+// notDue is a NotDueError when thread id is still to be deleted after
+// now, else err.
+func notDue(tx *gorm.DB, id string, now time.Time, err error) error {
+	var t Thread
+	if tx.Select("delete_at").Where("id = ? AND delete_at IS NOT NULL", id).Take(&t).Error == nil && t.DeleteAt.After(now) {
+		return &NotDueError{At: *t.DeleteAt}
+	}
+	return err
 }
 
 // DeleteThread deletes userID's thread id and everything recorded in it.
@@ -167,16 +208,21 @@ func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
 // recorded in it, in one transaction.
 func (s *Store) deleteThread(ctx context.Context, id, cond string, args ...any) error {
 	return s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := affected(tx.Where("id = ?", id).Where(cond, args...).Delete(&Thread{}), "delete thread"); err != nil {
-			return err
-		}
-		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {
-			if err := tx.Where("thread_id = ?", id).Delete(m).Error; err != nil {
-				return fmt.Errorf("store: delete thread records: %w", err)
-			}
-		}
-		return nil
+		return deleteThreadTx(tx, id, cond, args...)
 	})
+}
+
+// deleteThreadTx is deleteThread inside tx.
+func deleteThreadTx(tx *gorm.DB, id, cond string, args ...any) error {
+	if err := affected(tx.Where("id = ?", id).Where(cond, args...).Delete(&Thread{}), "delete thread"); err != nil {
+		return err
+	}
+	for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {
+		if err := tx.Where("thread_id = ?", id).Delete(m).Error; err != nil {
+			return fmt.Errorf("store: delete thread records: %w", err)
+		}
+	}
+	return nil
 }
 
 // Messages returns the thread's messages in sequence order.

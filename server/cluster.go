@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -46,6 +47,7 @@ type ClusterStore interface {
 	RenewLease(ctx context.Context, id string, lease time.Duration) error
 	RetireInstance(ctx context.Context, id string) error
 	TakeOrphanRuns(ctx context.Context, me string) ([]models.Run, error)
+	Notify(ctx context.Context, channel, payload string) error
 }
 
 // ClusterOptions builds a Cluster.
@@ -79,6 +81,14 @@ type Cluster struct {
 	// credentialRole re-reads a socket's credential and its user's role;
 	// set by Server.New.
 	credentialRole func(userID, credential string) (string, error)
+	// purges schedules the deletes announced by other instances, and
+	// resumeDeletes schedules every pending one after a listener outage;
+	// set by Server.New.
+	purges interface {
+		set(id string, at time.Time)
+		unset(id string)
+	}
+	resumeDeletes func(ctx context.Context) error
 
 	out    chan notice
 	kick   chan struct{} // a commit notice was dropped (missed)
@@ -103,9 +113,14 @@ type Cluster struct {
 	pending map[string][]notice
 	order   []string
 	wake    chan struct{}
+	// reread has the reader read the settings and pending deletes again:
+	// the listener reconnected, their notices may be lost.
+	reread atomic.Bool
 	// unclosed are runs taken over whose closing failed; renew only
 	// (Start's sweep runs before it).
 	unclosed []models.Run
+	// titles are the threads other instances are naming.
+	titles remoteTitles
 
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -136,7 +151,10 @@ const (
 	kindDelta     = "d"
 	kindReasoning = "r"
 	kindProgress  = "p"
-	kindBroadcast = "b" // Settings' frame to every page
+	kindBroadcast = "b"   // Settings' frame to every page
+	kindFrame     = "f"   // a thread's ephemeral frame: Type and Data
+	kindTitle     = "n"   // a thread's title call began (Last 1) or ended
+	kindPurge     = "del" // a thread's delete is due at First (Unix µs), or undone (0)
 	kindStop      = "stop"
 	kindCancel    = "task"
 	kindSockets   = "sock"
@@ -374,11 +392,11 @@ func cutUTF8(s string, n int) string {
 }
 
 // announce queues n for the sender without blocking. When the queue is
-// full an ephemeral frame is dropped (the committed message that follows
-// carries the whole text), a commit notice is remembered as missed and
-// sent once there is room (receivers read records back from the
-// database, so a late notice loses nothing), and control is held for the
-// next batch: a Stop or a revoked session's close must not be lost.
+// full streamed text and progress are dropped (droppable), a commit
+// notice is remembered as missed and sent once there is room (receivers
+// read records back from the database, so a late notice loses nothing),
+// and the rest is held for the next batch: a Stop, a revoked session's
+// close or a new title must not be lost.
 func (c *Cluster) announce(n notice) {
 	n.From = c.o.InstanceID
 	c.mu.Lock()
@@ -391,18 +409,18 @@ func (c *Cluster) announce(n notice) {
 		return
 	default:
 	}
-	switch n.Kind {
-	case kindCommit:
+	switch {
+	case n.Kind == kindCommit:
 		// Receivers read back no further than a notice's Last.
 		rg, ok := c.missed[n.Thread]
 		if !ok {
 			rg = [2]int64{n.First, n.Last}
 		}
 		c.missed[n.Thread] = [2]int64{min(rg[0], n.First), max(rg[1], n.Last)}
-	case kindDelta, kindReasoning, kindProgress:
+	case droppable(n.Kind, n.Type):
 		return
 	default:
-		b, err := json.Marshal(n)
+		b, err := marshalJSON(n)
 		if err != nil {
 			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
 			return
@@ -410,6 +428,20 @@ func (c *Cluster) announce(n notice) {
 		c.holdLocked(string(b))
 	}
 	c.kickSender()
+}
+
+// droppable reports whether a notice of kind (and frame type) may be
+// lost: streamed text and progress, which what follows supersedes (the
+// committed message holds the whole text, the call's step its output).
+// A title, its usage and control are not: nothing would bring them back.
+func droppable(kind, typ string) bool {
+	switch kind {
+	case kindDelta, kindReasoning, kindProgress:
+		return true
+	case kindFrame:
+		return typ == FrameToolProgress || typ == FrameToolLog
+	}
+	return false
 }
 
 // maxHeld bounds the control notices held through a long outage of the
@@ -444,9 +476,7 @@ func (c *Cluster) resend(batch []string) {
 		if json.Unmarshal([]byte(raw), &n) != nil {
 			continue
 		}
-		switch n.Kind {
-		case kindDelta, kindReasoning, kindProgress:
-		default:
+		if !droppable(n.Kind, n.Type) {
 			keep = append(keep, raw)
 		}
 	}
@@ -561,11 +591,13 @@ func (b *batch) add(n notice) {
 	b.ns = append(b.ns, n)
 }
 
-// encode is ns as payloads.
+// encode is ns as payloads, without json.Marshal's HTML escaping: a
+// frame's data then reaches the other instances' clients in the very
+// bytes this instance's get (TestClusterThreadFramesReachEveryInstance).
 func (c *Cluster) encode(ns []notice) []string {
 	out := make([]string, 0, len(ns))
 	for _, n := range ns {
-		js, err := json.Marshal(n)
+		js, err := marshalJSON(n)
 		if err != nil {
 			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
 			continue

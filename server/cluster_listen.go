@@ -123,8 +123,13 @@ func ownPrefix(id string) string {
 
 func (c *Cluster) handle(n notice) {
 	switch n.Kind {
-	case kindCommit, kindDelta, kindReasoning, kindProgress:
+	case kindCommit, kindDelta, kindReasoning, kindProgress, kindFrame, kindTitle:
+		// A title call's end too: after the frames it sent went to the
+		// hub, so a page rendered between them and its socket is told to
+		// ask for the title.
 		c.toThread(n)
+	case kindPurge:
+		c.purged(n)
 	case kindBroadcast:
 		c.broadcasted(n)
 	case kindStop, kindCancel:
@@ -160,26 +165,107 @@ func (c *Cluster) toThread(n notice) {
 // thread, queued behind the read pool's connections at four round trips
 // each and left p99 at 684 ms under make load-cluster
 // (docs/PERFORMANCE.md, Several instances).
+//
+// It also reads the settings and the pending deletes again after the
+// listener reconnected (reread), the notices of their changes being lost.
+//
+// A read that fails is tried again with the next read, and at the latest
+// when its timer fires (readRetry): a thread that goes quiet after a
+// failed read would otherwise leave its clients behind until its next
+// commit, and a missed token switch would wait for the next.
 func (c *Cluster) readBack(ctx context.Context) {
+	var retry readRetry
+	defer retry.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
+		case <-retry.due():
 		}
 		c.threadMu.Lock()
 		order, pending := c.order, c.pending
 		c.order, c.pending = nil, map[string][]notice{}
 		c.threadMu.Unlock()
-		c.deliver(ctx, order, pending)
+		order = retry.into(order, pending)
+		failed := c.deliver(ctx, order, pending)
+		again := false
+		if c.reread.Swap(false) || retry.reread {
+			again = !c.readAgain(ctx)
+		}
+		retry.after(failed, again)
+	}
+}
+
+// readRetry holds what the reader must read again, the ranges whose read
+// back failed and whether the settings and pending deletes are still to
+// be read, and the timer, owned by the reader, that has them read: after
+// 200 ms, doubling up to 5 s while reads keep failing.
+type readRetry struct {
+	failed  map[string]models.SeqRange
+	reread  bool
+	timer   *time.Timer
+	backoff time.Duration
+}
+
+const (
+	retryFirst = 200 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// due fires when what failed is to be read again; nil (never) when
+// nothing did.
+func (r *readRetry) due() <-chan time.Time {
+	if r.timer == nil || (len(r.failed) == 0 && !r.reread) {
+		return nil
+	}
+	return r.timer.C
+}
+
+// into adds the failed ranges to the notices to deliver, as commit
+// notices before each thread's new ones (they are older), and returns
+// the threads' order.
+func (r *readRetry) into(order []string, pending map[string][]notice) []string {
+	for th, rg := range r.failed {
+		if len(pending[th]) == 0 {
+			order = append(order, th)
+		}
+		pending[th] = append([]notice{{Kind: kindCommit, Thread: th, First: rg.After + 1, Last: rg.Upto}}, pending[th]...)
+	}
+	r.failed = nil
+	return order
+}
+
+// after notes a delivery's failed ranges and whether the settings'
+// read failed: the timer is armed with the next backoff, or the backoff
+// starts over when every read succeeded.
+func (r *readRetry) after(failed map[string]models.SeqRange, reread bool) {
+	r.failed, r.reread = failed, reread
+	if len(failed) == 0 && !reread {
+		r.backoff = 0
+		r.stop()
+		return
+	}
+	r.backoff = min(max(2*r.backoff, retryFirst), retryMax)
+	if r.timer == nil {
+		r.timer = time.NewTimer(r.backoff)
+		return
+	}
+	r.timer.Reset(r.backoff)
+}
+
+func (r *readRetry) stop() {
+	if r.timer != nil {
+		r.timer.Stop()
 	}
 }
 
 // deliver hands the notices of threads to the hub: the ephemeral ones of
 // threads without commits at once, then, once their records are read
 // back, each thread's notices in order, a commit's records where its
-// notice was.
-func (c *Cluster) deliver(ctx context.Context, threads []string, pending map[string][]notice) {
+// notice was. It returns the ranges whose read failed, for readBack to
+// read again: their ephemeral frames have gone out, their records not.
+func (c *Cluster) deliver(ctx context.Context, threads []string, pending map[string][]notice) map[string]models.SeqRange {
 	var ranges []models.SeqRange
 	for _, th := range threads {
 		ns := pending[th]
@@ -192,23 +278,24 @@ func (c *Cluster) deliver(ctx context.Context, threads []string, pending map[str
 	}
 	recs, failed := c.readRanges(ctx, ranges)
 	for _, th := range threads {
-		ns, ok := pending[th]
-		if !ok {
-			continue
-		}
-		rs := recs[th]
-		c.streamAll(ns, rs)
-		if failed[th] {
-			// The clients find the gap at the next frame and read it
-			// themselves.
-			c.setLast(th, -1)
+		if ns, ok := pending[th]; ok {
+			c.streamAll(ns, recs[th])
 		}
 	}
+	var again map[string]models.SeqRange
 	for _, r := range ranges {
 		if !failed[r.ThreadID] {
 			c.setLast(r.ThreadID, r.Upto)
+			continue
 		}
+		// The last seq read stays where it was: the next read of the
+		// thread starts there.
+		if again == nil {
+			again = map[string]models.SeqRange{}
+		}
+		again[r.ThreadID] = r
 	}
+	return again
 }
 
 func isCommit(n notice) bool { return n.Kind == kindCommit }
@@ -324,7 +411,8 @@ func (c *Cluster) streamAll(ns []notice, recs []models.Record) {
 	}
 }
 
-// streamed hands another instance's ephemeral text to the local hub.
+// streamed hands another instance's ephemeral frame to the local hub, or
+// notes that it began or ended naming a thread.
 func (c *Cluster) streamed(n notice) {
 	h := c.o.Hub
 	switch n.Kind {
@@ -334,6 +422,10 @@ func (c *Cluster) streamed(n notice) {
 		h.Reasoning(n.Thread, n.Run, n.ID, n.Text)
 	case kindProgress:
 		h.Progress(n.Thread, n.Run, n.ID, n.Text)
+	case kindFrame:
+		c.framed(n)
+	case kindTitle:
+		c.titles.set(n.Thread, n.Last == 1, time.Now())
 	}
 }
 
@@ -369,16 +461,37 @@ func (c *Cluster) catchUp(ctx context.Context) {
 		c.wakeWaitersLocked(thread)
 	}
 	c.waitMu.Unlock()
-	// The token switch's frame may have been lost too: the pages hear of a
-	// change from here.
-	if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
-		c.log.Warn("cluster: read the token switch after reconnecting", "err", err)
-	} else if c.o.Settings.adopt(on == "true") {
-		c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+	// The token switch and deletes announced meanwhile are read by the
+	// reader, which tries again until it can.
+	c.reread.Store(true)
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 	if c.credentialRole != nil {
 		c.sockets.revalidate(c.credentialRole)
 	}
+}
+
+// readAgain reads what changed while the listener was away and whose
+// notice was lost: the token switch (the pages hear of a change from
+// here) and the pending deletes (a delete announced meanwhile is purged
+// here too). It reports whether both reads succeeded.
+func (c *Cluster) readAgain(ctx context.Context) bool {
+	ok := true
+	if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
+		c.log.Warn("cluster: read the token switch after reconnecting; trying again", "err", err)
+		ok = false
+	} else if c.o.Settings.adopt(on == "true") {
+		c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+	}
+	if c.resumeDeletes != nil {
+		if err := c.resumeDeletes(ctx); err != nil {
+			c.log.Warn("cluster: read the pending deletes after reconnecting; trying again", "err", err)
+			ok = false
+		}
+	}
+	return ok
 }
 
 // broadcasted applies another instance's settings change here, then tells

@@ -222,3 +222,42 @@ func (c *Cluster) sweep(ctx context.Context) {
 	}
 	c.log.Warn("cluster: closed the runs of lost instances", "runs", n)
 }
+
+// relayPurge tells the other instances that thread id's delete is due at
+// at, or was undone (a zero at): each schedules its purge, so a delete
+// is purged on time even when the instance that took it is gone, and the
+// first instance to claim it removes it (models.Store.PurgeThread). The
+// notice is sent before the request answers, not queued: an instance
+// killed just after a delete has told the others. Should the database
+// not take it now, it is queued (and held) like any other.
+func (c *Cluster) relayPurge(id string, at time.Time) {
+	var us int64
+	if !at.IsZero() {
+		us = at.UnixMicro() // the database's precision: not a moment early
+	}
+	n := notice{From: c.o.InstanceID, Kind: kindPurge, Thread: id, First: us}
+	if c.channel != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+		defer cancel()
+		raw, err := marshalJSON(n)
+		if err == nil {
+			if err = c.o.Store.Notify(ctx, c.channel, string(raw)); err == nil {
+				return
+			}
+		}
+		c.log.Warn("cluster: tell the other instances of a delete; queued", "thread", id, "err", err)
+	}
+	c.announce(n)
+}
+
+// purged schedules or forgets another instance's delete here.
+func (c *Cluster) purged(n notice) {
+	if c.purges == nil {
+		return
+	}
+	if n.First > 0 {
+		c.purges.set(n.Thread, time.UnixMicro(n.First))
+		return
+	}
+	c.purges.unset(n.Thread)
+}

@@ -22,6 +22,10 @@ type purger struct {
 	now    func() time.Time
 	log    *slog.Logger
 	remove func(threadID string) // the thread's workspace, once it is gone
+	// relay tells the other instances of a delete scheduled here, or
+	// undone (a zero at), so that each purges it on time even if this one
+	// is gone by then (Cluster.relayPurge); nil on one instance.
+	relay func(id string, at time.Time)
 
 	mu     sync.Mutex
 	timers map[string]*time.Timer
@@ -33,8 +37,17 @@ func newPurger(store *models.Store, now func() time.Time, log *slog.Logger, remo
 	return &purger{store: store, now: now, log: log, remove: remove, timers: map[string]*time.Timer{}}
 }
 
-// schedule purges thread id at at (at once when at has passed).
+// schedule purges thread id at at (at once when at has passed), here
+// and on the other instances.
 func (p *purger) schedule(id string, at time.Time) {
+	p.set(id, at)
+	if p.relay != nil {
+		p.relay(id, at)
+	}
+}
+
+// set purges thread id at at, here.
+func (p *purger) set(id string, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -46,9 +59,18 @@ func (p *purger) schedule(id string, at time.Time) {
 	p.timers[id] = time.AfterFunc(at.Sub(p.now()), func() { p.fire(id) })
 }
 
-// cancel forgets id's purge: the owner undid the delete. The database
-// decides the race with a timer that has already fired (PurgeThread).
+// cancel forgets id's purge, here and on the other instances: the owner
+// undid the delete. The database decides the race with a timer that has
+// already fired (PurgeThread).
 func (p *purger) cancel(id string) {
+	p.unset(id)
+	if p.relay != nil {
+		p.relay(id, time.Time{})
+	}
+}
+
+// unset forgets id's purge here.
+func (p *purger) unset(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if t := p.timers[id]; t != nil {
@@ -70,10 +92,17 @@ func (p *purger) fire(id string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var early *models.NotDueError
 	switch err := p.store.PurgeThread(ctx, id, p.now()); {
+	case errors.As(err, &early):
+		// Scheduled by an instance whose clock is ahead of this one's.
+		p.set(id, early.At)
 	case err == nil:
+		p.log.Info("a deleted thread was removed for good", "thread", id)
 		p.remove(id)
-	case errors.Is(err, models.ErrNotFound): // restored in the meantime
+	case errors.Is(err, models.ErrNotFound):
+		// Restored in the meantime, or another instance removes it.
+		p.log.Debug("a deleted thread's purge found nothing to remove here", "thread", id, "err", err)
 	default:
 		// Still marked: the next server start tries again.
 		p.log.Error("a deleted thread was not removed", "thread", id, "err", err)
@@ -99,7 +128,7 @@ func (s *Server) ResumeDeletes(ctx context.Context) error {
 		return err
 	}
 	for _, t := range ts {
-		s.purger.schedule(t.ID, *t.DeleteAt)
+		s.purger.set(t.ID, *t.DeleteAt)
 	}
 	return nil
 }

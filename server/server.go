@@ -99,6 +99,7 @@ type Server struct {
 	rt            *agent.Runtime
 	runs          runControl // rt's runs, or every instance's (Cluster)
 	hub           *Hub
+	pages         threadPages // hub, or every instance's (Cluster)
 	settings      *Settings
 	metrics       *Metrics
 	metricsToken  string
@@ -171,7 +172,10 @@ func New(o Options) (*Server, error) {
 		mcp:           o.MCP,
 		runs:          o.Runtime,
 	}
+	s.pages = o.Hub
+	var others titleCalling
 	if o.Cluster != nil {
+		s.pages, others = o.Cluster, o.Cluster
 		s.runs = o.Cluster
 		o.Cluster.sockets = s.sockets
 		o.Cluster.credentialRole = s.credentialRole
@@ -183,8 +187,15 @@ func New(o Options) (*Server, error) {
 			o.OnThreadPurged(id)
 		}
 	})
+	if o.Cluster != nil {
+		// Every instance purges every delete: whichever claims it first
+		// (models.Store.PurgeThread).
+		o.Cluster.purges = s.purger
+		o.Cluster.resumeDeletes = s.ResumeDeletes
+		s.purger.relay = o.Cluster.relayPurge
+	}
 	s.undoWindow = o.UndoWindow
-	s.titles = newTitler(o.Runtime, o.Store, o.Hub, s.log)
+	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
 	for _, m := range o.Runtime.Models() {
 		s.labels[m.Name] = m.Label()

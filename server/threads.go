@@ -204,7 +204,7 @@ func (s *Server) threadRenameSubmit(c echo.Context) error {
 	if _, err := s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title); err != nil {
 		return err
 	}
-	s.hub.Renamed(t.ID, title)
+	s.pages.Renamed(t.ID, title)
 	if c.FormValue("from") == "thread" {
 		return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
 	}
@@ -627,7 +627,7 @@ func (s *Server) apiThreadRename(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.hub.Renamed(t.ID, t.Title)
+	s.pages.Renamed(t.ID, t.Title)
 	return c.JSON(http.StatusOK, newThreadJSON(t))
 }
 

@@ -62,15 +62,19 @@ func cutWords(s string, n int) string {
 // short call of the run's model (agent.Runtime.Title) proposes a better
 // title beside the run. A clean answer replaces the first title unless
 // the owner renamed the thread meanwhile; open pages of the thread get it
-// at once (FrameThreadRenamed). Any failure keeps the first title. The
-// calls are the titler's goroutines, which close cancels and waits for.
+// at once (FrameThreadRenamed), on every instance. Any failure keeps the
+// first title. The calls are the titler's goroutines, which close cancels
+// and waits for.
 type titler struct {
 	rt interface {
 		Title(ctx context.Context, req agent.TitleRequest) (agent.TitleAnswer, error)
 	}
 	store *models.Store
-	hub   *Hub
-	log   *slog.Logger
+	pages threadPages
+	// others, with several instances, hears of the calls in flight
+	// elsewhere and tells them of this one's; nil on one.
+	others titleCalling
+	log    *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -83,9 +87,9 @@ type titler struct {
 	pending map[string]bool
 }
 
-func newTitler(rt *agent.Runtime, store *models.Store, hub *Hub, log *slog.Logger) *titler {
+func newTitler(rt *agent.Runtime, store *models.Store, pages threadPages, others titleCalling, log *slog.Logger) *titler {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &titler{rt: rt, store: store, hub: hub, log: log, ctx: ctx, cancel: cancel, pending: map[string]bool{}}
+	return &titler{rt: rt, store: store, pages: pages, others: others, log: log, ctx: ctx, cancel: cancel, pending: map[string]bool{}}
 }
 
 // start asks for thread t's title from its first message, which titleFrom
@@ -97,6 +101,9 @@ func (ti *titler) start(t *models.Thread, started agent.Started, content, first 
 		return
 	}
 	ti.pending[t.ID] = true
+	if ti.others != nil {
+		ti.others.TitleCall(t.ID, true)
+	}
 	ti.wg.Go(func() {
 		defer ti.done(t.ID)
 		ti.title(t, started, content, first)
@@ -107,13 +114,18 @@ func (ti *titler) done(threadID string) {
 	ti.mu.Lock()
 	delete(ti.pending, threadID)
 	ti.mu.Unlock()
+	if ti.others != nil {
+		ti.others.TitleCall(threadID, false)
+	}
 }
 
-// isPending reports whether thread id's title call is in flight.
+// isPending reports whether thread id's title call is in flight, here or
+// on another instance.
 func (ti *titler) isPending(id string) bool {
 	ti.mu.Lock()
-	defer ti.mu.Unlock()
-	return ti.pending[id]
+	here := ti.pending[id]
+	ti.mu.Unlock()
+	return here || (ti.others != nil && ti.others.TitlePending(id))
 }
 
 func (ti *titler) title(t *models.Thread, started agent.Started, content, first string) {
@@ -128,7 +140,7 @@ func (ti *titler) title(t *models.Thread, started agent.Started, content, first 
 	// The call is in the ledger, its title used or not: open pages count
 	// it now. Sent while the call is still pending (isPending), so a page
 	// rendered after done either counts it from the ledger or catches up.
-	ti.hub.TitleUsage(t.ID, answer.Call)
+	ti.pages.TitleUsage(t.ID, answer.Call)
 	title := cleanModelTitle(answer.Text)
 	if title == "" || title == first {
 		return
@@ -139,7 +151,7 @@ func (ti *titler) title(t *models.Thread, started agent.Started, content, first 
 		return
 	}
 	if changed {
-		ti.hub.Renamed(t.ID, title)
+		ti.pages.Renamed(t.ID, title)
 	}
 }
 
