@@ -37,8 +37,6 @@ type collector struct {
 	total   TokenUsage
 }
 
-// newCollector returns an empty collector.
-func newCollector() *collector { return &collector{seen: map[string]bool{}} }
 
 // Record adds e unless its call id was recorded before or it reported no
 // usage (the card then keeps "usage unavailable"); it reports whether it
@@ -48,6 +46,9 @@ func (c *collector) Record(e *models.UsageEntry) bool {
 	defer c.mu.Unlock()
 	if e == nil || e.Unreported || c.seen[e.CallID] {
 		return false
+	}
+	if c.seen == nil {
+		c.seen = map[string]bool{}
 	}
 	c.seen[e.CallID] = true
 	c.records = append(c.records, *e)

@@ -404,49 +404,51 @@ func eventFields(eventType string) (required, optional map[string]string) {
 	return required, optional
 }
 
-// checkKinds applies each field's kind to its value.
+// checkKinds applies each field's kind to its value. The value is read
+// through reflect without boxing it: Validate runs on every event a
+// subagent emits (docs/PERFORMANCE.md, the task hand-off).
 func checkKinds(ev Event) error {
 	v := reflect.ValueOf(ev)
 	for _, f := range fieldsOf(v.Type()) {
-		if err := checkKind(f.kind, v.FieldByIndex(f.index).Interface()); err != nil {
+		if err := checkKind(f.kind, v.FieldByIndex(f.index)); err != nil {
 			return fmt.Errorf("event %s: %s: %w", ev.EventType(), f.name, err)
 		}
 	}
 	return nil
 }
 
-func checkKind(kind string, v any) error {
+func checkKind(kind string, v reflect.Value) error {
 	switch kind {
 	case "id":
-		if strings.TrimSpace(v.(string)) == "" {
+		if strings.TrimSpace(v.String()) == "" {
 			return fmt.Errorf("want a non-blank string")
 		}
 	case "index":
-		if n := v.(int64); n < 1 {
+		if n := v.Int(); n < 1 {
 			return fmt.Errorf("want an integer ≥ 1, got %d", n)
 		}
 	case "usage":
-		if u := v.(*TokenUsage); u != nil && normalizeUsage(u) == nil {
+		if u := v.Interface().(*TokenUsage); u != nil && !u.valid() {
 			return fmt.Errorf("want a usage snapshot")
 		}
 	case "status":
-		if s := v.(string); !isTerminal(s) {
+		if s := v.String(); !isTerminal(s) {
 			return fmt.Errorf("want a terminal status, got %q", s)
 		}
 	case "stop":
-		if s := v.(string); s != "" && !validStopReason(s) {
+		if s := v.String(); s != "" && !validStopReason(s) {
 			return fmt.Errorf("want a stop reason, got %q", s)
 		}
 	case "output":
-		if o := v.(*ToolOutput); o != nil {
+		if o := v.Interface().(*ToolOutput); o != nil {
 			return o.validate()
 		}
 	case "stepkind":
-		if s := v.(string); s != stepAI && s != stepTool {
+		if s := v.String(); s != stepAI && s != stepTool {
 			return fmt.Errorf("want ai or tool, got %q", s)
 		}
 	case "runstate":
-		switch s := v.(string); s {
+		switch s := v.String(); s {
 		case models.RunCompleted, models.RunFailed, models.RunCancelled:
 		default:
 			return fmt.Errorf("want completed, failed or cancelled, got %q", s)

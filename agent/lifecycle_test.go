@@ -133,7 +133,7 @@ func TestCollector(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			col := newCollector()
+			col := &collector{}
 			for _, r := range c.resps {
 				col.Record(ledgerEntry("th", "run", "task", "m", r))
 			}

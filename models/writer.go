@@ -789,9 +789,9 @@ func (t insertTable) appendRow(args []any, row any) []any {
 func (t insertTable) value(f reflect.Value, above any) any {
 	switch p := f.Addr().Interface().(type) {
 	case *string:
-		a := any(*p)
-		if s, ok := above.(string); ok && s == *p {
-			a = above
+		a := above
+		if s, ok := above.(string); !ok || s != *p {
+			a = *p
 		}
 		if t.pg {
 			return pgText(a)
