@@ -27,16 +27,16 @@ func ledgerEntry(threadID, runID, taskID, herdModel string, resp Response) *mode
 	return e
 }
 
-// collector records the LLM calls of one subagent execution, each once by
+// collector counts the LLM calls of one subagent execution, each once by
 // call id, and gives the cumulative snapshot the card shows. It is a
-// projection: the ledger is written separately, once per call.
+// projection: the ledger is written separately, once per call. Its zero
+// value is empty.
 type collector struct {
-	mu      sync.Mutex
-	seen    map[string]bool
-	records []models.UsageEntry
-	total   TokenUsage
+	mu    sync.Mutex
+	seen  map[string]bool
+	calls int // recorded calls
+	total TokenUsage
 }
-
 
 // Record adds e unless its call id was recorded before or it reported no
 // usage (the card then keeps "usage unavailable"); it reports whether it
@@ -51,7 +51,7 @@ func (c *collector) Record(e *models.UsageEntry) bool {
 		c.seen = map[string]bool{}
 	}
 	c.seen[e.CallID] = true
-	c.records = append(c.records, *e)
+	c.calls++
 	c.total.InputTokens += e.InputTokens
 	c.total.OutputTokens += e.OutputTokens
 	c.total.TotalTokens += e.TotalTokens
@@ -62,16 +62,9 @@ func (c *collector) Record(e *models.UsageEntry) bool {
 func (c *collector) Snapshot() *TokenUsage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.records) == 0 {
+	if c.calls == 0 {
 		return nil
 	}
 	t := c.total
 	return &t
-}
-
-// Records returns a copy of the recorded calls.
-func (c *collector) Records() []models.UsageEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]models.UsageEntry(nil), c.records...)
 }
