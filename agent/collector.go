@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"sync"
 
 	"herd/models"
@@ -33,8 +34,7 @@ func ledgerEntry(threadID, runID, taskID, herdModel string, resp Response) *mode
 // value is empty.
 type collector struct {
 	mu    sync.Mutex
-	seen  map[string]bool
-	calls int // recorded calls
+	seen  []string // the call ids recorded: a subagent makes at most max_turns calls
 	total TokenUsage
 }
 
@@ -44,14 +44,10 @@ type collector struct {
 func (c *collector) Record(e *models.UsageEntry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e == nil || e.Unreported || c.seen[e.CallID] {
+	if e == nil || e.Unreported || slices.Contains(c.seen, e.CallID) {
 		return false
 	}
-	if c.seen == nil {
-		c.seen = map[string]bool{}
-	}
-	c.seen[e.CallID] = true
-	c.calls++
+	c.seen = append(c.seen, e.CallID)
 	c.total.InputTokens += e.InputTokens
 	c.total.OutputTokens += e.OutputTokens
 	c.total.TotalTokens += e.TotalTokens
@@ -62,7 +58,7 @@ func (c *collector) Record(e *models.UsageEntry) bool {
 func (c *collector) Snapshot() *TokenUsage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.calls == 0 {
+	if len(c.seen) == 0 {
 		return nil
 	}
 	t := c.total

@@ -143,8 +143,8 @@ type run struct {
 	retryOf, editOf string
 
 	mu    sync.Mutex
-	usage map[string]models.UsageEntry // every LLM call of the run, by call id
-	log   atomic.Pointer[slog.Logger]  // logger(), built once
+	usage map[string]*models.UsageEntry // every LLM call of the run, by call id; never changed
+	log   atomic.Pointer[slog.Logger]   // logger(), built once
 }
 
 // logger is the run's logger; every task call asks for it (scope).
@@ -583,7 +583,7 @@ func (r *run) emit(taskID string, ev Event) {
 func (r *run) recordUsage(taskID, model string, resp Response) *models.UsageEntry {
 	e := ledgerEntry(r.threadID, r.id, taskID, model, resp)
 	r.mu.Lock()
-	r.usage[e.CallID] = *e
+	r.usage[e.CallID] = e
 	r.mu.Unlock()
 	row := *e // the writer stamps its own copy; callers keep reading e
 	if err := r.env.journal.Enqueue(r.env.persistShared(), models.Record{Usage: &row}); err != nil {
