@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
 )
 
@@ -771,6 +772,7 @@ func newInsertTable(db *gorm.DB, model any, conflict string) (insertTable, error
 // string or time equal to the one the previous row of args holds in the
 // same column (a batch's thread, run, category, creation time) reuses
 // that box, and a JSON document is handed over as its own bytes.
+// SQLite is given a time as the text the driver would bind for it.
 func (t insertTable) appendRow(args []any, row any) []any {
 	v := reflect.ValueOf(row).Elem()
 	prev := len(args) - len(t.fields)
@@ -802,11 +804,17 @@ func (t insertTable) value(f reflect.Value, above any) any {
 	case *bool:
 		return *p
 	case *time.Time:
-		// ==, not Equal: the driver writes the location's offset too.
-		if at, ok := above.(time.Time); ok && at == *p {
+		if t.pg {
+			return *p
+		}
+		// The text go-sqlite3 would bind for the time, made here so that
+		// the rows of a commit, which share its time, share one value.
+		var buf [64]byte
+		b := p.AppendFormat(buf[:0], sqlite3.SQLiteTimestampFormats[0])
+		if s, ok := above.(string); ok && s == string(b) {
 			return above
 		}
-		return *p
+		return string(b)
 	case *JSON:
 		if t.pg || len(*p) == 0 {
 			return *p // JSON.Value: NULL, or the document as text
