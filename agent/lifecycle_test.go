@@ -343,3 +343,31 @@ func TestJanitor(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPersistShared: the writes of runs and tasks share one bound context
+// (persistShared) while it has at least 7/8 of persistTO left; a new one
+// replaces it after that, and the replaced one stays usable by the writes
+// that hold it until its own deadline.
+func TestPersistShared(t *testing.T) {
+	env := &runEnv{persistTO: time.Hour}
+	before := time.Now()
+	first := env.persistShared()
+	deadline, ok := first.Deadline()
+	if !ok || deadline.Before(before.Add(time.Hour)) || deadline.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("deadline %v (set %v), want an hour from now", deadline, ok)
+	}
+	if again := env.persistShared(); again != first {
+		t.Error("a write within the window got a context of its own")
+	}
+	env.bound.Load().renewAt = time.Now().Add(-time.Nanosecond) // the window has passed
+	next := env.persistShared()
+	if next == first {
+		t.Fatal("the bound was not renewed after its window")
+	}
+	if first.Err() != nil || next.Err() != nil {
+		t.Errorf("renewal ended a context: %v, %v", first.Err(), next.Err())
+	}
+	if d, _ := next.Deadline(); !d.After(deadline) {
+		t.Errorf("renewed deadline %v, want after %v", d, deadline)
+	}
+}
