@@ -90,6 +90,11 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	e := x.newExecution(s, call.ID, args, spec)
 	x.reg.add(e)
 	release := func() { x.reg.delivered(e) }
+	// Once it is terminal, the execution's context lets go of the run's:
+	// until cancelled, a context stays among its parent's children, and
+	// the run's would keep every task's (with its done channel and
+	// children) until the run ends.
+	defer e.cancel(errTaskOver)
 
 	x.admit(e)
 	if e.isTerminal() {
