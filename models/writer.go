@@ -180,7 +180,7 @@ func (s *Store) NewWriter(opts WriterOptions) *Writer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{s: s, opts: opts, log: log, in: make(chan *job, opts.Queue+opts.Reserve), tokens: make(chan struct{}, opts.Queue), done: make(chan struct{}), ckpt: make(chan struct{}, 1), closing: make(chan struct{})}
-	w.stmts = &stmtCache{last: map[string][]any{}}
+	w.stmts = &stmtCache{}
 	w.stmts.db, w.stmts.err = s.w.DB()
 	if w.stmts.err == nil {
 		w.stmts.tables, w.stmts.err = newWriterTables(s.w, s.pg)
@@ -884,6 +884,9 @@ func insertRows[T any](stmts *stmtCache, tx *sql.Tx, t insertTable, rows []T) er
 // first, whose boxed values appendRow reuses, is the last row t was given
 // in an earlier INSERT, kept for this one.
 func rowArgs[T any](c *stmtCache, t insertTable, rows []T) []any {
+	if c.last == nil {
+		c.last = map[string][]any{}
+	}
 	seed := c.last[t.into]
 	c.args = appendRows(t, append(c.args[:0], seed...), rows)
 	c.last[t.into] = append(seed[:0], c.args[len(c.args)-len(t.fields):]...)
