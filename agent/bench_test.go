@@ -159,7 +159,7 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 	rt := env.rt
 	r := &run{
 		env: &rt.runEnv, box: rt.withCommands, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.defModel,
-		done: make(chan struct{}), usage: map[string]models.UsageEntry{},
+		done: make(chan struct{}), usage: map[string]*models.UsageEntry{},
 	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	if err := r.begin(context.Background(), rt.newID(), "benchmark"); err != nil {

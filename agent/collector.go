@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"sync"
 
 	"herd/models"
@@ -27,18 +28,15 @@ func ledgerEntry(threadID, runID, taskID, herdModel string, resp Response) *mode
 	return e
 }
 
-// collector records the LLM calls of one subagent execution, each once by
+// collector counts the LLM calls of one subagent execution, each once by
 // call id, and gives the cumulative snapshot the card shows. It is a
-// projection: the ledger is written separately, once per call.
+// projection: the ledger is written separately, once per call. Its zero
+// value is empty.
 type collector struct {
-	mu      sync.Mutex
-	seen    map[string]bool
-	records []models.UsageEntry
-	total   TokenUsage
+	mu    sync.Mutex
+	seen  []string // the call ids recorded: a subagent makes at most max_turns calls
+	total TokenUsage
 }
-
-// newCollector returns an empty collector.
-func newCollector() *collector { return &collector{seen: map[string]bool{}} }
 
 // Record adds e unless its call id was recorded before or it reported no
 // usage (the card then keeps "usage unavailable"); it reports whether it
@@ -46,11 +44,10 @@ func newCollector() *collector { return &collector{seen: map[string]bool{}} }
 func (c *collector) Record(e *models.UsageEntry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e == nil || e.Unreported || c.seen[e.CallID] {
+	if e == nil || e.Unreported || slices.Contains(c.seen, e.CallID) {
 		return false
 	}
-	c.seen[e.CallID] = true
-	c.records = append(c.records, *e)
+	c.seen = append(c.seen, e.CallID)
 	c.total.InputTokens += e.InputTokens
 	c.total.OutputTokens += e.OutputTokens
 	c.total.TotalTokens += e.TotalTokens
@@ -61,16 +58,9 @@ func (c *collector) Record(e *models.UsageEntry) bool {
 func (c *collector) Snapshot() *TokenUsage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.records) == 0 {
+	if len(c.seen) == 0 {
 		return nil
 	}
 	t := c.total
 	return &t
-}
-
-// Records returns a copy of the recorded calls.
-func (c *collector) Records() []models.UsageEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]models.UsageEntry(nil), c.records...)
 }

@@ -119,7 +119,7 @@ func normalizeUsage(v any) *TokenUsage {
 	case map[string]any:
 		m = t
 	case *TokenUsage:
-		if t == nil || t.InputTokens < 0 || t.OutputTokens < 0 || t.TotalTokens < 0 {
+		if !t.valid() {
 			return nil
 		}
 		u := *t
@@ -175,6 +175,11 @@ func (u *TokenUsage) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// valid reports whether u is a snapshot normalizeUsage keeps.
+func (u *TokenUsage) valid() bool {
+	return u != nil && u.InputTokens >= 0 && u.OutputTokens >= 0 && u.TotalTokens >= 0
+}
+
 func (u *TokenUsage) asMap() map[string]any {
 	if u == nil {
 		return nil
@@ -199,13 +204,32 @@ var errContract = errors.New("outside the subagent status contract")
 // ToolMessage builds the terminal ToolMessage's content (what the lead LLM
 // reads) and additional_kwargs (the single source for reload), docs/DESIGN.md §8.
 func (o Outcome) ToolMessage() (content string, kwargs map[string]any, err error) {
+	content, k, err := o.toolMessage()
+	if err != nil {
+		return "", nil, err
+	}
+	return content, k.asMap(), nil
+}
+
+// toolMessage is ToolMessage with typed metadata, which encodes without
+// building a map.
+func (o Outcome) toolMessage() (string, taskKwargs, error) {
+	content, err := o.toolContent()
+	if err != nil {
+		return "", taskKwargs{}, err
+	}
+	return content, o.kwargs(), nil
+}
+
+// toolContent is the ToolMessage's content, once the outcome is checked
+// against the contract.
+func (o Outcome) toolContent() (string, error) {
 	if !isTerminal(o.Status) {
-		return "", nil, fmt.Errorf("%w: status %q", errContract, o.Status)
+		return "", fmt.Errorf("%w: status %q", errContract, o.Status)
 	}
 	if o.StopReason != "" && !validStopReason(o.StopReason) {
-		return "", nil, fmt.Errorf("%w: stop reason %q", errContract, o.StopReason)
+		return "", fmt.Errorf("%w: stop reason %q", errContract, o.StopReason)
 	}
-	result := strings.TrimSpace(o.Result)
 	errText := strings.TrimSpace(o.Error)
 	capped := ""
 	if o.StopReason != "" {
@@ -219,38 +243,71 @@ func (o Outcome) ToolMessage() (content string, kwargs map[string]any, err error
 	}
 	switch o.Status {
 	case StatusCompleted:
-		content = "Task Succeeded" + capped + ". Result: " + result
+		return "Task Succeeded" + capped + ". Result: " + strings.TrimSpace(o.Result), nil
 	case StatusFailed:
-		content = withErr("Task failed" + capped)
+		return withErr("Task failed" + capped), nil
 	case StatusCancelled:
-		content = withErr("Task cancelled by user")
+		return withErr("Task cancelled by user"), nil
 	case StatusTimedOut:
-		content = withErr("Task timed out")
-	case StatusPollingTimedOut:
-		content = errText
-		if content == "" {
-			content = "Task polling timed out."
-		}
+		return withErr("Task timed out"), nil
 	}
-	kwargs = map[string]any{"subagent_status": o.Status}
-	if o.StopReason != "" {
-		kwargs["subagent_stop_reason"] = o.StopReason
+	if errText == "" { // StatusPollingTimedOut
+		return "Task polling timed out.", nil
 	}
-	if o.Status != StatusCompleted && errText != "" {
-		kwargs["subagent_error"] = bound(errText, metadataTextCap)
+	return errText, nil
+}
+
+// taskKwargs is a task ToolMessage's additional_kwargs. Its fields are in
+// the order encoding/json writes a map's keys (sorted), so it encodes to
+// the very bytes the map of ToolMessage does; omitempty leaves out what
+// the map leaves out.
+type taskKwargs struct {
+	Error        string      `json:"subagent_error,omitempty"`
+	ModelName    string      `json:"subagent_model_name,omitempty"`
+	ResultBrief  string      `json:"subagent_result_brief,omitempty"`
+	ResultSHA256 string      `json:"subagent_result_sha256,omitempty"`
+	Status       string      `json:"subagent_status"`
+	StopReason   string      `json:"subagent_stop_reason,omitempty"`
+	Usage        *TokenUsage `json:"subagent_token_usage,omitempty"`
+}
+
+// kwargs is the metadata of a checked outcome.
+func (o Outcome) kwargs() taskKwargs {
+	k := taskKwargs{Status: o.Status, StopReason: o.StopReason, ModelName: strings.TrimSpace(o.ModelName)}
+	if o.Usage.valid() {
+		k.Usage = o.Usage // read, never changed: a snapshot is the collector's copy
+	}
+	result := strings.TrimSpace(o.Result)
+	if errText := strings.TrimSpace(o.Error); o.Status != StatusCompleted && errText != "" {
+		k.Error = bound(errText, metadataTextCap)
 	}
 	if o.Status == StatusCompleted && result != "" {
-		kwargs["subagent_result_brief"] = bound(result, metadataTextCap)
+		k.ResultBrief = bound(result, metadataTextCap)
 		sum := sha256.Sum256([]byte(o.Result))
-		kwargs["subagent_result_sha256"] = hex.EncodeToString(sum[:])
+		var buf [2 * sha256.Size]byte
+		k.ResultSHA256 = string(hex.AppendEncode(buf[:0], sum[:]))
 	}
-	if m := strings.TrimSpace(o.ModelName); m != "" {
-		kwargs["subagent_model_name"] = m
+	return k
+}
+
+// asMap is k as ToolMessage returns it.
+func (k taskKwargs) asMap() map[string]any {
+	m := map[string]any{"subagent_status": k.Status}
+	for key, v := range map[string]string{
+		"subagent_stop_reason":   k.StopReason,
+		"subagent_error":         k.Error,
+		"subagent_result_brief":  k.ResultBrief,
+		"subagent_result_sha256": k.ResultSHA256,
+		"subagent_model_name":    k.ModelName,
+	} {
+		if v != "" {
+			m[key] = v
+		}
 	}
-	if u := normalizeUsage(o.Usage); u != nil {
-		kwargs["subagent_token_usage"] = u.asMap()
+	if k.Usage != nil {
+		m["subagent_token_usage"] = k.Usage.asMap()
 	}
-	return content, kwargs, nil
+	return m
 }
 
 // taskMetadata is what readMetadata recovers from a ToolMessage.

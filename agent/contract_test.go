@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"herd/models"
 )
 
 func loadContract(t *testing.T, name string, v any) {
@@ -107,6 +109,8 @@ func TestToolMessageTable(t *testing.T) {
 			"Task Succeeded. Result: ", map[string]any{"subagent_status": "completed"}},
 		{"failed", Outcome{Status: StatusFailed}, "Task failed.", map[string]any{"subagent_status": "failed"}},
 		{"failed with error", Outcome{Status: StatusFailed, Error: "E"}, "Task failed. Error: E", map[string]any{"subagent_status": "failed", "subagent_error": "E"}},
+		{"error with markup", Outcome{Status: StatusFailed, Error: `<b>"x" & é</b>`, ModelName: "m<"}, `Task failed. Error: <b>"x" & é</b>`,
+			map[string]any{"subagent_status": "failed", "subagent_error": `<b>"x" & é</b>`, "subagent_model_name": "m<"}},
 		{"failed blank error", Outcome{Status: StatusFailed, Error: " \n"}, "Task failed.", map[string]any{"subagent_status": "failed"}},
 		{"failed capped", Outcome{Status: StatusFailed, StopReason: stopTurnCapped, Error: "E"}, "Task failed (capped: turn budget). Error: E",
 			map[string]any{"subagent_status": "failed", "subagent_stop_reason": "turn_capped", "subagent_error": "E"}},
@@ -138,6 +142,12 @@ func TestToolMessageTable(t *testing.T) {
 			want, _ := json.Marshal(c.kwargs)
 			if string(got) != string(want) {
 				t.Errorf("kwargs = %s\nwant     %s", got, want)
+			}
+			// What a task's end persists: the typed metadata, which must
+			// encode to the bytes the map does.
+			_, typed, _ := c.o.toolMessage()
+			if stored := string(models.MustJSON(typed)); stored != string(want) {
+				t.Errorf("stored kwargs = %s\nwant            %s", stored, want)
 			}
 		})
 	}

@@ -21,11 +21,13 @@ var (
 )
 
 // Cancellation causes that tell how a run's or an execution's context
-// ended: a Stop, a per-task cancel, the task tool's safety net.
+// ended: a Stop, a per-task cancel, the task tool's safety net, the task's
+// end.
 var (
 	errStopped       = errors.New("stopped by user")
 	errTaskCancelled = errors.New("task cancelled by user")
 	errSafetyNet     = errors.New("safety net: stopped waiting")
+	errTaskOver      = errors.New("the task is over")
 )
 
 // RunLimitError is Start's error when the user already has as many active

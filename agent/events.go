@@ -189,21 +189,32 @@ func (RunStart) EventType() string    { return eventRunStart }
 func (RunEnd) EventType() string      { return eventRunEnd }
 func (RunWait) EventType() string     { return eventRunWait }
 
-// Validate checks each payload against its fields' kinds.
-func (e TaskQueued) Validate() error  { return checkKinds(e) }
-func (e TaskStarted) Validate() error { return checkKinds(e) }
-func (e TaskWait) Validate() error    { return checkKinds(e) }
-func (e TaskEnd) Validate() error     { return checkKinds(e) }
-func (e RunStart) Validate() error    { return checkKinds(e) }
-func (e RunEnd) Validate() error      { return checkKinds(e) }
-func (e RunWait) Validate() error     { return checkKinds(e) }
+// Validate checks each payload against its fields' kinds (validate).
+func (e TaskQueued) Validate() error  { return validate(e) }
+func (e TaskStarted) Validate() error { return validate(e) }
+func (e TaskStep) Validate() error    { return validate(e) }
+func (e TaskWait) Validate() error    { return validate(e) }
+func (e TaskEnd) Validate() error     { return validate(e) }
+func (e RunStart) Validate() error    { return validate(e) }
+func (e RunEnd) Validate() error      { return validate(e) }
+func (e RunWait) Validate() error     { return validate(e) }
 
-// Validate also checks that a step names tools only where its kind has
-// them: calls on an AI step, a tool name on a tool step.
-func (e TaskStep) Validate() error {
-	if err := checkKinds(e); err != nil {
+// validate is every payload's Validate. The producer calls it on the
+// payload it already holds as an Event, where a Validate method would
+// copy it to the heap once more (docs/PERFORMANCE.md, the task hand-off).
+func validate(ev Event) error {
+	if err := checkKinds(ev); err != nil {
 		return err
 	}
+	if st, ok := ev.(TaskStep); ok {
+		return st.checkTools()
+	}
+	return nil
+}
+
+// checkTools checks that a step names tools only where its kind has
+// them: calls on an AI step, a tool name on a tool step.
+func (e TaskStep) checkTools() error {
 	for i, c := range e.ToolCalls {
 		if c.Name == "" {
 			return fmt.Errorf("event %s: tool_calls: call %d: want a name", eventSubagentStep, i)
@@ -302,7 +313,7 @@ func DecodeContent(b []byte) (map[string]any, error) {
 // journal, encoded once; a malformed event is an error and never written.
 // The record keeps the value, so the live path builds the frame from it.
 func eventRecord(threadID, taskID string, ev Event) (models.Record, error) {
-	if err := ev.Validate(); err != nil {
+	if err := validate(ev); err != nil {
 		return models.Record{}, fmt.Errorf("agent: %w", err)
 	}
 	b, err := json.Marshal(ev)
@@ -404,49 +415,51 @@ func eventFields(eventType string) (required, optional map[string]string) {
 	return required, optional
 }
 
-// checkKinds applies each field's kind to its value.
+// checkKinds applies each field's kind to its value, read through reflect
+// without boxing it: it runs on every event a subagent emits
+// (docs/PERFORMANCE.md, the task hand-off).
 func checkKinds(ev Event) error {
 	v := reflect.ValueOf(ev)
 	for _, f := range fieldsOf(v.Type()) {
-		if err := checkKind(f.kind, v.FieldByIndex(f.index).Interface()); err != nil {
+		if err := checkKind(f.kind, v.FieldByIndex(f.index)); err != nil {
 			return fmt.Errorf("event %s: %s: %w", ev.EventType(), f.name, err)
 		}
 	}
 	return nil
 }
 
-func checkKind(kind string, v any) error {
+func checkKind(kind string, v reflect.Value) error {
 	switch kind {
 	case "id":
-		if strings.TrimSpace(v.(string)) == "" {
+		if strings.TrimSpace(v.String()) == "" {
 			return fmt.Errorf("want a non-blank string")
 		}
 	case "index":
-		if n := v.(int64); n < 1 {
+		if n := v.Int(); n < 1 {
 			return fmt.Errorf("want an integer ≥ 1, got %d", n)
 		}
 	case "usage":
-		if u := v.(*TokenUsage); u != nil && normalizeUsage(u) == nil {
+		if u := v.Interface().(*TokenUsage); u != nil && !u.valid() {
 			return fmt.Errorf("want a usage snapshot")
 		}
 	case "status":
-		if s := v.(string); !isTerminal(s) {
+		if s := v.String(); !isTerminal(s) {
 			return fmt.Errorf("want a terminal status, got %q", s)
 		}
 	case "stop":
-		if s := v.(string); s != "" && !validStopReason(s) {
+		if s := v.String(); s != "" && !validStopReason(s) {
 			return fmt.Errorf("want a stop reason, got %q", s)
 		}
 	case "output":
-		if o := v.(*ToolOutput); o != nil {
+		if o := v.Interface().(*ToolOutput); o != nil {
 			return o.validate()
 		}
 	case "stepkind":
-		if s := v.(string); s != stepAI && s != stepTool {
+		if s := v.String(); s != stepAI && s != stepTool {
 			return fmt.Errorf("want ai or tool, got %q", s)
 		}
 	case "runstate":
-		switch s := v.(string); s {
+		switch s := v.String(); s {
 		case models.RunCompleted, models.RunFailed, models.RunCancelled:
 		default:
 			return fmt.Errorf("want completed, failed or cancelled, got %q", s)

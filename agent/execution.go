@@ -15,11 +15,12 @@ import (
 
 // taskSink is what an execution needs from the run it belongs to: persist
 // its events, its end with its ToolMessage (returning once committed), and
-// record an LLM call in the usage ledger, once per call.
+// record an LLM call in the usage ledger, once per call; each even after
+// the task or its run was stopped.
 type taskSink interface {
-	emit(ctx context.Context, taskID string, ev Event)
-	deliver(ctx context.Context, end TaskEnd, o Outcome)
-	recordUsage(ctx context.Context, taskID, model string, resp Response) *models.UsageEntry
+	emit(taskID string, ev Event)
+	deliver(end TaskEnd, o Outcome)
+	recordUsage(taskID, model string, resp Response) *models.UsageEntry
 }
 
 // execution is one dispatched task call: the registry entry and the state
@@ -58,7 +59,7 @@ type execution struct {
 
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
-	collector  *collector
+	collector  collector
 	admittedAt time.Time
 	log        *slog.Logger
 	// decidedAt is when execute returned the outcome, just before finish
@@ -117,7 +118,7 @@ func (e *execution) introLocked() TaskIntro {
 func (e *execution) emitQueued() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.sink.emit(e.ctx, e.TaskID, TaskQueued{e.introLocked()})
+	e.sink.emit(e.TaskID, TaskQueued{e.introLocked()})
 }
 
 func (e *execution) emitStarted() {
@@ -127,7 +128,7 @@ func (e *execution) emitStarted() {
 		return
 	}
 	e.setStateLocked(StatusRunning)
-	e.sink.emit(e.ctx, e.TaskID, TaskStarted{e.introLocked()})
+	e.sink.emit(e.TaskID, TaskStarted{e.introLocked()})
 }
 
 // emitStep publishes one bounded step with the cumulative usage snapshot;
@@ -155,7 +156,7 @@ func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall,
 	} else {
 		st.ToolName, st.Output = toolName, output
 	}
-	e.sink.emit(e.ctx, e.TaskID, st)
+	e.sink.emit(e.TaskID, st)
 }
 
 // emitToolStep publishes a tool's result step with what the call showed
@@ -173,7 +174,7 @@ func (e *execution) emitWaiting(waiting bool) {
 	if isTerminal(e.status()) {
 		return
 	}
-	e.sink.emit(e.ctx, e.TaskID, TaskWait{TaskRef: e.nextRefLocked(), Waiting: waiting})
+	e.sink.emit(e.TaskID, TaskWait{TaskRef: e.nextRefLocked(), Waiting: waiting})
 }
 
 // finish sets the terminal state if none is set yet (the first terminal
@@ -202,7 +203,7 @@ func (e *execution) finish(o Outcome) bool {
 	if msg := strings.TrimSpace(o.Error); msg != "" && o.Status != StatusCompleted {
 		end.Error, end.ErrorTruncated = cut(msg, eventTextCap)
 	}
-	e.sink.deliver(e.ctx, end, o)
+	e.sink.deliver(end, o)
 	e.onEnd(e)
 	e.mu.Unlock()
 	close(e.done)

@@ -26,6 +26,9 @@ type executor struct {
 	newID  func() string
 	// janitorGrace is janitorGrace; tests shorten it.
 	janitorGrace time.Duration
+	// onEnd arms the janitor of a terminal execution; made once, not per
+	// execution.
+	onEnd func(*execution)
 }
 
 // taskScope is what a dispatch needs of the run that makes it.
@@ -46,7 +49,7 @@ type taskScope struct {
 // newExecutor builds the executor; cfg has its defaults filled in
 // (withDefaults).
 func newExecutor(cfg SubagentsConfig, models map[string]*Model, st *strays, now func() time.Time, newID func() string) *executor {
-	return &executor{
+	x := &executor{
 		cfg:    cfg,
 		models: models,
 		slots:  newAdmission(cfg.MaxRunning, cfg.MaxRunningPerUser),
@@ -57,6 +60,8 @@ func newExecutor(cfg SubagentsConfig, models map[string]*Model, st *strays, now 
 
 		janitorGrace: janitorGrace,
 	}
+	x.onEnd = func(e *execution) { x.reg.scheduleJanitor(e, x.janitorGrace) }
+	return x
 }
 
 // resolveModel returns the effective model: inherit → the lead's model for
@@ -85,6 +90,11 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	e := x.newExecution(s, call.ID, args, spec)
 	x.reg.add(e)
 	release := func() { x.reg.delivered(e) }
+	// Once it is terminal, the execution's context lets go of the run's:
+	// until cancelled, a context stays among its parent's children, and
+	// the run's would keep every task's (with its done channel and
+	// children) until the run ends.
+	defer e.cancel(errTaskOver)
 
 	x.admit(e)
 	if e.isTerminal() {
@@ -216,8 +226,7 @@ func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		workspace:   s.workspace,
 		sink:        s.sink,
 		now:         x.now,
-		onEnd:       func(e *execution) { x.reg.scheduleJanitor(e, x.janitorGrace) },
-		collector:   newCollector(),
+		onEnd:       x.onEnd,
 		done:        make(chan struct{}),
 	}
 	e.ctx, e.cancel = context.WithCancelCause(s.ctx)

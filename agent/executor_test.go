@@ -349,13 +349,40 @@ func TestStopReasons(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// TestDelegateReleasesTheContext: once a task is terminal, its execution's
+// context is cancelled (errTaskOver), so that the run's context, which
+// lives as long as the run, does not keep it.
+func TestDelegateReleasesTheContext(t *testing.T) {
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
+		return reply("done", nil), nil
+	}))}})
+	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000ab", threadID: h.thread, model: h.rt.defModel, usage: map[string]*models.UsageEntry{}, done: make(chan struct{})}
+	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+	defer r.cancel(nil)
+	o, release := h.rt.exec.delegate(r.scope(), taskCall("over", "finish", SubagentGeneral))
+	if o.Status != StatusCompleted {
+		t.Fatalf("outcome %+v", o)
+	}
+	es := h.rt.exec.reg.byRun(r.id)
+	release()
+	if len(es) != 1 {
+		t.Fatalf("%d executions in the registry before release", len(es))
+	}
+	if cause := context.Cause(es[0].ctx); !errors.Is(cause, errTaskOver) {
+		t.Errorf("a completed task's context: cause %v, want %v", cause, errTaskOver)
+	}
+	if r.ctx.Err() != nil {
+		t.Error("the run's context ended with its task")
+	}
+}
+
 // TestFirstTerminalWins races completion, timeout and cancellation in
 // every order: exactly one wins, its payload is intact, one end row.
 func TestFirstTerminalWins(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("x", nil), nil
 	}))}})
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}, done: make(chan struct{})}
+	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.defModel, usage: map[string]*models.UsageEntry{}, done: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	outcomes := []Outcome{

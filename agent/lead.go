@@ -43,9 +43,10 @@ type Publisher interface {
 	Reasoning(threadID, runID, messageID, text string)
 }
 
-// runEnv is what every run needs, built once by New and read-only after:
-// where to persist and stream, the lead's tools, the executor for task
-// calls, a clock and ids. Runs hold it, never the Runtime.
+// runEnv is what every run needs, built once by New and read-only after
+// (but for the shared persist bound): where to persist and stream, the
+// lead's tools, the executor for task calls, a clock and ids. Runs hold
+// it, never the Runtime.
 type runEnv struct {
 	exec      *executor
 	journal   Journal
@@ -57,6 +58,7 @@ type runEnv struct {
 	now       func() time.Time
 	newID     func() string
 	persistTO time.Duration
+	bound     atomic.Pointer[persistBound] // persistShared
 	// strays runs the lead's tool and model calls; one that outlives a
 	// Stop by the cancel grace is abandoned, so a Stop always ends the run.
 	strays *strays
@@ -86,9 +88,34 @@ func (env *runEnv) workspace(threadID string) (string, error) {
 }
 
 // persistCtx bounds a write that must happen even when ctx was cancelled
-// (a run's end, a cancelled subagent's terminal state).
+// (a run's start and end, a title's ledger row).
 func (env *runEnv) persistCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), env.persistTO)
+}
+
+// persistBound is a context that ends persistTO after it was made.
+type persistBound struct {
+	ctx     context.Context
+	cancel  context.CancelFunc // not called: the deadline releases it
+	renewAt time.Time
+}
+
+// persistShared bounds the writes of runs and tasks, which must happen
+// even after a Stop (a step, a ledger row, a task's end, a run's end): the
+// Writer waits at most persistTO for room in its queue. One context serves
+// every such write made within an eighth of persistTO, so the bound is
+// between 7/8 of persistTO and persistTO: a context, its timer and its
+// done channel per write were ~10% of a task hand-off's allocations
+// (BenchmarkTaskHandoff, docs/PERFORMANCE.md). Nothing reads its values.
+func (env *runEnv) persistShared() context.Context {
+	now := time.Now()
+	if b := env.bound.Load(); b != nil && now.Before(b.renewAt) {
+		return b.ctx
+	}
+	b := &persistBound{renewAt: now.Add(env.persistTO / 8)}
+	b.ctx, b.cancel = context.WithTimeout(context.Background(), env.persistTO)
+	env.bound.Store(b)
+	return b.ctx
 }
 
 // run is one user message and everything the lead does for it.
@@ -116,11 +143,18 @@ type run struct {
 	retryOf, editOf string
 
 	mu    sync.Mutex
-	usage map[string]models.UsageEntry // every LLM call of the run, by call id
+	usage map[string]*models.UsageEntry // every LLM call of the run, by call id; never changed
+	log   atomic.Pointer[slog.Logger]   // logger(), built once
 }
 
+// logger is the run's logger; every task call asks for it (scope).
 func (r *run) logger() *slog.Logger {
-	return r.env.log.With("thread", r.threadID, "run", r.id)
+	if l := r.log.Load(); l != nil {
+		return l
+	}
+	l := r.env.log.With("thread", r.threadID, "run", r.id)
+	r.log.Store(l)
+	return l
 }
 
 // begin persists the run row, run.start and the user's message; a run
@@ -205,7 +239,7 @@ func (r *run) converse(log *slog.Logger) ending {
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
 			return failed(err.Error(), r.failureNotice(err))
 		}
-		r.recordUsage(r.ctx, "", r.model.Config.Name, resp)
+		r.recordUsage("", r.model.Config.Name, resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
 		final := len(resp.ToolCalls) == 0
 		if err := r.persist(&models.Message{
@@ -349,7 +383,7 @@ const kwargToolOutput = "tool_output"
 // model, or has got one (withModelWait); nothing once the run is stopping.
 func (r *run) emitWaiting(waiting bool) {
 	if r.ctx.Err() == nil {
-		r.emit(r.ctx, "", RunWait{RunID: r.id, Waiting: waiting})
+		r.emit("", RunWait{RunID: r.id, Waiting: waiting})
 	}
 }
 
@@ -452,11 +486,16 @@ func (r *run) finishTool(call ToolCall, result string, output *ToolOutput) Messa
 // only lets the executor forget it; a call refused before any execution
 // (release nil: a limit, bad arguments, an unknown type) is persisted here.
 func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
-	content, kwargs := r.taskOutcome(call.ID, o)
+	var content string
 	if release != nil {
 		release()
-	} else if err := r.persist(r.taskMessage(call.ID, content, kwargs, o)); err != nil {
-		r.logger().Error("persist task result", "task", call.ID, "err", err)
+		content = r.taskContent(call.ID, o) // the metadata went with the end
+	} else {
+		var kwargs taskKwargs
+		content, kwargs = r.taskOutcome(call.ID, o)
+		if err := r.persist(r.taskMessage(call.ID, content, kwargs, o)); err != nil {
+			r.logger().Error("persist task result", "task", call.ID, "err", err)
+		}
 	}
 	return Message{Type: TypeTool, Content: content, ToolCallID: call.ID, Name: ToolTask}
 }
@@ -465,17 +504,16 @@ func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
 // (taskSink): the end is what a card shows, the message what the lead and
 // a reload read, and one commit instead of two halves the writer's work
 // on the task tool's hand-off (docs/PERFORMANCE.md).
-func (r *run) deliver(ctx context.Context, end TaskEnd, o Outcome) {
+func (r *run) deliver(end TaskEnd, o Outcome) {
 	content, kwargs := r.taskOutcome(end.TaskID, o)
-	recs := []models.Record{{Message: r.taskMessage(end.TaskID, content, kwargs, o)}}
+	recs := make([]models.Record, 0, 2)
 	if ev, err := eventRecord(r.threadID, end.TaskID, end); err != nil {
 		r.logger().Error("event rejected at the producer", "type", end.EventType(), "task", end.TaskID, "err", err)
 	} else {
-		recs = append([]models.Record{ev}, recs...)
+		recs = append(recs, ev)
 	}
-	ctx, cancel := r.env.persistCtx(ctx)
-	defer cancel()
-	if err := r.env.journal.Write(ctx, recs...); err != nil {
+	recs = append(recs, models.Record{Message: r.taskMessage(end.TaskID, content, kwargs, o)})
+	if err := r.env.journal.Write(r.env.persistShared(), recs...); err != nil {
 		r.logger().Error("persist task end", "task", end.TaskID, "err", err)
 	}
 }
@@ -483,16 +521,32 @@ func (r *run) deliver(ctx context.Context, end TaskEnd, o Outcome) {
 // taskOutcome is a task's ToolMessage content and metadata; an outcome
 // outside the status contract is a bug, and reads as an internal failure
 // rather than a lost result.
-func (r *run) taskOutcome(taskID string, o Outcome) (string, map[string]any) {
-	content, kwargs, err := o.ToolMessage()
+func (r *run) taskOutcome(taskID string, o Outcome) (string, taskKwargs) {
+	content, kwargs, err := o.toolMessage()
 	if err != nil {
 		r.logger().Error("task outcome outside the contract", "task", taskID, "err", err)
-		content, kwargs, _ = Outcome{Status: StatusFailed, Error: "internal error: " + err.Error()}.ToolMessage()
+		content, kwargs, _ = internalFailure(err).toolMessage()
 	}
 	return content, kwargs
 }
 
-func (r *run) taskMessage(taskID, content string, kwargs map[string]any, o Outcome) *models.Message {
+// taskContent is taskOutcome's content alone, for the lead once the
+// metadata is persisted.
+func (r *run) taskContent(taskID string, o Outcome) string {
+	content, err := o.toolContent()
+	if err != nil {
+		r.logger().Error("task outcome outside the contract", "task", taskID, "err", err)
+		content, _ = internalFailure(err).toolContent()
+	}
+	return content
+}
+
+// internalFailure is the outcome that stands for one outside the contract.
+func internalFailure(err error) Outcome {
+	return Outcome{Status: StatusFailed, Error: "internal error: " + err.Error()}
+}
+
+func (r *run) taskMessage(taskID, content string, kwargs taskKwargs, o Outcome) *models.Message {
 	return &models.Message{
 		ID: r.env.newID(), ThreadID: r.threadID, RunID: r.id, Type: TypeTool, Content: content,
 		ToolCallID: taskID, Name: ToolTask, AdditionalKwargs: models.MustJSON(kwargs), ModelName: o.ModelName,
@@ -502,9 +556,7 @@ func (r *run) taskMessage(taskID, content string, kwargs map[string]any, o Outco
 // persist writes one message of the run, even after the run was stopped.
 func (r *run) persist(m *models.Message) error {
 	m.ThreadID, m.RunID = r.threadID, r.id
-	ctx, cancel := r.env.persistCtx(r.ctx)
-	defer cancel()
-	return r.env.journal.Write(ctx, models.Record{Message: m})
+	return r.env.journal.Write(r.env.persistShared(), models.Record{Message: m})
 }
 
 // scope is what the executor needs of this run for a task call.
@@ -514,15 +566,13 @@ func (r *run) scope() taskScope {
 
 // emit validates and queues one event of task taskID for the writer
 // (taskSink), even after the run was stopped.
-func (r *run) emit(ctx context.Context, taskID string, ev Event) {
+func (r *run) emit(taskID string, ev Event) {
 	rec, err := eventRecord(r.threadID, taskID, ev)
 	if err != nil {
 		r.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
 		return
 	}
-	ctx, cancel := r.env.persistCtx(ctx)
-	defer cancel()
-	if err := r.env.journal.Enqueue(ctx, rec); err != nil {
+	if err := r.env.journal.Enqueue(r.env.persistShared(), rec); err != nil {
 		r.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
 	}
 }
@@ -530,15 +580,13 @@ func (r *run) emit(ctx context.Context, taskID string, ev Event) {
 // recordUsage writes an LLM call to the ledger (once, by call id), usage
 // reported or not, and keeps it for the run's totals (taskSink; the lead's
 // own calls have no task); model is the herd model that made it.
-func (r *run) recordUsage(ctx context.Context, taskID, model string, resp Response) *models.UsageEntry {
+func (r *run) recordUsage(taskID, model string, resp Response) *models.UsageEntry {
 	e := ledgerEntry(r.threadID, r.id, taskID, model, resp)
 	r.mu.Lock()
-	r.usage[e.CallID] = *e
+	r.usage[e.CallID] = e
 	r.mu.Unlock()
-	ctx, cancel := r.env.persistCtx(ctx)
-	defer cancel()
 	row := *e // the writer stamps its own copy; callers keep reading e
-	if err := r.env.journal.Enqueue(ctx, models.Record{Usage: &row}); err != nil {
+	if err := r.env.journal.Enqueue(r.env.persistShared(), models.Record{Usage: &row}); err != nil {
 		r.logger().Error("record usage", "call", e.CallID, "err", err)
 	}
 	return e

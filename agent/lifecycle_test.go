@@ -133,15 +133,17 @@ func TestCollector(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			col := newCollector()
+			col := &collector{}
+			var recs []models.UsageEntry // what the collector recorded
 			for _, r := range c.resps {
-				col.Record(ledgerEntry("th", "run", "task", "m", r))
+				if e := ledgerEntry("th", "run", "task", "m", r); col.Record(e) {
+					recs = append(recs, *e)
+				}
 			}
 			got := col.Snapshot()
 			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
 				t.Errorf("snapshot %+v, want %+v", got, c.want)
 			}
-			recs := col.Records()
 			if len(recs) != c.calls {
 				t.Errorf("%d records, want %d", len(recs), c.calls)
 			}
@@ -327,7 +329,7 @@ func TestJanitor(t *testing.T) {
 		return reply("x", nil), nil
 	}))}})
 	h.rt.exec.janitorGrace = 50 * time.Millisecond
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]models.UsageEntry{}}
+	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]*models.UsageEntry{}}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.withCommands.agents.byName[SubagentGeneral])
@@ -339,5 +341,33 @@ func TestJanitor(t *testing.T) {
 			t.Fatal("the janitor did not remove the undelivered execution")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPersistShared: the writes of runs and tasks share one bound context
+// (persistShared) while it has at least 7/8 of persistTO left; a new one
+// replaces it after that, and the replaced one stays usable by the writes
+// that hold it until its own deadline.
+func TestPersistShared(t *testing.T) {
+	env := &runEnv{persistTO: time.Hour}
+	before := time.Now()
+	first := env.persistShared()
+	deadline, ok := first.Deadline()
+	if !ok || deadline.Before(before.Add(time.Hour)) || deadline.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("deadline %v (set %v), want an hour from now", deadline, ok)
+	}
+	if again := env.persistShared(); again != first {
+		t.Error("a write within the window got a context of its own")
+	}
+	env.bound.Load().renewAt = time.Now().Add(-time.Nanosecond) // the window has passed
+	next := env.persistShared()
+	if next == first {
+		t.Fatal("the bound was not renewed after its window")
+	}
+	if first.Err() != nil || next.Err() != nil {
+		t.Errorf("renewal ended a context: %v, %v", first.Err(), next.Err())
+	}
+	if d, _ := next.Deadline(); !d.After(deadline) {
+		t.Errorf("renewed deadline %v, want after %v", d, deadline)
 	}
 }

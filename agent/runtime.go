@@ -210,7 +210,7 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		userID:   req.UserID,
 		model:    model,
 		done:     make(chan struct{}),
-		usage:    map[string]models.UsageEntry{},
+		usage:    map[string]*models.UsageEntry{},
 		retryOf:  req.RetryOf,
 		editOf:   req.EditOf,
 	}

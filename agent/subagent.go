@@ -40,7 +40,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 			return e.interrupted(ctx, err)
 		}
 		// A call that completes is counted even if ctx ended meanwhile.
-		e.collector.Record(e.sink.recordUsage(ctx, e.TaskID, e.model.Config.Name, resp))
+		e.collector.Record(e.sink.recordUsage(e.TaskID, e.model.Config.Name, resp))
 		e.emitStep(stepAI, resp.Text, resp.Reasoning, resp.ToolCalls, "")
 		if t := strings.TrimSpace(resp.Text); t != "" {
 			lastText = resp.Text

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
+	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
 )
 
@@ -681,7 +683,9 @@ func (w *Writer) insertEvents(tx *sql.Tx, events []*RunEvent) error {
 	t := w.stmts.tables.events
 	return eachChunk(len(events), func(lo, n int) error {
 		chunk := events[lo : lo+n]
-		res, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, n}]).Exec(appendRows(t, nil, chunk)...)
+		args := rowArgs(w.stmts, t, chunk)
+		defer w.stmts.doneArgs()
+		res, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, n}]).Exec(args...)
 		if err != nil {
 			return err
 		}
@@ -759,16 +763,72 @@ func newInsertTable(db *gorm.DB, model any, conflict string) (insertTable, error
 }
 
 // appendRow appends the column values of row, a pointer to the model.
+//
+// Each value is read through a pointer to its field and boxed by its own
+// type rather than by reflect's Interface, which copies every value to
+// the heap (a task's hand-off writes ~50 columns, and these copies were a
+// quarter of its allocations; BenchmarkTaskHandoff, docs/PERFORMANCE.md):
+// an empty string, a small integer and a bool box without allocating, a
+// string or time equal to the one the previous row of args holds in the
+// same column (a batch's thread, run, category, creation time) reuses
+// that box, and a JSON document is handed over as its own bytes.
+// SQLite is given a time as the text the driver would bind for it.
 func (t insertTable) appendRow(args []any, row any) []any {
 	v := reflect.ValueOf(row).Elem()
-	for _, i := range t.fields {
-		a := v.FieldByIndex(i).Interface()
-		if t.pg {
-			a = pgText(a)
+	prev := len(args) - len(t.fields)
+	for k, i := range t.fields {
+		var above any
+		if prev >= 0 {
+			above = args[prev+k]
 		}
-		args = append(args, a)
+		args = append(args, t.value(v.FieldByIndex(i), above))
 	}
 	return args
+}
+
+// value is the driver's value of field f (addressable); above is a value
+// it may reuse when equal.
+func (t insertTable) value(f reflect.Value, above any) any {
+	switch p := f.Addr().Interface().(type) {
+	case *string:
+		a := above
+		if s, ok := above.(string); !ok || s != *p {
+			a = *p
+		}
+		if t.pg {
+			return pgText(a)
+		}
+		return a
+	case *int64:
+		return *p
+	case *bool:
+		return *p
+	case *time.Time:
+		if t.pg {
+			return *p
+		}
+		// The text go-sqlite3 would bind for the time, made here so that
+		// the rows of a commit, which share its time, share one value.
+		var buf [64]byte
+		b := p.AppendFormat(buf[:0], sqlite3.SQLiteTimestampFormats[0])
+		if s, ok := above.(string); ok && s == string(b) {
+			return above
+		}
+		return string(b)
+	case *JSON:
+		if t.pg || len(*p) == 0 {
+			return *p // JSON.Value: NULL, or the document as text
+		}
+		// The text JSON.Value gives, without copying: the driver copies
+		// it while binding, before Exec returns, and a record's bytes are
+		// not changed once it is submitted.
+		return unsafe.String(&(*p)[0], len(*p))
+	}
+	a := f.Interface()
+	if t.pg {
+		a = pgText(a)
+	}
+	return a
 }
 
 // appendRows appends the column values of every row.
@@ -810,12 +870,34 @@ func eachChunk(n int, f func(lo, n int) error) error {
 // insertRows writes rows (pointers to t's model) with multi-row INSERTs
 // in tx.
 func insertRows[T any](stmts *stmtCache, tx *sql.Tx, t insertTable, rows []T) error {
-	args := make([]any, 0, min(len(rows), maxInsertRows)*len(t.fields))
 	return eachChunk(len(rows), func(lo, n int) error {
-		args = appendRows(t, args[:0], rows[lo:lo+n])
+		args := rowArgs(stmts, t, rows[lo:lo+n])
+		defer stmts.doneArgs()
 		_, err := tx.Stmt(stmts.inserts[insertKey{t.into, n}]).Exec(args...)
 		return err
 	})
+}
+
+// rowArgs returns the column values of rows for one INSERT into t, in
+// the cache's buffer (doneArgs empties it). Commits are small (a task's
+// hand-off commits one or two rows per table), so the row above the
+// first, whose boxed values appendRow reuses, is the last row t was given
+// in an earlier INSERT, kept for this one.
+func rowArgs[T any](c *stmtCache, t insertTable, rows []T) []any {
+	if c.last == nil {
+		c.last = map[string][]any{}
+	}
+	seed := c.last[t.into]
+	c.args = appendRows(t, append(c.args[:0], seed...), rows)
+	c.last[t.into] = append(seed[:0], c.args[len(c.args)-len(t.fields):]...)
+	return c.args[len(seed):]
+}
+
+// doneArgs empties the buffer rowArgs filled once its INSERT has run, so
+// that it keeps no row alive.
+func (c *stmtCache) doneArgs() {
+	clear(c.args)
+	c.args = c.args[:0]
 }
 
 // stmtCache holds the Writer's SQLite statements (pgTx has pgx cache its
@@ -831,6 +913,8 @@ type stmtCache struct {
 	all     []*sql.Stmt
 	reserve *sql.Stmt
 	inserts map[insertKey]*sql.Stmt
+	args    []any            // one INSERT's values (rowArgs), reused
+	last    map[string][]any // by table: the last row inserted (rowArgs)
 
 	// PostgreSQL (pgTx): the statements' text.
 	pgReserve string
