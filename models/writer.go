@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -321,7 +322,11 @@ func (w *Writer) loop(stop, stopped chan struct{}) {
 // each job is tried on its own so one bad record cannot sink the others.
 func (w *Writer) commit(batch []*job) {
 	start := time.Now()
-	var recs []Record
+	n := 0
+	for _, j := range batch {
+		n += len(j.recs)
+	}
+	recs := make([]Record, 0, n)
 	for _, j := range batch {
 		recs = append(recs, j.recs...)
 	}
@@ -352,7 +357,7 @@ func (w *Writer) commit(batch []*job) {
 		w.opts.OnBatch(BatchStats{Records: len(recs), Attempts: attempts, Duration: time.Since(start), Err: err})
 	}
 	if err == nil {
-		w.deliver(batch, gone)
+		w.deliver(batch, recs, gone)
 		return
 	}
 	if f := w.fault.get(); f != nil {
@@ -375,7 +380,7 @@ func (w *Writer) commit(batch []*job) {
 			finish(j, fmt.Errorf("store: write: %w", err))
 			continue
 		}
-		w.deliver([]*job{j}, gone)
+		w.deliver([]*job{j}, slices.Clone(j.recs), gone)
 	}
 }
 
@@ -418,10 +423,13 @@ func (w *Writer) recovered() {
 	}
 }
 
-func (w *Writer) deliver(batch []*job, gone map[string]bool) {
-	committed := make([]Record, 0, 64)
-	for _, j := range batch {
-		for _, r := range j.recs {
+func (w *Writer) deliver(batch []*job, recs []Record, gone map[string]bool) {
+	// recs, the batch's records in order, is the writer's own slice: it
+	// goes to OnCommit as is unless a thread was gone.
+	committed := recs
+	if len(gone) > 0 {
+		committed = make([]Record, 0, len(recs))
+		for _, r := range recs {
 			if !gone[r.ThreadID()] {
 				committed = append(committed, r)
 			}
