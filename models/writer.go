@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -533,35 +534,8 @@ func (w *Writer) tx(recs []Record) (gone map[string]bool, err error) {
 	if w.s.pg {
 		return w.pgTx(recs, now)
 	}
-	if err := w.stmts.ready(); err != nil {
+	if gone, err = w.sqliteTx(recs, now); err != nil {
 		return nil, err
-	}
-	tx, err := w.stmts.db.Begin()
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	next, gone, err := w.reserveSeqs(tx, recs, now)
-	if err != nil {
-		return nil, err
-	}
-	rows := placeRecords(recs, next, gone, now)
-	// Runs are written before the log rows, in the order they came.
-	t := w.stmts.tables.runs
-	for _, r := range rows.runs {
-		if _, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, 1}]).Exec(t.appendRow(nil, r)...); err != nil {
-			return nil, fmt.Errorf("upsert run: %w", err)
-		}
-	}
-	if err := w.insertLog(tx, rows); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
 	}
 	select {
 	case w.ckpt <- struct{}{}:
@@ -584,13 +558,12 @@ func unassign(recs []Record) {
 // reserveSeqs returns, for each thread of recs' sequenced records, the
 // first number of the block reserved for them; threads that no longer
 // exist are reported in gone.
-func (w *Writer) reserveSeqs(tx *sql.Tx, recs []Record, now time.Time) (next map[string]int64, gone map[string]bool, err error) {
+func (w *Writer) reserveSeqs(tx liteTx, recs []Record, now time.Time) (next map[string]int64, gone map[string]bool, err error) {
 	// One UPDATE per thread reserves a block of sequence numbers.
 	order, counts := seqCounts(recs)
 	next = make(map[string]int64, len(order))
 	for _, id := range order {
-		var last int64
-		err := tx.Stmt(w.stmts.reserve).QueryRow(counts[id], now, id).Scan(&last)
+		last, err := tx.queryInt(w.stmts.reserve, counts[id], now, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			if gone == nil {
 				gone = map[string]bool{}
@@ -670,7 +643,7 @@ func placeRecords(recs []Record, next map[string]int64, gone map[string]bool, no
 }
 
 // insertLog inserts rows in tx and sets each event's ID.
-func (w *Writer) insertLog(tx *sql.Tx, rows logRows) error {
+func (w *Writer) insertLog(tx liteTx, rows logRows) error {
 	tables := w.stmts.tables
 	if err := insertRows(w.stmts, tx, tables.messages, rows.msgs); err != nil {
 		return fmt.Errorf("insert messages: %w", err)
@@ -687,13 +660,13 @@ func (w *Writer) insertLog(tx *sql.Tx, rows logRows) error {
 // insertEvents inserts events and sets their IDs. On SQLite one INSERT
 // takes consecutive AUTOINCREMENT ids (the writer holds the only write
 // lock), so the last id gives them all. (PostgreSQL: pgTx.)
-func (w *Writer) insertEvents(tx *sql.Tx, events []*RunEvent) error {
+func (w *Writer) insertEvents(tx liteTx, events []*RunEvent) error {
 	t := w.stmts.tables.events
 	return eachChunk(len(events), func(lo, n int) error {
 		chunk := events[lo : lo+n]
 		args := rowArgs(w.stmts, t, chunk)
 		defer w.stmts.doneArgs()
-		res, err := tx.Stmt(w.stmts.inserts[insertKey{t.into, n}]).Exec(args...)
+		res, err := tx.exec(w.stmts.inserts[insertKey{t.into, n}], args)
 		if err != nil {
 			return err
 		}
@@ -877,11 +850,11 @@ func eachChunk(n int, f func(lo, n int) error) error {
 
 // insertRows writes rows (pointers to t's model) with multi-row INSERTs
 // in tx.
-func insertRows[T any](stmts *stmtCache, tx *sql.Tx, t insertTable, rows []T) error {
+func insertRows[T any](stmts *stmtCache, tx liteTx, t insertTable, rows []T) error {
 	return eachChunk(len(rows), func(lo, n int) error {
 		args := rowArgs(stmts, t, rows[lo:lo+n])
 		defer stmts.doneArgs()
-		_, err := tx.Stmt(stmts.inserts[insertKey{t.into, n}]).Exec(args...)
+		_, err := tx.exec(stmts.inserts[insertKey{t.into, n}], args)
 		return err
 	})
 }
@@ -909,20 +882,21 @@ func (c *stmtCache) doneArgs() {
 }
 
 // stmtCache holds the Writer's SQLite statements (pgTx has pgx cache its
-// own), prepared on its *sql.DB and
-// reused by every transaction on the one writer connection. They are all
-// prepared before the first transaction, never during one: the pool's only
-// connection belongs to the transaction until it ends. Only the writer's
-// goroutine uses the cache.
+// own), prepared on the driver connection of its *sql.DB (sqliteTx) and
+// reused by every transaction on that one writer connection. They are all
+// prepared before the first transaction, never during one. Only the
+// writer's goroutine uses the cache.
 type stmtCache struct {
 	db      *sql.DB
 	tables  writerTables
-	err     error // from getting db or the tables; every transaction fails with it
-	all     []*sql.Stmt
-	reserve *sql.Stmt
-	inserts map[insertKey]*sql.Stmt
-	args    []any            // one INSERT's values (rowArgs), reused
-	last    map[string][]any // by table: the last row inserted (rowArgs)
+	err     error               // from getting db or the tables; every transaction fails with it
+	conn    *sqlite3.SQLiteConn // the connection the statements are prepared on
+	all     []driver.Stmt
+	reserve driver.Stmt
+	inserts map[insertKey]driver.Stmt
+	named   []driver.NamedValue // one statement's values, reused
+	args    []any               // one INSERT's values (rowArgs), reused
+	last    map[string][]any    // by table: the last row inserted (rowArgs)
 
 	// PostgreSQL (pgTx): the statements' text.
 	pgReserve string
@@ -934,25 +908,28 @@ type insertKey struct {
 	rows int
 }
 
-// ready prepares every statement tx may use, once.
-func (c *stmtCache) ready() error {
+// ready prepares every statement tx may use on conn, once per
+// connection: the pool gives the writer the same one until it fails.
+func (c *stmtCache) ready(conn *sqlite3.SQLiteConn) error {
 	if c.err != nil {
 		return fmt.Errorf("writer set-up: %w", c.err)
 	}
-	if c.all != nil {
+	if c.all != nil && c.conn == conn {
 		return nil
 	}
-	prepare := func(q string) *sql.Stmt {
-		st, err := c.db.Prepare(q)
+	c.close()
+	var errs []error
+	prepare := func(q string) driver.Stmt {
+		st, err := conn.Prepare(q)
 		if err != nil {
-			c.err = err
+			errs = append(errs, err)
 			return nil
 		}
 		c.all = append(c.all, st)
 		return st
 	}
 	c.reserve = prepare(reserveSeqSQL)
-	c.inserts = map[insertKey]*sql.Stmt{}
+	c.inserts = map[insertKey]driver.Stmt{}
 	for _, t := range []insertTable{c.tables.messages, c.tables.events, c.tables.usage} {
 		for n := 1; n <= maxInsertRows; n *= 2 {
 			c.inserts[insertKey{t.into, n}] = prepare(t.query(n))
@@ -960,11 +937,11 @@ func (c *stmtCache) ready() error {
 	}
 	// Runs are written one at a time, in order with the log.
 	c.inserts[insertKey{c.tables.runs.into, 1}] = prepare(c.tables.runs.query(1))
-	if err := c.err; err != nil {
-		c.err = nil // a later transaction tries again
-		c.close()
+	if err := errors.Join(errs...); err != nil {
+		c.close() // a later transaction tries again
 		return fmt.Errorf("prepare: %w", err)
 	}
+	c.conn = conn
 	return nil
 }
 
@@ -972,5 +949,5 @@ func (c *stmtCache) close() {
 	for _, st := range c.all {
 		_ = st.Close()
 	}
-	c.all = nil
+	c.all, c.conn = nil, nil
 }
