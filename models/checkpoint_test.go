@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -13,8 +14,8 @@ import (
 func TestWriterCheckpointsBesideIt(t *testing.T) {
 	s, th, w := newThreadWriter(t)
 	ctx := context.Background()
-	if got, _ := s.pragma(ctx, "wal_autocheckpoint"); got != "10000" {
-		t.Errorf("wal_autocheckpoint with a Writer open = %s, want the 10000-page backstop", got)
+	if got, _ := s.pragma(ctx, "wal_autocheckpoint"); got != fmt.Sprint(backstopCheckpointPages) {
+		t.Errorf("wal_autocheckpoint with a Writer open = %s, want the %d-page backstop", got, backstopCheckpointPages)
 	}
 	// Long enough for several background checkpoints (one per 100 ms at
 	// most), each of which must leave the reader connection it used free
