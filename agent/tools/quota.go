@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // quota is the workspace size limit (sandbox.limits.workspace_mb). A
@@ -14,7 +16,11 @@ import (
 // quota of its own, so the limit is enforced where the tools meet it: bash
 // and growing writes are refused while the workspace is over the limit,
 // and a command that took it over says so. A single command can still
-// write up to its file-size limit per file before the next check.
+// write up to its file-size limit per file before the next check, and a
+// growing write is accepted on a measurement up to usageFresh old plus
+// the writes accepted since (measured), so what grows the workspace
+// besides the tools (an MCP server writing into it) is seen within that
+// time; a refusal is always decided on a fresh walk.
 type quota struct {
 	limit int64 // bytes
 }
@@ -53,9 +59,74 @@ func usage(ctx context.Context, dir string) (int64, error) {
 	return total, nil
 }
 
+// measured is what the tools last measured of each workspace, shared by
+// every tool of the process. A growing write checks against it instead of
+// walking the workspace each time: with 1,000 subagents writing into one
+// thread's workspace, a walk per write made the writes quadratic in the
+// files (~2 million lstat calls; BenchmarkThousandSubagents went from
+// 1.4 s to 6–7 s, docs/PERFORMANCE.md §2).
+var measured = usageCache{dirs: map[string]*dirUsage{}}
+
+// usageFresh is how long a measurement is trusted to accept a write. A
+// refusal is always decided on a fresh walk, and commands (the one way
+// the workspace grows besides the write tools) measure after they run.
+const usageFresh = 2 * time.Second
+
+type usageCache struct {
+	mu   sync.Mutex
+	dirs map[string]*dirUsage
+}
+
+// dirUsage is one workspace's measured size plus the growth accepted
+// since; mu serializes the checks of one workspace.
+type dirUsage struct {
+	mu   sync.Mutex
+	used int64
+	at   time.Time // of the walk; zero: never measured
+}
+
+func (c *usageCache) dir(dir string) *dirUsage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[dir]
+	if d == nil {
+		if len(c.dirs) >= 1024 { // forget the workspaces not written lately
+			for k, old := range c.dirs {
+				if old.mu.TryLock() {
+					if time.Since(old.at) > usageFresh {
+						delete(c.dirs, k)
+					}
+					old.mu.Unlock()
+				}
+			}
+		}
+		d = &dirUsage{}
+		c.dirs[dir] = d
+	}
+	return d
+}
+
+// measure walks dir and records what it found.
+func (c *usageCache) measure(ctx context.Context, dir string) (int64, error) {
+	d := c.dir(dir)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.walk(ctx, dir)
+}
+
+func (d *dirUsage) walk(ctx context.Context, dir string) (int64, error) {
+	used, err := usage(ctx, dir)
+	if err != nil {
+		d.at = time.Time{}
+		return 0, err
+	}
+	d.used, d.at = used, time.Now()
+	return used, nil
+}
+
 // refuseOver refuses the tool named what while the workspace is over the limit.
 func (q quota) refuseOver(ctx context.Context, dir, what string) error {
-	used, err := usage(ctx, dir)
+	used, err := measured.measure(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -73,21 +144,28 @@ func (q quota) refuseGrowth(ctx context.Context, dir string, grow int64) error {
 	if grow <= 0 {
 		return nil
 	}
-	used, err := usage(ctx, dir)
-	if err != nil {
-		return err
+	d := measured.dir(dir)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	used := d.used
+	if d.at.IsZero() || time.Since(d.at) > usageFresh || used+grow > q.limit {
+		var err error
+		if used, err = d.walk(ctx, dir); err != nil {
+			return err
+		}
 	}
 	if used+grow > q.limit {
 		return fmt.Errorf("the write would take the workspace to %s, over its limit of %s (sandbox.limits.workspace_mb); "+
 			"nothing was written", mebibytes(used+grow), mebibytes(q.limit))
 	}
+	d.used += grow // the write about to happen, until the next walk
 	return nil
 }
 
 // noteOver is the note added to a command's result when it left the
 // workspace over the limit, or "".
 func (q quota) noteOver(ctx context.Context, dir string) string {
-	used, err := usage(ctx, dir)
+	used, err := measured.measure(ctx, dir)
 	if err != nil || used <= q.limit {
 		return ""
 	}
