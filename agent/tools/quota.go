@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -73,8 +74,9 @@ var measured = usageCache{dirs: map[string]*dirUsage{}}
 const usageFresh = 2 * time.Second
 
 type usageCache struct {
-	mu   sync.Mutex
-	dirs map[string]*dirUsage
+	mu    sync.Mutex
+	dirs  map[string]*dirUsage
+	walks atomic.Int64 // how many walks it made (TestQuotaWalksSeldom)
 }
 
 // dirUsage is one workspace's measured size plus the growth accepted
@@ -115,6 +117,7 @@ func (c *usageCache) measure(ctx context.Context, dir string) (int64, error) {
 }
 
 func (d *dirUsage) walk(ctx context.Context, dir string) (int64, error) {
+	measured.walks.Add(1)
 	used, err := usage(ctx, dir)
 	if err != nil {
 		d.at = time.Time{}
