@@ -201,21 +201,7 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	if err != nil {
 		return Started{}, err
 	}
-	r := &run{
-		env:      &rt.runEnv,
-		box:      box,
-		release:  rt.release,
-		id:       rt.newID(),
-		threadID: req.ThreadID,
-		userID:   req.UserID,
-		model:    model,
-		done:     make(chan struct{}),
-		usage:    map[string]*models.UsageEntry{},
-		retryOf:  req.RetryOf,
-		editOf:   req.EditOf,
-	}
-	r.ctx, r.cancel = context.WithCancelCause(rt.base)
-	r.ctx = withRun(r.ctx)
+	r := rt.newRun(req, model, box)
 	if err := rt.claimWhenEnded(ctx, r); err != nil {
 		r.cancel(nil)
 		return Started{}, err
@@ -253,6 +239,27 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		msgID = ""
 	}
 	return Started{RunID: r.id, MessageID: msgID, ModelName: model.Config.Name}, nil
+}
+
+// newRun is the run req asks for, not yet started: its context is the
+// runtime's, not the request's.
+func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
+	r := &run{
+		env:      &rt.runEnv,
+		box:      box,
+		release:  rt.release,
+		id:       rt.newID(),
+		threadID: req.ThreadID,
+		userID:   req.UserID,
+		model:    model,
+		done:     make(chan struct{}),
+		usage:    map[string]*models.UsageEntry{},
+		retryOf:  req.RetryOf,
+		editOf:   req.EditOf,
+	}
+	r.ctx, r.cancel = context.WithCancelCause(rt.base)
+	r.ctx = withRun(r.ctx)
+	return r
 }
 
 // model is the configured model called name, or the default for "".

@@ -337,29 +337,7 @@ func (w *Writer) commit(batch []*job) {
 	for _, j := range batch {
 		recs = append(recs, j.recs...)
 	}
-	var (
-		gone     map[string]bool
-		err      error
-		attempts int
-	)
-	for attempts = 1; ; attempts++ {
-		gone, err = w.tx(recs)
-		if err == nil {
-			w.recovered()
-			break
-		}
-		if reason, ok := storageFault(err); ok {
-			if w.waitOutFault(reason, err, attempts) {
-				continue
-			}
-			break
-		}
-		if attempts > len(w.opts.Backoff) {
-			break
-		}
-		w.log.Warn("store: batch write failed, retrying", "records", len(recs), "attempt", attempts, "err", err)
-		time.Sleep(w.opts.Backoff[attempts-1])
-	}
+	gone, attempts, err := w.tryTx(recs)
 	if w.opts.OnBatch != nil {
 		w.opts.OnBatch(BatchStats{Records: len(recs), Attempts: attempts, Duration: time.Since(start), Err: err})
 	}
@@ -367,6 +345,36 @@ func (w *Writer) commit(batch []*job) {
 		w.deliver(batch, recs, gone)
 		return
 	}
+	w.failed(batch, recs, err)
+}
+
+// tryTx writes recs in one transaction, trying again with backoff, and
+// for as long as a storage fault lasts.
+func (w *Writer) tryTx(recs []Record) (gone map[string]bool, attempts int, err error) {
+	for attempts = 1; ; attempts++ {
+		gone, err = w.tx(recs)
+		if err == nil {
+			w.recovered()
+			return gone, attempts, nil
+		}
+		if reason, ok := storageFault(err); ok {
+			if w.waitOutFault(reason, err, attempts) {
+				continue
+			}
+			return nil, attempts, err
+		}
+		if attempts > len(w.opts.Backoff) {
+			return nil, attempts, err
+		}
+		w.log.Warn("store: batch write failed, retrying", "records", len(recs), "attempt", attempts, "err", err)
+		time.Sleep(w.opts.Backoff[attempts-1])
+	}
+}
+
+// failed ends a batch that could not be written: every job fails if
+// the writer gave up on a storage fault; otherwise each job is tried on
+// its own, so one bad record cannot sink the others.
+func (w *Writer) failed(batch []*job, recs []Record, err error) {
 	if f := w.fault.get(); f != nil {
 		w.log.Error("store: writer closed with records it could not commit; crash recovery closes their runs at the next start",
 			"records", len(recs), "reason", f.Reason, "err", err)

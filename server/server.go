@@ -173,27 +173,13 @@ func New(o Options) (*Server, error) {
 		runs:          o.Runtime,
 	}
 	s.pages = o.Hub
-	var others titleCalling
-	if o.Cluster != nil {
-		s.pages, others = o.Cluster, o.Cluster
-		s.runs = o.Cluster
-		o.Cluster.sockets = s.sockets
-		o.Cluster.credentialRole = s.credentialRole
-		s.sockets.relay = o.Cluster.relaySockets
-	}
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
 		if o.OnThreadPurged != nil {
 			o.OnThreadPurged(id)
 		}
 	})
-	if o.Cluster != nil {
-		// Every instance purges every delete: whichever claims it first
-		// (models.Store.PurgeThread).
-		o.Cluster.purges = s.purger
-		o.Cluster.resumeDeletes = s.ResumeDeletes
-		s.purger.relay = o.Cluster.relayPurge
-	}
+	others := s.joinCluster(o.Cluster)
 	s.undoWindow = o.UndoWindow
 	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
@@ -204,23 +190,51 @@ func New(o Options) (*Server, error) {
 		h, _ := bcrypt.GenerateFromPassword([]byte("herd-dummy-password"), s.bcryptCost)
 		return h
 	})
+	if err := s.startHTTP(o); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// joinCluster wires s and c (nil without one) to each other: pages,
+// runs, sockets and purges go through the cluster, which reaches every
+// instance. It returns the other instances' title calls, if any.
+func (s *Server) joinCluster(c *Cluster) titleCalling {
+	if c == nil {
+		return nil
+	}
+	s.pages, s.runs = c, c
+	c.sockets = s.sockets
+	c.credentialRole = s.credentialRole
+	s.sockets.relay = c.relaySockets
+	// Every instance purges every delete: whichever claims it first
+	// (models.Store.PurgeThread).
+	c.purges = s.purger
+	c.resumeDeletes = s.ResumeDeletes
+	s.purger.relay = c.relayPurge
+	return c
+}
+
+// startHTTP makes the static assets' hashes, the form signer and the
+// Echo instance with its routes.
+func (s *Server) startHTTP(o Options) error {
 	assets, err := hashAssets(o.Static)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.assets = assets
 	if s.signer, err = loadFormSigner(context.Background(), o.Store); err != nil {
-		return nil, err
+		return err
 	}
 	s.e = echo.New()
 	if s.e.IPExtractor, err = ipExtractor(o.TrustedProxies); err != nil {
-		return nil, err
+		return err
 	}
 	s.e.HideBanner = true
 	s.e.HidePort = true
 	s.e.HTTPErrorHandler = s.errorHandler
 	s.routes()
-	return s, nil
+	return nil
 }
 
 // withDefaults fills in the options left at zero.

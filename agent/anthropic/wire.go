@@ -70,17 +70,22 @@ func messageParams(model string, maxTokens, thinking int64, req agent.Request) (
 	if n := len(params.System); n > 0 {
 		params.System[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
 	}
-	for _, t := range req.Tools {
+	return params, addTools(&params, req.Tools)
+}
+
+// addTools gives params the tools, the last one a cache breakpoint.
+func addTools(params *sdk.MessageNewParams, specs []tools.Spec) error {
+	for _, t := range specs {
 		tool, err := toolParam(t)
 		if err != nil {
-			return params, err
+			return err
 		}
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tool})
 	}
 	if n := len(params.Tools); n > 0 {
 		params.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
 	}
-	return params, nil
+	return nil
 }
 
 // toolResult answers a tool_use block. Empty output leaves the content

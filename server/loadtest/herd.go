@@ -37,10 +37,11 @@ var (
 	metricsListening = regexp.MustCompile(`msg="metrics are listening" url=(\S+)`)
 )
 
-func start(ctx context.Context, o options, dataDir string, env ...string) (*herd, error) {
-	cmd := exec.Command(o.bin, "--data-dir", dataDir, "--addr", "127.0.0.1:0")
+// herdEnv is the environment of a herd under load: limits lifted where
+// one account stands in for every user, the demo's latency set.
+func herdEnv(o options) []string {
 	n := o.threads * o.items
-	cmd.Env = append(os.Environ(),
+	return append(os.Environ(),
 		"HERD_ADMIN_EMAIL=load@example.com", "HERD_ADMIN_PASSWORD=load test password",
 		"HERD_LOG_LEVEL=info",
 		"HERD_AUTH_RUNS_PER_MINUTE=100000",
@@ -63,7 +64,11 @@ func start(ctx context.Context, o options, dataDir string, env ...string) (*herd
 		// load measures herd rather than the connection cap.
 		fmt.Sprintf("HERD_SERVER_MAX_CONNECTIONS=%d", max(2*o.threads*o.clients, o.idle)+64),
 	)
-	cmd.Env = append(cmd.Env, env...)
+}
+
+func start(ctx context.Context, o options, dataDir string, env ...string) (*herd, error) {
+	cmd := exec.Command(o.bin, "--data-dir", dataDir, "--addr", "127.0.0.1:0")
+	cmd.Env = append(herdEnv(o), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -330,21 +330,7 @@ func replyEvents(reply Reply, req MessagesRequest) []event {
 		v["type"] = name
 		evs = append(evs, event{name, mustJSON(v)})
 	}
-	msg := map[string]any{
-		"id": MessageID, "type": "message", "role": "assistant", "content": []any{},
-		"model": cmp.Or(reply.Model, req.Model), "stop_reason": nil, "stop_sequence": nil,
-	}
-	if u := reply.Usage; u != nil {
-		usage := map[string]any{"input_tokens": u.InputTokens, "output_tokens": 1}
-		if u.CacheReadInputTokens != nil {
-			usage["cache_read_input_tokens"] = *u.CacheReadInputTokens
-		}
-		if u.CacheCreationInputTokens != nil {
-			usage["cache_creation_input_tokens"] = *u.CacheCreationInputTokens
-		}
-		msg["usage"] = usage
-	}
-	add("message_start", map[string]any{"message": msg})
+	add("message_start", map[string]any{"message": startMessage(reply, req)})
 	add("ping", map[string]any{})
 	index := 0
 	if len(reply.Thinking) > 0 {
@@ -384,6 +370,26 @@ func replyEvents(reply Reply, req MessagesRequest) []event {
 	add("message_delta", delta)
 	add("message_stop", map[string]any{})
 	return evs
+}
+
+// startMessage is the message of message_start: no content yet, the
+// input's usage.
+func startMessage(reply Reply, req MessagesRequest) map[string]any {
+	msg := map[string]any{
+		"id": MessageID, "type": "message", "role": "assistant", "content": []any{},
+		"model": cmp.Or(reply.Model, req.Model), "stop_reason": nil, "stop_sequence": nil,
+	}
+	if u := reply.Usage; u != nil {
+		usage := map[string]any{"input_tokens": u.InputTokens, "output_tokens": 1}
+		if u.CacheReadInputTokens != nil {
+			usage["cache_read_input_tokens"] = *u.CacheReadInputTokens
+		}
+		if u.CacheCreationInputTokens != nil {
+			usage["cache_creation_input_tokens"] = *u.CacheCreationInputTokens
+		}
+		msg["usage"] = usage
+	}
+	return msg
 }
 
 func stopReason(reply Reply) string {
