@@ -24,16 +24,10 @@ func (w *Writer) pgTx(recs []Record, now time.Time) (gone map[string]bool, err e
 	if w.stmts.err != nil {
 		return nil, fmt.Errorf("writer set-up: %w", w.stmts.err)
 	}
-	ctx := context.Background()
-	conn, err := w.stmts.db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close()
 	// A failure can leave the transaction open; pgx's database/sql
 	// driver then discards the connection when the pool takes it back
 	// (stdlib.Conn.ResetSession), and the next commit gets a new one.
-	err = conn.Raw(func(dc any) error {
+	err = w.onConn(func(ctx context.Context, dc any) error {
 		var err error
 		gone, err = w.pgCommit(ctx, dc.(*stdlib.Conn).Conn(), recs, now)
 		return err

@@ -18,13 +18,7 @@ import (
 // hand-off allocated, and the hand-off's p99 is the garbage collector's
 // (BenchmarkTaskHandoff, docs/PERFORMANCE.md §1).
 func (w *Writer) sqliteTx(recs []Record, now time.Time) (gone map[string]bool, err error) {
-	ctx := context.Background()
-	conn, err := w.stmts.db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
+	err = w.onConn(func(ctx context.Context, dc any) error {
 		c, ok := dc.(*sqlite3.SQLiteConn)
 		if !ok {
 			return fmt.Errorf("writer: a %T is no SQLite connection", dc)
@@ -46,6 +40,18 @@ func (w *Writer) sqliteTx(recs []Record, now time.Time) (gone map[string]bool, e
 		return nil
 	})
 	return gone, err
+}
+
+// onConn runs f on the driver connection of the writer's pool: the one
+// connection, taken from the pool until f returns.
+func (w *Writer) onConn(f func(ctx context.Context, dc any) error) error {
+	ctx := context.Background()
+	conn, err := w.stmts.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error { return f(ctx, dc) })
 }
 
 // sqliteCommit reserves the seqs and writes the rows in tx.
