@@ -30,7 +30,9 @@ func TestBrowserCopy(t *testing.T) {
 
 	clipboard := func(click string) string {
 		t.Helper()
-		b.do("copy", chromedp.Click(click))
+		// As b.activate explains: a late frame can move the page between
+		// a mouse click's measuring and its landing.
+		b.activate("copy "+click, click)
 		b.waitFor("copied", `document.querySelector(`+"`"+click+"`"+`).textContent === "Copied"`, 5*time.Second)
 		return evalAwait[string](b, `navigator.clipboard.readText()`)
 	}
