@@ -416,16 +416,22 @@ const endingWait = 10 * time.Second
 // before the run lets go of the thread, and a Retry sent on it must not
 // meet a 409.
 func (rt *Runtime) claimWhenEnded(ctx context.Context, r *run) error {
+	var bound <-chan time.Time // endingWait in all, however many runs end meanwhile
 	for {
 		ending, err := rt.claim(r)
 		if ending == nil {
 			return err
 		}
+		if bound == nil {
+			t := time.NewTimer(endingWait)
+			defer t.Stop()
+			bound = t.C
+		}
 		select {
 		case <-ending:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(endingWait):
+		case <-bound:
 			return ErrRunActive
 		}
 	}

@@ -39,15 +39,15 @@ var toolImageName = regexp.MustCompile(`^[0-9a-f]{64}\.(png|jpg|gif|webp)$`)
 // its workspace (RemoveWorkspace).
 type ToolImages struct {
 	root string
-	// older are roots an earlier herd kept images under: read and
-	// removed, never written.
-	older []string
+	// roots are root, then the roots an earlier herd kept images under:
+	// read and removed, never written.
+	roots []string
 }
 
 // NewToolImages keeps images under root, created on first use, and still
 // finds those kept under the older roots.
 func NewToolImages(root string, older ...string) *ToolImages {
-	return &ToolImages{root: root, older: older}
+	return &ToolImages{root: root, roots: append([]string{root}, older...)}
 }
 
 // errImage is an image a tool returned that is not kept.
@@ -147,7 +147,7 @@ func (s *ToolImages) Open(threadID, name string) (*os.File, string, error) {
 // open opens a thread's image from the root, or else an older one.
 func (s *ToolImages) open(threadID, name string) (*os.File, error) {
 	var first error
-	for _, under := range append([]string{s.root}, s.older...) {
+	for _, under := range s.roots {
 		dir, err := threadDir(under, threadID, false)
 		if err == nil {
 			var f *os.File
@@ -167,7 +167,7 @@ func (s *ToolImages) open(threadID, name string) (*os.File, error) {
 // remove deletes a thread's images, under every root; none is not an
 // error.
 func (s *ToolImages) remove(threadID string) error {
-	for _, under := range append([]string{s.root}, s.older...) {
+	for _, under := range s.roots {
 		if err := removeUnder(under, threadID); err != nil {
 			return err
 		}

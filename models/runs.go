@@ -127,6 +127,11 @@ func (rep *UsageReport) Add(lead bool, model string, t UsageTotals) {
 	} else {
 		rep.Subagents.Add(t)
 	}
+	rep.addModel(model, t)
+}
+
+// addModel adds t into the model's totals.
+func (rep *UsageReport) addModel(model string, t UsageTotals) {
 	if rep.ByModel == nil {
 		rep.ByModel = map[string]UsageTotals{}
 	}
@@ -151,12 +156,7 @@ func (rep *UsageReport) Merge(o UsageReport) {
 	rep.Lead.Add(o.Lead)
 	rep.Subagents.Add(o.Subagents)
 	for name, t := range o.ByModel {
-		if rep.ByModel == nil {
-			rep.ByModel = map[string]UsageTotals{}
-		}
-		m := rep.ByModel[name]
-		m.Add(t)
-		rep.ByModel[name] = m
+		rep.addModel(name, t)
 	}
 }
 

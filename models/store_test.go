@@ -180,8 +180,8 @@ func TestWriterDeletedThread(t *testing.T) {
 // TestWriterOneBadJobFailsAlone: a record the database refuses (here a
 // message id used twice) fails its own job only. The batch it was
 // gathered into is retried job by job, the others commit with gap-free
-// seqs, and the writer's connection is usable afterwards (on PostgreSQL
-// the failed pipeline's transaction is rolled back, not left open).
+// seqs, and the writer can write afterwards (on PostgreSQL the connection
+// the failed pipeline left in its transaction is replaced).
 func TestWriterOneBadJobFailsAlone(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, d dbDriver) {
 		s := d.newStore(t)

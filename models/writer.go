@@ -522,8 +522,8 @@ func finish(j *job, err error) {
 // exists are skipped and reported in gone. On error nothing is written and
 // every record's Seq is reset.
 //
-// The transaction is written with database/sql and statements prepared
-// once on the writer's *sql.DB rather than with gorm: gorm (PrepareStmt)
+// The transaction is written with statements prepared once on the
+// writer's connection (sqliteTx, pgTx) rather than with gorm: gorm (PrepareStmt)
 // re-prepares every statement in every transaction (a statement it
 // prepared inside one is tied to it), and CreateInBatches builds each
 // INSERT by reflection. Side by side on the bench machine this (with the

@@ -463,6 +463,15 @@ func (c *Cluster) kickSender() {
 	}
 }
 
+// wakeReader tells the reader there is work: notices to read back, or a
+// reread after a reconnect.
+func (c *Cluster) wakeReader() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
 // retryAfter is how long a batch that could not be sent waits to be sent
 // again.
 const retryAfter = time.Second

@@ -128,8 +128,9 @@ func (c *Cluster) TitlePending(threadID string) bool {
 // remoteTitles are the threads other instances are naming, with when
 // their call began.
 type remoteTitles struct {
-	mu sync.Mutex
-	m  map[string]time.Time
+	mu    sync.Mutex
+	m     map[string]time.Time
+	swept time.Time // the last sweep of stale entries
 }
 
 // remoteTitleMax bounds how long a thread counts as being named: an
@@ -148,7 +149,10 @@ func (r *remoteTitles) set(threadID string, pending bool, now time.Time) {
 	if r.m == nil {
 		r.m = map[string]time.Time{}
 	}
-	if len(r.m) >= 1024 {
+	// A sweep at most once a minute, so that a map of live entries is not
+	// scanned on every call.
+	if len(r.m) >= 1024 && now.Sub(r.swept) > time.Minute {
+		r.swept = now
 		for id, at := range r.m {
 			if now.Sub(at) > remoteTitleMax {
 				delete(r.m, id)

@@ -151,10 +151,7 @@ func (c *Cluster) toThread(n notice) {
 	}
 	c.pending[n.Thread] = append(c.pending[n.Thread], n)
 	c.threadMu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.wakeReader()
 }
 
 // readBack hands the threads' notices to the local hub until ctx ends,
@@ -464,10 +461,7 @@ func (c *Cluster) catchUp(ctx context.Context) {
 	// The token switch and deletes announced meanwhile are read by the
 	// reader, which tries again until it can.
 	c.reread.Store(true)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.wakeReader()
 	if c.credentialRole != nil {
 		c.sockets.revalidate(c.credentialRole)
 	}

@@ -76,6 +76,7 @@ const usageFresh = 2 * time.Second
 type usageCache struct {
 	mu    sync.Mutex
 	dirs  map[string]*dirUsage
+	swept time.Time    // the last sweep of the workspaces not written lately
 	walks atomic.Int64 // how many walks it made (TestQuotaWalksSeldom)
 }
 
@@ -92,7 +93,11 @@ func (c *usageCache) dir(dir string) *dirUsage {
 	defer c.mu.Unlock()
 	d := c.dirs[dir]
 	if d == nil {
-		if len(c.dirs) >= 1024 { // forget the workspaces not written lately
+		// Forget the workspaces not written lately, at most once per
+		// usageFresh, so that a map of live ones is not scanned on
+		// every call.
+		if len(c.dirs) >= 1024 && time.Since(c.swept) > usageFresh {
+			c.swept = time.Now()
 			for k, old := range c.dirs {
 				if old.mu.TryLock() {
 					if time.Since(old.at) > usageFresh {
