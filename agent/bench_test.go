@@ -184,3 +184,19 @@ func percentile(d []time.Duration, p int) time.Duration {
 	i := (len(d)*p + 99) / 100
 	return d[max(i-1, 0)]
 }
+
+// BenchmarkDecodeEvent decodes a stored step as an instance of a cluster
+// does for every record another instance commits (decodeEvent).
+func BenchmarkDecodeEvent(b *testing.B) {
+	step := []byte(`{"task_id":"call_246be7164338401fa195ce45","execution_id":"35349874-c34e-49e3-8fa8-0618eaa311cf",` +
+		`"run_id":"a99b031c-27cd-425d-b47a-3c294b533d66","version":2,"message_index":1,"kind":"ai",` +
+		`"text":"Writing my plan to notes/topic-18/plan.md first.","truncated":false,"tool_calls":[{"name":"write_file",` +
+		`"args":"{\"content\":\"# Plan\\n\\nTask: topic 18\\n\\n1. Write down what is being asked.\\n2. Look at what the workspace already holds.\\n\",\"path\":\"notes/topic-18/plan.md\"}"}],` +
+		`"usage":{"input_tokens":96,"output_tokens":102,"total_tokens":198},"model_name":"demo-fast"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeEvent(eventSubagentStep, step); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

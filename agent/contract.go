@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Subagent statuses. Queued and running are live states; the rest are the
@@ -159,19 +162,23 @@ func wholeNumber(v any) (int64, bool) {
 }
 
 // UnmarshalJSON reads a snapshot as strictly as normalizeUsage: all three
-// counts present, integers, ≥ 0.
+// counts present, integers (not 3.0, not 1e3), ≥ 0; other names are
+// ignored. It decodes straight into the counts: it runs for every stored
+// step and end an instance reads back (decodeEvent).
 func (u *TokenUsage) UnmarshalJSON(b []byte) error {
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber() // integers stay exact; normalizeUsage refuses floats
-	if dec.Decode(&m) != nil {
+	if b = bytes.TrimLeft(b, " \t\r\n"); len(b) == 0 || b[0] != '{' {
 		return errors.New("usage: want an object")
 	}
-	n := normalizeUsage(m)
-	if n == nil {
+	var w struct {
+		In    *int64 `json:"input_tokens"`
+		Out   *int64 `json:"output_tokens"`
+		Total *int64 `json:"total_tokens"`
+	}
+	err := jsonv2.Unmarshal(b, &w, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if err != nil || w.In == nil || w.Out == nil || w.Total == nil || *w.In < 0 || *w.Out < 0 || *w.Total < 0 {
 		return errors.New("usage: want input_tokens, output_tokens and total_tokens, integers ≥ 0")
 	}
-	*u = *n
+	*u = TokenUsage{InputTokens: *w.In, OutputTokens: *w.Out, TotalTokens: *w.Total}
 	return nil
 }
 

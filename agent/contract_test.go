@@ -211,12 +211,27 @@ func TestNormalizeUsage(t *testing.T) {
 		{"string", "1,2,3", nil},
 		{"nil", nil, nil},
 		{"huge", map[string]any{"input_tokens": num("99999999999999999999"), "output_tokens": 2, "total_tokens": 3}, nil},
+		{"negative zero", map[string]any{"input_tokens": num("-0"), "output_tokens": num("2"), "total_tokens": num("3")}, &TokenUsage{0, 2, 3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := normalizeUsage(c.in)
 			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
 				t.Errorf("normalizeUsage(%v) = %+v, want %+v", c.in, got, c.want)
+			}
+			// A stored snapshot reads back under the same rules (a Go
+			// 1.0 is written as the JSON 1, so that case is Go's alone).
+			if c.name == "float" {
+				return
+			}
+			b, err := json.Marshal(c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var u TokenUsage
+			err = json.Unmarshal(b, &u)
+			if (err == nil) != (c.want != nil) || (err == nil && u != *c.want) {
+				t.Errorf("TokenUsage.UnmarshalJSON(%s) = %+v, %v; want %+v", b, u, err, c.want)
 			}
 		})
 	}
