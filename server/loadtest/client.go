@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,19 +16,26 @@ import (
 
 // client is one WebSocket client of a thread.
 type client struct {
-	thread     string
-	home       int // the instance it connects to; a reconnect goes to the next
-	owner      int // the instance that runs its thread's run
-	on         int // the instance of the current connection
-	reconnect  bool
-	mu         sync.Mutex
-	seqs       []int64
-	last       int64
-	dups       int
-	lats       []time.Duration // live frames from the instance it is on
-	remote     []time.Duration // live frames through another instance (NOTIFY and read-back)
-	ended      chan struct{}   // closed when it has seen run.end
-	endOnce    sync.Once
+	thread    string
+	home      int // the instance it connects to; a reconnect goes to the next
+	owner     int // the instance that runs its thread's run
+	on        int // the instance of the current connection
+	reconnect bool
+	mu        sync.Mutex
+	seqs      []int64
+	last      int64
+	dups      int
+	lats      []time.Duration // live frames from the instance it is on
+	remote    []time.Duration // live frames through another instance (NOTIFY and read-back)
+	ended     chan struct{}   // closed when it has seen run.end
+	endOnce   sync.Once
+	// The first client of each thread notes when its tasks started and
+	// ended, and when the run ended, by the records' commit times: how
+	// many subagents ran at once and how long the runs took come from
+	// the frames, so the driver never polls the herds during the burst.
+	counts     bool
+	tasks      []taskMark
+	runEnd     time.Time
 	reconnects int
 	replayed   int // frames committed while it was away, caught up on reconnect
 }
@@ -44,8 +52,8 @@ type fleet struct {
 func attach(hs herds, threads []string, perThread int, reconnect float64) *fleet {
 	fl := &fleet{done: make(chan struct{})}
 	for i, th := range threads {
-		for range perThread {
-			c := &client{thread: th, home: len(fl.clients) % len(hs), owner: i % len(hs), reconnect: rand.Float64() < reconnect, ended: make(chan struct{})}
+		for k := range perThread {
+			c := &client{thread: th, home: len(fl.clients) % len(hs), owner: i % len(hs), reconnect: rand.Float64() < reconnect, ended: make(chan struct{}), counts: k == 0}
 			fl.clients = append(fl.clients, c)
 			fl.wg.Add(1)
 			go c.run(hs, fl.done, &fl.wg)
@@ -115,10 +123,18 @@ func (c *client) run(hs herds, stop <-chan struct{}, wg *sync.WaitGroup) {
 	}
 }
 
+// taskMark is a task starting (+1) or ending (-1) at a commit time.
+type taskMark struct {
+	at    time.Time
+	delta int
+}
+
 var (
-	keySeq     = []byte(`"seq":`)
-	keyCreated = []byte(`"created_at":"`)
-	keyRunEnd  = []byte(`"type":"run.end"`)
+	keyTaskStarted = []byte(`"type":"task_started"`)
+	keyTaskEnded   = [][]byte{[]byte(`"type":"task_completed"`), []byte(`"type":"task_failed"`), []byte(`"type":"task_cancelled"`), []byte(`"type":"task_timed_out"`)}
+	keySeq         = []byte(`"seq":`)
+	keyCreated     = []byte(`"created_at":"`)
+	keyRunEnd      = []byte(`"type":"run.end"`)
 )
 
 // read records frames. The driver shares the cores with the server, so it
@@ -144,10 +160,11 @@ func (c *client) read(conn *websocket.Conn, connected time.Time) {
 			continue
 		}
 		var lat time.Duration = -1
+		var at time.Time
 		replay := false
 		if k := bytes.LastIndex(raw, keyCreated); k >= 0 {
 			ts := raw[k+len(keyCreated):]
-			if at, err := time.Parse(time.RFC3339Nano, string(ts[:bytes.IndexByte(ts, '"')])); err == nil {
+			if at, err = time.Parse(time.RFC3339Nano, string(ts[:bytes.IndexByte(ts, '"')])); err == nil {
 				lat = now.Sub(at)
 				replay = at.Before(connected)
 			}
@@ -158,6 +175,9 @@ func (c *client) read(conn *websocket.Conn, connected time.Time) {
 		} else {
 			c.seqs = append(c.seqs, seq)
 			c.last = seq
+			if c.counts && lat >= 0 {
+				c.mark(raw, at)
+			}
 			switch {
 			case replay:
 				c.replayed++
@@ -172,4 +192,50 @@ func (c *client) read(conn *websocket.Conn, connected time.Time) {
 			c.endOnce.Do(func() { close(c.ended) })
 		}
 	}
+}
+
+// mark notes a task's start or end, or the run's end, committed at at;
+// c.mu is held.
+func (c *client) mark(raw []byte, at time.Time) {
+	switch {
+	case bytes.Contains(raw, keyTaskStarted):
+		c.tasks = append(c.tasks, taskMark{at, 1})
+	case bytes.Contains(raw, keyRunEnd):
+		c.runEnd = at
+	default:
+		for _, k := range keyTaskEnded {
+			if bytes.Contains(raw, k) {
+				c.tasks = append(c.tasks, taskMark{at, -1})
+			}
+		}
+	}
+}
+
+// peakRunning is the most tasks running at once by the commit times of
+// their starts and ends (an end and a start at the same instant count
+// the end first), and lastRunEnd the commit time of the last run.end.
+func (fl *fleet) peakRunning() (peak int, lastRunEnd time.Time) {
+	var marks []taskMark
+	for _, c := range fl.clients {
+		if c.counts {
+			c.mu.Lock()
+			marks = append(marks, c.tasks...)
+			if c.runEnd.After(lastRunEnd) {
+				lastRunEnd = c.runEnd
+			}
+			c.mu.Unlock()
+		}
+	}
+	slices.SortFunc(marks, func(a, b taskMark) int {
+		if d := a.at.Compare(b.at); d != 0 {
+			return d
+		}
+		return a.delta - b.delta
+	})
+	running := 0
+	for _, m := range marks {
+		running += m.delta
+		peak = max(peak, running)
+	}
+	return peak, lastRunEnd
 }

@@ -179,13 +179,11 @@ func load(ctx context.Context, o options, h herds) (*figures, error) {
 	if err := startRuns(h, threads, msg); err != nil {
 		return nil, err
 	}
-	if f.peakRunning, err = awaitRuns(ctx, h); err != nil {
-		return nil, err
-	}
-	f.elapsed = time.Since(started)
 	if err := awaitClients(ctx, h, fl.clients); err != nil {
 		return nil, err
 	}
+	peak, lastRunEnd := fl.peakRunning()
+	f.peakRunning, f.elapsed = float64(peak), lastRunEnd.Sub(started)
 	f.cpu, f.writer = markCPU(h).since(cpu0), markWriter(h).since(w0)
 	fl.stop()
 	want, err := persistedAll(h, threads)
@@ -247,33 +245,6 @@ func startRuns(hs herds, threads []string, msg string) error {
 		return fmt.Errorf("%d runs failed to start", n)
 	}
 	return nil
-}
-
-// awaitRuns waits until no run is active and reports the most subagents
-// seen running at once.
-func awaitRuns(ctx context.Context, h server) (float64, error) {
-	peakRunning := 0.0
-	for {
-		vs, err := h.scrape(`herd_subagents{status="running"}`, "herd_active_runs")
-		if err == nil {
-			peakRunning = max(peakRunning, vs[0])
-			if vs[1] == 0 {
-				return peakRunning, nil
-			}
-		}
-		// Each scrape costs every herd a gather of its metrics: while
-		// subagents run (the burst the latency is measured in) the driver
-		// looks seldom; after, often, for the time the runs took.
-		every := 20 * time.Millisecond
-		if err == nil && vs[0] > 0 {
-			every = 250 * time.Millisecond
-		}
-		select {
-		case <-ctx.Done():
-			return 0, errors.New("runs did not finish in time")
-		case <-time.After(every):
-		}
-	}
 }
 
 // awaitClients waits until every client has seen run.end, and then
