@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -43,24 +44,62 @@ func (s *Store) InRanges(ctx context.Context, rs []SeqRange) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms, err := scanRanges[Message](ctx, s, "messages", string(js))
+	var ms []Message
+	err = s.readRanges(ctx, "messages", string(js), func(rows *sql.Rows) error {
+		ms = append(ms, Message{})
+		m := &ms[len(ms)-1]
+		return rows.Scan(&m.ID, &m.ThreadID, &m.Seq, &m.RunID, &m.Type, &m.Content, &m.ToolCalls, &m.ToolCallID,
+			&m.Name, &m.AdditionalKwargs, &m.Usage, &m.ModelName, &m.CreatedAt)
+	})
 	if err != nil {
 		return nil, err
 	}
-	es, err := scanRanges[RunEvent](ctx, s, "run_events", string(js))
+	var es []RunEvent
+	err = s.readRanges(ctx, "run_events", string(js), func(rows *sql.Rows) error {
+		es = append(es, RunEvent{})
+		e := &es[len(es)-1]
+		return rows.Scan(&e.ID, &e.ThreadID, &e.Seq, &e.RunID, &e.EventType, &e.Category, &e.TaskID, &e.Content, &e.Metadata, &e.CreatedAt)
+	})
 	if err != nil {
 		return nil, err
 	}
 	return mergeRanges(rs, ms, es), nil
 }
 
-// scanRanges reads table's rows in the ranges of js.
-func scanRanges[T any](ctx context.Context, s *Store, table, js string) ([]T, error) {
-	var out []T
-	if err := s.r.WithContext(ctx).Raw(s.rangesQuery(table), js).Scan(&out).Error; err != nil {
-		return nil, fmt.Errorf("store: read ranges: %s: %w", table, err)
+// rangeColumns are the columns InRanges reads of each table, in the order
+// it scans them; a text column that may be NULL reads as "", as gorm
+// reads it into a string.
+var rangeColumns = map[string][]string{
+	"messages": {"id", "thread_id", "seq", "COALESCE(x.run_id, '')", "type", "content", "tool_calls",
+		"COALESCE(x.tool_call_id, '')", "COALESCE(x.name, '')", "additional_kwargs", "usage", "COALESCE(x.model_name, '')", "created_at"},
+	"run_events": {"id", "thread_id", "seq", "COALESCE(x.run_id, '')", "event_type", "category",
+		"COALESCE(x.task_id, '')", "content", "metadata", "created_at"},
+}
+
+// readRanges runs table's ranges query and scans each row. It reads
+// through database/sql, not gorm, whose reflection took half the time of
+// a read-back, and every instance of a cluster reads back every record
+// the others commit (docs/PERFORMANCE.md §Several instances).
+func (s *Store) readRanges(ctx context.Context, table, js string, scan func(*sql.Rows) error) error {
+	db, err := s.r.DB()
+	if err != nil {
+		return err
 	}
-	return out, nil
+	s.reads.Add(1)
+	rows, err := db.QueryContext(ctx, s.rangesQuery(table), js)
+	if err != nil {
+		return fmt.Errorf("store: read ranges: %s: %w", table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("store: read ranges: %s: %w", table, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: read ranges: %s: %w", table, err)
+	}
+	return nil
 }
 
 // rangesQuery selects table's rows in the ranges a JSON array
@@ -76,11 +115,19 @@ func scanRanges[T any](ctx context.Context, s *Store, table, js string) ([]T, er
 // would again whenever its guess tips that way
 // (TestInRangesScansOnlyTheRanges).
 func (s *Store) rangesQuery(table string) string {
+	cols := make([]string, len(rangeColumns[table]))
+	for i, c := range rangeColumns[table] {
+		if !strings.Contains(c, "(") {
+			c = "x." + c
+		}
+		cols[i] = c
+	}
+	sel := "SELECT " + strings.Join(cols, ", ")
 	if s.pg {
-		return "SELECT x.* FROM json_to_recordset($1::json) AS r(t text, a bigint, b bigint) " +
+		return sel + " FROM json_to_recordset($1::json) AS r(t text, a bigint, b bigint) " +
 			"CROSS JOIN LATERAL (SELECT * FROM " + table + " e WHERE e.thread_id = r.t AND e.seq > r.a AND e.seq <= r.b OFFSET 0) x"
 	}
-	return "SELECT x.* FROM json_each(?) AS r JOIN " + table + " x ON x.thread_id = r.value->>'t' " +
+	return sel + " FROM json_each(?) AS r JOIN " + table + " x ON x.thread_id = r.value->>'t' " +
 		"AND x.seq > r.value->>'a' AND x.seq <= r.value->>'b'"
 }
 
