@@ -359,21 +359,19 @@ func decodeClientFrame(messageType int, data []byte) error {
 	return nil
 }
 
-// appendTextFrame appends payload as one final, unmasked text frame (RFC
-// 6455 §5.2: a server never masks).
-func appendTextFrame(b, payload []byte) []byte {
+// appendTextHeader appends the header of one final, unmasked text frame
+// of n bytes (RFC 6455 §5.2: a server never masks; the length in the
+// fewest bytes, which browsers insist on).
+func appendTextHeader(b []byte, n int) []byte {
 	const finText = 0x80 | websocket.TextMessage
-	switch n := len(payload); {
+	switch {
 	case n <= 125:
-		b = append(b, finText, byte(n))
+		return append(b, finText, byte(n))
 	case n <= 0xffff:
-		b = append(b, finText, 126)
-		b = binary.BigEndian.AppendUint16(b, uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, finText, 126), uint16(n))
 	default:
-		b = append(b, finText, 127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
+		return binary.BigEndian.AppendUint64(append(b, finText, 127), uint64(n))
 	}
-	return append(b, payload...)
 }
 
 func isTimeoutErr(err error) bool {

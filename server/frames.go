@@ -113,10 +113,13 @@ func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
 			opts := p.opts
 			opts.Redact = true
 			typ, data := p.ev.Frame(opts)
-			return encodeEnvelope(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
+			return encodeWire(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		}
 	}
-	return newFrame(e.Seq, appendEnvelope(make([]byte, 0, len(p.body)+envelopeRoom), e.Seq, e.CreatedAt, p.typ, e.ThreadID, e.RunID, p.body), redact), nil
+	wire := wireFrame(len(p.body)+envelopeRoom, func(b []byte) []byte {
+		return appendEnvelope(b, e.Seq, e.CreatedAt, p.typ, e.ThreadID, e.RunID, p.body)
+	})
+	return &frame{seq: e.Seq, full: wire, redact: redact}, nil
 }
 
 // preparedEvent is an event's frame body (its data), encoded once with
@@ -154,17 +157,12 @@ func prepareEvent(ev agent.Event, md *Markdown) *preparedEvent {
 type frame struct {
 	seq  int64 // 0 for ephemeral frames
 	full []byte
-	// redact builds the payload of the token-gated variant, only when a
-	// client needs it (any client while the gate is off); nil when the
-	// frame has no token figure to hide.
+	// redact builds the token-gated variant (on the wire, as full), only
+	// when a client needs it (any client while the gate is off); nil when
+	// the frame has no token figure to hide.
 	redact   func() []byte
 	once     sync.Once
 	redacted []byte
-}
-
-// newFrame frames payload for the wire.
-func newFrame(seq int64, payload []byte, redact func() []byte) *frame {
-	return &frame{seq: seq, full: appendTextFrame(make([]byte, 0, len(payload)+10), payload), redact: redact}
 }
 
 // wire returns the frame with its token figures, or without them.
@@ -172,21 +170,41 @@ func (f *frame) wire(figures bool) []byte {
 	if figures || f.redact == nil {
 		return f.full
 	}
-	f.once.Do(func() {
-		p := f.redact()
-		f.redacted = appendTextFrame(make([]byte, 0, len(p)+10), p)
-	})
+	f.once.Do(func() { f.redacted = f.redact() })
 	return f.redacted
 }
 
+// encodeEnvelope encodes data in its envelope: a frame's payload.
 func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string, data any) []byte {
-	body, err := marshalJSON(data)
-	if err != nil {
-		// data comes from our own JSON columns and maps; a failure here is
-		// a bug, and an error frame is better than a dropped one.
-		typ, body = "error", errorBody(err)
-	}
+	e := encoders.Get().(*frameEncoder)
+	defer encoders.Put(e)
+	body := e.body(data, &typ)
 	return appendEnvelope(make([]byte, 0, len(body)+envelopeRoom), seq, createdAt, typ, threadID, runID, body)
+}
+
+// encodeWire encodes data in its envelope as a WebSocket text frame, in
+// one buffer: the body is encoded into a pooled buffer and copied once,
+// into the frame.
+func encodeWire(seq int64, createdAt time.Time, typ, threadID, runID string, data any) []byte {
+	e := encoders.Get().(*frameEncoder)
+	defer encoders.Put(e)
+	body := e.body(data, &typ)
+	return wireFrame(len(body)+envelopeRoom, func(b []byte) []byte {
+		return appendEnvelope(b, seq, createdAt, typ, threadID, runID, body)
+	})
+}
+
+// wireFrame builds a WebSocket text frame (appendTextFrame) without
+// copying its payload: build appends the payload after room for the
+// longest header, which then goes just before it.
+func wireFrame(sizeHint int, build func([]byte) []byte) []byte {
+	const room = 10
+	b := build(make([]byte, room, room+sizeHint))
+	var h [room]byte
+	hdr := appendTextHeader(h[:0], len(b)-room)
+	start := room - len(hdr)
+	copy(b[start:], hdr)
+	return b[start:]
 }
 
 func errorBody(err error) []byte {
@@ -241,11 +259,29 @@ func appendJSONString(b []byte, s string) []byte {
 func marshalJSON(v any) ([]byte, error) {
 	e := encoders.Get().(*frameEncoder)
 	defer encoders.Put(e)
+	b, err := e.encode(v)
+	return bytes.Clone(b), err
+}
+
+// encode encodes v into the encoder's buffer; the bytes are good until
+// the next use.
+func (e *frameEncoder) encode(v any) ([]byte, error) {
 	e.buf.Reset()
 	if err := e.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n"))), nil
+	return bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")), nil
+}
+
+// body encodes a frame's data; a failure, a bug since data comes from our
+// own types, JSON columns and maps, makes it an error frame (*typ
+// "error"), which is better than a dropped one.
+func (e *frameEncoder) body(data any, typ *string) []byte {
+	b, err := e.encode(data)
+	if err != nil {
+		*typ, b = "error", errorBody(err)
+	}
+	return b
 }
 
 // frameEncoder is an encoder and its buffer, reused as json.Marshal
@@ -264,5 +300,5 @@ var encoders = sync.Pool{New: func() any {
 
 // ephemeral builds a frame that is not persisted (seq null).
 func ephemeral(typ, threadID, runID string, data any) *frame {
-	return newFrame(0, encodeEnvelope(0, time.Time{}, typ, threadID, runID, data), nil)
+	return &frame{full: encodeWire(0, time.Time{}, typ, threadID, runID, data)}
 }

@@ -298,10 +298,11 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		var redact func() []byte
 		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
 			redact = func() []byte {
-				return encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), true))
+				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), true))
 			}
 		}
-		return newFrame(m.Seq, encodeEnvelope(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), false)), redact), nil
+		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), false))
+		return &frame{seq: m.Seq, full: full, redact: redact}, nil
 	case r.Event != nil:
 		f, err := eventFrame(r.Event, h.md)
 		if err != nil {

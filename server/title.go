@@ -199,10 +199,10 @@ func (h *Hub) TitleUsage(threadID string, call models.UsageEntry) {
 	}
 	var rep models.UsageReport
 	call.Count(&rep)
-	payload := func(u *models.UsageReport) []byte {
-		return encodeEnvelope(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
+	wire := func(u *models.UsageReport) []byte {
+		return encodeWire(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
 	}
-	h.sendFrame(threadID, newFrame(0, payload(&rep), func() []byte { return payload(nil) }))
+	h.sendFrame(threadID, &frame{full: wire(&rep), redact: func() []byte { return wire(nil) }})
 }
 
 // Renamed sends the thread's new title to its live clients, an ephemeral

@@ -493,10 +493,10 @@ func TestEnvelopeContract(t *testing.T) {
 	}
 }
 
-// TestAppendTextFrame writes frames of every length encoding (7, 16 and
+// TestWireFrame writes frames of every length encoding (7, 16 and
 // 64 bits, on each boundary) in one Write, as the hub's writer does, and
 // reads them back with gorilla's client.
-func TestAppendTextFrame(t *testing.T) {
+func TestWireFrame(t *testing.T) {
 	sizes := []int{0, 1, 125, 126, 127, 0xffff, 0x10000, 0x10001, 300_000}
 	payload := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i)), sizes[i])) }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -517,10 +517,11 @@ func TestAppendTextFrame(t *testing.T) {
 			case n > 125:
 				header = 4
 			}
-			if got := len(appendTextFrame(nil, payload(i))) - n; got != header {
+			f := wireFrame(0, func(b []byte) []byte { return append(b, payload(i)...) })
+			if got := len(f) - n; got != header {
 				t.Errorf("%d bytes: header of %d bytes, want %d", n, got, header)
 			}
-			out = appendTextFrame(out, payload(i))
+			out = append(out, f...)
 		}
 		if _, err := conn.NetConn().Write(out); err != nil {
 			t.Error(err)
