@@ -49,7 +49,7 @@ func TestBrowserAccount(t *testing.T) {
 	other := a.anonymous()
 	other.mustJSON("POST", "/api/auth/login", map[string]string{"email": u.email, "password": strongPassword}, http.StatusOK, &struct{}{})
 	b.navigate("/account")
-	b.do("sign out everywhere", chromedp.Click(chromedp.CSS(`#sign-out-everywhere`)))
+	b.activate("sign out everywhere", `#sign-out-everywhere`)
 	b.waitFor("the sign-in page", `location.pathname === "/login"`, 10*time.Second)
 	b.shot("signed-out")
 	if r := other.do("GET", "/api/auth/me", nil); r.status != http.StatusUnauthorized {

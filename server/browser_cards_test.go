@@ -890,7 +890,7 @@ func TestBrowserCardsReplay(t *testing.T) {
 	}
 	b.waitRunEnd(a, th)
 	b.waitFor("both cards done", `[...document.querySelectorAll("#messages section.card")].every((c) => c.dataset.status === "completed")`, 10*time.Second)
-	b.do("expand a card", chromedp.Click(cardSel(b.card("alpha").ID, ".card-toggle")))
+	b.activate("expand a card", cardSel(b.card("alpha").ID, ".card-toggle"))
 	b.waitFor("its timeline", cardJS("alpha")+`.querySelectorAll(".card-step").length > 0`, 10*time.Second)
 	live := b.cards()
 

@@ -49,7 +49,7 @@ func TestBrowserChat(t *testing.T) {
 	b.waitFor("the thread list", `location.pathname === "/"`, 10*time.Second)
 	b.shot("threads-empty")
 
-	b.do("new thread", chromedp.Click(`a[href="/threads/new"]`))
+	b.activate("new thread", `a[href="/threads/new"]`)
 	b.waitFor("the new-thread page", `location.pathname === "/threads/new" && document.documentElement.dataset.herdReady === "1"`, 10*time.Second)
 	b.shot("thread-new")
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -22,6 +23,13 @@ func TestBrowserCopy(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("grant %s: %v", name, err)
 		}
+	}
+	// The clipboard takes text only from a focused document ("Document is
+	// not focused"). A mouse click focuses the page; the Copy buttons are
+	// activated inside the page (below), which does not, so the page is
+	// focused as the window a user clicks in would be.
+	if _, err := chromedp.Call(b.ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
+		t.Fatalf("focus the page: %v", err)
 	}
 	b.signIn(u.email, "password123")
 	b.openThread(th, "")

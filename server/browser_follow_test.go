@@ -47,7 +47,7 @@ func TestBrowserFollowsConversation(t *testing.T) {
 	}
 	b.shot("scrolled-up-with-jump")
 
-	b.do("jump to latest", chromedp.Click(`#jump-latest`))
+	b.activate("jump to latest", `#jump-latest`)
 	b.waitFor("the bottom", belowJS+` < 120 && `+jumpHidden, 5*time.Second)
 
 	// Scrolled up again, sending brings your message into view.

@@ -279,7 +279,7 @@ func TestBrowserUsageNotReportedLive(t *testing.T) {
 
 	b.sendMessage("Compare:\n- alpha\n- quiet: beta")
 	b.waitRunEnd(a, th)
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	live := evalAs[panelView](b, panelJS)
 	quiet := ""
 	for _, r := range live.Models {
@@ -295,7 +295,7 @@ func TestBrowserUsageNotReportedLive(t *testing.T) {
 	}
 	b.shot("not-reported")
 	b.reload()
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	if got := evalAs[panelView](b, panelJS); !reflect.DeepEqual(got, live) {
 		t.Errorf("after a reload the panel reads %+v, live %+v", got, live)
 	}

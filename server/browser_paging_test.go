@@ -48,7 +48,7 @@ func TestBrowserOlderMessages(t *testing.T) {
 	for n := messagesPage; n < total; n = min(n+messagesPage, total) {
 		evalAs[chromedp.Void](b, `window.scrollTo(0, 0)`) // up to the control, as a reader scrolls
 		top, id := evalAs[float64](b, reading), evalAs[string](b, shown+`[0].id`)
-		b.do("show earlier messages", chromedp.Click(`#load-older a`))
+		b.activate("show earlier messages", `#load-older a`)
 		b.waitFor("the earlier messages", shown+`.length === `+strconv.Itoa(min(n+messagesPage, total)), 10*time.Second)
 		if moved := evalAs[float64](b, fmt.Sprintf(`document.getElementById(%q).getBoundingClientRect().top`, id)) - top; moved < -2 || moved > 2 {
 			t.Errorf("the message read moved %.0f px when earlier ones loaded", moved)
@@ -72,7 +72,7 @@ func TestBrowserOlderMessages(t *testing.T) {
 	}
 	// An older card is a working card: it expands and loads its steps.
 	old := b.cards()[0]
-	b.do("expand an older card", chromedp.Click(cardSel(old.ID, ".card-toggle")))
+	b.activate("expand an older card", cardSel(old.ID, ".card-toggle"))
 	b.waitFor("its steps", `document.querySelectorAll("[id='`+old.ID+`'] .card-step").length === 2`, 10*time.Second)
 
 	// The gate hides every figure, then brings the older cards' back.

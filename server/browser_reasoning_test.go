@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"herd/agent"
 	"herd/agent/openai"
 	"herd/agent/openai/openaitest"
@@ -81,7 +79,7 @@ func TestBrowserThinking(t *testing.T) {
 		// The card's step: its reasoning collapsed above its text.
 		// A card keeps its expanded state across a reload.
 		if evalAs[string](b, `document.querySelector(".card .card-toggle").getAttribute("aria-expanded")`) != "true" {
-			b.do("expand the card", chromedp.Click(chromedp.CSS(".card .card-toggle")))
+			b.activate("expand the card", ".card .card-toggle")
 		}
 		b.waitFor("the step's thinking "+when, `(() => {
 			const step = document.querySelector(".card-step-ai");
@@ -93,7 +91,7 @@ func TestBrowserThinking(t *testing.T) {
 			return block && !block.open && block.querySelector(".thinking-text").textContent === "Sub ponders the listing."
 				&& text === "Found notes.txt.";
 		})()`, 10*time.Second)
-		b.do("open the step's thinking", chromedp.Click(chromedp.CSS(".card-step-ai .msg-thinking > summary")))
+		b.activate("open the step's thinking", ".card-step-ai .msg-thinking > summary")
 		b.shot("thinking-" + when)
 		if result := evalAs[string](b, `document.querySelector(".card-result")?.textContent ?? ""`); result == "" || strings.Contains(result, "ponders") {
 			t.Errorf("%s: the task result reads %q", when, result)

@@ -65,7 +65,7 @@ func TestBrowserSidebar(t *testing.T) {
 	if evalAs[bool](b, `document.querySelector("#sidebar").checkVisibility({ visibilityProperty: true })`) {
 		t.Error("on a phone the sidebar is open before it is asked for")
 	}
-	b.do("open the drawer", chromedp.Click(`.sidebar-toggle`))
+	b.activate("open the drawer", `.sidebar-toggle`)
 	b.waitFor("the drawer", `document.querySelector("#sidebar").checkVisibility({ visibilityProperty: true }) && document.querySelector("#sidebar").getBoundingClientRect().left === 0 && document.querySelector(".sidebar-toggle").getAttribute("aria-expanded") === "true"`, 5*time.Second)
 	b.shot("phone-drawer")
 	b.do("close it", chromedp.KeyEvent("\u001b"))

@@ -247,7 +247,7 @@ func (b *browser) sendMessage(text string) {
 		input.dispatchEvent(new Event("input", { bubbles: true }));
 	})()`, js))
 	b.do("wait for Send", chromedp.WaitEnabled(chromedp.CSS("#send-button")))
-	b.do("send", chromedp.Click(chromedp.CSS("#send-button")))
+	b.activate("send", "#send-button")
 }
 
 // allowErrors ignores browser errors matching pattern (provoked on purpose).

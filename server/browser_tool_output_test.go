@@ -130,7 +130,7 @@ func TestBrowserToolOutput(t *testing.T) {
 	if n := evalAs[int](b, `document.querySelectorAll("#messages .step-output i, #messages .tool-extra i").length`); n != 0 {
 		t.Errorf("a tool result's markup was rendered: %d <i> elements", n)
 	}
-	b.do("open the step's log", chromedp.Click(chromedp.CSS(step+" .tool-log > summary")))
+	b.activate("open the step's log", step+" .tool-log > summary")
 	b.scrollTo(step + " .tool-extra")
 	b.shot("card-done-light")
 	b.setDark(true)
@@ -149,7 +149,7 @@ func TestBrowserToolOutput(t *testing.T) {
 	b.waitFor("the snap's image below its result", imagesLoadedJS(result), 20*time.Second)
 	b.waitFor("the progress and live lines gone", `document.querySelector("#messages .tool-call .tool-progress, #messages .tool-call .tool-live") === null`, 10*time.Second)
 	b.waitRunEnd(a, th)
-	b.do("open the call's log", chromedp.Click(chromedp.CSS(result+" .tool-log > summary")))
+	b.activate("open the call's log", result+" .tool-log > summary")
 	b.scrollTo(result + " .tool-extra")
 	b.shot("lead-done-light")
 	b.setDark(true)

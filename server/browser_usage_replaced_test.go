@@ -95,7 +95,7 @@ func TestBrowserTotalsAfterRegenerate(t *testing.T) {
 
 	// Regenerate: the answer and its cards leave the page, and their
 	// tokens the total, as soon as the new run starts.
-	b.do("regenerate", chromedp.Click(".run-end-completed .run-retry"))
+	b.activate("regenerate", ".run-end-completed .run-retry")
 	b.waitFor("the new run's cards adding up, the first run's tokens apart", fmt.Sprintf(`(() => {
 		const s = `+sumsJS+`;
 		return s.running >= 1 && `+addsUp+` && s.replaced === %d && s.note === "+" + %q + " in replaced answers";
@@ -109,7 +109,7 @@ func TestBrowserTotalsAfterRegenerate(t *testing.T) {
 		const bars = [...figs[0].querySelectorAll(".timeline-bar")];
 		return bars.length > 0 && bars.every((b) => parseFloat(b.style.left) + parseFloat(b.style.width) <= 100.6);
 	})()`, 10*time.Second)
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	b.threeLooks("regenerate-mid-run")
 	b.waitRunEnd(a, th)
 	b.waitFor("the regenerated cards", `document.querySelectorAll('#messages section.card[data-status="completed"]').length === 2`, 15*time.Second)
@@ -120,7 +120,7 @@ func TestBrowserTotalsAfterRegenerate(t *testing.T) {
 	checkLedger(t, u, th, "after the Regenerate", regenerated)
 	live := evalAs[panelView](b, panelJS)
 	b.reload()
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	b.threeLooks("regenerated")
 	if got := evalAs[sumsView](b, sumsJS); got != regenerated {
 		t.Errorf("after a reload the figures are %+v, live %+v", got, regenerated)
@@ -130,7 +130,7 @@ func TestBrowserTotalsAfterRegenerate(t *testing.T) {
 	}
 
 	// Edit the message: both runs are replaced; the total is the edit's.
-	b.do("edit", chromedp.Click(".msg-human .msg-edit"))
+	b.activate("edit", ".msg-human .msg-edit")
 	b.waitFor("the edit form", `document.activeElement?.matches(".msg-edit-input")`, 5*time.Second)
 	evalAs[chromedp.Void](b, `(() => { document.querySelector(".msg-edit-input").value = "Three jobs:\n- alpha\n- beta\n- gamma"; })()`)
 	b.do("send the edit", chromedp.KeyEvent("\r"))
@@ -246,14 +246,14 @@ func testModelRowsAndTitle(t *testing.T, titleDelay time.Duration) {
 	b.sendMessage("And the way back?")
 	b.waitRunEnd(a, th)
 	b.waitFor("the second answer counted", `document.querySelector('#usage-panel [data-usage="lead"]')?.textContent === "1,116"`, 15*time.Second)
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	b.shot("model-rows")
 	if rows := evalAs[[]string](b, `[...window.herdRows]`); !reflect.DeepEqual(rows, []string{"Demo-fast (demo-fast)"}) {
 		t.Errorf("the panel's model rows were %q, want only the herd model's", rows)
 	}
 	live := evalAs[panelView](b, panelJS)
 	b.reload()
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	if got := evalAs[panelView](b, panelJS); !reflect.DeepEqual(got, live) {
 		t.Errorf("after a reload the panel reads %+v, live %+v", got, live)
 	}
@@ -275,7 +275,7 @@ func (b *browser) threeLooks(name string) {
 	setTheme(b, "light")
 	b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 	b.reload()
-	b.do("open the panel", chromedp.Click(chromedp.CSS("#usage-panel > summary")))
+	b.activate("open the panel", "#usage-panel > summary")
 	b.shot(name + "-phone")
 	if evalAs[bool](b, `document.documentElement.scrollWidth > document.documentElement.clientWidth`) {
 		b.t.Errorf("%s: the page scrolls sideways on a 390px phone", name)

@@ -38,7 +38,7 @@ func TestBrowserAdminUsage(t *testing.T) {
 	b := newBrowser(t, a.http.URL)
 	b.signIn(root.email, "password123")
 	b.navigate("/admin")
-	b.do("open the usage page", chromedp.Click(chromedp.CSS(`a[href="/admin/usage"]`)))
+	b.activate("open the usage page", `a[href="/admin/usage"]`)
 	b.waitFor("two charts", `location.pathname === "/admin/usage" && document.querySelectorAll("svg.chart").length === 2`, 10*time.Second)
 	bars := evalAs[int](b, `document.querySelectorAll("#usage-by-user svg.chart rect").length`)
 	if want := len(seeds); bars != want { // one bar part per user and day with calls

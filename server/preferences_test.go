@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
 
 // TestPreferences: a user's theme reaches every page and their default
@@ -104,7 +102,8 @@ func TestBrowserTheme(t *testing.T) {
 
 	b.navigate("/settings")
 	light := evalAs[string](b, bg)
-	b.do("choose dark", chromedp.Click(`input[name="theme"][value="dark"]`), chromedp.Click(`form[action="/settings/preferences"] button[type="submit"]`))
+	b.activate("choose dark", `input[name="theme"][value="dark"]`)
+	b.activate("save", `form[action="/settings/preferences"] button[type="submit"]`)
 	b.waitFor("saved", `document.querySelector(".notice-ok")?.textContent === "Preferences saved."`, 10*time.Second)
 	dark := evalAs[string](b, bg)
 	if dark == light || dark != "rgb(21, 24, 28)" {
@@ -119,7 +118,8 @@ func TestBrowserTheme(t *testing.T) {
 	b.shot("thread-dark")
 
 	b.navigate("/settings")
-	b.do("choose system", chromedp.Click(`input[name="theme"][value="system"]`), chromedp.Click(`form[action="/settings/preferences"] button[type="submit"]`))
+	b.activate("choose system", `input[name="theme"][value="system"]`)
+	b.activate("save", `form[action="/settings/preferences"] button[type="submit"]`)
 	b.waitFor("saved", `document.querySelector(".notice-ok")?.textContent === "Preferences saved."`, 10*time.Second)
 	if got := evalAs[string](b, bg); got != light {
 		t.Errorf("with the system theme (light here) the background is %s, want %s", got, light)

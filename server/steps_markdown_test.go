@@ -121,7 +121,7 @@ func TestBrowserStepsMarkdown(t *testing.T) {
 		evalAs[chromedp.Void](b, `document.documentElement.dataset.theme = "`+theme+`"`)
 		// The page may remember the card open from before the reload.
 		if evalAs[string](b, `document.querySelector("#messages section.card .card-toggle").getAttribute("aria-expanded")`) != "true" {
-			b.do("expand the card", chromedp.Click(`#messages section.card .card-toggle`))
+			b.activate("expand the card", `#messages section.card .card-toggle`)
 		}
 		b.waitFor("the steps", `!document.querySelector("#messages section.card .card-body").hidden
 			&& document.querySelectorAll("#messages .card-step").length === 2`, 15*time.Second)

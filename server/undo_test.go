@@ -107,10 +107,11 @@ func TestBrowserThreadMenu(t *testing.T) {
 	b.signIn(u.email, "password123")
 	b.openThread(th, "")
 
-	b.do("open the actions", chromedp.Click(`.thread-menu summary`))
+	b.activate("open the actions", `.thread-menu summary`)
 	b.shot("menu")
 	b.markPage()
-	b.do("rename", chromedp.SetValue(`#rename-title`, "second name"), chromedp.Click(`.thread-menu form[action$="/rename"] button`))
+	b.do("type the new title", chromedp.SetValue(`#rename-title`, "second name"))
+	b.activate("rename", `.thread-menu form[action$="/rename"] button`)
 	b.waitNewPage("the new title", `document.documentElement.dataset.herdReady === "1" && document.querySelector("#thread-title")?.textContent === "second name" && location.pathname === "/threads/`+th+`"`, 10*time.Second)
 	for _, f := range []string{"markdown", "json"} {
 		if !evalAs[bool](b, `!!document.querySelector('.thread-menu a[href="/api/threads/`+th+`/export?format=`+f+`"][download]')`) {
@@ -118,13 +119,13 @@ func TestBrowserThreadMenu(t *testing.T) {
 		}
 	}
 
-	b.do("open the actions", chromedp.Click(`.thread-menu summary`))
-	b.do("delete", chromedp.Click(`#delete-thread`))
+	b.activate("open the actions", `.thread-menu summary`)
+	b.activate("delete", `#delete-thread`)
 	b.waitFor("the list with Undo", `location.pathname === "/" && !!document.querySelector("#undo-delete")`, 10*time.Second)
 	if evalAs[bool](b, `document.body.textContent.includes("second name")`) {
 		t.Error("the deleted thread is still in the list")
 	}
 	b.shot("undo")
-	b.do("undo", chromedp.Click(`#undo-delete`))
+	b.activate("undo", `#undo-delete`)
 	b.waitFor("the thread again", `location.pathname === "/threads/`+th+`" && document.querySelector("#thread-title")?.textContent === "second name"`, 10*time.Second)
 }
