@@ -21,6 +21,9 @@ type use struct {
 }
 
 func parseUse(prompt string) (use, bool) {
+	if !strings.Contains(prompt, "use ") { // most prompts: no regexp run
+		return use{}, false
+	}
 	m := useTool.FindStringSubmatch(prompt)
 	if m == nil {
 		return use{}, false

@@ -14,6 +14,9 @@ var inlineCode = regexp.MustCompile("`([^`\n]+)`")
 // command returns the first inline code span of s: the demo's
 // signal that s asks for a shell command.
 func command(s string) (string, bool) {
+	if !strings.Contains(s, "`") {
+		return "", false
+	}
 	for _, m := range inlineCode.FindAllStringSubmatch(s, -1) {
 		if cmd := strings.TrimSpace(m[1]); cmd != "" {
 			return cmd, true
@@ -161,7 +164,7 @@ func tokens(s string) int64 {
 	var n int64
 	inWord := false
 	for _, r := range s {
-		word := wordRune(r) && !unicode.Is(unicode.Han, r)
+		word := wordRune(r) && (r < utf8.RuneSelf || !unicode.Is(unicode.Han, r))
 		if word && !inWord || !word && !unicode.IsSpace(r) {
 			n++
 		}
