@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -93,6 +94,9 @@ func startCluster(ctx context.Context, o options, dataDir string) (herds, func()
 		return nil, nil, err
 	}
 	env := []string{"HERD_DATABASE_DRIVER=postgres", "HERD_DATABASE_DSN=" + dsn, "HERD_WORKSPACES_DIR=" + shared}
+	if n := coreShare(o); n > 0 {
+		env = append(env, fmt.Sprint("GOMAXPROCS=", n))
+	}
 	hs := make(herds, o.instances)
 	errs := make([]error, o.instances)
 	var wg sync.WaitGroup
@@ -147,4 +151,18 @@ func postmaster(ctx context.Context, dsn string) int {
 		return 0
 	}
 	return st.ppid
+}
+
+// coreShare is the GOMAXPROCS each co-located instance gets with
+// -share-cores: its share of this machine's cores, at least one, as a
+// container's CPU limit would give it (Go sets GOMAXPROCS from a cgroup's
+// quota). Deployed, each instance has its own machine or limit; here all
+// of them and PostgreSQL share the cores, and each Go runtime believing
+// it owns them all oversubscribes the machine (docs/PERFORMANCE.md
+// §Several instances). 0: leave GOMAXPROCS alone.
+func coreShare(o options) int {
+	if !o.shareCores || os.Getenv("GOMAXPROCS") != "" {
+		return 0
+	}
+	return max(1, runtime.NumCPU()/o.instances)
 }

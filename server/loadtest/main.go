@@ -38,10 +38,13 @@ type options struct {
 	p99Bar    time.Duration
 	shmWS     bool
 	soak      time.Duration
-	idle      int
-	idleBar   int64 // bytes of RSS
-	instances int
-	postgres  string
+	// shareCores gives each co-located instance its share of the cores
+	// (coreShare).
+	shareCores bool
+	idle       int
+	idleBar    int64 // bytes of RSS
+	instances  int
+	postgres   string
 }
 
 func main() {
@@ -58,6 +61,7 @@ func main() {
 	flag.DurationVar(&o.soak, "soak", 0, "repeat rounds for this long and check that RSS, goroutines, fds and the WAL stay flat (0: one round)")
 	idleMB := flag.Int("idle-rss-mb", 256, "bar for herd's RSS with the idle sockets, MB (0: report only)")
 	flag.IntVar(&o.instances, "instances", 1, "herd instances; more than one share a PostgreSQL database (make load-cluster)")
+	flag.BoolVar(&o.shareCores, "share-cores", true, "with -instances > 1: give each instance GOMAXPROCS of its share of the cores, as a CPU limit would")
 	flag.StringVar(&o.postgres, "postgres", "", "with -instances > 1: the PostgreSQL DSN to use (default: a throwaway cluster)")
 	flag.IntVar(&o.idle, "idle", 0, "instead of runs: hold this many idle WebSocket clients and measure herd's memory per socket")
 	flag.Parse()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -70,6 +71,9 @@ func (f *figures) print() {
 	secs := f.elapsed.Seconds()
 	if f.instances > 1 {
 		fmt.Printf("%d instances on one PostgreSQL; clients spread over them, and those that reconnect go to the next one\n", f.instances)
+		if n := coreShare(f.o); n > 0 {
+			fmt.Printf("each instance runs with GOMAXPROCS=%d, its share of the %d cores (-share-cores=false: each takes them all)\n", n, runtime.NumCPU())
+		}
 	}
 	fmt.Printf("threads %d, clients %d (%d reconnected mid-run), subagents %d, peak running %d; workspaces on %s\n",
 		o.threads, f.clients, f.reconnects, o.threads*o.items, int(f.peakRunning), where)
