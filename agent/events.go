@@ -305,8 +305,10 @@ func decodeEvent(eventType string, content []byte) (Event, error) {
 }
 
 // strictPayload decodes as encoding/json did, unknown names refused: a
-// name given twice keeps its last value, invalid UTF-8 reads as U+FFFD.
-// Names match exactly (encoding/json also took them in any case).
+// field given twice keeps its last value, invalid UTF-8 reads as U+FFFD.
+// Two differences no row herd writes can show: names match exactly
+// (encoding/json also took them in any case), and a map key given twice
+// merges its two objects rather than keeping the last.
 var strictPayload = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 // nameScanners are the decoders presentFields reuses.
@@ -322,7 +324,7 @@ type nameScanner struct {
 // ok is false when content does not start as an object.
 func presentFields(content []byte, fields []fieldRule) (seen uint64, ok bool) {
 	s := nameScanners.Get().(*nameScanner)
-	defer nameScanners.Put(s)
+	defer func() { s.r.Reset(nil); nameScanners.Put(s) }() // let content go
 	s.r.Reset(content)
 	s.d.Reset(&s.r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	if tok, err := s.d.ReadToken(); err != nil || tok.Kind() != '{' {
@@ -345,6 +347,9 @@ func presentFields(content []byte, fields []fieldRule) (seen uint64, ok bool) {
 		if s.d.SkipValue() != nil {
 			return 0, false
 		}
+	}
+	if s.d.PeekKind() != '}' { // bad syntax, not the end of the object
+		return 0, false
 	}
 	return seen, true
 }

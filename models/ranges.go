@@ -115,6 +115,26 @@ func (s *Store) readRanges(ctx context.Context, table, js string, scan func(*sql
 // would again whenever its guess tips that way
 // (TestInRangesScansOnlyTheRanges).
 func (s *Store) rangesQuery(table string) string {
+	return rangeQueries[rangeKey{table, s.pg}]
+}
+
+type rangeKey struct {
+	table string
+	pg    bool
+}
+
+// rangeQueries are rangesQuery's statements, built once.
+var rangeQueries = func() map[rangeKey]string {
+	m := map[rangeKey]string{}
+	for table := range rangeColumns {
+		for _, pg := range []bool{false, true} {
+			m[rangeKey{table, pg}] = buildRangesQuery(table, pg)
+		}
+	}
+	return m
+}()
+
+func buildRangesQuery(table string, pg bool) string {
 	cols := make([]string, len(rangeColumns[table]))
 	for i, c := range rangeColumns[table] {
 		if !strings.Contains(c, "(") {
@@ -123,7 +143,7 @@ func (s *Store) rangesQuery(table string) string {
 		cols[i] = c
 	}
 	sel := "SELECT " + strings.Join(cols, ", ")
-	if s.pg {
+	if pg {
 		return sel + " FROM json_to_recordset($1::json) AS r(t text, a bigint, b bigint) " +
 			"CROSS JOIN LATERAL (SELECT * FROM " + table + " e WHERE e.thread_id = r.t AND e.seq > r.a AND e.seq <= r.b OFFSET 0) x"
 	}

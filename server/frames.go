@@ -174,14 +174,6 @@ func (f *frame) wire(figures bool) []byte {
 	return f.redacted
 }
 
-// encodeEnvelope encodes data in its envelope: a frame's payload.
-func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string, data any) []byte {
-	e := encoders.Get().(*frameEncoder)
-	defer encoders.Put(e)
-	body := e.body(data, &typ)
-	return appendEnvelope(make([]byte, 0, len(body)+envelopeRoom), seq, createdAt, typ, threadID, runID, body)
-}
-
 // encodeWire encodes data in its envelope as a WebSocket text frame, in
 // one buffer: the body is encoded into a pooled buffer and copied once,
 // into the frame.
@@ -194,7 +186,7 @@ func encodeWire(seq int64, createdAt time.Time, typ, threadID, runID string, dat
 	})
 }
 
-// wireFrame builds a WebSocket text frame (appendTextFrame) without
+// wireFrame builds a WebSocket text frame (appendTextHeader) without
 // copying its payload: build appends the payload after room for the
 // longest header, which then goes just before it.
 func wireFrame(sizeHint int, build func([]byte) []byte) []byte {

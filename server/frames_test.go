@@ -122,3 +122,12 @@ func TestPreparedFrames(t *testing.T) {
 		t.Errorf("token gate: full %s, redacted %s", full, redacted)
 	}
 }
+
+// encodeEnvelope encodes data in its envelope, a frame's payload, as
+// encodeWire does before framing it.
+func encodeEnvelope(seq int64, createdAt time.Time, typ, threadID, runID string, data any) []byte {
+	e := encoders.Get().(*frameEncoder)
+	defer encoders.Put(e)
+	body := e.body(data, &typ)
+	return appendEnvelope(make([]byte, 0, len(body)+envelopeRoom), seq, createdAt, typ, threadID, runID, body)
+}

@@ -35,6 +35,7 @@ type client struct {
 	// the frames, so the driver never polls the herds during the burst.
 	counts     bool
 	tasks      []taskMark
+	started    map[string]bool // task ids seen starting: only their ends count
 	runEnd     time.Time
 	reconnects int
 	replayed   int // frames committed while it was away, caught up on reconnect
@@ -210,16 +211,37 @@ func (c *client) read(conn *websocket.Conn, connected time.Time) {
 func (c *client) mark(raw []byte, at time.Time) {
 	switch {
 	case bytes.Contains(raw, keyTaskStarted):
+		if c.started == nil {
+			c.started = map[string]bool{}
+		}
+		c.started[taskID(raw)] = true
 		c.tasks = append(c.tasks, taskMark{at, 1})
 	case bytes.Contains(raw, keyRunEnd):
 		c.runEnd = at
 	default:
 		for _, k := range keyTaskEnded {
-			if bytes.Contains(raw, k) {
+			// A task that ends without starting (cancelled while
+			// queued) never ran.
+			if bytes.Contains(raw, k) && c.started[taskID(raw)] {
 				c.tasks = append(c.tasks, taskMark{at, -1})
 			}
 		}
 	}
+}
+
+var keyTaskID = []byte(`"task_id":"`)
+
+// taskID is the task_id a task frame names.
+func taskID(raw []byte) string {
+	i := bytes.Index(raw, keyTaskID)
+	if i < 0 {
+		return ""
+	}
+	rest := raw[i+len(keyTaskID):]
+	if j := bytes.IndexByte(rest, '"'); j >= 0 {
+		return string(rest[:j])
+	}
+	return ""
 }
 
 // peakRunning is the most tasks running at once by the commit times of

@@ -195,8 +195,9 @@ func (h *herd) metric(series string) (float64, error) {
 	return vs[0], nil
 }
 
-// scrape reads several series from one scrape of /metrics: the driver
-// polls while the runs run, and each scrape costs the server CPU.
+// scrape reads several series from one scrape of /metrics. Each scrape
+// costs the server CPU, so the driver scrapes before and after the runs,
+// never during them.
 func (h *herd) scrape(series ...string) ([]float64, error) {
 	// Only the connection of this request is open while the server counts
 	// its goroutines, so counts taken at different times compare.
