@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Subagent statuses. Queued and running are live states; the rest are the
@@ -121,12 +120,6 @@ func normalizeUsage(v any) *TokenUsage {
 	switch t := v.(type) {
 	case map[string]any:
 		m = t
-	case *TokenUsage:
-		if !t.valid() {
-			return nil
-		}
-		u := *t
-		return &u
 	default:
 		return nil
 	}
@@ -174,7 +167,7 @@ func (u *TokenUsage) UnmarshalJSON(b []byte) error {
 		Out   *int64 `json:"output_tokens"`
 		Total *int64 `json:"total_tokens"`
 	}
-	err := jsonv2.Unmarshal(b, &w, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	err := jsonv2.Unmarshal(b, &w, lenient)
 	if err != nil || w.In == nil || w.Out == nil || w.Total == nil || *w.In < 0 || *w.Out < 0 || *w.Total < 0 {
 		return errors.New("usage: want input_tokens, output_tokens and total_tokens, integers ≥ 0")
 	}

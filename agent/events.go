@@ -296,9 +296,10 @@ func decodeEvent(eventType string, content []byte) (Event, error) {
 	if err := jsonv2.Unmarshal(content, ev, strictPayload); err != nil {
 		return nil, fmt.Errorf("event %s: %w", eventType, err)
 	}
-	// A payload is a value once decoded, as the producer builds it.
+	// A payload is a value once decoded, as the producer builds it;
+	// validate, not v.Validate, whose value receiver copies it to the heap.
 	v := reflect.ValueOf(ev).Elem().Interface().(Event)
-	if err := v.Validate(); err != nil {
+	if err := validate(v); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -309,7 +310,11 @@ func decodeEvent(eventType string, content []byte) (Event, error) {
 // Two differences no row herd writes can show: names match exactly
 // (encoding/json also took them in any case), and a map key given twice
 // merges its two objects rather than keeping the last.
-var strictPayload = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+var strictPayload = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), lenient)
+
+// lenient is what encoding/json allowed that go-json-experiment refuses by
+// default: a name given twice, invalid UTF-8.
+var lenient = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 // nameScanners are the decoders presentFields reuses.
 var nameScanners = sync.Pool{New: func() any { return new(nameScanner) }}
@@ -326,7 +331,7 @@ func presentFields(content []byte, fields []fieldRule) (seen uint64, ok bool) {
 	s := nameScanners.Get().(*nameScanner)
 	defer func() { s.r.Reset(nil); nameScanners.Put(s) }() // let content go
 	s.r.Reset(content)
-	s.d.Reset(&s.r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	s.d.Reset(&s.r, lenient)
 	if tok, err := s.d.ReadToken(); err != nil || tok.Kind() != '{' {
 		return 0, false
 	}

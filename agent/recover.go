@@ -203,7 +203,7 @@ func (rt *Runtime) interruptedToolMessage(r models.Run, callID, name string, o O
 		m.Content = "Error: " + o.Error
 		return models.Record{Message: m}, nil
 	}
-	content, kwargs, err := o.ToolMessage()
+	content, kwargs, err := o.toolMessage()
 	if err != nil {
 		return models.Record{}, err
 	}

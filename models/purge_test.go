@@ -84,12 +84,8 @@ func TestPurgeClaimedOnce(t *testing.T) {
 // purge, and removes the thread once called at that time.
 func TestPurgeNotDue(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, d dbDriver) {
-		s := d.newStore(t)
+		s, th, _ := d.newThreadWriter(t)
 		ctx := context.Background()
-		th, err := s.CreateThread(ctx, "u1", "t")
-		if err != nil {
-			t.Fatal(err)
-		}
 		at := time.Now().Add(time.Minute)
 		if err := s.ScheduleThreadDelete(ctx, "u1", th.ID, at); err != nil {
 			t.Fatal(err)

@@ -159,9 +159,11 @@ func (s *Store) ScheduledDeletes(ctx context.Context) ([]Thread, error) {
 // the purge and the others give up at once, rather than wait on the
 // thread's row while it deletes the thread's records and then find
 // nothing (which is what the delete alone would make of them: it too
-// removes the thread once, and the lock only spares the wait).
+// removes the thread once, and the lock only spares the wait). It runs
+// on the direct pool: on PostgreSQL every instance's attempt would
+// otherwise queue on its Writer's one connection, ahead of the commits.
 func (s *Store) PurgeThread(ctx context.Context, id string, now time.Time) error {
-	return s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return s.direct(ctx).Transaction(func(tx *gorm.DB) error {
 		if s.pg {
 			var claimed bool
 			if err := tx.Raw("SELECT pg_try_advisory_xact_lock(hashtext(? || current_schema()))", "herd purge "+id).Scan(&claimed).Error; err != nil {
