@@ -205,16 +205,10 @@ func TestClusterPurgeClaimedOnce(t *testing.T) {
 // as tool_progress frames to pages of the thread on A and on B alike, in
 // order up to the last step, before the call's result.
 func TestClusterToolProgressOnEveryInstance(t *testing.T) {
-	bin, err := filepath.Abs(everythingServer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)
-	}
+	mcpEnv := everythingEnv(t)
 	dsn := pgtest.DSN(t)
 	env := clusterEnv(dsn, "HERD_WORKSPACES_DIR="+t.TempDir(),
-		"HERD_MCP_SERVERS=[{name: everything, command: '"+bin+"', timeout_seconds: 30}]",
+		mcpEnv,
 		"HERD_LEAD_TOOLS=['mcp:everything/trigger-long-running-operation']")
 	a := startHerdWith(t, t.TempDir(), env...)
 	b := startHerdWith(t, t.TempDir(), env...)

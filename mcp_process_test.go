@@ -16,12 +16,10 @@ import (
 // that `make test` (and so .ci/run) installs under .cache/mcp.
 const everythingServer = ".cache/mcp/node_modules/.bin/mcp-server-everything"
 
-// A real third-party MCP server over stdio, end to end: the demo lead
-// delegates to a subagent type whose tools list names the server's echo
-// tool, the subagent calls it, and its result reaches the task's
-// ToolMessage; a plain user, for whom the stdio server is not (use:
-// admins by default), is not offered the tool at all.
-func TestMCPServerEverything(t *testing.T) {
+// everythingEnv is the setting that gives a herd the everything server
+// over stdio; the test fails when npm has not installed it.
+func everythingEnv(t *testing.T) string {
+	t.Helper()
 	bin, err := filepath.Abs(everythingServer)
 	if err != nil {
 		t.Fatal(err)
@@ -29,8 +27,18 @@ func TestMCPServerEverything(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)
 	}
+	return "HERD_MCP_SERVERS=[{name: everything, command: '" + bin + "', timeout_seconds: 30}]"
+}
+
+// A real third-party MCP server over stdio, end to end: the demo lead
+// delegates to a subagent type whose tools list names the server's echo
+// tool, the subagent calls it, and its result reaches the task's
+// ToolMessage; a plain user, for whom the stdio server is not (use:
+// admins by default), is not offered the tool at all.
+func TestMCPServerEverything(t *testing.T) {
+	mcpEnv := everythingEnv(t)
 	p := startHerdWith(t, t.TempDir(),
-		"HERD_MCP_SERVERS=[{name: everything, command: '"+bin+"', timeout_seconds: 30}]",
+		mcpEnv,
 		"HERD_SUBAGENTS_AGENTS={echoer: {description: Echoes with the everything server., tools: ['mcp:everything/echo']}}",
 	)
 	admin := p.signIn()
@@ -89,15 +97,9 @@ func TestMCPServerEverything(t *testing.T) {
 // keeps the PNG on its tool step, served by herd to the thread's owner as
 // image/png.
 func TestMCPServerEverythingProgressAndImage(t *testing.T) {
-	bin, err := filepath.Abs(everythingServer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)
-	}
+	mcpEnv := everythingEnv(t)
 	p := startHerdWith(t, t.TempDir(),
-		"HERD_MCP_SERVERS=[{name: everything, command: '"+bin+"', timeout_seconds: 30}]",
+		mcpEnv,
 		"HERD_LEAD_TOOLS=['mcp:everything/trigger-long-running-operation']",
 		"HERD_SUBAGENTS_AGENTS={imager: {description: Gets pictures., tools: ['mcp:everything/get-tiny-image']}}",
 	)

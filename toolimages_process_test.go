@@ -14,17 +14,11 @@ import (
 // returned during a run on instance A is kept in the shared workspaces
 // directory, so instance B serves it to the thread's owner, as A does.
 func TestClusterToolImageOnEveryInstance(t *testing.T) {
-	bin, err := filepath.Abs(everythingServer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)
-	}
+	mcpEnv := everythingEnv(t)
 	dsn := pgtest.DSN(t)
 	shared := t.TempDir()
 	env := clusterEnv(dsn, "HERD_WORKSPACES_DIR="+shared,
-		"HERD_MCP_SERVERS=[{name: everything, command: '"+bin+"', timeout_seconds: 30}]",
+		mcpEnv,
 		"HERD_SUBAGENTS_AGENTS={imager: {description: Gets pictures., tools: ['mcp:everything/get-tiny-image']}}",
 		"HERD_MODELS_0_LATENCY_MS=20", "HERD_MODELS_1_LATENCY_MS=20")
 	a := startHerdWith(t, t.TempDir(), env...)

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"herd/agent"
-	"herd/internal/pgtest"
 	"herd/models"
 )
 
@@ -51,16 +50,7 @@ func longLogLines() []agent.ToolLog {
 // and in the same order; log lines too long for one notice arrive whole,
 // in order.
 func TestClusterThreadFramesReachEveryInstance(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	store, err := models.OpenPostgres(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	th, err := store.CreateThread(context.Background(), "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, store, th := clusterThread(t)
 	a := newClusterNode(t, dsn, store, "a")
 	b := newClusterNode(t, dsn, store, "b")
 	onA, onB := a.watch(t, th.ID), b.watch(t, th.ID)
@@ -208,16 +198,7 @@ func (s *failingReads) InRanges(ctx context.Context, rs []models.SeqRange) ([]mo
 // thread has no further commit to reveal the gap: B's reader tries again
 // on its own timer.
 func TestClusterReadBackRetried(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	store, err := models.OpenPostgres(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	th, err := store.CreateThread(context.Background(), "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, store, th := clusterThread(t)
 	a := newClusterNode(t, dsn, store, "a")
 	reads := &failingReads{Store: store}
 	b := newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
@@ -249,17 +230,8 @@ func TestClusterReadBackRetried(t *testing.T) {
 // its own timer, and its client gets the settings frame, with no further
 // change to tell it.
 func TestClusterRereadRetried(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	store, err := models.OpenPostgres(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	dsn, store, th := clusterThread(t)
 	ctx := context.Background()
-	th, err := store.CreateThread(ctx, "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
 	newClusterNode(t, dsn, store, "a")
 	reads := &failingReads{Store: store}
 	b := newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})

@@ -126,18 +126,33 @@ func (n *clusterNode) watch(t *testing.T, threadID string) *websocket.Conn {
 // once it listens again the client has every record, in seq order, once,
 // without any further commit to reveal the gap. Both instances stop with
 // no goroutine left (goleak in TestMain).
-func TestClusterCatchUpAfterReconnect(t *testing.T) {
+// clusterStore opens a store on a schema of its own for a cluster test;
+// it closes after the test's instances.
+func clusterStore(t *testing.T) (string, *models.Store) {
+	t.Helper()
 	dsn := pgtest.DSN(t)
 	store, err := models.OpenPostgres(dsn, models.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	ctx := context.Background()
-	th, err := store.CreateThread(ctx, "u1", "t")
+	t.Cleanup(func() { _ = store.Close() })
+	return dsn, store
+}
+
+// clusterThread is clusterStore with a thread of user u1 in it.
+func clusterThread(t *testing.T) (string, *models.Store, *models.Thread) {
+	t.Helper()
+	dsn, store := clusterStore(t)
+	th, err := store.CreateThread(context.Background(), "u1", "t")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dsn, store, th
+}
+
+func TestClusterCatchUpAfterReconnect(t *testing.T) {
+	dsn, store, th := clusterThread(t)
+	ctx := context.Background()
 	a := newClusterNode(t, dsn, store, "a")
 	b := newClusterNode(t, dsn, store, "b")
 	conn := b.watch(t, th.ID)
@@ -216,12 +231,7 @@ func TestSocketsRevalidate(t *testing.T) {
 // renews (the others declared it dead and closed its runs) says so on
 // Lost, for main to stop it.
 func TestClusterLeaseLost(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	store, err := models.OpenPostgres(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	dsn, store := clusterStore(t)
 	n := newClusterNodeRenewing(t, dsn, store, "doomed", 100*time.Millisecond)
 	if err := store.RetireInstance(context.Background(), "doomed"); err != nil {
 		t.Fatal(err)
@@ -242,12 +252,7 @@ func TestClusterLeaseLost(t *testing.T) {
 // its clients gets its thread's records once, in seq order, and every
 // delta after the records committed before it and before those after.
 func TestClusterThreadsInOrder(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	store, err := models.OpenPostgres(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	dsn, store := clusterStore(t)
 	ctx := context.Background()
 	a := newClusterNode(t, dsn, store, "a")
 	b := newClusterNode(t, dsn, store, "b")
@@ -479,17 +484,7 @@ func TestClusterWaitWokenByOwnCommits(t *testing.T) {
 // B's old connection was dead reach B's client, in order, without any
 // help from TCP keepalive (minutes).
 func TestClusterListenerNoticesADeadConnection(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	store, err := models.OpenPostgres(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ctx := context.Background()
-	th, err := store.CreateThread(ctx, "u1", "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, store, th := clusterThread(t)
 	px := newFreezingProxy(t, dsn)
 	a := newClusterNode(t, dsn, store, "a")
 	b := newClusterNodeWith(t, store, ClusterOptions{DSN: px.dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, ListenIdle: 300 * time.Millisecond})
