@@ -160,9 +160,17 @@ const (
 	kindSockets   = "sock"
 )
 
-// maxNoticeText bounds the text of one notice; longer streamed text is
-// split (deltas are appended, so nothing is lost), longer progress cut.
-const maxNoticeText = 6000
+// maxNoticeBytes bounds the encoded data of one notice (a frame's,
+// a broadcast's), under NOTIFY's 8,000-byte payload with room for the
+// rest of the notice.
+const maxNoticeBytes = 6000
+
+// maxNoticeText bounds the text of one notice, in bytes before encoding;
+// longer streamed text is split (deltas are appended, so nothing is
+// lost), longer progress cut. JSON writes a control character, or a byte
+// of invalid UTF-8, in six bytes, so text this long fits maxNoticeBytes
+// whatever it holds (TestNoticeTextFitsEscaped).
+const maxNoticeText = maxNoticeBytes / 6
 
 // listenWait bounds how long Start waits for the first LISTEN.
 const listenWait = 30 * time.Second
@@ -349,7 +357,7 @@ func (c *Cluster) Progress(threadID, runID, taskID, text string) {
 func (c *Cluster) Broadcast(typ string, data any) {
 	c.o.Hub.Broadcast(typ, data)
 	raw, err := json.Marshal(data)
-	if err != nil || len(raw) > maxNoticeText {
+	if err != nil || len(raw) > maxNoticeBytes {
 		c.log.Error("cluster: a broadcast does not fit a notice", "type", typ, "bytes", len(raw), "err", err)
 		return
 	}
@@ -575,8 +583,13 @@ func (b *batch) add(n notice) {
 	switch n.Kind {
 	case kindCommit, kindDelta, kindReasoning, kindProgress:
 	default:
-		// Nothing moves across another kind of notice.
-		clear(b.last)
+		// Nothing moves across another kind of notice: of its thread's,
+		// when it has one (a thread's frame, a stop), else of any.
+		if n.Thread != "" {
+			delete(b.last, n.Thread)
+		} else {
+			clear(b.last)
+		}
 		b.ns = append(b.ns, n)
 		return
 	}
@@ -605,8 +618,10 @@ func (b *batch) add(n notice) {
 // bytes this instance's get (TestClusterThreadFramesReachEveryInstance).
 func (c *Cluster) encode(ns []notice) []string {
 	out := make([]string, 0, len(ns))
+	e := encoders.Get().(*frameEncoder)
+	defer encoders.Put(e)
 	for _, n := range ns {
-		js, err := marshalJSON(n)
+		js, err := e.encode(n) // copied once, into the string
 		if err != nil {
 			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
 			continue

@@ -36,9 +36,7 @@ type titleCalling interface {
 // ToolProgress implements agent.ToolPublisher.
 func (c *Cluster) ToolProgress(threadID, runID, callID, text string) {
 	c.o.Hub.ToolProgress(threadID, runID, callID, text)
-	// A status line; cut so that even escaped (JSON writes a control
-	// character in six bytes) it fits a notice.
-	text = cutUTF8(text, maxNoticeText/6)
+	text = cutUTF8(text, maxNoticeText) // a status line
 	c.announceFrame(FrameToolProgress, threadID, runID, map[string]string{"tool_call_id": callID, "text": text})
 }
 
@@ -48,7 +46,7 @@ func (c *Cluster) ToolProgress(threadID, runID, callID, text string) {
 // (agent.ToolLog), so one always fits.
 func (c *Cluster) ToolLog(threadID, runID, taskID, callID string, lines []agent.ToolLog) {
 	c.o.Hub.ToolLog(threadID, runID, taskID, callID, lines)
-	const room = maxNoticeText - 200 // the ids around the lines
+	const room = maxNoticeBytes - 200 // the ids around the lines
 	for len(lines) > 0 {
 		k, size := 0, 0
 		for k < len(lines) {
@@ -86,7 +84,7 @@ func (c *Cluster) announceFrame(typ, threadID, runID string, data any) {
 	// Encoded as the hub encodes frames (no HTML escaping), so the other
 	// instances send the very bytes this one does.
 	raw, err := marshalJSON(data)
-	if err != nil || len(raw) > maxNoticeText {
+	if err != nil || len(raw) > maxNoticeBytes {
 		c.log.Error("cluster: a frame does not fit a notice", "type", typ, "bytes", len(raw), "err", err)
 		return
 	}

@@ -337,6 +337,31 @@ func collectInOrder(conn *websocket.Conn, n int, timeout time.Duration) ([]strin
 
 // TestNoticeBatchMerges: the sender merges what waits for it only where
 // nothing is lost and no thread's order changes.
+// TestNoticeTextFitsEscaped: streamed text split and merged as the sender
+// does stays under NOTIFY's 8,000 bytes once encoded, even when every
+// byte is one JSON writes in six (a control character, invalid UTF-8).
+// Cut by raw bytes alone, one such notice failed the sender's whole batch.
+func TestNoticeTextFitsEscaped(t *testing.T) {
+	for _, text := range []string{strings.Repeat("\x01", 3*maxNoticeBytes), strings.Repeat("\xff", 3*maxNoticeBytes), strings.Repeat("\n\"", 3*maxNoticeBytes)} {
+		var b batch
+		b.reset()
+		for rest := text; rest != ""; {
+			part := cutUTF8(rest, maxNoticeText)
+			rest = rest[len(part):]
+			b.add(notice{Kind: kindDelta, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", ID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: part})
+		}
+		for _, n := range b.ns {
+			js, err := marshalJSON(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(js) >= 8000 {
+				t.Fatalf("a notice of %d bytes of text encodes in %d bytes, past NOTIFY's 8,000", len(n.Text), len(js))
+			}
+		}
+	}
+}
+
 func TestNoticeBatchMerges(t *testing.T) {
 	d := func(th, msg, text string) notice {
 		return notice{Kind: kindDelta, Thread: th, Run: "r", ID: msg, Text: text}
@@ -365,6 +390,8 @@ func TestNoticeBatchMerges(t *testing.T) {
 		{"progress replaces", []notice{p("t", "k", "1/3"), p("t", "k", "2/3")}, []notice{p("t", "k", "2/3")}},
 		{"nothing moves across a broadcast", []notice{d("t", "m", "a"), {Kind: kindBroadcast, Type: "settings"}, d("t", "m", "b")},
 			[]notice{d("t", "m", "a"), {Kind: kindBroadcast, Type: "settings"}, d("t", "m", "b")}},
+		{"a thread's frame separates its own notices only", []notice{d("t", "m", "a"), d("u", "m", "x"), {Kind: kindFrame, Thread: "t", Type: FrameToolLog}, d("t", "m", "b"), d("u", "m", "y")},
+			[]notice{d("t", "m", "a"), d("u", "m", "xy"), {Kind: kindFrame, Thread: "t", Type: FrameToolLog}, d("t", "m", "b")}},
 	}
 	for _, tc := range cases {
 		var b batch
