@@ -397,6 +397,9 @@ func resolveSandbox(cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("sandbox", report.Attrs()...)
+	if report.Warning != "" {
+		log.Warn(report.Warning)
+	}
 	return nil
 }
 

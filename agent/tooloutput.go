@@ -60,6 +60,7 @@ type ToolPublisher interface {
 // that reports progress a thousand times a second costs ten frames.
 type callOutput struct {
 	threadID string
+	user     string // whose run made the call
 	images   *ToolImages
 	log      *slog.Logger
 	progress func(text string)     // nil: progress is not shown
@@ -78,7 +79,7 @@ type callOutput struct {
 
 // env is the tool's Env with this call's progress, log and images.
 func (c *callOutput) env(workspace string) tools.Env {
-	env := tools.Env{Workspace: workspace, Log: c.addLog, Image: c.addImage}
+	env := tools.Env{Workspace: workspace, User: c.user, Log: c.addLog, Image: c.addImage}
 	if c.progress != nil {
 		env.Progress = c.addProgress
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,8 @@ type bashTool struct {
 	quota   quota
 	timeout time.Duration
 	limit   int
+	turns   *userTurns // commands at once per user
+	watches *monitor   // the workspaces of running commands
 }
 
 // NewBash returns the bash tool configured by cfg (docs/DESIGN.md §4). An
@@ -39,6 +42,8 @@ func NewBash(cfg SandboxConfig) (Tool, error) {
 		quota:   workspaceQuota(sb.cfg.Limits),
 		timeout: time.Duration(cfg.BashTimeoutSeconds) * time.Second,
 		limit:   cfg.OutputLimitBytes,
+		turns:   newUserTurns(sb.cfg.Limits.CommandsPerUser),
+		watches: newMonitor(),
 	}
 	if cfg.BashTimeoutSeconds <= 0 {
 		t.timeout = defaultBashTimeoutSeconds * time.Second
@@ -96,8 +101,20 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	if env.Workspace == "" {
 		return "", errNoWorkspace
 	}
-	if err := t.quota.refuseOver(ctx, env.Workspace, "bash"); err != nil {
+	waited, release, err := t.turns.take(ctx, env.User)
+	if err != nil {
+		return "", fmt.Errorf("bash: waiting for one of your other commands to end: %w", err)
+	}
+	defer release()
+	used, err := t.quota.refuseOver(ctx, env.Workspace, "bash")
+	if err != nil {
 		return "", err
+	}
+	// A root herd's commands run as sandbox.user, which must own the
+	// workspace: the file tools give it what they create, and a workspace
+	// from before is given over whole, once.
+	if err := OwnWorkspace(env.Workspace, t.sb.cfg.RunAs); err != nil {
+		return "", fmt.Errorf("bash: %w", err)
 	}
 	timeout := t.timeout
 	if p.TimeoutSeconds != nil {
@@ -107,9 +124,21 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	defer cancel()
 
 	out := newHeadTail(t.limit)
-	j, err := t.sb.start(runCtx, env.Workspace, p.Command, out)
+	fileSize := min(int64(t.sb.cfg.Limits.FileSizeMB)*mib, max(t.quota.limit-used.bytes, 1))
+	j, err := t.sb.start(runCtx, env.Workspace, p.Command, out, commandLimits{fileSize: fileSize})
 	if err != nil {
 		return "", fmt.Errorf("bash: start: %w", err)
+	}
+	var stopped stopReason
+	j.watch = func(kill func()) func() {
+		stop := func(reason string) {
+			if stopped.set(reason) {
+				kill()
+			}
+		}
+		endDisk := t.watches.watch(env.Workspace, t.quota, stop)
+		endCPU := watchCPU(j.cg, time.Duration(t.sb.cfg.Limits.CPUSeconds)*time.Second, t.sb.cfg.Limits.CPUs, stop)
+		return func() { endCPU(); endDisk() }
 	}
 	waitErr := j.run()
 
@@ -119,20 +148,113 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 		return "", fmt.Errorf("bash: command stopped: %w", ctx.Err())
 	case j.cmd.ProcessState == nil:
 		return "", fmt.Errorf("bash: %w", waitErr)
+	case stopped.get() != "":
+		status = stopped.get() + "; " + t.sb.killedWhat()
 	case runCtx.Err() != nil && diedOfSIGKILL(j.cmd.ProcessState):
 		// Checking the kill too keeps a command that finished just as the
 		// deadline passed from being reported as timed out.
 		status = fmt.Sprintf("command timed out after %d seconds; %s", int(timeout/time.Second), t.sb.killedWhat())
 	default:
-		status = t.sb.exitStatus(j.cmd.ProcessState)
+		status = t.sb.exitStatus(j.cmd.ProcessState, fileSize)
+	}
+	if n := j.oomKills; n > 0 {
+		status = joinStatus(status, fmt.Sprintf("the command ran out of memory: its processes together may use %d MiB "+
+			"(sandbox.limits.memory_mb), and the kernel killed %d of them", t.sb.cfg.Limits.MemoryMB, n))
 	}
 	if errors.Is(waitErr, errSurvivors) {
-		status = strings.TrimPrefix(status+"; "+waitErr.Error(), "; ")
+		status = joinStatus(status, waitErr.Error())
 	}
 	if note := t.quota.noteOver(ctx, env.Workspace); note != "" {
 		status = strings.TrimPrefix(status+"\n"+note, "\n")
 	}
+	if waited > time.Second {
+		status = strings.TrimPrefix(status+"\n"+fmt.Sprintf("(it waited %s for one of your other commands to end: "+
+			"%d may run at once)", waited.Round(time.Second), t.sb.cfg.Limits.CommandsPerUser), "\n")
+	}
 	return formatBashResult(out.String(), status), nil
+}
+
+func joinStatus(status, more string) string {
+	return strings.TrimPrefix(status+"; "+more, "; ")
+}
+
+// stopReason is why a command's watch stopped it; the first reason wins.
+type stopReason struct {
+	mu     sync.Mutex
+	reason string
+}
+
+func (s *stopReason) set(reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reason != "" {
+		return false
+	}
+	s.reason = reason
+	return true
+}
+
+func (s *stopReason) get() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// userTurns lets each user have at most n commands running at once, so
+// that one user's runs cannot take every process, core and byte of
+// memory the sandbox's limits allow many commands together. A command
+// over the cap waits for a turn (its context bounds the wait). An empty
+// user (a call no user made) is not counted.
+type userTurns struct {
+	n     int
+	mu    sync.Mutex
+	users map[string]*turns
+}
+
+type turns struct {
+	slots chan struct{}
+	refs  int // commands holding or waiting for a slot
+}
+
+func newUserTurns(n int) *userTurns {
+	return &userTurns{n: n, users: map[string]*turns{}}
+}
+
+// take waits for a turn of user's and returns how long it waited and the
+// release of the turn.
+func (u *userTurns) take(ctx context.Context, user string) (time.Duration, func(), error) {
+	if user == "" {
+		return 0, func() {}, nil
+	}
+	u.mu.Lock()
+	t := u.users[user]
+	if t == nil {
+		t = &turns{slots: make(chan struct{}, u.n)}
+		u.users[user] = t
+	}
+	t.refs++
+	u.mu.Unlock()
+	drop := func() {
+		u.mu.Lock()
+		if t.refs--; t.refs == 0 {
+			delete(u.users, user)
+		}
+		u.mu.Unlock()
+	}
+	start := time.Now()
+	select {
+	case t.slots <- struct{}{}:
+	case <-ctx.Done():
+		drop()
+		return 0, nil, ctx.Err()
+	}
+	var once sync.Once
+	return time.Since(start), func() {
+		once.Do(func() {
+			<-t.slots
+			drop()
+		})
+	}, nil
 }
 
 // formatBashResult is what the model reads: the output (or a note that

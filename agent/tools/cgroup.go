@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -10,35 +12,78 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
-// pidsCgroup is where the bwrap sandbox caps a command's processes: a
-// directory of the pids controller that the server may write, holding one
-// child cgroup per command with its own pids.max. Unlike RLIMIT_NPROC it
-// counts only the command's processes, and it holds for root too.
-type pidsCgroup struct {
-	// dir is this server's cgroup, herd-<pid> under the server's own.
-	dir string
-	v2  bool
+// Each bwrap command runs in cgroups of its own (docs/DESIGN.md §4), so
+// its limits are totals over all its processes rather than per process,
+// and one user's command cannot use up a limit another's counts against:
+// pids (processes), memory (memory.max / memory.limit_in_bytes, swap
+// included where the kernel counts it), cpu (a bandwidth of
+// sandbox.limits.cpus) and the CPU time it used (cpu.stat or cpuacct),
+// which the command's watch holds to sandbox.limits.cpu_seconds. On
+// cgroup v2 one delegated subtree carries them all; on v1 each controller
+// has its hierarchy. A controller the machine does not offer falls back
+// to the per-process rlimit, which the start-up line says.
+
+// The controllers the sandbox uses.
+const (
+	ctrlPids    = "pids"
+	ctrlMemory  = "memory"
+	ctrlCPU     = "cpu"
+	ctrlCPUAcct = "cpuacct" // v1 only: v2 counts CPU time in every cgroup
+)
+
+var wantedControllers = []string{ctrlPids, ctrlMemory, ctrlCPU, ctrlCPUAcct}
+
+// cpuPeriod is the period of the cpu bandwidth limit, as the kernel's default.
+const cpuPeriod = 100 * time.Millisecond
+
+// hierarchy is one cgroup hierarchy the server can use, with its own
+// cgroup (herd-<pid>) in it, under which each command gets one.
+type hierarchy struct {
+	dir   string
+	v2    bool
+	ctrls []string // the wanted controllers it carries
 }
 
-// cgroupSeq numbers the commands' cgroups. It is shared by every
-// pidsCgroup of the process, since they all name the same directory.
+// cgroups is where the commands' cgroups are made; nil when the machine
+// offers no usable controller.
+type cgroups struct {
+	hier []hierarchy
+}
+
+// cgroupSeq numbers the commands' cgroups, shared by every cgroups of
+// the process since they all name the same directories.
 var cgroupSeq atomic.Uint64
 
-func (c *pidsCgroup) String() string {
-	version := "v1"
-	if c.v2 {
-		version = "v2"
+func (c *cgroups) has(ctrl string) bool {
+	if c == nil {
+		return false
 	}
-	return version + " " + c.dir
+	for _, h := range c.hier {
+		if slices.Contains(h.ctrls, ctrl) || (h.v2 && ctrl == ctrlCPUAcct) {
+			return true
+		}
+	}
+	return false
 }
 
-// findPidsCgroup returns the pids cgroup this server can use, or nil when
-// the machine offers none: no pids controller, or not writable (a server
-// without a delegated cgroup). It first clears the directories of earlier
-// servers that are no longer running.
-func findPidsCgroup() *pidsCgroup {
+func (c *cgroups) String() string {
+	var parts []string
+	for _, h := range c.hier {
+		v := "v1"
+		if h.v2 {
+			v = "v2"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s at %s", v, strings.Join(h.ctrls, ","), h.dir))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// findCgroups returns the cgroups this server can use, or nil. It first
+// clears the directories of earlier servers that are no longer running.
+func findCgroups() *cgroups {
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -47,36 +92,45 @@ func findPidsCgroup() *pidsCgroup {
 	if err != nil {
 		return nil
 	}
-	for _, cand := range pidsCandidates(string(mounts), string(own)) {
-		if c := claimPidsCgroup(cand.dir, cand.v2); c != nil {
-			return c
+	c := &cgroups{}
+	for _, cand := range cgroupCandidates(string(mounts), string(own)) {
+		if h, ok := claimHierarchy(cand, c.covered()); ok {
+			c.hier = append(c.hier, h)
 		}
 	}
-	return nil
+	if len(c.hier) == 0 {
+		return nil
+	}
+	return c
 }
 
-type cgroupCandidate struct {
-	dir string
-	v2  bool
+// covered lists the controllers already claimed, so a controller mounted
+// in two places is used once.
+func (c *cgroups) covered() []string {
+	var ctrls []string
+	for _, h := range c.hier {
+		ctrls = append(ctrls, h.ctrls...)
+	}
+	return ctrls
 }
 
-// pidsCandidates lists the directories of the server's own cgroup in the
-// hierarchies that may carry the pids controller: the v1 hierarchy of
-// pids, then the v2 one (usable only if pids is delegated there).
-func pidsCandidates(mountinfo, selfCgroup string) []cgroupCandidate {
-	paths := map[string]string{} // "pids" or "" (v2) → the server's cgroup path
+// cgroupCandidates lists the server's own cgroup in each hierarchy that
+// may carry a wanted controller: every v1 hierarchy with one (the server's
+// cgroup there is in /proc/self/cgroup), then v2, whose controllers are
+// those its cgroup.controllers lists.
+func cgroupCandidates(mountinfo, selfCgroup string) []hierarchy {
+	paths := map[string]string{} // controller ("" for v2) → the server's cgroup path
 	for _, line := range strings.Split(selfCgroup, "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
 		for _, ctrl := range strings.Split(parts[1], ",") {
-			if ctrl == "pids" || ctrl == "" {
-				paths[ctrl] = parts[2]
-			}
+			paths[ctrl] = parts[2]
 		}
 	}
-	var v1, v2 []cgroupCandidate
+	var v1, v2 []hierarchy
+	seen := map[string]bool{}
 	for _, line := range strings.Split(mountinfo, "\n") {
 		// mountinfo: id parent major:minor root mountpoint options... - fstype source superoptions
 		pre, post, ok := strings.Cut(line, " - ")
@@ -88,14 +142,25 @@ func pidsCandidates(mountinfo, selfCgroup string) []cgroupCandidate {
 			continue
 		}
 		root, point := unescapeMount(f[3]), unescapeMount(f[4])
-		switch {
-		case p[0] == "cgroup" && hasOption(p[2], "pids"):
-			if path, ok := paths["pids"]; ok {
-				v1 = append(v1, cgroupCandidate{dir: cgroupDir(point, root, path)})
+		switch p[0] {
+		case "cgroup":
+			var ctrls []string
+			var path string
+			for _, ctrl := range wantedControllers {
+				if hasOption(p[2], ctrl) {
+					if own, ok := paths[ctrl]; ok {
+						ctrls, path = append(ctrls, ctrl), own
+					}
+				}
 			}
-		case p[0] == "cgroup2":
-			if path, ok := paths[""]; ok {
-				v2 = append(v2, cgroupCandidate{dir: cgroupDir(point, root, path), v2: true})
+			dir := cgroupDir(point, root, path)
+			if len(ctrls) > 0 && !seen[dir] {
+				seen[dir] = true
+				v1 = append(v1, hierarchy{dir: dir, ctrls: ctrls})
+			}
+		case "cgroup2":
+			if own, ok := paths[""]; ok {
+				v2 = append(v2, hierarchy{dir: cgroupDir(point, root, own), v2: true})
 			}
 		}
 	}
@@ -103,12 +168,7 @@ func pidsCandidates(mountinfo, selfCgroup string) []cgroupCandidate {
 }
 
 func hasOption(opts, want string) bool {
-	for _, o := range strings.Split(opts, ",") {
-		if o == want {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(strings.Split(opts, ","), want)
 }
 
 // cgroupDir is where the cgroup path of /proc/self/cgroup is found under
@@ -140,61 +200,87 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// claimPidsCgroup makes this server's cgroup under parent and checks that
-// a command's cgroup can be made in it with a pids limit.
-func claimPidsCgroup(parent string, v2 bool) *pidsCgroup {
-	if v2 && !enablePids(parent) && !leaveForLeaf(parent) {
-		return nil
+// claimHierarchy makes this server's cgroup in cand (leaving out the
+// controllers another hierarchy already gave) and checks that a command's
+// cgroup can be made in it with its limits.
+func claimHierarchy(cand hierarchy, covered []string) (hierarchy, bool) {
+	parent := cand.dir
+	if cand.v2 {
+		cand.ctrls = v2Controllers(parent, covered)
+	} else {
+		cand.ctrls = slices.DeleteFunc(cand.ctrls, func(c string) bool { return slices.Contains(covered, c) })
+	}
+	if len(cand.ctrls) == 0 {
+		return hierarchy{}, false
+	}
+	if cand.v2 && !enableControllers(parent, cand.ctrls) && !leaveForLeaf(parent, cand.ctrls) {
+		return hierarchy{}, false
 	}
 	removeStaleCgroups(parent)
-	c := &pidsCgroup{dir: filepath.Join(parent, fmt.Sprintf("herd-%d", os.Getpid())), v2: v2}
-	if err := os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil
+	h := hierarchy{dir: filepath.Join(parent, fmt.Sprintf("herd-%d", os.Getpid())), v2: cand.v2, ctrls: cand.ctrls}
+	if err := os.Mkdir(h.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return hierarchy{}, false
 	}
-	if v2 && !enablePids(c.dir) {
-		_ = os.Remove(c.dir)
-		return nil
+	if h.v2 && !enableControllers(h.dir, h.ctrls) {
+		_ = os.Remove(h.dir)
+		return hierarchy{}, false
 	}
-	probe, err := c.create(1)
-	if err != nil {
-		_ = os.Remove(c.dir)
-		return nil
-	}
+	probe := filepath.Join(h.dir, "probe")
+	err := makeCommandDir(h, probe, probeLimits)
 	_ = os.Remove(probe)
-	return c
+	if err != nil {
+		_ = os.Remove(h.dir)
+		return hierarchy{}, false
+	}
+	return h, true
 }
 
-// enablePids makes the pids controller available to dir's children, as
-// cgroup v2 requires; it fails where the controller is not delegated.
-func enablePids(dir string) bool {
-	ctrl := filepath.Join(dir, "cgroup.subtree_control")
-	on, err := listsPids(ctrl)
+// probeLimits are set on the probe cgroup: any values will do.
+var probeLimits = SandboxLimits{Processes: 8, MemoryMB: 64, CPUs: 1}
+
+// v2Controllers lists the wanted controllers that dir's cgroup.controllers
+// offers, leaving out those covered elsewhere.
+func v2Controllers(dir string, covered []string) []string {
+	list, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return nil
+	}
+	var ctrls []string
+	for _, c := range strings.Fields(string(list)) {
+		if slices.Contains(wantedControllers, c) && !slices.Contains(covered, c) {
+			ctrls = append(ctrls, c)
+		}
+	}
+	return ctrls
+}
+
+// enableControllers makes ctrls available to dir's children, as cgroup
+// v2 requires; it fails where they are not delegated.
+func enableControllers(dir string, ctrls []string) bool {
+	file := filepath.Join(dir, "cgroup.subtree_control")
+	on, err := os.ReadFile(file)
 	if err != nil {
 		return false
 	}
-	return on || os.WriteFile(ctrl, []byte("+pids"), 0) == nil
-}
-
-// listsPids reports whether a controller list (cgroup.controllers or
-// cgroup.subtree_control: names separated by spaces) names pids.
-func listsPids(file string) (bool, error) {
-	list, err := os.ReadFile(file)
-	return err == nil && slices.Contains(strings.Fields(string(list)), "pids"), err
+	var add []string
+	for _, c := range ctrls {
+		if !slices.Contains(strings.Fields(string(on)), c) {
+			add = append(add, "+"+c)
+		}
+	}
+	return len(add) == 0 || os.WriteFile(file, []byte(strings.Join(add, " ")), 0) == nil
 }
 
 // serverLeaf is the cgroup v2 leaf the server moves itself into.
 const serverLeaf = "herd-server"
 
 // leaveForLeaf moves the server from parent into a leaf cgroup of its own
-// and enables pids for parent's children. cgroup v2 allows controllers
+// and enables ctrls for parent's children. cgroup v2 allows controllers
 // for a cgroup's children only while it holds no processes itself, so a
 // delegated cgroup (systemd's Delegate=) must be emptied first. It does so
-// only when the pids controller is available in parent and the server is
-// the only process there, and undoes the move when enabling fails.
-func leaveForLeaf(parent string) bool {
-	if on, err := listsPids(filepath.Join(parent, "cgroup.controllers")); err != nil || !on {
-		return false
-	}
+// only when the server is the only process there, and undoes the move
+// when enabling fails.
+func leaveForLeaf(parent string, ctrls []string) bool {
 	procs, err := os.ReadFile(filepath.Join(parent, "cgroup.procs"))
 	if err != nil || strings.TrimSpace(string(procs)) != strconv.Itoa(os.Getpid()) {
 		return false
@@ -208,7 +294,7 @@ func leaveForLeaf(parent string) bool {
 		_ = os.Remove(leaf)
 		return false
 	}
-	if enablePids(parent) {
+	if enableControllers(parent, ctrls) {
 		return true
 	}
 	_ = os.WriteFile(filepath.Join(parent, "cgroup.procs"), self, 0)
@@ -243,16 +329,160 @@ func removeStaleCgroups(parent string) {
 	}
 }
 
-// create makes a command's cgroup allowing max processes and returns its
-// directory; the command joins it by writing its pid to cgroup.procs.
-func (c *pidsCgroup) create(max int) (string, error) {
-	dir := filepath.Join(c.dir, fmt.Sprintf("cmd-%d", cgroupSeq.Add(1)))
+// commandCgroup is one command's cgroups, one per hierarchy.
+type commandCgroup struct {
+	dirs []string
+	// cpuStat and oomFile are where its CPU time and its OOM kills are
+	// read; "" where no cgroup counts them.
+	cpuStat, cpuStatKey string
+	oomFile             string
+}
+
+// create makes a command's cgroups with limits l. The command joins them
+// by writing its pid to each of procs().
+func (c *cgroups) create(l SandboxLimits) (*commandCgroup, error) {
+	cg := &commandCgroup{}
+	name := fmt.Sprintf("cmd-%d", cgroupSeq.Add(1))
+	for _, h := range c.hier {
+		dir := filepath.Join(h.dir, name)
+		if err := makeCommandDir(h, dir, l); err != nil {
+			cg.remove()
+			return nil, err
+		}
+		cg.dirs = append(cg.dirs, dir)
+		switch {
+		case h.v2:
+			cg.cpuStat, cg.cpuStatKey = filepath.Join(dir, "cpu.stat"), "usage_usec"
+			if slices.Contains(h.ctrls, ctrlMemory) {
+				cg.oomFile = filepath.Join(dir, "memory.events")
+			}
+		default:
+			if slices.Contains(h.ctrls, ctrlCPUAcct) {
+				cg.cpuStat = filepath.Join(dir, "cpuacct.usage")
+			}
+			if slices.Contains(h.ctrls, ctrlMemory) {
+				cg.oomFile = filepath.Join(dir, "memory.oom_control")
+			}
+		}
+	}
+	return cg, nil
+}
+
+// makeCommandDir makes dir in hierarchy h and sets the limits of the
+// controllers h carries.
+func makeCommandDir(h hierarchy, dir string, l SandboxLimits) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("pids cgroup: %w", err)
+		return fmt.Errorf("cgroup: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
-		_ = os.Remove(dir)
-		return "", fmt.Errorf("pids cgroup: set pids.max: %w", err)
+	for _, s := range cgroupSettings(h, l) {
+		file := filepath.Join(dir, s.file)
+		if s.optional {
+			if _, err := os.Stat(file); err != nil {
+				continue
+			}
+		}
+		if err := os.WriteFile(file, []byte(s.value), 0); err != nil {
+			_ = os.Remove(dir)
+			return fmt.Errorf("cgroup: set %s: %w", s.file, err)
+		}
 	}
-	return dir, nil
+	return nil
+}
+
+type cgroupSetting struct {
+	file, value string
+	// optional: absent where the kernel does not count it (swap).
+	optional bool
+}
+
+// cgroupSettings are the files that carry l in hierarchy h, in the order
+// they must be written (v1's memory limit before the memory+swap one).
+func cgroupSettings(h hierarchy, l SandboxLimits) []cgroupSetting {
+	mem := strconv.Itoa(l.MemoryMB * mib)
+	period := int(cpuPeriod / time.Microsecond)
+	quota := strconv.Itoa(max(1000, int(l.CPUs*float64(period))))
+	var s []cgroupSetting
+	for _, ctrl := range h.ctrls {
+		switch {
+		case ctrl == ctrlPids:
+			s = append(s, cgroupSetting{file: "pids.max", value: strconv.Itoa(l.Processes)})
+		case ctrl == ctrlMemory && h.v2:
+			s = append(s, cgroupSetting{file: "memory.max", value: mem},
+				cgroupSetting{file: "memory.swap.max", value: "0", optional: true},
+				cgroupSetting{file: "memory.oom.group", value: "1", optional: true})
+		case ctrl == ctrlMemory:
+			s = append(s, cgroupSetting{file: "memory.limit_in_bytes", value: mem},
+				cgroupSetting{file: "memory.memsw.limit_in_bytes", value: mem, optional: true})
+		case ctrl == ctrlCPU && h.v2:
+			s = append(s, cgroupSetting{file: "cpu.max", value: quota + " " + strconv.Itoa(period)})
+		case ctrl == ctrlCPU:
+			s = append(s, cgroupSetting{file: "cpu.cfs_period_us", value: strconv.Itoa(period)},
+				cgroupSetting{file: "cpu.cfs_quota_us", value: quota})
+		}
+	}
+	return s
+}
+
+// procs are the files a command writes its pid to, to join its cgroups.
+func (cg *commandCgroup) procs() []string {
+	files := make([]string, len(cg.dirs))
+	for i, d := range cg.dirs {
+		files[i] = filepath.Join(d, "cgroup.procs")
+	}
+	return files
+}
+
+// cpuTime is the CPU time the command's processes have used, and whether
+// a cgroup counts it.
+func (cg *commandCgroup) cpuTime() (time.Duration, bool) {
+	if cg == nil || cg.cpuStat == "" {
+		return 0, false
+	}
+	data, err := os.ReadFile(cg.cpuStat)
+	if err != nil {
+		return 0, false
+	}
+	if cg.cpuStatKey == "" { // cpuacct.usage: nanoseconds
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		return time.Duration(ns), err == nil
+	}
+	usec, ok := statValue(data, cg.cpuStatKey)
+	return time.Duration(usec) * time.Microsecond, ok
+}
+
+// oomKills is how many of the command's processes the kernel killed for
+// going over its memory limit.
+func (cg *commandCgroup) oomKills() int64 {
+	if cg == nil || cg.oomFile == "" {
+		return 0
+	}
+	data, err := os.ReadFile(cg.oomFile)
+	if err != nil {
+		return 0
+	}
+	n, _ := statValue(data, "oom_kill")
+	return n
+}
+
+// statValue reads "key value" from a flat-keyed cgroup file.
+func statValue(data []byte, key string) (int64, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// remove removes the command's cgroups once its processes are gone.
+func (cg *commandCgroup) remove() {
+	if cg == nil {
+		return
+	}
+	for _, d := range cg.dirs {
+		_ = os.Remove(d)
+	}
 }

@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,37 +49,57 @@ var errSurvivors = errors.New("some of its processes were still exiting when the
 // job is one started command.
 type job struct {
 	cmd *exec.Cmd
-	// cgroup is the command's pids cgroup, removed when it ends; "" if none.
-	cgroup string
+	// cg is the command's cgroups, removed when it ends; nil if none.
+	cg *commandCgroup
 	// info is the read end of bwrap's --info-fd, which names the sandbox's
-	// init; nil in host mode.
-	info *os.File
+	// init; nil in host mode. childEnds are the ends of the pipes that
+	// bwrap holds, closed here once it started.
+	info      *os.File
+	childEnds []*os.File
 	// group: kill the process group after the command, the only cleanup
 	// host mode has without a PID namespace.
 	group bool
+	// init is a pidfd of the sandbox's init once it runs, else -1: killing
+	// it ends every process of the command.
+	init int
+	// watch, when set, holds the running command to its totals: it is
+	// started once the command runs, given the way to kill it, and its
+	// end is called when the command ended.
+	watch func(kill func()) (end func())
+
+	ctx    context.Context // its end kills the command
+	killMu sync.Mutex      // guards init against its close
+	// oomKills is how many of its processes the kernel killed for its
+	// memory limit, read as it ended.
+	oomKills int64
+}
+
+// The descriptors bwrap reads: its --info-fd and its --seccomp.
+const (
+	infoFD    = 3
+	seccompFD = 4
+)
+
+// commandLimits are the limits decided for one command as it starts.
+type commandLimits struct {
+	// fileSize is RLIMIT_FSIZE: the smaller of file_size_mb and the room
+	// left in the workspace, so no single file can take it over.
+	fileSize int64
 }
 
 // start starts line in workspace, its output going to out. The caller
 // must call run.
-func (sb *sandbox) start(ctx context.Context, workspace, line string, out io.Writer) (*job, error) {
-	j := &job{}
+func (sb *sandbox) start(ctx context.Context, workspace, line string, out io.Writer, cl commandLimits) (*job, error) {
+	j := &job{init: -1}
 	env := []string{"HOME=" + workspace, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp"}
-	var infoW *os.File
 	if sb.cfg.Mode == SandboxBwrap {
-		name, args, err := sb.bwrapCommand(workspace, line, j)
-		if err != nil {
+		if err := sb.startBwrap(j, workspace, line, cl); err != nil {
+			j.close()
 			return nil, err
 		}
-		j.cmd = exec.CommandContext(ctx, name, args...)
 		j.cmd.Env = append(env, "PATH="+defaultPath)
-		j.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if j.info, infoW, err = os.Pipe(); err != nil {
-			j.removeCgroup()
-			return nil, err
-		}
-		j.cmd.ExtraFiles = []*os.File{infoW}
 	} else {
-		j.cmd = exec.CommandContext(ctx, "bash", "-c", line)
+		j.cmd = exec.Command("bash", "-c", line)
 		// Host bash is meant to use the machine's tools, and PATH holds no
 		// secrets, so it is the one variable taken from the server.
 		path := os.Getenv("PATH")
@@ -96,66 +116,147 @@ func (sb *sandbox) start(ctx context.Context, workspace, line string, out io.Wri
 	if out != nil {
 		j.cmd.Stdout, j.cmd.Stderr = out, out
 	}
-	j.cmd.Cancel = func() error { return killGroup(j.cmd.Process.Pid) }
 	j.cmd.WaitDelay = bashWaitDelay
+	// The context is watched by run rather than exec.CommandContext, so
+	// that its end also kills the sandbox's init at once.
+	j.ctx = ctx
 	return j, nil
 }
 
-// bwrapCommand is the command line of a bwrap command: joining its pids
-// cgroup (a shell that writes its own pid, then execs, so nothing runs
-// outside it), prlimit setting the rlimits, then bwrap.
-func (sb *sandbox) bwrapCommand(workspace, line string, j *job) (string, []string, error) {
-	l := sb.cfg.Limits
-	limits := []string{
-		fmt.Sprintf("--as=%d", l.MemoryMB*mib),
-		fmt.Sprintf("--cpu=%d:%d", l.CPUSeconds, l.CPUSeconds+1),
-		fmt.Sprintf("--fsize=%d", l.FileSizeMB*mib),
+// startBwrap prepares j to run line in the bwrap sandbox.
+func (sb *sandbox) startBwrap(j *job, workspace, line string, cl commandLimits) error {
+	if sb.cg != nil {
+		cg, err := sb.cg.create(sb.cfg.Limits)
+		if err != nil {
+			return err
+		}
+		j.cg = cg
 	}
-	if sb.pids == nil {
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	j.info, j.childEnds = infoR, []*os.File{infoW}
+	if sb.seccomp != nil {
+		filter, err := seccompFile(sb.seccomp)
+		if err != nil {
+			return err
+		}
+		j.childEnds = append(j.childEnds, filter)
+	}
+	name, args := sb.commandLine(workspace, line, j.cg, cl)
+	j.cmd = exec.Command(name, args...)
+	j.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	j.cmd.ExtraFiles = j.childEnds
+	return nil
+}
+
+// commandLine is the command line of a bwrap command: joining its
+// cgroups (a shell that writes its own pid to each, then execs, so
+// nothing runs outside them), prlimit setting the rlimits, bwrap, and for
+// a root herd setpriv dropping the command to sandbox.user inside the
+// sandbox, every capability and the bounding set gone and no way back
+// (no_new_privs), before bash starts.
+func (sb *sandbox) commandLine(workspace, line string, cg *commandCgroup, cl commandLimits) (string, []string) {
+	l := sb.cfg.Limits
+	// Where a cgroup counts the command's CPU time, its watch stops it at
+	// the limit and RLIMIT_CPU, a second later, only backs it up.
+	cpu := l.CPUSeconds
+	if sb.cg.has(ctrlCPUAcct) {
+		cpu++
+	}
+	limits := []string{
+		fmt.Sprintf("--cpu=%d:%d", cpu, cpu+1),
+		fmt.Sprintf("--fsize=%d", cl.fileSize),
+	}
+	if !sb.cg.has(ctrlMemory) {
+		limits = append(limits, fmt.Sprintf("--as=%d", l.MemoryMB*mib))
+	}
+	if !sb.cg.has(ctrlPids) {
 		limits = append(limits, fmt.Sprintf("--nproc=%d", l.Processes))
 	}
 	args := append([]string{sb.prlimit}, limits...)
 	args = append(args, "--", sb.bwrap)
 	args = append(args, sb.bwrapArgs(workspace)...)
-	args = append(args, "--info-fd", "3", "--", "bash", "-c", line)
-	if sb.pids == nil {
-		return args[0], args[1:], nil
+	args = append(args, "--info-fd", strconv.Itoa(infoFD), "--")
+	if a := sb.cfg.RunAs; a != nil {
+		args = append(args, sb.setpriv, "--reuid", strconv.Itoa(a.UID), "--regid", strconv.Itoa(a.GID),
+			"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--")
 	}
-	dir, err := sb.pids.create(l.Processes)
-	if err != nil {
-		return "", nil, err
+	args = append(args, "bash", "-c", line)
+	if cg == nil {
+		return args[0], args[1:]
 	}
-	j.cgroup = dir
-	join := []string{"-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(dir, "cgroup.procs")}
-	return "/bin/sh", append(join, args...), nil
+	procs := cg.procs()
+	join := []string{"-c", `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`,
+		"herd-join", strconv.Itoa(len(procs))}
+	join = append(join, procs...)
+	return "/bin/sh", append(join, args...)
 }
 
 // run starts the command, waits for it and for every process it started
-// to be gone, and returns Wait's error (or errSurvivors).
+// to be gone, and returns Wait's error (or errSurvivors). A cancel of the
+// start's context, and the watch, kill the command and its sandbox.
 func (j *job) run() error {
-	defer j.removeCgroup()
+	defer j.close()
 	ended := make(chan struct{})
 	defer close(ended)
 	err := startPinned(j.cmd, ended)
-	if j.info != nil {
-		// Only bwrap may hold the write end: EOF must mean bwrap is done with it.
-		j.cmd.ExtraFiles[0].Close()
-		defer j.info.Close()
+	for _, f := range j.childEnds {
+		// Only bwrap may hold them: EOF on info must mean bwrap is done.
+		f.Close()
 	}
+	j.childEnds = nil
 	if err != nil {
 		return err
 	}
-	init := j.sandboxInit()
+	j.killMu.Lock()
+	j.init = j.sandboxInit()
+	j.killMu.Unlock()
+	stop := context.AfterFunc(j.ctx, j.kill)
+	endWatch := func() {}
+	if j.watch != nil {
+		endWatch = j.watch(j.kill)
+	}
 	waitErr := j.cmd.Wait()
+	stop()
+	endWatch()
 	if j.group {
 		// Background jobs outlive bash; they die with the call so nothing
 		// the model started keeps running unseen.
 		_ = killGroup(j.cmd.Process.Pid)
 	}
+	j.killMu.Lock()
+	init := j.init
+	j.init = -1
+	j.killMu.Unlock()
 	if init >= 0 && !awaitSandboxEnd(init) && waitErr == nil {
 		waitErr = errSurvivors
 	}
+	j.oomKills = j.cg.oomKills()
 	return waitErr
+}
+
+// kill ends the command: its process group, and the sandbox's init with
+// everything in its PID namespace.
+func (j *job) kill() {
+	j.killMu.Lock()
+	defer j.killMu.Unlock()
+	_ = killGroup(j.cmd.Process.Pid)
+	if j.init >= 0 {
+		_ = unix.PidfdSendSignal(j.init, unix.SIGKILL, nil, 0)
+	}
+}
+
+// close releases what start made, whether or not the command ran.
+func (j *job) close() {
+	for _, f := range j.childEnds {
+		f.Close()
+	}
+	if j.info != nil {
+		j.info.Close()
+	}
+	j.cg.remove()
 }
 
 // startPinned starts cmd from an OS thread that stays alive, locked to
@@ -234,12 +335,6 @@ func parentOf(pid int) int {
 	return 0
 }
 
-func (j *job) removeCgroup() {
-	if j.cgroup != "" {
-		_ = os.Remove(j.cgroup)
-	}
-}
-
 // killGroup kills the process group led by pid. A group already gone is
 // reported as os.ErrProcessDone, which exec.Cmd treats as nothing to do.
 func killGroup(pid int) error {
@@ -261,20 +356,31 @@ func diedOfSIGKILL(ps *os.ProcessState) bool {
 // exitStatus says how a command ended when it was not a plain success.
 // bwrap reports a command killed by signal N as exit code 128+N, as a
 // shell does, so in bwrap mode such a code is read as that signal: a limit
-// (SIGXCPU, SIGXFSZ) must be told apart from a failure.
-func (sb *sandbox) exitStatus(ps *os.ProcessState) string {
+// (SIGXCPU, SIGXFSZ) must be told apart from a failure. fileSize is the
+// command's RLIMIT_FSIZE, which SIGXFSZ names.
+func (sb *sandbox) exitStatus(ps *os.ProcessState, fileSize int64) string {
+	sig := syscall.Signal(-1)
 	ws, ok := ps.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return killedBy(ws.Signal())
-	}
 	code := ps.ExitCode()
-	if sb.cfg.Mode == SandboxBwrap && code > 128 && code < 128+65 {
-		return killedBy(syscall.Signal(code - 128))
-	}
-	if code != 0 {
+	switch {
+	case ok && ws.Signaled():
+		sig = ws.Signal()
+	case sb.cfg.Mode == SandboxBwrap && code > 128 && code < 128+65:
+		sig = syscall.Signal(code - 128)
+	case code != 0:
 		return fmt.Sprintf("exit code %d", code)
+	default:
+		return ""
 	}
-	return ""
+	status := killedBy(sig)
+	switch sig {
+	case syscall.SIGXFSZ:
+		status += fmt.Sprintf(": a file reached %s, the most one file may grow to now (the smaller of "+
+			"sandbox.limits.file_size_mb and the room left in the workspace)", mebibytes(fileSize))
+	case syscall.SIGXCPU:
+		status += ": a process used its CPU time (sandbox.limits.cpu_seconds)"
+	}
+	return status
 }
 
 func killedBy(sig syscall.Signal) string {

@@ -5,36 +5,51 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// quota is the workspace size limit (sandbox.limits.workspace_mb). A
+// quota is the workspace limits (sandbox.limits.workspace_mb and
+// workspace_files) and the free-space floor of its disk (min_free_mb). A
 // thread's workspace is a directory of the server's file system with no
-// quota of its own, so the limit is enforced where the tools meet it: bash
-// and growing writes are refused while the workspace is over the limit,
-// and a command that took it over says so. A single command can still
-// write up to its file-size limit per file before the next check, and a
-// growing write is accepted on a measurement up to usageFresh old plus
-// the writes accepted since (measured), so what grows the workspace
-// besides the tools (an MCP server writing into it) is seen within that
-// time; a refusal is always decided on a fresh walk.
+// quota of its own, so the limits are enforced where the tools meet it:
+// bash and growing writes are refused while the workspace is over a
+// limit, and while a command runs its workspace is watched and the
+// command stopped as it crosses one (watch.go). A growing write is
+// accepted on a measurement up to usageFresh old plus the writes accepted
+// since (measured), so what grows the workspace besides the tools (an MCP
+// server writing into it) is seen within that time; a refusal is always
+// decided on a fresh walk.
 type quota struct {
 	limit int64 // bytes
+	files int64 // files and directories
+	floor int64 // bytes the disk keeps free
 }
 
 func workspaceQuota(l SandboxLimits) quota {
-	return quota{limit: int64(l.withDefaults().WorkspaceMB) * mib}
+	l = l.withDefaults()
+	return quota{limit: int64(l.WorkspaceMB) * mib, files: int64(l.WorkspaceFiles), floor: int64(l.MinFreeMB) * mib}
 }
 
-// usage is the disk space dir uses, counted as du does (allocated blocks,
-// so a sparse file counts for what it occupies). It stops when ctx ends.
-func usage(ctx context.Context, dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+// du is what a walk of a workspace found.
+type du struct {
+	bytes, files int64
+	// setID names the regular files with a set-user-ID or set-group-ID bit.
+	setID []string
+}
+
+// usage measures dir as du does (allocated blocks, so a sparse file
+// counts for what it occupies), counting every entry below dir. It stops
+// when ctx ends.
+func usage(ctx context.Context, dir string) (du, error) {
+	var u du
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			// A file removed during the walk is simply not counted.
 			if errors.Is(err, fs.ErrNotExist) {
@@ -49,15 +64,35 @@ func usage(ctx context.Context, dir string) (int64, error) {
 		if err != nil {
 			return nil
 		}
+		if path != dir {
+			u.files++
+		}
 		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
+			u.bytes += st.Blocks * 512
+		}
+		if info.Mode().IsRegular() && info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 && len(u.setID) < maxSetID {
+			u.setID = append(u.setID, path)
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("measure workspace: %w", err)
+		return du{}, fmt.Errorf("measure workspace: %w", err)
 	}
-	return total, nil
+	return u, nil
+}
+
+// maxSetID bounds the set-ID files one walk remembers; the next walk
+// finds the rest.
+const maxSetID = 1024
+
+// freeSpace is what the file system holding dir has free for unprivileged
+// writers, in bytes.
+func freeSpace(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("free space: %w", err)
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 // measured is what the tools last measured of each workspace, shared by
@@ -84,7 +119,7 @@ type usageCache struct {
 // since; mu serializes the checks of one workspace.
 type dirUsage struct {
 	mu   sync.Mutex
-	used int64
+	used du
 	at   time.Time // of the walk; zero: never measured
 }
 
@@ -114,71 +149,150 @@ func (c *usageCache) dir(dir string) *dirUsage {
 }
 
 // measure walks dir and records what it found.
-func (c *usageCache) measure(ctx context.Context, dir string) (int64, error) {
+func (c *usageCache) measure(ctx context.Context, dir string) (du, error) {
 	d := c.dir(dir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.walk(ctx, dir)
 }
 
-func (d *dirUsage) walk(ctx context.Context, dir string) (int64, error) {
+func (d *dirUsage) walk(ctx context.Context, dir string) (du, error) {
 	measured.walks.Add(1)
 	used, err := usage(ctx, dir)
 	if err != nil {
 		d.at = time.Time{}
-		return 0, err
+		return du{}, err
 	}
 	d.used, d.at = used, time.Now()
 	return used, nil
 }
 
-// refuseOver refuses the tool named what while the workspace is over the limit.
-func (q quota) refuseOver(ctx context.Context, dir, what string) error {
-	used, err := measured.measure(ctx, dir)
-	if err != nil {
-		return err
+// over says which limit u breaks, as the end of a sentence whose start
+// the caller writes, or "" when it breaks none.
+func (q quota) over(u du, free int64) string {
+	switch {
+	case u.bytes > q.limit:
+		return fmt.Sprintf("the workspace uses %s, over its limit of %s (sandbox.limits.workspace_mb)", mebibytes(u.bytes), mebibytes(q.limit))
+	case u.files > q.files:
+		return fmt.Sprintf("the workspace holds %d files and directories, over its limit of %d (sandbox.limits.workspace_files)", u.files, q.files)
+	case free < q.floor:
+		return fmt.Sprintf("the disk of the workspaces has %s free, under the %s herd keeps free for everyone (sandbox.limits.min_free_mb)",
+			mebibytes(free), mebibytes(q.floor))
 	}
-	if used > q.limit {
-		return fmt.Errorf("the workspace uses %s, over its limit of %s (sandbox.limits.workspace_mb); %s is refused "+
-			"until it is smaller: shrink files with write_file", mebibytes(used), mebibytes(q.limit), what)
-	}
-	return nil
+	return ""
 }
 
-// refuseGrowth refuses a write that adds grow bytes to a workspace that
-// would then be over the limit. A write that does not grow it is allowed
-// even over the limit: that is how the model makes room.
-func (q quota) refuseGrowth(ctx context.Context, dir string, grow int64) error {
-	if grow <= 0 {
+// check measures dir afresh and says which limit it breaks, or "".
+func (q quota) check(ctx context.Context, dir string) (du, string, error) {
+	used, err := measured.measure(ctx, dir)
+	if err != nil {
+		return du{}, "", err
+	}
+	free, err := freeSpace(dir)
+	if err != nil {
+		return du{}, "", err
+	}
+	return used, q.over(used, free), nil
+}
+
+// refuseOver refuses the tool named what while the workspace is over a
+// limit; else it returns what it measured.
+func (q quota) refuseOver(ctx context.Context, dir, what string) (du, error) {
+	used, over, err := q.check(ctx, dir)
+	if err != nil {
+		return du{}, err
+	}
+	if over != "" {
+		return du{}, fmt.Errorf("%s; %s is refused until it is smaller: remove files with bash or shrink them with write_file", over, what)
+	}
+	return used, nil
+}
+
+// refuseGrowth refuses a write that adds grow bytes (and a new file when
+// create) to a workspace that would then be over a limit, or to a disk
+// under its floor. A write that does not grow it is allowed even over the
+// limit: that is how the model makes room.
+func (q quota) refuseGrowth(ctx context.Context, dir string, grow int64, create bool) error {
+	if grow <= 0 && !create {
 		return nil
+	}
+	newFiles := int64(0)
+	if create {
+		newFiles = 1
 	}
 	d := measured.dir(dir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	used := d.used
-	if d.at.IsZero() || time.Since(d.at) > usageFresh || used+grow > q.limit {
+	if d.at.IsZero() || time.Since(d.at) > usageFresh || used.bytes+grow > q.limit || used.files+newFiles > q.files {
 		var err error
 		if used, err = d.walk(ctx, dir); err != nil {
 			return err
 		}
 	}
-	if used+grow > q.limit {
-		return fmt.Errorf("the write would take the workspace to %s, over its limit of %s (sandbox.limits.workspace_mb); "+
-			"nothing was written", mebibytes(used+grow), mebibytes(q.limit))
+	free, err := freeSpace(dir)
+	if err != nil {
+		return err
 	}
-	d.used += grow // the write about to happen, until the next walk
+	switch {
+	case used.bytes+grow > q.limit:
+		return fmt.Errorf("the write would take the workspace to %s, over its limit of %s (sandbox.limits.workspace_mb); "+
+			"nothing was written", mebibytes(used.bytes+grow), mebibytes(q.limit))
+	case used.files+newFiles > q.files:
+		return fmt.Errorf("the workspace holds %d files and directories, its limit (sandbox.limits.workspace_files); "+
+			"nothing was written", used.files)
+	case free-grow < q.floor:
+		return fmt.Errorf("the disk of the workspaces has %s free, and herd keeps %s free for everyone "+
+			"(sandbox.limits.min_free_mb); nothing was written", mebibytes(free), mebibytes(q.floor))
+	}
+	d.used.bytes += grow // the write about to happen, until the next walk
+	d.used.files += newFiles
 	return nil
 }
 
 // noteOver is the note added to a command's result when it left the
-// workspace over the limit, or "".
+// workspace over a limit, or "". It also takes the set-user-ID and
+// set-group-ID bits off what the command left (docs/DESIGN.md §4).
 func (q quota) noteOver(ctx context.Context, dir string) string {
-	used, err := measured.measure(ctx, dir)
-	if err != nil || used <= q.limit {
+	used, over, err := q.check(ctx, dir)
+	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("the workspace now uses %s, over its limit of %s: further commands and growing writes are "+
-		"refused until it is smaller", mebibytes(used), mebibytes(q.limit))
+	stripSetID(dir, used.setID)
+	if over == "" {
+		return ""
+	}
+	return over + ": further commands and growing writes are refused until it is smaller"
+}
+
+// stripSetID clears the set-user-ID and set-group-ID bits of the regular
+// files at paths (absolute, inside dir). Each is opened through an
+// os.Root on dir without following a final symlink, checked on the open
+// file and changed through it, so a path swapped for a link meanwhile
+// changes nothing outside the workspace.
+func stripSetID(dir string, paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	for _, p := range paths {
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			continue
+		}
+		f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+			_ = f.Chmod(info.Mode() &^ (fs.ModeSetuid | fs.ModeSetgid))
+		}
+		f.Close()
+	}
 }
 
 func mebibytes(n int64) string {

@@ -290,8 +290,26 @@ func TestBashBwrapNetwork(t *testing.T) {
 	})
 }
 
+// requireCgroups fails t in CI, and skips it elsewhere, where the bwrap
+// tool has no cgroup for a controller the test is about.
+func requireCgroups(t *testing.T, tool Tool, ctrls ...string) {
+	t.Helper()
+	for _, c := range ctrls {
+		if !tool.(*bashTool).sb.cg.has(c) {
+			msg := fmt.Sprintf("no %s cgroup for the sandbox here", c)
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+}
+
 // TestBashBwrapLimits: each limit stops what it is for, with a result
-// that says so.
+// that says so. Memory and CPU time are totals of the command's
+// processes (its cgroups), not a per-process allowance: three processes
+// of 40 MiB go over 100 MiB, four busy loops over 2 s of CPU time
+// together long before any one of them used its own 2 s.
 func TestBashBwrapLimits(t *testing.T) {
 	checkToolLeaks(t)
 	cases := []struct {
@@ -299,19 +317,36 @@ func TestBashBwrapLimits(t *testing.T) {
 		limits  SandboxLimits
 		command string
 		want    []string
-		check   func(t *testing.T, ws string)
+		cgroup  string
 	}{
 		{
 			name:    "memory",
 			limits:  SandboxLimits{MemoryMB: 64},
 			command: "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}",
-			want:    []string{"cannot allocate"},
+			want:    []string{"the command ran out of memory: its processes together may use 64 MiB"},
+			cgroup:  ctrlMemory,
+		},
+		{
+			name:   "memory of several processes",
+			limits: SandboxLimits{MemoryMB: 100},
+			command: "for i in 1 2 3; do (x=$(head -c 40000000 /dev/zero | tr '\\0' a); sleep 3; echo ${#x}) & done; wait; " +
+				"echo all-done",
+			want:   []string{"the command ran out of memory: its processes together may use 100 MiB"},
+			cgroup: ctrlMemory,
 		},
 		{
 			name:    "cpu time",
 			limits:  SandboxLimits{CPUSeconds: 1},
 			command: "while :; do :; done",
-			want:    []string{"killed by signal 24 (CPU time limit exceeded)"},
+			want:    []string{"the command was stopped: its processes used 1s of CPU time, its limit (sandbox.limits.cpu_seconds)"},
+			cgroup:  ctrlCPUAcct,
+		},
+		{
+			name:    "cpu time of several processes",
+			limits:  SandboxLimits{CPUSeconds: 2, CPUs: 4},
+			command: "for i in 1 2 3 4; do (while :; do :; done) & done; wait",
+			want:    []string{"the command was stopped: its processes used 2s of CPU time"},
+			cgroup:  ctrlCPUAcct,
 		},
 		{
 			name:    "file size",
@@ -335,6 +370,9 @@ func TestBashBwrapLimits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tool := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 30, Limits: tc.limits})
+			if tc.cgroup != "" {
+				requireCgroups(t, tool, tc.cgroup)
+			}
 			ws := t.TempDir()
 			got, err := runBash(t, tool, ws, map[string]any{"command": tc.command})
 			if err != nil {
@@ -385,8 +423,8 @@ func TestBashBwrapForkBomb(t *testing.T) {
 }
 
 // TestBashWorkspaceLimit: a command that takes the workspace over its
-// limit is told; then bash and growing writes are refused until a write
-// shrinks it.
+// limit is stopped (or, if it ended first, told); then bash and growing
+// writes are refused until a write shrinks it.
 func TestBashWorkspaceLimit(t *testing.T) {
 	checkToolLeaks(t)
 	cfg := SandboxConfig{BashTimeoutSeconds: 10, Limits: SandboxLimits{WorkspaceMB: 1, FileSizeMB: 8}}
@@ -399,8 +437,8 @@ func TestBashWorkspaceLimit(t *testing.T) {
 				tl, _ := set.Get(tool)
 				return tl.Run(context.Background(), Env{Workspace: ws}, argsJSON(t, args))
 			}
-			got, err := run(Bash, map[string]any{"command": "head -c 1500000 /dev/urandom > big; echo wrote"})
-			if err != nil || !strings.HasPrefix(got, "wrote\nthe workspace now uses 1.") || !strings.Contains(got, "over its limit of 1.0 MiB") {
+			got, err := run(Bash, map[string]any{"command": "for i in 1 2 3; do head -c 600000 /dev/urandom > f$i; done; echo wrote"})
+			if err != nil || !strings.Contains(got, "over its limit of 1.0 MiB (sandbox.limits.workspace_mb)") {
 				t.Fatalf("bash over the limit: %q, %v", got, err)
 			}
 			if got, err := run(Bash, map[string]any{"command": "echo hi"}); err == nil || !strings.Contains(err.Error(), "bash is refused") {
@@ -412,10 +450,14 @@ func TestBashWorkspaceLimit(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(ws, "sub")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the refused write created its directory: %v", err)
 			}
-			if got, err := run(WriteFile, map[string]any{"path": "big", "content": "small now"}); err != nil {
-				t.Fatalf("shrinking write while over: %q, %v; want it allowed", got, err)
+			for _, f := range []string{"f1", "f2", "f3"} {
+				if _, err := os.Stat(filepath.Join(ws, f)); err == nil {
+					if got, err := run(WriteFile, map[string]any{"path": f, "content": "small now"}); err != nil {
+						t.Fatalf("shrinking write while over: %q, %v; want it allowed", got, err)
+					}
+				}
 			}
-			if got, err := run(Bash, map[string]any{"command": "cat big"}); err != nil || got != "small now" {
+			if got, err := run(Bash, map[string]any{"command": "cat f1"}); err != nil || got != "small now" {
 				t.Errorf("bash after shrinking: %q, %v", got, err)
 			}
 			for _, name := range []string{"a.txt", "b.txt"} {
@@ -431,6 +473,58 @@ func TestBashWorkspaceLimit(t *testing.T) {
 			}
 			if got, err := run(WriteFile, map[string]any{"path": "other.txt", "content": strings.Repeat("z", 300_000)}); err == nil || !strings.Contains(err.Error(), "would take the workspace to") {
 				t.Errorf("write past the limit: %q, %v; want a refusal", got, err)
+			}
+		})
+	}
+}
+
+// TestBashQuotaHolds: however a bwrap command writes, its workspace ends
+// within a small margin of its limits, in bytes and in files: one file
+// stops at the room left (RLIMIT_FSIZE), blocks cannot be reserved past
+// the size (fallocate's modes are refused), and writers of many files
+// are stopped by the watch as the workspace crosses the limit. The
+// margins are what docs/SECURITY.md reports.
+func TestBashQuotaHolds(t *testing.T) {
+	checkToolLeaks(t)
+	const limitMB, files = 10, 2000
+	// What the watch lets through past a limit before the command dies.
+	const byteMargin, fileMargin = 8 * mib, 1000
+	cases := []struct {
+		name, command, want string
+		check                func(t *testing.T, u du)
+	}{
+		{"one big file", "head -c 50000000 /dev/zero > big", "a file reached 10.0 MiB", nil},
+		{"fallocate keeping the size", ": > big; fallocate -n -l 400M big; echo rc=$?", "keep size mode is unsupported", nil},
+		{"fallocate growing the file", "fallocate -l 400M big", "a file reached 10.0 MiB", nil},
+		{"many files at full speed", "for i in $(seq 200); do head -c 1000000 /dev/zero > f$i; done",
+			"the command was stopped: the workspace uses", nil},
+		{"parallel writers", "for w in 1 2 3 4; do (for i in $(seq 50); do head -c 1000000 /dev/zero > w$w-$i; done) & done; wait",
+			"the command was stopped: the workspace uses", nil},
+		{"empty files", "mkdir d && cd d && for i in $(seq 20000); do : > $i; done",
+			"the command was stopped: the workspace holds", func(t *testing.T, u du) {
+				if u.files > files+fileMargin {
+					t.Errorf("the workspace holds %d files, past the limit of %d by more than %d", u.files, files, fileMargin)
+				}
+			}},
+	}
+	tool := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 60, Limits: SandboxLimits{WorkspaceMB: limitMB, WorkspaceFiles: files}})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			got, err := runBash(t, tool, ws, map[string]any{"command": tc.command})
+			if err != nil || !strings.Contains(got, tc.want) {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+			u, err := usage(context.Background(), ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %s and %d files (limits %d MiB, %d files)", tc.name, mebibytes(u.bytes), u.files, limitMB, files)
+			if u.bytes > limitMB*mib+byteMargin {
+				t.Errorf("the workspace uses %s, past the limit of %d MiB by more than %s", mebibytes(u.bytes), limitMB, mebibytes(byteMargin))
+			}
+			if tc.check != nil {
+				tc.check(t, u)
 			}
 		})
 	}
@@ -499,28 +593,51 @@ func pathWith(t *testing.T, names ...string) string {
 	return dir
 }
 
-func TestPidsCandidates(t *testing.T) {
+func TestCgroupCandidates(t *testing.T) {
 	mountinfo := `25 1 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw
 33 25 0:29 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
 34 25 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+36 25 0:32 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+37 25 0:33 / /sys/fs/cgroup/devices rw,relatime - cgroup cgroup rw,devices
 35 25 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 `
-	self := "8:pids:/user.slice\n4:memory:/x\n0::/system.slice/herd.service\n"
-	got := pidsCandidates(mountinfo, self)
-	want := []cgroupCandidate{
-		{dir: "/sys/fs/cgroup/pids/user.slice"},
+	self := "9:devices:/d\n8:pids:/user.slice\n4:memory:/x\n2:cpu,cpuacct:/c\n0::/system.slice/herd.service\n"
+	got := cgroupCandidates(mountinfo, self)
+	want := []hierarchy{
+		{dir: "/sys/fs/cgroup/pids/user.slice", ctrls: []string{"pids"}},
+		{dir: "/sys/fs/cgroup/memory/x", ctrls: []string{"memory"}},
+		{dir: "/sys/fs/cgroup/cpu,cpuacct/c", ctrls: []string{"cpu", "cpuacct"}},
 		{dir: "/sys/fs/cgroup/unified/system.slice/herd.service", v2: true},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("pidsCandidates = %v; want %v", got, want)
+		t.Errorf("cgroupCandidates = %v; want %v", got, want)
 	}
-	if got := pidsCandidates("", "0::/\n"); len(got) != 0 {
+	if got := cgroupCandidates("", "0::/\n"); len(got) != 0 {
 		t.Errorf("no mounts: %v", got)
 	}
 }
 
+// TestCgroupSettings: each limit reaches the file of its controller, in
+// the order the kernel needs (v1's memory before memory+swap).
+func TestCgroupSettings(t *testing.T) {
+	l := SandboxLimits{Processes: 10, MemoryMB: 100, CPUs: 1.5}
+	v1 := cgroupSettings(hierarchy{ctrls: []string{"pids", "memory", "cpu", "cpuacct"}}, l)
+	v2 := cgroupSettings(hierarchy{v2: true, ctrls: []string{"pids", "memory", "cpu"}}, l)
+	wantV1 := "[{pids.max 10 false} {memory.limit_in_bytes 104857600 false} {memory.memsw.limit_in_bytes 104857600 true} " +
+		"{cpu.cfs_period_us 100000 false} {cpu.cfs_quota_us 150000 false}]"
+	wantV2 := "[{pids.max 10 false} {memory.max 104857600 false} {memory.swap.max 0 true} {memory.oom.group 1 true} " +
+		"{cpu.max 150000 100000 false}]"
+	if got := fmt.Sprint(v1); got != wantV1 {
+		t.Errorf("v1 = %s\nwant %s", got, wantV1)
+	}
+	if got := fmt.Sprint(v2); got != wantV2 {
+		t.Errorf("v2 = %s\nwant %s", got, wantV2)
+	}
+}
+
 // TestReportSaysWhatDoesNotHold: where the machine offers no pid
-// namespace or no pids cgroup, the start-up line says so.
+// namespace or no cgroups, the start-up line says so, and its warning
+// names what one user's command can then do to another's.
 func TestReportSaysWhatDoesNotHold(t *testing.T) {
 	cfg := SandboxConfig{AllowHostBash: true, Network: NetworkNone, Limits: defaultLimits}
 	host := cfg
@@ -532,36 +649,62 @@ func TestReportSaysWhatDoesNotHold(t *testing.T) {
 	bwrap := cfg
 	bwrap.Mode = SandboxBwrap
 	r = (&sandbox{cfg: bwrap}).report()
-	if !strings.Contains(r.Limits, "processes 256 (RLIMIT_NPROC: counts all processes of the server's user") {
-		t.Errorf("bwrap without a pids cgroup: limits = %q", r.Limits)
+	for _, want := range []string{"processes 256 (RLIMIT_NPROC)", "memory 2048 MiB of address space per process (RLIMIT_AS)"} {
+		if !strings.Contains(r.Limits, want) {
+			t.Errorf("bwrap without cgroups: limits = %q, want %q", r.Limits, want)
+		}
 	}
-	if root := os.Geteuid() == 0; root != strings.Contains(r.Limits, "does NOT hold for root") {
-		t.Errorf("root = %v but limits = %q", root, r.Limits)
+	for _, want := range []string{"one user's fork loop can make other users' commands fail", "no memory cgroup", "no cpu cgroup"} {
+		if !strings.Contains(r.Warning, want) {
+			t.Errorf("bwrap without cgroups: warning = %q, want %q", r.Warning, want)
+		}
+	}
+	withCgroups := &sandbox{cfg: bwrap, cg: &cgroups{hier: []hierarchy{{dir: "/cg", v2: true, ctrls: []string{"pids", "memory", "cpu"}}}}}
+	if r := withCgroups.report(); r.Warning != "" || !strings.Contains(r.Limits, "memory 2048 MiB per command (memory cgroup)") {
+		t.Errorf("bwrap with cgroups: warning %q, limits %q", r.Warning, r.Limits)
 	}
 }
 
-// TestBwrapCommandLimits: the rlimits reach prlimit; the process limit is
-// the cgroup's where there is one, RLIMIT_NPROC otherwise.
+// TestBwrapCommandLimits: the rlimits reach prlimit; the process and
+// memory limits are the cgroups' where there are some, rlimits otherwise;
+// the file size is the one decided at the start; a root herd drops the
+// command to its account with setpriv inside bwrap.
 func TestBwrapCommandLimits(t *testing.T) {
 	cfg := SandboxConfig{Mode: SandboxBwrap, Network: NetworkNone, Limits: SandboxLimits{
 		Processes: 10, MemoryMB: 100, CPUSeconds: 7, FileSizeMB: 3, TmpMB: 2, WorkspaceMB: 1,
 	}}
 	sb := &sandbox{cfg: cfg, bwrap: "/usr/bin/bwrap", prlimit: "/usr/bin/prlimit", sysMounts: systemMounts(false)}
-	name, args, err := sb.bwrapCommand("/data/workspaces/t1", "true", &job{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	name, args := sb.commandLine("/data/workspaces/t1", "true", nil, commandLimits{fileSize: 12345})
 	line := name + " " + strings.Join(args, " ")
 	for _, want := range []string{
-		"/usr/bin/prlimit --as=104857600 --cpu=7:8 --fsize=3145728 --nproc=10 -- /usr/bin/bwrap ",
-		" --size 2097152 --tmpfs /tmp ", " --bind /data/workspaces/t1 /data/workspaces/t1 ", " -- bash -c true",
+		"/usr/bin/prlimit --cpu=7:8 --fsize=12345 --as=104857600 --nproc=10 -- /usr/bin/bwrap ",
+		" --unshare-user --disable-userns ", " --unshare-net ",
+		" --perms 1777 --size 2097152 --tmpfs /tmp ", " --bind /data/workspaces/t1 /data/workspaces/t1 ", " -- bash -c true",
 	} {
 		if !strings.Contains(line, want) {
 			t.Errorf("command line lacks %q:\n%s", want, line)
 		}
 	}
-	if strings.Contains(line, "--share-net") {
-		t.Errorf("network none shares the network:\n%s", line)
+	if strings.Contains(line, "--share-net") || strings.Contains(line, "setpriv") {
+		t.Errorf("network none shares the network, or a herd that is not root uses setpriv:\n%s", line)
+	}
+
+	sb.cfg.RunAs, sb.setpriv = &Account{UID: 4242, GID: 4343, Name: "sandbox"}, "/usr/bin/setpriv"
+	sb.cg = &cgroups{hier: []hierarchy{{dir: "/cg", v2: true, ctrls: []string{"pids", "memory"}}}}
+	name, args = sb.commandLine("/data/workspaces/t1", "true", &commandCgroup{dirs: []string{"/cg/cmd-1"}}, commandLimits{fileSize: 1})
+	line = name + " " + strings.Join(args, " ")
+	for _, want := range []string{
+		"/bin/sh -c ", " herd-join 1 /cg/cmd-1/cgroup.procs /usr/bin/prlimit --cpu=8:9 --fsize=1 -- /usr/bin/bwrap ",
+		" --perms 0755 --dir /data --perms 0755 --dir /data/workspaces --bind /data/workspaces/t1 ",
+		" --cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --cap-add CAP_SETPCAP --cap-add CAP_DAC_READ_SEARCH ",
+		" -- /usr/bin/setpriv --reuid 4242 --regid 4343 --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- bash -c true",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("root's command line lacks %q:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "--as=") || strings.Contains(line, "--nproc") || strings.Contains(line, "--unshare-user") {
+		t.Errorf("rlimits the cgroups replace, or a user namespace, in root's command line:\n%s", line)
 	}
 }
 

@@ -27,6 +27,9 @@ type Env struct {
 	// Workspace is the absolute path of the thread's workspace directory.
 	// It exists before any tool runs.
 	Workspace string
+	// User is the id of the user whose run made the call; "" when none
+	// did. Limits per user (commands at once) count by it.
+	User string
 	// Progress, when set, shows a running tool's progress live (an MCP
 	// server's notifications/progress); nothing of it is persisted.
 	Progress func(text string)

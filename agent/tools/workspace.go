@@ -46,11 +46,13 @@ func Workspace() []Tool {
 // path, symlink included, can reach a file outside the workspace. They
 // touch only regular files and directories: a FIFO, socket or device is
 // refused without being opened for reading or writing, so none can block
-// a call. Writes that would take the workspace over
-// cfg.Limits.WorkspaceMB are refused.
+// a call. Writes that would take the workspace over its limits
+// (cfg.Limits) are refused. With cfg.RunAs set (a root herd), what
+// write_file creates belongs to that account, as the workspace does, so
+// that commands can change it.
 func WorkspaceTools(cfg SandboxConfig) []Tool {
 	q := workspaceQuota(cfg.Limits)
-	return []Tool{lsTool{}, readFileTool{}, writeFileTool{quota: q}, strReplaceTool{quota: q}}
+	return []Tool{lsTool{}, readFileTool{}, writeFileTool{quota: q, owner: cfg.RunAs}, strReplaceTool{quota: q}}
 }
 
 type lsTool struct{}
@@ -268,7 +270,10 @@ func readCappedLine(br *bufio.Reader) (line []byte, dropped int, err error) {
 	}
 }
 
-type writeFileTool struct{ quota quota }
+type writeFileTool struct {
+	quota quota
+	owner *Account // nil: what it creates stays the server's
+}
 
 var writeFileSchema = Schema{
 	Properties: map[string]Prop{
@@ -306,26 +311,20 @@ func (t writeFileTool) Run(ctx context.Context, env Env, args json.RawMessage) (
 	defer root.Close()
 
 	// Checked before the parents are made, so a refused write leaves nothing.
-	verb, grow := "created", int64(len(p.Content))
+	verb, grow, create := "created", int64(len(p.Content)), true
 	if info, err := root.Stat(p.Path); err == nil {
 		if err := checkKind(p.Path, info, wantFile); err != nil {
 			return "", err
 		}
-		verb, grow = "overwrote", grow-info.Size()
+		verb, grow, create = "overwrote", grow-info.Size(), false
 	}
-	if err := t.quota.refuseGrowth(ctx, env.Workspace, grow); err != nil {
+	if err := t.quota.refuseGrowth(ctx, env.Workspace, grow, create); err != nil {
 		return "", err
 	}
-	if dir := filepath.Dir(p.Path); dir != "." {
-		err := root.MkdirAll(dir, 0o755)
-		if errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("path %q: %q exists and is not a directory", p.Path, dir)
-		}
-		if err != nil {
-			return "", workspaceError(p.Path, err)
-		}
+	if err := t.makeParents(root, p.Path); err != nil {
+		return "", err
 	}
-	if err := writeRegular(root, p.Path, os.O_CREATE, p.Content); err != nil {
+	if err := writeRegular(root, p.Path, os.O_CREATE, p.Content, t.owner); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s %q (%d bytes)", verb, p.Path, len(p.Content)), nil
@@ -381,12 +380,12 @@ func (t strReplaceTool) Run(ctx context.Context, env Env, args json.RawMessage) 
 	if err != nil {
 		return "", err
 	}
-	if err := t.quota.refuseGrowth(ctx, env.Workspace, int64(len(updated)-len(text))); err != nil {
+	if err := t.quota.refuseGrowth(ctx, env.Workspace, int64(len(updated)-len(text)), false); err != nil {
 		return "", err
 	}
 	// O_TRUNC without O_CREATE keeps the file's mode and fails rather than
 	// recreate a file removed since it was read.
-	if err := writeRegular(root, p.Path, 0, updated); err != nil {
+	if err := writeRegular(root, p.Path, 0, updated, nil); err != nil {
 		return "", err
 	}
 	line := strings.Count(text[:at], "\n") + 1
@@ -429,12 +428,49 @@ func replaceOnce(text, oldStr, newStr, name string) (string, int, error) {
 	return updated, at, nil
 }
 
+// makeParents makes the missing parent directories of name, and gives
+// those it made to the tool's owner.
+func (t writeFileTool) makeParents(root *os.Root, name string) error {
+	dir := filepath.Dir(name)
+	if dir == "." {
+		return nil
+	}
+	parts := strings.Split(filepath.ToSlash(filepath.Clean(dir)), "/")
+	missing := len(parts)
+	for i := range parts {
+		if _, err := root.Lstat(path.Join(parts[:i+1]...)); errors.Is(err, fs.ErrNotExist) {
+			missing = i
+			break
+		}
+	}
+	err := root.MkdirAll(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("path %q: %q exists and is not a directory", name, dir)
+	}
+	if err != nil {
+		return workspaceError(name, err)
+	}
+	for i := missing; t.owner != nil && i < len(parts); i++ {
+		if err := root.Lchown(path.Join(parts[:i+1]...), t.owner.UID, t.owner.GID); err != nil {
+			return workspaceError(name, err)
+		}
+	}
+	return nil
+}
+
 // writeRegular replaces the content of the regular file name, creating
-// it when flag has os.O_CREATE.
-func writeRegular(root *os.Root, name string, flag int, content string) error {
+// it when flag has os.O_CREATE; a file it creates is given to owner
+// (when set) through the open file.
+func writeRegular(root *os.Root, name string, flag int, content string, owner *Account) error {
 	out, err := openChecked(root, name, os.O_WRONLY|os.O_TRUNC|flag, wantFile)
 	if err != nil {
 		return err
+	}
+	if owner != nil {
+		if err := out.Chown(owner.UID, owner.GID); err != nil {
+			out.Close()
+			return workspaceError(name, err)
+		}
 	}
 	if _, err := io.WriteString(out, content); err != nil {
 		out.Close()

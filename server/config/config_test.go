@@ -92,8 +92,9 @@ func TestLoadDefaults(t *testing.T) {
 			},
 		},
 		Sandbox: tools.SandboxConfig{
-			Mode: "auto", Network: "none", AllowHostBash: true, BashTimeoutSeconds: 120, OutputLimitBytes: 30000,
-			Limits: tools.SandboxLimits{Processes: 256, MemoryMB: 2048, CPUSeconds: 120, FileSizeMB: 512, TmpMB: 256, WorkspaceMB: 1024},
+			Mode: "auto", Network: "none", User: "nobody", AllowHostBash: true, BashTimeoutSeconds: 120, OutputLimitBytes: 30000,
+			Limits: tools.SandboxLimits{Processes: 256, MemoryMB: 2048, CPUSeconds: 120, CPUs: 1, FileSizeMB: 512, TmpMB: 256,
+				WorkspaceMB: 1024, WorkspaceFiles: 100_000, MinFreeMB: 256, CommandsPerUser: 4},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -652,13 +653,18 @@ func TestErrors(t *testing.T) {
 		{name: "bash timeout", file: "sandbox: {bash_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: sandbox.bash_timeout_seconds: must be at least 1, got 0`}},
 		{name: "output limit", file: "sandbox: {output_limit_bytes: 1023}\n", want: []string{`config: herd.yaml: sandbox.output_limit_bytes: must be at least 1024, got 1023`}},
 		{name: "sandbox network", file: "sandbox: {network: bridge}\n", want: []string{`config: herd.yaml: sandbox.network: must be one of none, host, got "bridge"`}},
-		{name: "sandbox limits", file: "sandbox:\n  limits: {processes: 7, memory_mb: 63, cpu_seconds: 0, file_size_mb: 0, tmp_mb: 0, workspace_mb: 0}\n", want: []string{
+		{name: "sandbox user", file: "sandbox: {user: ' '}\n", want: []string{`config: herd.yaml: sandbox.user: must name an account (a user name, a uid, or uid:gid), got " "`}},
+		{name: "sandbox limits", file: "sandbox:\n  limits: {processes: 7, memory_mb: 63, cpu_seconds: 0, file_size_mb: 0, tmp_mb: 0, workspace_mb: 0, workspace_files: 15, min_free_mb: 0, commands_per_user: 0, cpus: 0}\n", want: []string{
 			`config: herd.yaml: sandbox.limits.processes: must be at least 8, got 7`,
 			`config: herd.yaml: sandbox.limits.memory_mb: must be at least 64, got 63`,
 			`config: herd.yaml: sandbox.limits.cpu_seconds: must be at least 1, got 0`,
 			`config: herd.yaml: sandbox.limits.file_size_mb: must be at least 1, got 0`,
 			`config: herd.yaml: sandbox.limits.tmp_mb: must be at least 1, got 0`,
 			`config: herd.yaml: sandbox.limits.workspace_mb: must be at least 1, got 0`,
+			`config: herd.yaml: sandbox.limits.workspace_files: must be at least 16, got 15`,
+			`config: herd.yaml: sandbox.limits.min_free_mb: must be at least 1, got 0`,
+			`config: herd.yaml: sandbox.limits.commands_per_user: must be at least 1, got 0`,
+			`config: herd.yaml: sandbox.limits.cpus: must be between 0.01 and 1024, got 0`,
 		}},
 
 		// Validation: mcp.

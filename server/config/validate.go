@@ -416,6 +416,15 @@ func (l *loader) validateSandbox(s tools.SandboxConfig) {
 	l.atLeast("sandbox.limits.file_size_mb", s.Limits.FileSizeMB, 1)
 	l.atLeast("sandbox.limits.tmp_mb", s.Limits.TmpMB, 1)
 	l.atLeast("sandbox.limits.workspace_mb", s.Limits.WorkspaceMB, 1)
+	l.atLeast("sandbox.limits.workspace_files", s.Limits.WorkspaceFiles, 16)
+	l.atLeast("sandbox.limits.min_free_mb", s.Limits.MinFreeMB, 1)
+	l.atLeast("sandbox.limits.commands_per_user", s.Limits.CommandsPerUser, 1)
+	if s.Limits.CPUs < 0.01 || s.Limits.CPUs > 1024 {
+		l.invalid("sandbox.limits.cpus", "must be between 0.01 and 1024, got %g", s.Limits.CPUs)
+	}
+	if strings.TrimSpace(s.User) == "" {
+		l.invalid("sandbox.user", "must name an account (a user name, a uid, or uid:gid), got %q", s.User)
+	}
 }
 
 func sortedNames(agents map[string]agent.AgentConfig) []string {
