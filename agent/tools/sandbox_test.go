@@ -491,7 +491,7 @@ func TestBashQuotaHolds(t *testing.T) {
 	const byteMargin, fileMargin = 8 * mib, 1000
 	cases := []struct {
 		name, command, want string
-		check                func(t *testing.T, u du)
+		check               func(t *testing.T, u du)
 	}{
 		{"one big file", "head -c 50000000 /dev/zero > big", "a file reached 10.0 MiB", nil},
 		{"fallocate keeping the size", ": > big; fallocate -n -l 400M big; echo rc=$?", "keep size mode is unsupported", nil},
