@@ -80,7 +80,14 @@ func startHerdWith(t *testing.T, dataDir string, env ...string) *proc {
 // startHerdEnv starts herd with env added to the test's environment.
 func startHerdEnv(t *testing.T, dataDir string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(herdBinary(t), "--data-dir", dataDir, "--addr", "127.0.0.1:0")
+	return startHerdCmd(t, []string{herdBinary(t)}, dataDir, env...)
+}
+
+// startHerdCmd starts the herd binary, the last of argv (the others start
+// it: a wrapper that drops privileges, say), on dataDir.
+func startHerdCmd(t *testing.T, argv []string, dataDir string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(argv[0], append(argv[1:], "--data-dir", dataDir, "--addr", "127.0.0.1:0")...)
 	cmd.Env = append(os.Environ(),
 		// Slow demo models, so a run is still in flight when the test strikes.
 		"HERD_MODELS_0_LATENCY_MS=250", "HERD_MODELS_1_LATENCY_MS=250",
