@@ -740,3 +740,82 @@ func TestHostBashUserNamespace(t *testing.T) {
 		t.Errorf("the command's file is owned by %d; want the server's uid %d", st.Uid, os.Getuid())
 	}
 }
+
+// TestCommandsPerUser: a user's commands beyond commands_per_user wait
+// for a turn, and say so; another user's command does not wait for them.
+func TestCommandsPerUser(t *testing.T) {
+	checkToolLeaks(t)
+	tool := newHostBash(t, SandboxConfig{BashTimeoutSeconds: 10, Limits: SandboxLimits{CommandsPerUser: 1}})
+	ws := t.TempDir()
+	run := func(user, command string) (string, time.Duration) {
+		start := time.Now()
+		got, err := tool.Run(context.Background(), Env{Workspace: ws, User: user}, argsJSON(t, map[string]any{"command": command}))
+		if err != nil {
+			t.Error(err)
+		}
+		return got, time.Since(start)
+	}
+	first := make(chan struct{})
+	done := make(chan string, 1)
+	go func() {
+		got, _ := run("alice", "touch started; sleep 1.5; echo first")
+		done <- got
+	}()
+	go func() {
+		for {
+			if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+				close(first)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	<-first
+	if got, took := run("bob", "echo bob"); got != "bob\n" || took > time.Second {
+		t.Errorf("bob's command beside alice's: %q after %v; want it at once", got, took)
+	}
+	got, took := run("alice", "echo second")
+	if took < time.Second || !strings.Contains(got, "second\n(it waited ") || !strings.Contains(got, "1 may run at once") {
+		t.Errorf("alice's second command: %q after %v; want it to wait for her first and say so", got, took)
+	}
+	if got := <-done; got != "first\n" {
+		t.Errorf("alice's first command: %q", got)
+	}
+}
+
+// TestBashFreeSpaceFloor: a command that would take the workspaces' disk
+// under min_free_mb is stopped, and the next is refused, before the disk
+// (the database's, by default) fills.
+func TestBashFreeSpaceFloor(t *testing.T) {
+	checkToolLeaks(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs as root, which this test needs to mount a small file system")
+		}
+		t.Skip("mounting a tmpfs needs root")
+	}
+	disk := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", disk).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", disk).Run() })
+	ws := filepath.Join(disk, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tool := newBwrapBash(t, SandboxConfig{BashTimeoutSeconds: 20, Limits: SandboxLimits{WorkspaceMB: 1024, MinFreeMB: 16}})
+	got, err := runBash(t, tool, ws, map[string]any{"command": "for i in $(seq 40); do head -c 1000000 /dev/zero > f$i; done; echo finished"})
+	if err != nil || !strings.Contains(got, "the command was stopped: the disk of the workspaces has") || strings.Contains(got, "finished") {
+		t.Errorf("got %q, %v; want the command stopped at the floor", got, err)
+	}
+	free, err := freeSpace(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free < 12*mib {
+		t.Errorf("the disk has %s free; the floor is 16 MiB and the margin 4 MiB", mebibytes(free))
+	}
+	if got, err := runBash(t, tool, ws, map[string]any{"command": "echo hi"}); err == nil || !strings.Contains(err.Error(), "under the 16.0 MiB herd keeps free") {
+		t.Errorf("a command under the floor: %q, %v; want a refusal", got, err)
+	}
+}
