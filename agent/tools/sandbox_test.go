@@ -819,3 +819,30 @@ func TestBashFreeSpaceFloor(t *testing.T) {
 		t.Errorf("a command under the floor: %q, %v; want a refusal", got, err)
 	}
 }
+
+// TestLookupAccount: sandbox.user names an account by name, uid or
+// uid:gid, and never root.
+func TestLookupAccount(t *testing.T) {
+	cases := []struct {
+		spec, want, err string
+	}{
+		{"", "nobody (uid 65534, gid 65534)", ""},
+		{"nobody", "nobody (uid 65534, gid 65534)", ""},
+		{"4242", "4242 (uid 4242, gid 4242)", ""},
+		{"4242:4343", "4242:4343 (uid 4242, gid 4343)", ""},
+		{"root", "", "commands must not run as root"},
+		{"0", "", "commands must not run as root"},
+		{"4242:0", "", "commands must not run as root"},
+		{"4242:x", "", "the gid after ':' is not a number"},
+		{"no-such-user-herd", "", "useradd --system"},
+	}
+	for _, tc := range cases {
+		got, err := lookupAccount(tc.spec)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("lookupAccount(%q) = %v, %v; want an error containing %q", tc.spec, got, err, tc.err)
+		case tc.err == "" && (err != nil || got.String() != tc.want):
+			t.Errorf("lookupAccount(%q) = %v, %v; want %s", tc.spec, got, err, tc.want)
+		}
+	}
+}
