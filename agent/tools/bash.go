@@ -130,17 +130,16 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 		return "", fmt.Errorf("bash: start: %w", err)
 	}
 	var stopped stopReason
-	j.watch = func(kill func()) func() {
-		stop := func(reason string) {
-			if stopped.set(reason) {
-				kill()
-			}
+	stop := func(reason string) {
+		if stopped.set(reason) {
+			j.kill()
 		}
-		endDisk := t.watches.watch(env.Workspace, t.quota, stop)
-		endCPU := watchCPU(j.cg, time.Duration(t.sb.cfg.Limits.CPUSeconds)*time.Second, t.sb.cfg.Limits.CPUs, stop)
-		return func() { endCPU(); endDisk() }
 	}
+	endDisk := t.watches.watch(env.Workspace, t.quota, stop)
+	endCPU := watchCPU(j.cg, time.Duration(t.sb.cfg.Limits.CPUSeconds)*time.Second, t.sb.cfg.Limits.CPUs, stop)
 	waitErr := j.run()
+	endCPU()
+	endDisk()
 
 	var status string
 	switch {

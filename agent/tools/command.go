@@ -62,13 +62,10 @@ type job struct {
 	// init is a pidfd of the sandbox's init once it runs, else -1: killing
 	// it ends every process of the command.
 	init int
-	// watch, when set, holds the running command to its totals: it is
-	// started once the command runs, given the way to kill it, and its
-	// end is called when the command ended.
-	watch func(kill func()) (end func())
-
 	ctx    context.Context // its end kills the command
-	killMu sync.Mutex      // guards init against its close
+	killMu sync.Mutex      // guards init, started and killed
+	// started: the command runs; killed: kill was called, before or after.
+	started, killed bool
 	// oomKills is how many of its processes the kernel killed for its
 	// memory limit, read as it ended.
 	oomKills int64
@@ -212,15 +209,14 @@ func (j *job) run() error {
 	}
 	j.killMu.Lock()
 	j.init = j.sandboxInit()
+	j.started = true
+	if j.killed {
+		j.killLocked()
+	}
 	j.killMu.Unlock()
 	stop := context.AfterFunc(j.ctx, j.kill)
-	endWatch := func() {}
-	if j.watch != nil {
-		endWatch = j.watch(j.kill)
-	}
 	waitErr := j.cmd.Wait()
 	stop()
-	endWatch()
 	if j.group {
 		// Background jobs outlive bash; they die with the call so nothing
 		// the model started keeps running unseen.
@@ -238,10 +234,18 @@ func (j *job) run() error {
 }
 
 // kill ends the command: its process group, and the sandbox's init with
-// everything in its PID namespace.
+// everything in its PID namespace. Before the command started, it ends it
+// as it starts.
 func (j *job) kill() {
 	j.killMu.Lock()
 	defer j.killMu.Unlock()
+	j.killed = true
+	if j.started {
+		j.killLocked()
+	}
+}
+
+func (j *job) killLocked() {
 	_ = killGroup(j.cmd.Process.Pid)
 	if j.init >= 0 {
 		_ = unix.PidfdSendSignal(j.init, unix.SIGKILL, nil, 0)

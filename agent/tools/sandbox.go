@@ -615,11 +615,6 @@ func (sb *sandbox) bwrapArgs(workspace string) []string {
 // sandboxMounts are the directories the sandbox mounts of its own.
 var sandboxMounts = []string{"/tmp", "/dev/shm", "/dev", "/proc"}
 
-// within reports whether dir is base or lies inside it.
-func within(dir, base string) bool {
-	return dir == base || strings.HasPrefix(dir, base+"/")
-}
-
 // isSystemMount reports whether dir is itself a directory the sandbox
 // binds from the host.
 func (sb *sandbox) isSystemMount(dir string) bool {
