@@ -120,14 +120,30 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	if p.TimeoutSeconds != nil {
 		timeout = min(timeout, time.Duration(*p.TimeoutSeconds)*time.Second)
 	}
+	fileSize := min(int64(t.sb.cfg.Limits.FileSizeMB)*mib, max(t.quota.limit-used.bytes, 1))
+	output, status, err := t.execute(ctx, env.Workspace, p.Command, timeout, fileSize)
+	if err != nil {
+		return "", err
+	}
+	if note := t.quota.noteOver(ctx, env.Workspace); note != "" {
+		status = strings.TrimPrefix(status+"\n"+note, "\n")
+	}
+	if waited > time.Second {
+		status = strings.TrimPrefix(status+"\n"+fmt.Sprintf("(it waited %s for one of your other commands to end: "+
+			"%d may run at once)", waited.Round(time.Second), t.sb.cfg.Limits.CommandsPerUser), "\n")
+	}
+	return formatBashResult(output, status), nil
+}
+
+// execute runs command in workspace, held to its limits while it runs,
+// and returns its output and how it ended (empty for a plain success).
+func (t *bashTool) execute(ctx context.Context, workspace, command string, timeout time.Duration, fileSize int64) (output, status string, err error) {
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
 	out := newHeadTail(t.limit)
-	fileSize := min(int64(t.sb.cfg.Limits.FileSizeMB)*mib, max(t.quota.limit-used.bytes, 1))
-	j, err := t.sb.start(runCtx, env.Workspace, p.Command, out, commandLimits{fileSize: fileSize})
+	j, err := t.sb.start(runCtx, workspace, command, out, commandLimits{fileSize: fileSize})
 	if err != nil {
-		return "", fmt.Errorf("bash: start: %w", err)
+		return "", "", fmt.Errorf("bash: start: %w", err)
 	}
 	var stopped stopReason
 	stop := func(reason string) {
@@ -135,18 +151,18 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 			j.kill()
 		}
 	}
-	endDisk := t.watches.watch(env.Workspace, t.quota, stop)
-	endCPU := watchCPU(j.cg, time.Duration(t.sb.cfg.Limits.CPUSeconds)*time.Second, t.sb.cfg.Limits.CPUs, stop)
+	l := t.sb.cfg.Limits
+	endDisk := t.watches.watch(workspace, t.quota, stop)
+	endCPU := watchCPU(j.cg, time.Duration(l.CPUSeconds)*time.Second, l.CPUs, stop)
 	waitErr := j.run()
 	endCPU()
 	endDisk()
 
-	var status string
 	switch {
 	case ctx.Err() != nil:
-		return "", fmt.Errorf("bash: command stopped: %w", ctx.Err())
+		return "", "", fmt.Errorf("bash: command stopped: %w", ctx.Err())
 	case j.cmd.ProcessState == nil:
-		return "", fmt.Errorf("bash: %w", waitErr)
+		return "", "", fmt.Errorf("bash: %w", waitErr)
 	case stopped.get() != "":
 		status = stopped.get() + "; " + t.sb.killedWhat()
 	case runCtx.Err() != nil && diedOfSIGKILL(j.cmd.ProcessState):
@@ -158,19 +174,12 @@ func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (stri
 	}
 	if n := j.oomKills; n > 0 {
 		status = joinStatus(status, fmt.Sprintf("the command ran out of memory: its processes together may use %d MiB "+
-			"(sandbox.limits.memory_mb), and the kernel killed %d of them", t.sb.cfg.Limits.MemoryMB, n))
+			"(sandbox.limits.memory_mb), and the kernel killed %d of them", l.MemoryMB, n))
 	}
 	if errors.Is(waitErr, errSurvivors) {
 		status = joinStatus(status, waitErr.Error())
 	}
-	if note := t.quota.noteOver(ctx, env.Workspace); note != "" {
-		status = strings.TrimPrefix(status+"\n"+note, "\n")
-	}
-	if waited > time.Second {
-		status = strings.TrimPrefix(status+"\n"+fmt.Sprintf("(it waited %s for one of your other commands to end: "+
-			"%d may run at once)", waited.Round(time.Second), t.sb.cfg.Limits.CommandsPerUser), "\n")
-	}
-	return formatBashResult(out.String(), status), nil
+	return out.String(), status, nil
 }
 
 func joinStatus(status, more string) string {
