@@ -253,10 +253,12 @@ func TestClusterChannelReadsAsNoise(t *testing.T) {
 		}
 	}
 
+	// B handles the channel's notices in order: the rename's comes after
+	// every replay.
 	before := b.refused("replayed", "stale")
 	s.notify(heard...)
-	waitRefused(t, b, before, float64(len(heard)), "replayed", "stale")
 	renamedNext(t, ca, th.ID, conn, b)
+	waitRefused(t, b, before, float64(len(heard)), "replayed", "stale")
 	t.Logf("the stranger heard %d payloads, none readable; B refused all %d sent again", len(heard), len(heard))
 	stopHerd(t, a)
 	stopHerd(t, b)
@@ -327,13 +329,13 @@ func TestClusterChannelRefusesForgeries(t *testing.T) {
 	garbage := []string{"", "hello", "{not json", strings.Repeat("A", 7999), base64.RawStdEncoding.EncodeToString([]byte(strings.Repeat("x", 200)))}
 	plainBefore, allBefore := b.refused("plaintext"), b.refused(refusals...)
 	s.notify(append(forged, garbage...)...)
+	// B handles the channel's notices in order: the rename's comes after
+	// the stranger's. The socket is open and got nothing of them.
+	renamedNext(t, ca, page.ID, conn, b)
 	waitRefused(t, b, allBefore, float64(len(forged)+len(garbage)), refusals...)
 	if n := b.refused("plaintext") - plainBefore; n < float64(len(forged)) {
 		t.Errorf("%v refused as plaintext, want the %d forged in herd's old format", n, len(forged))
 	}
-
-	// The socket is open and got nothing of it.
-	renamedNext(t, ca, page.ID, conn, b)
 	var settings map[string]bool
 	cb.call("GET", "/api/settings", nil, &settings)
 	if !settings["token_usage_enabled"] {
