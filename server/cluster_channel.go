@@ -95,9 +95,9 @@ var noticeRefusals = []string{refusedPlaintext, refusedMalformed, refusedUnknown
 // refusalHints say what an operator should make of each reason.
 var refusalHints = map[string]string{
 	refusedPlaintext:  "an unsealed notice: a herd older than this one serves the database (upgrade every instance together), or another login is writing on herd's channel",
-	refusedMalformed:  "not a sealed notice: another login is writing on herd's channel; revoke its access (docs/OPERATIONS.md, PostgreSQL)",
+	refusedMalformed:  "not a sealed notice: another login is writing on herd's channel; revoke its access (docs/OPERATIONS.md, Who may connect)",
 	refusedUnknownKey: "sealed with a key not in channel_keys: a key removed before the instances stopped using it, or a foreign herd on this channel",
-	refusedForged:     "not sealed with this database's channel key: another login is writing on herd's channel; revoke its access (docs/OPERATIONS.md, PostgreSQL)",
+	refusedForged:     "not sealed with this database's channel key: another login is writing on herd's channel; revoke its access (docs/OPERATIONS.md, Who may connect)",
 	refusedStale:      "sent over a minute ago or before this instance listened: a replay, or a listener far behind",
 	refusedReplayed:   "a notice received before, sent again: a replay",
 	refusedNotAllowed: "a kind or frame type this herd does not take: a newer herd on the database?",
@@ -107,10 +107,10 @@ type senderID [senderLen]byte
 
 // noticeJSON decodes an opened notice with go-json-experiment/json (the
 // encoding/json/v2 to be), taking what encoding/json took: every instance
-// opens every other's notices, and with it sealing, opening and decoding
-// one costs less than encoding/json's decoding alone did
-// (BenchmarkNoticeSealOpen: 4.7 µs and 6 allocations a notice, against
-// 7.1 µs and 12 in the clear).
+// opens every other's notices, and with it a notice sealed, opened and
+// decoded costs less than one encoded and decoded in the clear with
+// encoding/json did (BenchmarkNoticeSealOpen: 4.7 µs and 6 allocations,
+// against 7.1 µs and 12).
 var noticeJSON = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 // channel seals this instance's notices and opens the others'. Sealing is
