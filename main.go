@@ -260,6 +260,7 @@ func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*server.Cluster,
 	return server.NewCluster(server.ClusterOptions{
 		DSN: cfg.Database.DSN, InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
 		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
+		OnRefused: b.metrics.OnNoticeRefused,
 	})
 }
 

@@ -88,13 +88,17 @@ func lockKey(name string) string {
 // transaction-scoped advisory lock: herds started together against one
 // database migrate one after the other (the later ones find nothing left
 // to do), and PostgreSQL's transactional DDL means a migration that fails
-// halfway leaves the schema as it was.
+// halfway leaves the schema as it was. The channel's key is made here
+// too, so the herds agree on it (createChannelKey).
 func (s *Store) migratePostgres() error {
 	return s.w.Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("SELECT pg_advisory_xact_lock(" + lockKey(migrateLock) + ")").Error; err != nil {
 			return fmt.Errorf("take the migration lock: %w", err)
 		}
-		return tx.AutoMigrate(allModels...)
+		if err := tx.AutoMigrate(allModels...); err != nil {
+			return err
+		}
+		return createChannelKey(tx)
 	})
 }
 

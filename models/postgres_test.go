@@ -16,7 +16,8 @@ import (
 
 // TestPostgresMigratesOnceWhenStartedTogether: stores opened at the same
 // moment on one empty database all migrate it without error; the advisory
-// lock runs one migration after the other.
+// lock runs one migration after the other. They read one channel key,
+// which a later start keeps.
 func TestPostgresMigratesOnceWhenStartedTogether(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	const n = 6
@@ -46,6 +47,18 @@ func TestPostgresMigratesOnceWhenStartedTogether(t *testing.T) {
 	}
 	if len(stores) != n {
 		t.Fatalf("%d of %d stores opened", len(stores), n)
+	}
+	s, err := OpenPostgres(dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	keys, err := s.ChannelKeys(context.Background())
+	if err != nil || len(keys.Keys) != 1 || keys.Keys[0].ID != 1 || len(keys.Keys[0].Key) != ChannelKeyLen {
+		t.Fatalf("channel keys %+v, %v; want the one made by the first start", keys, err)
+	}
+	if _, err := drivers[0].newStore(t).ChannelKeys(context.Background()); !errors.Is(err, errInstancesSQLite) {
+		t.Errorf("SQLite's channel keys: %v, want none", err)
 	}
 }
 

@@ -33,7 +33,9 @@ import (
 // frames (streamed text, progress, settings) the frame itself. The same
 // channel carries control addressed to the instance executing a run
 // (Stop, a card's cancel) and the end of sessions and tokens, whose
-// sockets may be open on any instance.
+// sockets may be open on any instance. Every notice is sealed with the
+// database's channel key (cluster_channel.go): any login can LISTEN and
+// NOTIFY, only herd's role can read the key.
 
 // ClusterStore is what a Cluster reads and leases; models.Store
 // implements it.
@@ -48,6 +50,8 @@ type ClusterStore interface {
 	RetireInstance(ctx context.Context, id string) error
 	TakeOrphanRuns(ctx context.Context, me string) ([]models.Run, error)
 	Notify(ctx context.Context, channel, payload string) error
+	ChannelKeys(ctx context.Context) (models.ChannelKeys, error)
+	ChannelKeyReaders(ctx context.Context) ([]string, error)
 }
 
 // ClusterOptions builds a Cluster.
@@ -64,6 +68,9 @@ type ClusterOptions struct {
 	// checks that its connection is alive (default 15 s).
 	ListenIdle time.Duration
 	Logger     *slog.Logger
+	// OnRefused counts a notice refused on the channel, by reason
+	// (Metrics.OnNoticeRefused).
+	OnRefused func(reason string)
 }
 
 // Cluster connects this instance to the others serving its database.
@@ -75,6 +82,11 @@ type Cluster struct {
 	log     *slog.Logger
 	cc      *pgx.ConnConfig
 	channel string
+	ch      *channel // seals and opens the notices
+	// refused and refusedLogged keep the log to a line a minute however
+	// many notices are refused; the listener's.
+	refused       int
+	refusedLogged time.Time
 
 	rt      *agent.Runtime // local run control; set by Attach
 	sockets *sockets       // set by Server.New
@@ -95,10 +107,11 @@ type Cluster struct {
 	mu     sync.Mutex
 	closed bool
 	missed map[string][2]int64 // thread → the seqs whose notices were dropped
-	// held are encoded control notices (Stop, a card's cancel, sockets to
-	// close, settings) the queue had no room for or a send failed on: they
-	// go with the next batch, never dropped.
-	held []string
+	// held are control notices (Stop, a card's cancel, sockets to close,
+	// settings) the queue had no room for or a send failed on: they go
+	// with the next batch, never dropped, sealed when they go (a notice
+	// held through an outage would be too old for its receivers).
+	held []notice
 
 	waitMu  sync.Mutex
 	waiters map[string][]chan struct{} // thread → Wait calls
@@ -116,6 +129,9 @@ type Cluster struct {
 	// reread has the reader read the settings and pending deletes again:
 	// the listener reconnected, their notices may be lost.
 	reread atomic.Bool
+	// rereadSettings has the reader read the token switch: another
+	// instance changed it.
+	rereadSettings atomic.Bool
 	// unclosed are runs taken over whose closing failed; renew only
 	// (Start's sweep runs before it).
 	unclosed []models.Run
@@ -128,10 +144,9 @@ type Cluster struct {
 	started bool
 }
 
-// notice is one notification on the channel. Fields are short: a payload
-// must stay under PostgreSQL's 8000 bytes.
+// notice is one notification on the channel, sealed (channel.seal).
+// Fields are short: a payload must stay under PostgreSQL's 8000 bytes.
 type notice struct {
-	From   string          `json:"i"`
 	Kind   string          `json:"k"`
 	Thread string          `json:"t,omitempty"`
 	Run    string          `json:"u,omitempty"`
@@ -151,7 +166,7 @@ const (
 	kindDelta     = "d"
 	kindReasoning = "r"
 	kindProgress  = "p"
-	kindBroadcast = "b"   // Settings' frame to every page
+	kindBroadcast = "b"   // Settings' frame to every page, read from the database
 	kindFrame     = "f"   // a thread's ephemeral frame: Type and Data
 	kindTitle     = "n"   // a thread's title call began (Last 1) or ended
 	kindPurge     = "del" // a thread's delete is due at First (Unix µs), or undone (0)
@@ -161,9 +176,10 @@ const (
 )
 
 // maxNoticeBytes bounds the encoded data of one notice (a frame's,
-// a broadcast's), under NOTIFY's 8,000-byte payload with room for the
-// rest of the notice.
-const maxNoticeBytes = 6000
+// a broadcast's): a notice's JSON is at most maxPlain (5,950 bytes), which
+// sealed and in base64 is NOTIFY's longest payload, and this leaves 550
+// bytes for the rest of the notice (its kind, three ids, a frame type).
+const maxNoticeBytes = 5400
 
 // maxNoticeText bounds the text of one notice, in bytes before encoding;
 // longer streamed text is split (deltas are appended, so nothing is
@@ -194,7 +210,7 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		o.ListenIdle = 15 * time.Second
 	}
 	return &Cluster{
-		o: o, log: o.Logger.With("instance", o.InstanceID), cc: cc,
+		o: o, log: o.Logger.With("instance", o.InstanceID), cc: cc, ch: newChannel(time.Now),
 		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string][2]int64{},
 		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, pending: map[string][]notice{}, wake: make(chan struct{}, 1),
 		lost: make(chan error, 1),
@@ -230,6 +246,10 @@ func (c *Cluster) Start(ctx context.Context, addr string) error {
 		return err
 	}
 	c.channel = channelName(schema)
+	if err := c.loadKeys(ctx); err != nil {
+		return err
+	}
+	c.checkKeyReaders(ctx)
 	if err := c.o.Store.RegisterInstance(ctx, c.o.InstanceID, addr, c.o.Lease); err != nil {
 		return err
 	}
@@ -353,15 +373,12 @@ func (c *Cluster) Progress(threadID, runID, taskID, text string) {
 	c.announce(notice{Kind: kindProgress, Thread: threadID, Run: runID, ID: taskID, Text: cutUTF8(text, maxNoticeText)})
 }
 
-// Broadcast implements Broadcaster (Settings' frames).
+// Broadcast implements Broadcaster (Settings' frames). The notice names
+// the frame only: the receivers read the setting from the database
+// (Cluster.broadcasted).
 func (c *Cluster) Broadcast(typ string, data any) {
 	c.o.Hub.Broadcast(typ, data)
-	raw, err := json.Marshal(data)
-	if err != nil || len(raw) > maxNoticeBytes {
-		c.log.Error("cluster: a broadcast does not fit a notice", "type", typ, "bytes", len(raw), "err", err)
-		return
-	}
-	c.announce(notice{Kind: kindBroadcast, Type: typ, Data: raw})
+	c.announce(notice{Kind: kindBroadcast, Type: typ})
 }
 
 // relaySockets tells the other instances to close sockets (sockets.relay),
@@ -406,7 +423,6 @@ func cutUTF8(s string, n int) string {
 // and the rest is held for the next batch: a Stop, a revoked session's
 // close or a new title must not be lost.
 func (c *Cluster) announce(n notice) {
-	n.From = c.o.InstanceID
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -428,12 +444,7 @@ func (c *Cluster) announce(n notice) {
 	case droppable(n.Kind, n.Type):
 		return
 	default:
-		b, err := marshalJSON(n)
-		if err != nil {
-			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
-			return
-		}
-		c.holdLocked(string(b))
+		c.holdLocked(n)
 	}
 	c.kickSender()
 }
@@ -457,8 +468,8 @@ func droppable(kind, typ string) bool {
 // pages catch up when the listeners reconnect).
 const maxHeld = 4096
 
-func (c *Cluster) holdLocked(raw ...string) {
-	c.held = append(c.held, raw...)
+func (c *Cluster) holdLocked(ns ...notice) {
+	c.held = append(c.held, ns...)
 	if over := len(c.held) - maxHeld; over > 0 {
 		c.held = append(c.held[:0], c.held[over:]...)
 	}
@@ -486,15 +497,11 @@ const retryAfter = time.Second
 
 // resend keeps what of a batch that could not be sent must not be lost,
 // commit and control notices, and has the sender try again shortly.
-func (c *Cluster) resend(batch []string) {
-	var keep []string
-	for _, raw := range batch {
-		var n notice
-		if json.Unmarshal([]byte(raw), &n) != nil {
-			continue
-		}
+func (c *Cluster) resend(batch []notice) {
+	var keep []notice
+	for _, n := range batch {
 		if !droppable(n.Kind, n.Type) {
-			keep = append(keep, raw)
+			keep = append(keep, n)
 		}
 	}
 	if len(keep) == 0 {
@@ -534,8 +541,7 @@ func (c *Cluster) send(ctx context.Context) {
 		if !ok {
 			// Closing: what is held or missed goes in a last batch.
 			b.reset()
-			held := c.addMissed(&b)
-			conn = c.notify(ctx, conn, append(held, c.encode(b.ns)...))
+			conn = c.notify(ctx, conn, c.addMissed(&b))
 			return
 		}
 		b.reset()
@@ -554,8 +560,7 @@ func (c *Cluster) send(ctx context.Context) {
 				break drain
 			}
 		}
-		held := c.addMissed(&b)
-		conn = c.notify(ctx, conn, append(held, c.encode(b.ns)...))
+		conn = c.notify(ctx, conn, c.addMissed(&b))
 	}
 }
 
@@ -613,48 +618,56 @@ func (b *batch) add(n notice) {
 	b.ns = append(b.ns, n)
 }
 
-// encode is ns as payloads, without json.Marshal's HTML escaping: a
-// frame's data then reaches the other instances' clients in the very
-// bytes this instance's get (TestClusterThreadFramesReachEveryInstance).
+// encode is ns sealed as payloads. The JSON has no HTML escaping (as
+// json.Marshal would): a frame's data then reaches the other instances'
+// clients in the very bytes this instance's get
+// (TestClusterThreadFramesReachEveryInstance).
 func (c *Cluster) encode(ns []notice) []string {
 	out := make([]string, 0, len(ns))
 	e := encoders.Get().(*frameEncoder)
 	defer encoders.Put(e)
-	for _, n := range ns {
-		js, err := e.encode(n) // copied once, into the string
+	for i := range ns {
+		p, err := c.ch.seal(e, &ns[i])
 		if err != nil {
-			c.log.Error("cluster: encode notice", "kind", n.Kind, "err", err)
+			c.log.Error("cluster: seal notice", "kind", ns[i].Kind, "type", ns[i].Type, "err", err)
 			continue
 		}
-		out = append(out, string(js))
+		out = append(out, p)
 	}
 	return out
 }
 
 // addMissed adds the commit notices the queue had no room for to b, and
-// takes the held control notices: they were dropped before anything in b
-// was queued, so they go first.
-func (c *Cluster) addMissed(b *batch) (held []string) {
+// returns the notices to send: the held control notices first (they were
+// dropped before anything in b was queued), then b's.
+func (c *Cluster) addMissed(b *batch) []notice {
 	c.mu.Lock()
 	missed := c.missed
 	if len(missed) > 0 {
 		c.missed = map[string][2]int64{}
 	}
-	held, c.held = c.held, nil
+	held := c.held
+	c.held = nil
 	c.mu.Unlock()
 	for thread, rg := range missed {
-		b.add(notice{From: c.o.InstanceID, Kind: kindCommit, Thread: thread, First: rg[0], Last: rg[1]})
+		b.add(notice{Kind: kindCommit, Thread: thread, First: rg[0], Last: rg[1]})
 	}
-	return held
+	if len(held) == 0 {
+		return b.ns
+	}
+	return append(held, b.ns...)
 }
 
-// notify sends batch on conn, (re)connecting as needed; one retry on a
-// fresh connection. Of a batch that cannot be sent the ephemeral frames
-// are dropped; commit and control notices are sent again (resend).
-func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, batch []string) *pgx.Conn {
-	if len(batch) == 0 {
+// notify seals ns and sends them on conn, (re)connecting as needed; one
+// retry on a fresh connection, with the same payloads (should the first
+// have gone through after all, the receivers take each once). Of a batch
+// that cannot be sent the ephemeral frames are dropped; commit and
+// control notices are sent again (resend), sealed anew.
+func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, ns []notice) *pgx.Conn {
+	if len(ns) == 0 {
 		return conn
 	}
+	batch := c.encode(ns)
 	for attempt := 0; attempt < 2; attempt++ {
 		if conn == nil {
 			var err error
@@ -678,6 +691,6 @@ func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, batch []string) *p
 		_ = conn.Close(context.Background())
 		conn = nil
 	}
-	c.resend(batch)
+	c.resend(ns)
 	return conn
 }

@@ -77,15 +77,20 @@ func (c *Cluster) TitleUsage(threadID string, call models.UsageEntry) {
 	c.announceFrame(FrameTitleUsage, threadID, "", call)
 }
 
+// clusterFrames are the frame types a kindFrame notice carries, and the
+// only ones a receiver takes (Cluster.handle): the frame goes to its
+// pages as it came.
+var clusterFrames = map[string]bool{FrameToolProgress: true, FrameToolLog: true, FrameThreadRenamed: true, FrameTitleUsage: true}
+
 // announceFrame sends a thread's ephemeral frame to the other instances.
 // Data that does not fit a notice is a bug (each kind's is bounded) and
-// is logged, never sent cut.
+// is logged, never sent cut; so is a type the receivers would refuse.
 func (c *Cluster) announceFrame(typ, threadID, runID string, data any) {
 	// Encoded as the hub encodes frames (no HTML escaping), so the other
 	// instances send the very bytes this one does.
 	raw, err := marshalJSON(data)
-	if err != nil || len(raw) > maxNoticeBytes {
-		c.log.Error("cluster: a frame does not fit a notice", "type", typ, "bytes", len(raw), "err", err)
+	if err != nil || len(raw) > maxNoticeBytes || !clusterFrames[typ] {
+		c.log.Error("cluster: a frame that cannot go in a notice (too long, or a type the others refuse)", "type", typ, "bytes", len(raw), "err", err)
 		return
 	}
 	c.announce(notice{Kind: kindFrame, Thread: threadID, Run: runID, Type: typ, Data: raw})

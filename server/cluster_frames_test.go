@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -132,9 +133,10 @@ func logItems(frames [][]byte) []string {
 }
 
 // TestClusterFramesFitANotice: every notice a thread's frames make stays
-// under PostgreSQL's 8000 bytes at its largest: a title of the most
-// runes a rename allows, each of them escaped or four bytes wide, a
-// ledger row, progress and log lines of control characters.
+// under PostgreSQL's 8000 bytes at its largest, sealed: a title of the
+// most runes a rename allows, each of them escaped or four bytes wide, a
+// ledger row, progress and log lines of control characters, and the
+// sockets of 200 sessions to close.
 func TestClusterFramesFitANotice(t *testing.T) {
 	c := offlineCluster(t)
 	wide := strings.Repeat("𝄞", maxTitle)
@@ -149,13 +151,24 @@ func TestClusterFramesFitANotice(t *testing.T) {
 		lines = append(lines, agent.ToolLog{Level: strings.Repeat("\x01", 16), Text: ctrl})
 	}
 	c.ToolLog("t", "r", "task", "call", lines)
+	var creds []string
+	for i := range 200 {
+		creds = append(creds, sessionCredential(fmt.Sprintf("%064x", i)))
+	}
+	c.relaySockets(socketClose{Code: 4401, Text: closeAccountChanged.text, Creds: creds})
 	close(c.out)
 	n, logged := 0, 0
 	for nt := range c.out {
 		n++
 		raw := c.encode([]notice{nt})
-		if len(raw) != 1 || len(raw[0]) > 8000 {
-			t.Errorf("a %s notice of %d bytes", nt.Type, len(raw[0]))
+		if len(raw) != 1 || len(raw[0]) >= 8000 {
+			t.Fatalf("a %s %s notice sealed in %v", nt.Kind, nt.Type, func() []int {
+				var ls []int
+				for _, r := range raw {
+					ls = append(ls, len(r))
+				}
+				return ls
+			}())
 		}
 		if nt.Type == FrameToolLog {
 			var d struct{ Lines []agent.ToolLog }
@@ -163,7 +176,7 @@ func TestClusterFramesFitANotice(t *testing.T) {
 			logged += len(d.Lines)
 		}
 	}
-	if n < 5 || logged != len(lines) {
+	if n < 9 || logged != len(lines) {
 		t.Errorf("%d notices carried %d log lines; want every frame sent, the %d lines whole", n, logged, len(lines))
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,6 +26,8 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 		conn, err := c.subscribe(ctx)
 		if err == nil {
 			if first {
+				// Notices sent before now were not for this instance.
+				c.ch.since = c.ch.dbNow()
 				close(ready)
 				first = false
 			} else {
@@ -74,7 +75,6 @@ func (c *Cluster) subscribe(ctx context.Context) (*pgx.Conn, error) {
 // otherwise look alive until TCP keepalive gives up, minutes of lost
 // notices; a failed ping reconnects, and the reconnect catches up.
 func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
-	own := ownPrefix(c.o.InstanceID)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, c.o.ListenIdle)
 		n, err := conn.WaitForNotification(wctx)
@@ -88,15 +88,15 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		if strings.HasPrefix(n.Payload, own) {
+		// The listener hears its own instance's notices too, a third of
+		// all with three instances: it tells them by their sender without
+		// opening them.
+		if strings.HasPrefix(n.Payload, c.ch.own) {
 			continue
 		}
 		var nt notice
-		if err := json.Unmarshal([]byte(n.Payload), &nt); err != nil {
-			c.log.Warn("cluster: unreadable notice", "err", err)
-			continue
-		}
-		if nt.From == c.o.InstanceID {
+		if reason := c.ch.open(n.Payload, &nt); reason != "" {
+			c.refuse(reason)
 			continue
 		}
 		c.handle(nt)
@@ -113,17 +113,18 @@ func pingListener(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// ownPrefix starts every notice instance id sends. The listener hears
-// its own instance's notices too, a third of all with three instances:
-// it tells them by their first field (From) without decoding them.
-func ownPrefix(id string) string {
-	js, _ := json.Marshal(id)
-	return `{"i":` + string(js) + `,`
-}
-
+// handle acts on another instance's notice. Only the kinds and frame
+// types herd sends are taken (clusterFrames): a frame reaches pages as
+// it came.
 func (c *Cluster) handle(n notice) {
 	switch n.Kind {
-	case kindCommit, kindDelta, kindReasoning, kindProgress, kindFrame, kindTitle:
+	case kindFrame:
+		if !clusterFrames[n.Type] {
+			c.refuse(refusedNotAllowed)
+			return
+		}
+		c.toThread(n)
+	case kindCommit, kindDelta, kindReasoning, kindProgress, kindTitle:
 		// A title call's end too: after the frames it sent went to the
 		// hub, so a page rendered between them and its socket is told to
 		// ask for the title.
@@ -131,7 +132,11 @@ func (c *Cluster) handle(n notice) {
 	case kindPurge:
 		c.purged(n)
 	case kindBroadcast:
-		c.broadcasted(n)
+		if n.Type != FrameSettings {
+			c.refuse(refusedNotAllowed)
+			return
+		}
+		c.broadcasted()
 	case kindStop, kindCancel:
 		if n.To == c.o.InstanceID {
 			c.control(n)
@@ -140,6 +145,8 @@ func (c *Cluster) handle(n notice) {
 		if n.Close != nil {
 			c.sockets.apply(*n.Close)
 		}
+	default:
+		c.refuse(refusedNotAllowed)
 	}
 }
 
@@ -164,7 +171,9 @@ func (c *Cluster) toThread(n notice) {
 // (docs/PERFORMANCE.md, Several instances).
 //
 // It also reads the settings and the pending deletes again after the
-// listener reconnected (reread), the notices of their changes being lost.
+// listener reconnected (reread), the notices of their changes being lost,
+// and the token switch when another instance changed it
+// (rereadSettings).
 //
 // A read that fails is tried again with the next read, and at the latest
 // when its timer fires (readRetry): a thread that goes quiet after a
@@ -186,11 +195,14 @@ func (c *Cluster) readBack(ctx context.Context) {
 		c.threadMu.Unlock()
 		order = retry.into(order, pending)
 		failed := c.deliver(ctx, order, pending)
-		again := false
-		if c.reread.Swap(false) || retry.reread {
-			again = !c.readAgain(ctx)
+		want := retry.again
+		if c.reread.Swap(false) {
+			want = rereads{settings: true, deletes: true}
 		}
-		retry.after(failed, again)
+		if c.rereadSettings.Swap(false) {
+			want.settings = true
+		}
+		retry.after(failed, c.readAgain(ctx, want))
 	}
 }
 
@@ -200,10 +212,14 @@ func (c *Cluster) readBack(ctx context.Context) {
 // 200 ms, doubling up to 5 s while reads keep failing.
 type readRetry struct {
 	failed  map[string]models.SeqRange
-	reread  bool
+	again   rereads
 	timer   *time.Timer
 	backoff time.Duration
 }
+
+// rereads are what the reader reads from the database rather than from
+// notices: the token switch, the pending deletes.
+type rereads struct{ settings, deletes bool }
 
 const (
 	retryFirst = 200 * time.Millisecond
@@ -213,7 +229,7 @@ const (
 // due fires when what failed is to be read again; nil (never) when
 // nothing did.
 func (r *readRetry) due() <-chan time.Time {
-	if r.timer == nil || (len(r.failed) == 0 && !r.reread) {
+	if r.timer == nil || (len(r.failed) == 0 && r.again == rereads{}) {
 		return nil
 	}
 	return r.timer.C
@@ -233,12 +249,12 @@ func (r *readRetry) into(order []string, pending map[string][]notice) []string {
 	return order
 }
 
-// after notes a delivery's failed ranges and whether the settings'
-// read failed: the timer is armed with the next backoff, or the backoff
-// starts over when every read succeeded.
-func (r *readRetry) after(failed map[string]models.SeqRange, reread bool) {
-	r.failed, r.reread = failed, reread
-	if len(failed) == 0 && !reread {
+// after notes a delivery's failed ranges and the rereads that failed:
+// the timer is armed with the next backoff, or the backoff starts over
+// when every read succeeded.
+func (r *readRetry) after(failed map[string]models.SeqRange, again rereads) {
+	r.failed, r.again = failed, again
+	if len(failed) == 0 && again == (rereads{}) {
 		r.backoff = 0
 		r.stop()
 		return
@@ -467,37 +483,32 @@ func (c *Cluster) catchUp(ctx context.Context) {
 	}
 }
 
-// readAgain reads what changed while the listener was away and whose
-// notice was lost: the token switch (the pages hear of a change from
-// here) and the pending deletes (a delete announced meanwhile is purged
-// here too). It reports whether both reads succeeded.
-func (c *Cluster) readAgain(ctx context.Context) bool {
-	ok := true
-	if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
-		c.log.Warn("cluster: read the token switch after reconnecting; trying again", "err", err)
-		ok = false
-	} else if c.o.Settings.adopt(on == "true") {
-		c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+// readAgain reads what want names and returns what could not be read:
+// the token switch (the pages hear of a change from here), after another
+// instance changed it or the listener was away, and the pending deletes
+// (a delete announced while the listener was away is purged here too).
+func (c *Cluster) readAgain(ctx context.Context, want rereads) (failed rereads) {
+	if want.settings {
+		if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
+			c.log.Warn("cluster: read the token switch; trying again", "err", err)
+			failed.settings = true
+		} else if c.o.Settings.adopt(on == "true") {
+			c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+		}
 	}
-	if c.resumeDeletes != nil {
+	if want.deletes && c.resumeDeletes != nil {
 		if err := c.resumeDeletes(ctx); err != nil {
 			c.log.Warn("cluster: read the pending deletes after reconnecting; trying again", "err", err)
-			ok = false
+			failed.deletes = true
 		}
 	}
-	return ok
+	return failed
 }
 
-// broadcasted applies another instance's settings change here, then tells
-// this instance's pages.
-func (c *Cluster) broadcasted(n notice) {
-	if n.Type == FrameSettings {
-		var s map[string]bool
-		if err := json.Unmarshal(n.Data, &s); err == nil {
-			if on, ok := s[settingTokenUsage]; ok {
-				_ = c.o.Settings.adopt(on)
-			}
-		}
-	}
-	c.o.Hub.Broadcast(n.Type, n.Data)
+// broadcasted has the reader read the token switch another instance
+// changed: the database, not the notice, says what it is now, so a late
+// or repeated notice cannot turn it back.
+func (c *Cluster) broadcasted() {
+	c.rereadSettings.Store(true)
+	c.wakeReader()
 }

@@ -197,6 +197,9 @@ func (c *Cluster) renew(ctx context.Context) {
 			c.log.Warn("cluster: renew the lease", "err", err)
 			continue
 		}
+		if err := c.loadKeys(ctx); err != nil {
+			c.log.Warn("cluster: read the channel keys again; keeping those read before", "err", err)
+		}
 		c.sweep(ctx)
 	}
 }
@@ -235,13 +238,15 @@ func (c *Cluster) relayPurge(id string, at time.Time) {
 	if !at.IsZero() {
 		us = at.UnixMicro() // the database's precision: not a moment early
 	}
-	n := notice{From: c.o.InstanceID, Kind: kindPurge, Thread: id, First: us}
+	n := notice{Kind: kindPurge, Thread: id, First: us}
 	if c.channel != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 		defer cancel()
-		raw, err := marshalJSON(n)
+		e := encoders.Get().(*frameEncoder)
+		payload, err := c.ch.seal(e, &n)
+		encoders.Put(e)
 		if err == nil {
-			if err = c.o.Store.Notify(ctx, c.channel, string(raw)); err == nil {
+			if err = c.o.Store.Notify(ctx, c.channel, payload); err == nil {
 				return
 			}
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -335,13 +336,14 @@ func collectInOrder(conn *websocket.Conn, n int, timeout time.Duration) ([]strin
 	return got, nil
 }
 
-// TestNoticeBatchMerges: the sender merges what waits for it only where
-// nothing is lost and no thread's order changes.
 // TestNoticeTextFitsEscaped: streamed text split and merged as the sender
-// does stays under NOTIFY's 8,000 bytes once encoded, even when every
-// byte is one JSON writes in six (a control character, invalid UTF-8).
-// Cut by raw bytes alone, one such notice failed the sender's whole batch.
+// does stays under NOTIFY's 8,000 bytes once encoded and sealed, even
+// when every byte is one JSON writes in six (a control character, invalid
+// UTF-8). Cut by raw bytes alone, one such notice failed the sender's
+// whole batch; so does text cut as it was before notices were sealed
+// (1,000 bytes: 6,000 escaped, 8,270 sealed).
 func TestNoticeTextFitsEscaped(t *testing.T) {
+	c := offlineCluster(t)
 	for _, text := range []string{strings.Repeat("\x01", 3*maxNoticeBytes), strings.Repeat("\xff", 3*maxNoticeBytes), strings.Repeat("\n\"", 3*maxNoticeBytes)} {
 		var b batch
 		b.reset()
@@ -350,18 +352,20 @@ func TestNoticeTextFitsEscaped(t *testing.T) {
 			rest = rest[len(part):]
 			b.add(notice{Kind: kindDelta, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", ID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: part})
 		}
-		for _, n := range b.ns {
-			js, err := marshalJSON(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(js) >= 8000 {
-				t.Fatalf("a notice of %d bytes of text encodes in %d bytes, past NOTIFY's 8,000", len(n.Text), len(js))
+		payloads := c.encode(b.ns)
+		if len(payloads) != len(b.ns) {
+			t.Fatalf("%d of %d notices sealed", len(payloads), len(b.ns))
+		}
+		for i, p := range payloads {
+			if len(p) >= 8000 {
+				t.Fatalf("a notice of %d bytes of text is a payload of %d bytes, past NOTIFY's 8,000", len(b.ns[i].Text), len(p))
 			}
 		}
 	}
 }
 
+// TestNoticeBatchMerges: the sender merges what waits for it only where
+// nothing is lost and no thread's order changes.
 func TestNoticeBatchMerges(t *testing.T) {
 	d := func(th, msg, text string) notice {
 		return notice{Kind: kindDelta, Thread: th, Run: "r", ID: msg, Text: text}
@@ -410,10 +414,11 @@ func TestNoticeBatchMerges(t *testing.T) {
 // TestOwnNoticesKnownByPrefix: the listener skips its own notices by
 // their first bytes; every kind starts so, and no other instance's does.
 func TestOwnNoticesKnownByPrefix(t *testing.T) {
-	c := &Cluster{o: ClusterOptions{InstanceID: "a"}}
-	for _, n := range []notice{{From: "a", Kind: kindCommit, Thread: "t", First: 1, Last: 2}, {From: "a", Kind: kindBroadcast, Data: []byte(`{}`)}} {
-		if p := c.encode([]notice{n})[0]; !strings.HasPrefix(p, ownPrefix("a")) || strings.HasPrefix(p, ownPrefix("ab")) {
-			t.Errorf("notice %s; own prefix %s", p, ownPrefix("a"))
+	a, b := offlineCluster(t), offlineCluster(t)
+	for _, n := range []notice{{Kind: kindCommit, Thread: "t", First: 1, Last: 2}, {Kind: kindBroadcast, Type: FrameSettings}, {Kind: kindDelta, Text: strings.Repeat("x", maxNoticeText)}} {
+		p := a.encode([]notice{n})[0]
+		if !strings.HasPrefix(p, a.ch.own) || strings.HasPrefix(p, b.ch.own) {
+			t.Errorf("notice %s; own prefix %s, another's %s", p, a.ch.own, b.ch.own)
 		}
 	}
 }
@@ -424,22 +429,27 @@ func offlineCluster(t *testing.T) *Cluster {
 	t.Helper()
 	hub := NewHub(nil, NewMarkdown(), HubOptions{})
 	t.Cleanup(func() { _ = hub.Close(context.Background()) })
-	c, err := NewCluster(ClusterOptions{DSN: "host=127.0.0.1 port=1 connect_timeout=2 sslmode=disable", InstanceID: "me", Hub: hub})
+	c, err := NewCluster(ClusterOptions{DSN: "host=127.0.0.1 port=1 connect_timeout=2 sslmode=disable", InstanceID: "me", Hub: hub, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.channel = "herd_test"
+	if err := c.ch.setKeys(testKeys(1), c.o.Lease, time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	return c
+}
+
+// testKeys is a channel with one key, id 1, of bytes all b.
+func testKeys(b byte) models.ChannelKeys {
+	return models.ChannelKeys{Keys: []models.ChannelKey{{ID: 1, Key: bytes.Repeat([]byte{b}, models.ChannelKeyLen), Age: time.Hour}}, Now: time.Now()}
 }
 
 func heldKinds(c *Cluster) map[string]int {
 	out := map[string]int{}
 	var b batch
 	b.reset()
-	held := c.addMissed(&b)
-	for _, raw := range append(held, c.encode(b.ns)...) {
-		var n notice
-		_ = json.Unmarshal([]byte(raw), &n)
+	for _, n := range c.addMissed(&b) {
 		out[n.Kind]++
 	}
 	return out
@@ -471,11 +481,11 @@ func TestClusterControlSurvivesAFullQueue(t *testing.T) {
 // sender is woken for, and drops its streamed text.
 func TestClusterResendsWhatCouldNotBeSent(t *testing.T) {
 	c := offlineCluster(t)
-	batch := c.encode([]notice{
+	batch := []notice{
 		{Kind: kindDelta, Thread: "t", Text: "x"},
 		{Kind: kindCommit, Thread: "t", First: 3, Last: 4},
 		{Kind: kindStop, To: "other", Thread: "t", Run: "r"},
-	})
+	}
 	if conn := c.notify(context.Background(), nil, batch); conn != nil {
 		t.Fatal("notify reached a database that is not there")
 	}

@@ -30,6 +30,7 @@ type Metrics struct {
 	llmLatency    *prometheus.HistogramVec
 	llmErrors     *prometheus.CounterVec
 	llmTokens     *prometheus.CounterVec
+	refused       *prometheus.CounterVec
 }
 
 // NewMetrics returns a registry with the process and Go collectors.
@@ -46,7 +47,11 @@ func NewMetrics() *Metrics {
 	m.llmLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "herd_llm_call_seconds", Help: "LLM call latency by model.", Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10)}, []string{"model"})
 	m.llmErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_llm_errors_total", Help: "Failed LLM calls by model (cancellations excluded)."}, []string{"model"})
 	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_llm_tokens_total", Help: "Tokens reported by providers, by model and kind."}, []string{"model", "kind"})
-	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens} {
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_cluster_notices_refused_total", Help: "Notices on the instances' channel refused, by reason: not sealed with the channel key, replayed, too old, or of a kind this herd does not take."}, []string{"reason"})
+	for _, r := range noticeRefusals {
+		m.refused.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens, m.refused} {
 		f(c)
 	}
 	return m
@@ -96,6 +101,10 @@ func (m *Metrics) WatchConns(l *ConnLimit) {
 
 // OnDrop counts a WebSocket client cut for not reading (HubOptions.OnDrop).
 func (m *Metrics) OnDrop() { m.wsDropped.Inc() }
+
+// OnNoticeRefused counts a notice refused on the instances' channel
+// (ClusterOptions.OnRefused).
+func (m *Metrics) OnNoticeRefused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // OnBatch records one writer batch (models.WriterOptions.OnBatch).
 func (m *Metrics) OnBatch(st models.BatchStats) {

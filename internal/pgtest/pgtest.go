@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -85,6 +86,42 @@ func WithSearchPath(dsn, schema string) string {
 		return dsn + sep + "search_path=" + schema
 	}
 	return dsn + " search_path=" + schema
+}
+
+// Stranger is the connection string of a new role that can log in to
+// dsn's database and holds no grant but USAGE on dsn's schema (what
+// PUBLIC has on the schema public): another login on herd's database, as
+// every role is that CONNECT and PUBLIC let in. It is dropped when t
+// ends, its sessions ended first.
+func Stranger(t testing.TB, dsn string) string {
+	t.Helper()
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := cc.RuntimeParams["search_path"]
+	name, password := "herd_stranger_"+randomHex(6), randomHex(16)
+	if err := exec1(dsn, "CREATE ROLE "+name+" LOGIN PASSWORD '"+password+"'; GRANT USAGE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO "+name); err != nil {
+		t.Fatalf("pgtest: create a role: %v", err)
+	}
+	t.Cleanup(func() {
+		err := exec1(dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '"+name+"'")
+		if err == nil {
+			err = exec1(dsn, "DROP OWNED BY "+name+"; DROP ROLE "+name)
+		}
+		if err != nil {
+			t.Errorf("pgtest: drop role %s: %v", name, err)
+		}
+	})
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(name, password)
+		return u.String()
+	}
+	return dsn + " user=" + name + " password=" + password
 }
 
 func exec1(dsn, sql string) error {
