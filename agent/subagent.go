@@ -135,7 +135,7 @@ func (e *execution) runTool(ctx context.Context, c ToolCall) (string, *ToolOutpu
 	if s, ok := e.sink.(outputSink); ok {
 		out = s.callOutput(e.TaskID, c.ID)
 	}
-	result := e.strays.runTool(ctx, e.log, t, out.env(e.workspace), c)
+	result := e.strays.runTool(ctx, e.log, t, out.env(e.workspace, e.userID, e.RunID), c)
 	return result, out.finish()
 }
 

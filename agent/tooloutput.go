@@ -76,9 +76,10 @@ type callOutput struct {
 	closed  bool
 }
 
-// env is the tool's Env with this call's progress, log and images.
-func (c *callOutput) env(workspace string) tools.Env {
-	env := tools.Env{Workspace: workspace, Log: c.addLog, Image: c.addImage}
+// env is the tool's Env for a call of userID's run runID, with this
+// call's progress, log and images.
+func (c *callOutput) env(workspace, userID, runID string) tools.Env {
+	env := tools.Env{Workspace: workspace, User: userID, Run: runID, Log: c.addLog, Image: c.addImage}
 	if c.progress != nil {
 		env.Progress = c.addProgress
 	}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,7 +15,7 @@ import (
 // httpTransport talks to the configured URL only: every request carries
 // the configured headers, a request for any other origin is refused, and
 // no redirect is followed (docs/OPERATIONS.md, "MCP servers").
-func httpTransport(c ServerConfig, see func(jsonrpc.Message)) (sdk.Transport, error) {
+func httpTransport(c ServerConfig, see func(context.Context, jsonrpc.Message)) (sdk.Transport, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
@@ -38,7 +39,9 @@ type pinned struct {
 	scheme, host string
 	headers      http.Header
 	base         *http.Transport
-	see          func(jsonrpc.Message) // shown every message of an event stream
+	// see is shown every message of an event stream, with the context of
+	// the request it answers.
+	see func(context.Context, jsonrpc.Message)
 }
 
 func (p *pinned) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -50,8 +53,9 @@ func (p *pinned) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header[k] = v
 	}
 	resp, err := p.base.RoundTrip(req)
-	if err == nil {
-		observeEvents(resp, p.see)
+	if err == nil && p.see != nil {
+		ctx := req.Context()
+		observeEvents(resp, func(m jsonrpc.Message) { p.see(ctx, m) })
 	}
 	return resp, err
 }

@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -39,14 +41,19 @@ type server struct {
 	skipped []string
 	stderr  *tail
 
-	// logMu guards the calls watching the server's log messages.
-	logMu    sync.Mutex
-	logWatch map[uint64]logWatch
-	nextLog  uint64
+	// callMu guards the calls in flight and when each owner's last call
+	// ended, which route the server's log lines (onLog).
+	callMu   sync.Mutex
+	calls    map[uint64]*call
+	nextCall uint64
+	ended    map[string]time.Time
+	// dropped counts log lines without an owner that no call was given.
+	dropped atomic.Int64
 }
 
 func newServer(c ServerConfig, owner *Servers) *server {
-	srv := &server{cfg: c, owner: owner, tried: make(chan struct{}), changed: make(chan struct{}, 1), state: StateIdle, since: time.Now()}
+	srv := &server{cfg: c, owner: owner, tried: make(chan struct{}), changed: make(chan struct{}, 1), state: StateIdle, since: time.Now(),
+		calls: map[uint64]*call{}, ended: map[string]time.Time{}}
 	if c.Stdio() {
 		srv.state = StateConnecting
 	}
@@ -167,7 +174,9 @@ func (srv *server) transport() (sdk.Transport, error) {
 	cmd.Stderr = srv.stderr
 	// A server dies with herd even when herd is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return observedTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, see: srv.observe}, nil
+	// A stdio server's lines come on one stream, tied to no call.
+	see := func(m jsonrpc.Message) { srv.observe(context.Background(), m) }
+	return observedTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, see: see}, nil
 }
 
 // childEnv is a stdio server's whole environment: herd's own holds model
@@ -290,7 +299,7 @@ func (srv *server) status() ServerStatus {
 	st := ServerStatus{
 		Name: srv.cfg.Name, Transport: srv.cfg.Transport(), Use: srv.cfg.Use,
 		State: srv.state, LastError: srv.lastErr, Since: srv.since, Restarts: srv.downs,
-		Tools: []string{}, Skipped: srv.skipped,
+		Tools: []string{}, Skipped: srv.skipped, LogLinesDropped: srv.dropped.Load(),
 	}
 	for _, t := range srv.tools {
 		st.Tools = append(st.Tools, SelectorPrefix+srv.cfg.Name+"/"+t.name)

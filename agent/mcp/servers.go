@@ -159,6 +159,10 @@ type ServerStatus struct {
 	Since    time.Time `json:"since"`
 	Tools    []string  `json:"tools"` // the names agents are given, mcp:<server>/<tool>
 	Skipped  []string  `json:"skipped,omitempty"`
+	// LogLinesDropped counts the server's log lines without an owner that
+	// reached no call, since calls of several users or runs were in
+	// flight (docs/DESIGN.md §4).
+	LogLinesDropped int64 `json:"log_lines_dropped"`
 }
 
 // States of a server.

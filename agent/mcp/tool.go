@@ -43,19 +43,19 @@ func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (st
 	if err != nil {
 		return "", err
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.srv.cfg.timeout())
-	defer cancel()
 	params := &sdk.CallToolParams{Name: t.name, Arguments: in}
-	token := ""
+	c := &call{user: env.User, run: env.Run, show: env.Log}
 	if env.Progress != nil {
-		token = t.srv.owner.watchProgress(t.name, env.Progress)
-		defer t.srv.owner.progress.Delete(token)
-		params.SetProgressToken(token)
+		c.token = t.srv.owner.watchProgress(t.name, env.Progress)
+		defer t.srv.owner.progress.Delete(c.token)
+		params.SetProgressToken(c.token)
 	}
 	if env.Log != nil {
-		defer t.srv.watchLogs(token, env.Log)()
 		askLogsOf(params)
 	}
+	defer t.srv.begin(c)()
+	cctx, cancel := context.WithTimeout(withCall(ctx, c), t.srv.cfg.timeout())
+	defer cancel()
 	res, err := sess.CallTool(cctx, params)
 	switch {
 	case ctx.Err() != nil:

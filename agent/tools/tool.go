@@ -27,6 +27,11 @@ type Env struct {
 	// Workspace is the absolute path of the thread's workspace directory.
 	// It exists before any tool runs.
 	Workspace string
+	// User and Run say whose call it is. A tool that serves every user's
+	// calls at once (an MCP server's one session) hands what it cannot tie
+	// to one call only to calls of a single user and run (docs/DESIGN.md
+	// §4); a call without them gets no such output.
+	User, Run string
 	// Progress, when set, shows a running tool's progress live (an MCP
 	// server's notifications/progress); nothing of it is persisted.
 	Progress func(text string)
