@@ -6,11 +6,13 @@ import (
 )
 
 // call is one tool call in flight on a server: whose it is, the progress
-// token that names it, and where its log lines go.
+// token that names it, where its log lines go, and what its HTTP
+// requests met.
 type call struct {
 	user, run string
 	token     string                   // its progress token, if it has one
 	show      func(level, text string) // nil: the call takes no log lines
+	http      *exchange
 }
 
 // owner says whose call it is, "" when that is not known: such a call is
@@ -47,9 +49,9 @@ func (srv *server) begin(c *call) (end func()) {
 type callKey struct{}
 
 // withCall marks ctx as c's, so the HTTP transport can tell which call a
-// request is for.
+// request is for and note what it met in c.http.
 func withCall(ctx context.Context, c *call) context.Context {
-	return context.WithValue(ctx, callKey{}, c)
+	return withExchange(context.WithValue(ctx, callKey{}, c), c.http)
 }
 
 // callOf is the call ctx is for, or nil.

@@ -14,11 +14,13 @@ import (
 
 // httpTransport talks to the configured URL only: every request carries
 // the configured headers, a request for any other origin is refused, and
-// no redirect is followed (docs/OPERATIONS.md, "MCP servers").
+// no redirect is followed (docs/OPERATIONS.md, "MCP servers"). What each
+// request meets is noted on its context's exchange, for herd's own
+// account of a failure (failure.go).
 func httpTransport(c ServerConfig, see func(context.Context, jsonrpc.Message)) (sdk.Transport, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil {
-		return nil, fmt.Errorf("url: %w", err)
+		return nil, errors.New("the url does not parse")
 	}
 	h := http.Header{}
 	for k, v := range c.Headers {
@@ -45,14 +47,18 @@ type pinned struct {
 }
 
 func (p *pinned) RoundTrip(req *http.Request) (*http.Response, error) {
+	x := exchangeOf(req.Context())
 	if !strings.EqualFold(req.URL.Scheme, p.scheme) || !strings.EqualFold(req.URL.Host, p.host) {
-		return nil, fmt.Errorf("refused a request to %s://%s: not the configured MCP server address", req.URL.Scheme, req.URL.Host)
+		err := fmt.Errorf("%w: %s://%s is not the configured MCP server address", errOtherOrigin, req.URL.Scheme, req.URL.Host)
+		x.note(req, nil, err)
+		return nil, err
 	}
 	req = req.Clone(req.Context())
 	for k, v := range p.headers {
 		req.Header[k] = v
 	}
 	resp, err := p.base.RoundTrip(req)
+	x.note(req, resp, err)
 	if err == nil && p.see != nil {
 		ctx := req.Context()
 		observeEvents(resp, func(m jsonrpc.Message) { p.see(ctx, m) })

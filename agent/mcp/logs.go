@@ -134,7 +134,7 @@ func askLogsOf(p *sdk.CallToolParams) {
 
 // askLogs asks a server that says it logs to send its log messages from
 // logLevel up; without that, a server of an older MCP version sends none.
-func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession) {
+func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession, x *exchange) {
 	init := sess.InitializeResult()
 	//lint:ignore SA1019 logging still works (see logMessage)
 	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {
@@ -142,6 +142,6 @@ func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession) {
 	}
 	//lint:ignore SA1019 logging still works (see logMessage)
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: logLevel}); err != nil {
-		srv.owner.opts.Logger.Warn("mcp server refused the log level", "mcp_server", srv.cfg.Name, "err", err)
+		srv.owner.opts.Logger.Warn("mcp server refused the log level", "mcp_server", srv.cfg.Name, "err", srv.describe(ctx, err, x))
 	}
 }

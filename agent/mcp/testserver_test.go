@@ -22,8 +22,22 @@ import (
 // the stdio paths run a real child process.
 const envStdio = "HERD_MCP_TEST_STDIO"
 
+// envBroken names a file whose existence makes the stdio test server
+// fail at start, saying so on stderr with envToken's value; its crash
+// tool creates it.
+const (
+	envBroken = "HERD_MCP_TEST_BROKEN"
+	envToken  = "HERD_TEST_TOKEN"
+)
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envStdio) == "1" {
+		if p := os.Getenv(envBroken); p != "" {
+			if _, err := os.Stat(p); err == nil {
+				fmt.Fprintln(os.Stderr, "cannot start: the disk is gone; token", os.Getenv(envToken))
+				os.Exit(1)
+			}
+		}
 		srv, _ := newTestServer()
 		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "test server:", err)
@@ -98,6 +112,17 @@ func newTestServer() (*sdk.Server, *testState) {
 		fmt.Fprintln(os.Stderr, "exiting on request")
 		os.Exit(3)
 		return nil, nil
+	})
+	type crashIn struct {
+		Note string `json:"note" jsonschema:"what to print on stderr"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "crash", Description: "Prints on stderr and exits, broken for good if HERD_MCP_TEST_BROKEN is set."}, func(_ context.Context, _ *sdk.CallToolRequest, in crashIn) (*sdk.CallToolResult, any, error) {
+		if p := os.Getenv(envBroken); p != "" {
+			_ = os.WriteFile(p, nil, 0o600)
+		}
+		fmt.Fprintln(os.Stderr, in.Note, os.Getenv(envToken))
+		os.Exit(3)
+		return nil, nil, nil
 	})
 	s.AddTool(&sdk.Tool{Name: "pid", Description: "The server's process id.", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil
