@@ -346,7 +346,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	b.metrics.Watch(server.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer})
+	b.metrics.Watch(server.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer, MCP: b.mcpStatus()})
 	if b.cluster != nil {
 		// Other instances' runs are live: the cluster closes only those
 		// of instances whose lease has run out, this one's old self's

@@ -463,7 +463,7 @@ func (r *run) runTool(call ToolCall) (string, *ToolOutput) {
 		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", ")), nil
 	}
 	out := r.callOutput("", call.ID)
-	result := r.env.strays.runTool(r.ctx, r.logger(), t, out.env(r.workspace), call)
+	result := r.env.strays.runTool(r.ctx, r.logger(), t, out.env(r.workspace, r.userID, r.id), call)
 	return result, out.finish()
 }
 

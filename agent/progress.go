@@ -19,7 +19,7 @@ type outputSink interface {
 // subagent's on its card (ProgressPublisher), and every call's log lines;
 // kept, its images and last log lines. taskID is empty for the lead's.
 func (r *run) callOutput(taskID, callID string) *callOutput {
-	c := &callOutput{threadID: r.threadID, user: r.userID, images: r.env.images, log: r.logger().With("tool_call", callID)}
+	c := &callOutput{threadID: r.threadID, images: r.env.images, log: r.logger().With("tool_call", callID)}
 	tp, live := r.env.pub.(ToolPublisher)
 	if live {
 		c.logs = func(lines []ToolLog) { tp.ToolLog(r.threadID, r.id, taskID, callID, lines) }

@@ -60,7 +60,6 @@ type ToolPublisher interface {
 // that reports progress a thousand times a second costs ten frames.
 type callOutput struct {
 	threadID string
-	user     string // whose run made the call
 	images   *ToolImages
 	log      *slog.Logger
 	progress func(text string)     // nil: progress is not shown
@@ -77,9 +76,10 @@ type callOutput struct {
 	closed  bool
 }
 
-// env is the tool's Env with this call's progress, log and images.
-func (c *callOutput) env(workspace string) tools.Env {
-	env := tools.Env{Workspace: workspace, User: c.user, Log: c.addLog, Image: c.addImage}
+// env is the tool's Env for a call of userID's run runID, with this
+// call's progress, log and images.
+func (c *callOutput) env(workspace, userID, runID string) tools.Env {
+	env := tools.Env{Workspace: workspace, User: userID, Run: runID, Log: c.addLog, Image: c.addImage}
 	if c.progress != nil {
 		env.Progress = c.addProgress
 	}

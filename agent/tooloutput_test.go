@@ -50,7 +50,7 @@ func (s *sent) output() *callOutput {
 func TestProgressCoalesced(t *testing.T) {
 	var s sent
 	c := s.output()
-	env := c.env(t.TempDir())
+	env := c.env(t.TempDir(), "u", "r")
 	start := time.Now()
 	n := 0
 	for time.Since(start) < 600*time.Millisecond {
@@ -90,7 +90,7 @@ func TestProgressCoalesced(t *testing.T) {
 func TestLogLinesBounded(t *testing.T) {
 	var s sent
 	c := s.output()
-	env := c.env(t.TempDir())
+	env := c.env(t.TempDir(), "u", "r")
 	for i := 1; i <= 200; i++ {
 		env.Log("info", fmt.Sprintf("line %d", i))
 	}
@@ -195,7 +195,7 @@ func TestToolImages(t *testing.T) {
 // A call keeps what it may of its images, and says why about the rest.
 func TestCallImages(t *testing.T) {
 	c := &callOutput{threadID: uuid.NewString(), images: NewToolImages(t.TempDir()), log: slog.New(slog.DiscardHandler)}
-	env := c.env(t.TempDir())
+	env := c.env(t.TempDir(), "u", "r")
 	env.Image("image/png", pngBytes(t))
 	env.Image("image/svg+xml", []byte("<svg/>"))
 	for range maxToolImages {

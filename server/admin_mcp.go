@@ -18,8 +18,8 @@ func (s *Server) mcpStatus() []mcp.ServerStatus {
 }
 
 // apiAdminMCP lists the MCP servers with their state, transport and
-// tools (docs/API.md). No URL, header or env value is shown: they may
-// hold tokens.
+// tools, latest failures and a stdio server's stderr (docs/API.md). No
+// URL, header or env value is shown: they may hold tokens.
 func (s *Server) apiAdminMCP(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"servers": s.mcpStatus()})
 }
@@ -31,6 +31,10 @@ func (s *Server) mcpViews() []views.MCPServerView {
 		out[i] = views.MCPServerView{
 			Name: m.Name, Transport: m.Transport, Use: m.Use, State: m.State, LastError: m.LastError,
 			Since: m.Since, Restarts: m.Restarts, Tools: m.Tools, Skipped: m.Skipped,
+			Stderr: m.Stderr, LogLinesDropped: m.LogLinesDropped,
+		}
+		for _, f := range m.Failures {
+			out[i].Failures = append(out[i].Failures, views.MCPFailureView{Ref: f.Ref, At: f.At, Error: f.Error})
 		}
 	}
 	return out

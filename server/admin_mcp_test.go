@@ -14,8 +14,9 @@ import (
 	"herd/agent/mcp"
 )
 
-// mcpFixture is a live HTTP MCP server with one tool, and a stdio server
-// whose command does not exist (its error names it, markup included).
+// mcpFixture is a live HTTP MCP server with one tool, a stdio server
+// whose command does not exist (its error names it, markup included), and
+// one that prints on stderr, with the value of its env, and exits.
 func mcpFixture(t *testing.T) *mcp.Servers {
 	t.Helper()
 	s := sdk.NewServer(&sdk.Implementation{Name: "fixture", Version: "1"}, nil)
@@ -26,6 +27,7 @@ func mcpFixture(t *testing.T) *mcp.Servers {
 	servers := mcp.New([]mcp.ServerConfig{
 		{Name: "search", URL: hs.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer tok-SECRET-1"}},
 		{Name: "broken", Command: "/nonexistent/<script>alert(1)</script>", Env: map[string]string{"KEY": "env-SECRET-2"}, TimeoutSeconds: 2},
+		{Name: "noisy", Command: "sh", Args: []string{"-c", `echo "noisy <b>stderr</b> $KEY" >&2; exit 1`}, Env: map[string]string{"KEY": "env-SECRET-3"}, TimeoutSeconds: 2},
 	}, mcp.Options{MinBackoff: time.Hour})
 	servers.Start()
 	t.Cleanup(func() {
@@ -52,10 +54,10 @@ func TestAdminMCP(t *testing.T) {
 		Servers []mcp.ServerStatus `json:"servers"`
 	}
 	admin.mustJSON("GET", "/api/admin/mcp", nil, http.StatusOK, &got)
-	if len(got.Servers) != 2 {
-		t.Fatalf("servers = %+v, want search and broken", got.Servers)
+	if len(got.Servers) != 3 {
+		t.Fatalf("servers = %+v, want search, broken and noisy", got.Servers)
 	}
-	search, broken := got.Servers[0], got.Servers[1]
+	search, broken, noisy := got.Servers[0], got.Servers[1], got.Servers[2]
 	if search.Name != "search" || search.Transport != "http" || search.State != mcp.StateConnected || search.Use != "all" ||
 		len(search.Tools) != 1 || search.Tools[0] != "mcp:search/lookup" {
 		t.Errorf("search = %+v, want connected over http with mcp:search/lookup", search)
@@ -64,17 +66,25 @@ func TestAdminMCP(t *testing.T) {
 		t.Errorf("broken = %+v, want restarting with its last error", broken)
 	}
 
+	// The admin reads a stdio server's stderr, its env values redacted,
+	// and its failures under the references users were given.
+	if noisy.Stderr != "noisy <b>stderr</b> [redacted]" || len(noisy.Failures) != 1 ||
+		!strings.Contains(noisy.Failures[0].Error, "stderr: noisy <b>stderr</b> [redacted] (ref "+noisy.Failures[0].Ref+")") {
+		t.Errorf("noisy = %+v, want its stderr and its failure with it", noisy)
+	}
+
 	page := admin.do("GET", "/admin", nil)
 	body := string(page.body)
-	for _, want := range []string{"MCP servers", "mcp:search/lookup", `data-state="connected"`, `data-state="restarting"`, "&lt;script&gt;alert(1)&lt;/script&gt;"} {
+	for _, want := range []string{"MCP servers", "mcp:search/lookup", `data-state="connected"`, `data-state="restarting"`, "&lt;script&gt;alert(1)&lt;/script&gt;",
+		`<pre>noisy &lt;b&gt;stderr&lt;/b&gt; [redacted]</pre>`, `data-ref="` + noisy.Failures[0].Ref + `"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the admin page lacks %q", want)
 		}
 	}
 	raw, _ := json.Marshal(got)
 	for name, out := range map[string]string{"page": body, "api": string(raw)} {
-		for _, secret := range []string{"tok-SECRET-1", "env-SECRET-2", "<script>alert"} {
-			if strings.Contains(out, secret) && !(name == "api" && secret == "<script>alert") {
+		for _, secret := range []string{"tok-SECRET-1", "env-SECRET-2", "env-SECRET-3", "<script>alert", "<b>stderr"} {
+			if strings.Contains(out, secret) && !(name == "api" && (secret == "<script>alert" || secret == "<b>stderr")) {
 				t.Errorf("the %s shows %q", name, secret)
 			}
 		}
@@ -106,7 +116,7 @@ func TestBrowserAdminMCP(t *testing.T) {
 	b := newBrowser(t, a.http.URL)
 	b.signIn(root.email, "password123")
 	b.navigate("/admin")
-	b.waitFor("the MCP servers", `document.querySelectorAll("#mcp-servers tr.mcp-server").length === 2`, 10*time.Second)
+	b.waitFor("the MCP servers", `document.querySelectorAll("#mcp-servers tr.mcp-server").length === 3`, 10*time.Second)
 	if got := evalAs[string](b, `document.querySelector('#mcp-servers tr[data-state="connected"] code.mcp-tool').textContent`); got != "mcp:search/lookup" {
 		t.Errorf("the connected server's tool = %q, want mcp:search/lookup", got)
 	}

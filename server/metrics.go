@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/internal/loopback"
 	"herd/models"
 )
@@ -123,6 +124,8 @@ type Sources struct {
 	Runtime *agent.Runtime
 	Hub     *Hub
 	Writer  *models.Writer
+	// MCP, when set, gives the MCP servers' figures.
+	MCP interface{ Status() []mcp.ServerStatus }
 }
 
 // Watch registers the gauges read from src.
@@ -134,6 +137,26 @@ func (m *Metrics) Watch(src Sources) {
 	gauge("herd_ws_clients", "Connected WebSocket clients.", func() float64 { return float64(src.Hub.Clients()) })
 	gauge("herd_writer_queue_depth", "Submissions waiting for the writer.", func() float64 { return float64(src.Writer.QueueLen()) })
 	m.reg.MustRegister(&executorCollector{rt: src.Runtime})
+	if src.MCP != nil {
+		m.reg.MustRegister(&mcpCollector{src: src.MCP})
+	}
+}
+
+// mcpCollector reads the MCP servers' figures at scrape time. Its only
+// label is a server's configured name (mcp.ServerName): never its URL or
+// an error's text, which may hold secrets (docs/DESIGN.md §4).
+type mcpCollector struct {
+	src interface{ Status() []mcp.ServerStatus }
+}
+
+var descMCPDropped = prometheus.NewDesc("herd_mcp_log_lines_dropped_total", "MCP servers' log lines without an owner that reached no call, since calls of several users or runs were in flight.", []string{"server"}, nil)
+
+func (c *mcpCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descMCPDropped }
+
+func (c *mcpCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.src.Status() {
+		ch <- prometheus.MustNewConstMetric(descMCPDropped, prometheus.CounterValue, float64(st.LogLinesDropped), st.Name)
+	}
 }
 
 // executorCollector reads the executor's registry at scrape time.

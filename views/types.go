@@ -264,6 +264,17 @@ type MCPServerView struct {
 	Since                time.Time
 	Restarts             int
 	Tools, Skipped       []string
+	Failures             []MCPFailureView // newest first
+	Stderr               string           // a stdio server's last stderr
+	LogLinesDropped      int64
+}
+
+// MCPFailureView is one of a server's latest failures, under the
+// reference users and the model were given.
+type MCPFailureView struct {
+	Ref   string
+	At    time.Time
+	Error string
 }
 
 // ErrorPage is a full-page error (404, 403, 500).

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,11 +14,13 @@ import (
 
 // httpTransport talks to the configured URL only: every request carries
 // the configured headers, a request for any other origin is refused, and
-// no redirect is followed (docs/OPERATIONS.md, "MCP servers").
-func httpTransport(c ServerConfig, see func(jsonrpc.Message)) (sdk.Transport, error) {
+// no redirect is followed (docs/OPERATIONS.md, "MCP servers"). What each
+// request meets is noted on its context's exchange, for herd's own
+// account of a failure (failure.go).
+func httpTransport(c ServerConfig, see func(context.Context, jsonrpc.Message)) (sdk.Transport, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil {
-		return nil, fmt.Errorf("url: %w", err)
+		return nil, errors.New("the url does not parse")
 	}
 	h := http.Header{}
 	for k, v := range c.Headers {
@@ -38,20 +41,27 @@ type pinned struct {
 	scheme, host string
 	headers      http.Header
 	base         *http.Transport
-	see          func(jsonrpc.Message) // shown every message of an event stream
+	// see is shown every message of an event stream, with the context of
+	// the request it answers.
+	see func(context.Context, jsonrpc.Message)
 }
 
 func (p *pinned) RoundTrip(req *http.Request) (*http.Response, error) {
+	x := exchangeOf(req.Context())
 	if !strings.EqualFold(req.URL.Scheme, p.scheme) || !strings.EqualFold(req.URL.Host, p.host) {
-		return nil, fmt.Errorf("refused a request to %s://%s: not the configured MCP server address", req.URL.Scheme, req.URL.Host)
+		err := fmt.Errorf("%w: %s://%s is not the configured MCP server address", errOtherOrigin, req.URL.Scheme, req.URL.Host)
+		x.note(req, nil, err)
+		return nil, err
 	}
 	req = req.Clone(req.Context())
 	for k, v := range p.headers {
 		req.Header[k] = v
 	}
 	resp, err := p.base.RoundTrip(req)
-	if err == nil {
-		observeEvents(resp, p.see)
+	x.note(req, resp, err)
+	if err == nil && p.see != nil {
+		ctx := req.Context()
+		observeEvents(resp, func(m jsonrpc.Message) { p.see(ctx, m) })
 	}
 	return resp, err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,43 +26,74 @@ type logMessage struct {
 	Meta   map[string]any `json:"_meta,omitempty"`
 }
 
-// watchLogs routes the server's log messages (notifications/message) to
-// show while a call runs. MCP ties a log message to no request, so one
-// goes to every call of the server in flight, unless it names one call
-// by that call's progress token in its _meta. The returned func stops it.
-func (srv *server) watchLogs(token string, show func(level, text string)) func() {
-	srv.logMu.Lock()
-	defer srv.logMu.Unlock()
-	srv.nextLog++
-	id := srv.nextLog
-	if srv.logWatch == nil {
-		srv.logWatch = map[uint64]logWatch{}
-	}
-	srv.logWatch[id] = logWatch{token: token, show: show}
-	return func() {
-		srv.logMu.Lock()
-		delete(srv.logWatch, id)
-		srv.logMu.Unlock()
-	}
-}
+// logGrace is how long after a call of one user's run ends a log line
+// without an owner is still withheld from a call of another's: a line a
+// server sends just after its answer to one call would otherwise reach
+// the next caller alone in flight.
+const logGrace = 2 * time.Second
 
-type logWatch struct {
-	token string // the call's progress token, if it has one
-	show  func(level, text string)
-}
-
-// onLog routes a notifications/message of the server (observe).
-func (srv *server) onLog(p *logMessage) {
+// onLog routes a notifications/message of the server (observe). from is
+// the call whose own HTTP response stream carried it, if any. MCP ties a
+// log line to no request, so (docs/DESIGN.md §4):
+//   - a line that names a call by its progress token in _meta goes to
+//     that call;
+//   - a line on a call's own response stream goes to that call;
+//   - any other line has no owner: it goes to the calls in flight only
+//     when all of them are of one user's one run and no call of another
+//     user or run ended within logGrace; otherwise it reaches nobody and
+//     is counted (LogLinesDropped). Never across users.
+func (srv *server) onLog(p *logMessage, from *call) {
 	text := logText(p)
 	token := ""
 	if t, ok := p.Meta["progressToken"]; ok && t != nil {
 		token = fmt.Sprint(t)
 	}
-	srv.logMu.Lock()
-	defer srv.logMu.Unlock()
-	for _, w := range srv.logWatch {
-		if token == "" || w.token == token {
-			w.show(p.Level, text)
+	srv.callMu.Lock()
+	defer srv.callMu.Unlock()
+	switch {
+	case token != "":
+		for _, c := range srv.calls {
+			if c.token == token && c.show != nil {
+				c.show(p.Level, text)
+			}
+		}
+	case from != nil:
+		if from.show != nil {
+			from.show(p.Level, text)
+		}
+	default:
+		srv.ownerless(p.Level, text)
+	}
+}
+
+// ownerless hands a line without an owner to the calls in flight if they
+// are all one user's one run (onLog). Called with callMu held.
+func (srv *server) ownerless(level, text string) {
+	if len(srv.calls) == 0 {
+		return // nobody could be told: between calls, not a withheld line
+	}
+	owner := ""
+	for _, c := range srv.calls {
+		o := c.owner()
+		if o == "" || (owner != "" && o != owner) {
+			srv.dropped.Add(1)
+			return
+		}
+		owner = o
+	}
+	now := time.Now()
+	for o, at := range srv.ended {
+		switch {
+		case now.Sub(at) > logGrace:
+			delete(srv.ended, o)
+		case o != owner:
+			srv.dropped.Add(1)
+			return
+		}
+	}
+	for _, c := range srv.calls {
+		if c.show != nil {
+			c.show(level, text)
 		}
 	}
 }
@@ -102,7 +134,7 @@ func askLogsOf(p *sdk.CallToolParams) {
 
 // askLogs asks a server that says it logs to send its log messages from
 // logLevel up; without that, a server of an older MCP version sends none.
-func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession) {
+func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession, x *exchange) {
 	init := sess.InitializeResult()
 	//lint:ignore SA1019 logging still works (see logMessage)
 	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {
@@ -110,6 +142,6 @@ func (srv *server) askLogs(ctx context.Context, sess *sdk.ClientSession) {
 	}
 	//lint:ignore SA1019 logging still works (see logMessage)
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: logLevel}); err != nil {
-		srv.owner.opts.Logger.Warn("mcp server refused the log level", "mcp_server", srv.cfg.Name, "err", err)
+		srv.owner.opts.Logger.Warn("mcp server refused the log level", "mcp_server", srv.cfg.Name, "err", srv.describe(ctx, err, x))
 	}
 }

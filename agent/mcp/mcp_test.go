@@ -79,7 +79,7 @@ func TestHTTPCalls(t *testing.T) {
 		t.Errorf("before first use: state %s, want idle (HTTP connects on first use)", st.State)
 	}
 	ts := toolsOf(t, s, false)
-	want := []string{"mcp__t__chatty", "mcp__t__echo", "mcp__t__env", "mcp__t__exit", "mcp__t__fail", "mcp__t__grow", "mcp__t__hang", "mcp__t__picture", "mcp__t__pid"}
+	want := []string{"mcp__t__announce", "mcp__t__chatty", "mcp__t__crash", "mcp__t__echo", "mcp__t__env", "mcp__t__exit", "mcp__t__fail", "mcp__t__grow", "mcp__t__hang", "mcp__t__picture", "mcp__t__pid", "mcp__t__trail"}
 	if got := names(ts); !slices.Equal(got, want) {
 		t.Fatalf("tools = %v, want %v", got, want)
 	}
@@ -165,8 +165,8 @@ func TestUseAndLists(t *testing.T) {
 	if got := names(toolsOf(t, s, false)); !slices.Equal(got, []string{"mcp__open__echo"}) {
 		t.Errorf("a user's tools = %v, want only open's echo (admin's are for admins)", got)
 	}
-	if got := toolsOf(t, s, true); len(got) != 10 {
-		t.Errorf("an admin's tools = %v, want open's echo and admin's nine", names(got))
+	if got := toolsOf(t, s, true); len(got) != 13 {
+		t.Errorf("an admin's tools = %v, want open's echo and admin's twelve", names(got))
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 // would get them. Read in order with the result, each lands on its call.
 
 // observe handles a message read from a server: its progress and log
-// notifications.
-func (srv *server) observe(m jsonrpc.Message) {
+// notifications. ctx is the request whose HTTP response carried it, which
+// may be a call's (callOf); a stdio server's is none.
+func (srv *server) observe(ctx context.Context, m jsonrpc.Message) {
 	req, ok := m.(*jsonrpc.Request)
 	if !ok || req.IsCall() {
 		return
@@ -35,7 +36,7 @@ func (srv *server) observe(m jsonrpc.Message) {
 	case "notifications/message":
 		var p logMessage
 		if json.Unmarshal(req.Params, &p) == nil {
-			srv.onLog(&p)
+			srv.onLog(&p, callOf(ctx))
 		}
 	}
 }

@@ -23,6 +23,8 @@ type shown struct {
 func (s *shown) env(t *testing.T) tools.Env {
 	return tools.Env{
 		Workspace: t.TempDir(),
+		User:      "ann",
+		Run:       "run-1",
 		Log: func(level, text string) {
 			s.mu.Lock()
 			s.logs = append(s.logs, level+" "+text)

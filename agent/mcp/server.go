@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -27,28 +31,44 @@ type server struct {
 	// changed wakes the loop to list the tools again (tools/list_changed).
 	changed chan struct{}
 
+	// host is an HTTP server's host, all of its URL users and the model
+	// see; scrub removes its secrets (secretsOf) from what it echoes.
+	host  string
+	scrub *strings.Replacer
+
 	mu      sync.Mutex
 	started bool // guarded by owner.mu
 	state   string
 	since   time.Time
-	lastErr string
-	fails   int
-	downs   int // sessions that ended without herd closing them
-	sess    *sdk.ClientSession
-	tools   []*Tool
-	skipped []string
-	stderr  *tail
+	// lastErr and lastPublic tell the latest failure to admins and to
+	// users (failure); failures are the latest, newest first.
+	lastErr, lastPublic string
+	failures            []Failure
+	fails               int
+	downs               int // sessions that ended without herd closing them
+	sess                *sdk.ClientSession
+	tools               []*Tool
+	skipped             []string
+	stderr              *tail // a stdio server's, kept for admins only
 
-	// logMu guards the calls watching the server's log messages.
-	logMu    sync.Mutex
-	logWatch map[uint64]logWatch
-	nextLog  uint64
+	// callMu guards the calls in flight and when each owner's last call
+	// ended, which route the server's log lines (onLog).
+	callMu   sync.Mutex
+	calls    map[uint64]*call
+	nextCall uint64
+	ended    map[string]time.Time
+	// dropped counts log lines without an owner that no call was given.
+	dropped atomic.Int64
 }
 
 func newServer(c ServerConfig, owner *Servers) *server {
-	srv := &server{cfg: c, owner: owner, tried: make(chan struct{}), changed: make(chan struct{}, 1), state: StateIdle, since: time.Now()}
+	srv := &server{cfg: c, owner: owner, tried: make(chan struct{}), changed: make(chan struct{}, 1), state: StateIdle, since: time.Now(),
+		scrub: newScrubber(secretsOf(c)), calls: map[uint64]*call{}, ended: map[string]time.Time{}}
 	if c.Stdio() {
 		srv.state = StateConnecting
+		srv.stderr = newTail(2048)
+	} else if u, err := url.Parse(c.URL); err == nil {
+		srv.host = u.Host
 	}
 	return srv
 }
@@ -57,30 +77,28 @@ func newServer(c ServerConfig, owner *Servers) *server {
 // until the session ends, wait with backoff, again.
 func (srv *server) loop(ctx context.Context) {
 	log := srv.owner.opts.Logger.With("mcp_server", srv.cfg.Name)
-	srv.setState(StateConnecting, "")
+	srv.setState(StateConnecting)
 	var once sync.Once
 	tried := func() { once.Do(func() { close(srv.tried) }) }
 	defer tried()
 	for {
-		sess, err := srv.connect(ctx)
+		sess, f := srv.connect(ctx)
 		if ctx.Err() != nil {
 			if sess != nil {
 				_ = sess.Close()
 			}
 			return
 		}
-		if err != nil {
-			srv.fail(err)
-			log.Warn("mcp server failed to start", "transport", srv.cfg.Transport(), "err", srv.lastError())
+		if f != nil {
+			srv.fail(*f)
 		} else {
 			log.Info("mcp server connected", "transport", srv.cfg.Transport(), "tools", len(srv.current()))
 			tried()
-			err = srv.serve(ctx, sess)
+			err := srv.serve(ctx, sess)
 			if ctx.Err() != nil {
 				return
 			}
 			srv.down(err)
-			log.Warn("mcp server went away", "err", srv.lastError())
 		}
 		tried()
 		if !sleep(ctx, srv.backoff()) {
@@ -115,8 +133,9 @@ func (srv *server) serve(ctx context.Context, sess *sdk.ClientSession) error {
 	}
 }
 
-// connect starts a session and lists the tools, within the timeout.
-func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
+// connect starts a session and lists the tools, within the timeout; it
+// returns the failure, recorded, unless ctx ended.
+func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, *failure) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "herd", Version: srv.owner.opts.Version}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
@@ -126,35 +145,34 @@ func (srv *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			}
 		},
 	})
+	x := &exchange{}
+	cctx, cancel := context.WithTimeout(withExchange(ctx, x), srv.cfg.timeout())
+	defer cancel()
+	op := "connect"
+	if srv.cfg.Stdio() {
+		op = "start"
+	}
+	failed := func(op string, err error) *failure {
+		if ctx.Err() != nil {
+			return nil
+		}
+		f := srv.fault(cctx, op, err, x)
+		return &f
+	}
 	t, err := srv.transport()
 	if err != nil {
-		return nil, err
+		return nil, failed(op, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, srv.cfg.timeout())
-	defer cancel()
 	sess, err := client.Connect(cctx, t, nil)
 	if err != nil {
-		return nil, srv.explain(cctx, err)
+		return nil, failed(op, err)
 	}
 	if err := srv.list(cctx, sess); err != nil {
 		_ = sess.Close()
-		return nil, srv.explain(cctx, fmt.Errorf("list tools: %w", err))
+		return nil, failed("list tools", err)
 	}
-	srv.askLogs(cctx, sess)
+	srv.askLogs(cctx, sess, x)
 	return sess, nil
-}
-
-// explain names a timeout and adds what a stdio server last printed.
-func (srv *server) explain(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("no answer within %ds (timeout_seconds): %w", srv.cfg.TimeoutSeconds, err)
-	}
-	if srv.stderr != nil {
-		if s := srv.stderr.String(); s != "" {
-			err = fmt.Errorf("%w; stderr: %s", err, s)
-		}
-	}
-	return err
 }
 
 func (srv *server) transport() (sdk.Transport, error) {
@@ -163,11 +181,13 @@ func (srv *server) transport() (sdk.Transport, error) {
 	}
 	cmd := exec.Command(srv.cfg.Command, srv.cfg.Args...)
 	cmd.Env = childEnv(srv.cfg.Env)
-	srv.stderr = newTail(2048)
+	srv.stderr.reset()
 	cmd.Stderr = srv.stderr
 	// A server dies with herd even when herd is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return observedTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, see: srv.observe}, nil
+	// A stdio server's lines come on one stream, tied to no call.
+	see := func(m jsonrpc.Message) { srv.observe(context.Background(), m) }
+	return observedTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, see: see}, nil
 }
 
 // childEnv is a stdio server's whole environment: herd's own holds model
@@ -197,57 +217,52 @@ func (srv *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 	ts, skipped := srv.adapt(got)
 	srv.mu.Lock()
 	srv.sess, srv.tools, srv.skipped = sess, ts, skipped
-	srv.state, srv.since, srv.lastErr, srv.fails = StateConnected, time.Now(), "", 0
+	srv.state, srv.since, srv.lastErr, srv.lastPublic, srv.fails = StateConnected, time.Now(), "", "", 0
 	srv.mu.Unlock()
 	srv.owner.bump()
 	return nil
 }
 
-func (srv *server) fail(err error) {
+func (srv *server) fail(f failure) {
 	srv.mu.Lock()
 	srv.fails++
 	state := StateRestarting
 	if srv.fails >= failedAfter {
 		state = StateFailed
 	}
-	srv.setLocked(state, err.Error())
+	srv.setLocked(state, &f)
 	srv.mu.Unlock()
 	srv.owner.bump()
 }
 
+// down records that the session ended with err.
 func (srv *server) down(err error) {
-	msg := "the session ended"
-	if err != nil {
-		msg += ": " + err.Error()
+	if err == nil {
+		err = sdk.ErrConnectionClosed
 	}
+	f := srv.fault(context.Background(), "session", fmt.Errorf("the session ended: %w", err), nil)
 	srv.mu.Lock()
 	srv.fails++
 	srv.downs++
-	srv.setLocked(StateRestarting, srv.explain(context.Background(), errors.New(msg)).Error())
+	srv.setLocked(StateRestarting, &f)
 	srv.mu.Unlock()
 	srv.owner.bump()
 }
 
-func (srv *server) setState(state, lastErr string) {
+func (srv *server) setState(state string) {
 	srv.mu.Lock()
-	srv.setLocked(state, lastErr)
+	srv.setLocked(state, nil)
 	srv.mu.Unlock()
 }
 
-func (srv *server) setLocked(state, lastErr string) {
+func (srv *server) setLocked(state string, f *failure) {
 	srv.state, srv.since = state, time.Now()
-	if lastErr != "" {
-		srv.lastErr = lastErr
+	if f != nil {
+		srv.lastErr, srv.lastPublic = f.Error, f.public
 	}
 	if state != StateConnected {
 		srv.sess, srv.tools = nil, nil
 	}
-}
-
-func (srv *server) lastError() string {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.lastErr
 }
 
 // backoff is the wait before the next attempt: doubling from MinBackoff
@@ -278,8 +293,8 @@ func (srv *server) session() (*sdk.ClientSession, error) {
 		return srv.sess, nil
 	}
 	msg := fmt.Sprintf("the MCP server %s is %s", srv.cfg.Name, srv.state)
-	if srv.lastErr != "" {
-		msg += " (last error: " + srv.lastErr + ")"
+	if srv.lastPublic != "" {
+		msg += " (last error: " + srv.lastPublic + ")"
 	}
 	return nil, errors.New(msg + "; its tools are unavailable until it is back, try again later or do without")
 }
@@ -290,7 +305,11 @@ func (srv *server) status() ServerStatus {
 	st := ServerStatus{
 		Name: srv.cfg.Name, Transport: srv.cfg.Transport(), Use: srv.cfg.Use,
 		State: srv.state, LastError: srv.lastErr, Since: srv.since, Restarts: srv.downs,
-		Tools: []string{}, Skipped: srv.skipped,
+		Tools: []string{}, Skipped: srv.skipped, Failures: slices.Clone(srv.failures),
+		LogLinesDropped: srv.dropped.Load(),
+	}
+	if srv.stderr != nil {
+		st.Stderr = srv.redact(srv.stderr.String())
 	}
 	for _, t := range srv.tools {
 		st.Tools = append(st.Tools, SelectorPrefix+srv.cfg.Name+"/"+t.name)

@@ -159,6 +159,15 @@ type ServerStatus struct {
 	Since    time.Time `json:"since"`
 	Tools    []string  `json:"tools"` // the names agents are given, mcp:<server>/<tool>
 	Skipped  []string  `json:"skipped,omitempty"`
+	// Failures are the latest failures, newest first, with the references
+	// users and the model were given (docs/DESIGN.md §4).
+	Failures []Failure `json:"failures,omitempty"`
+	// Stderr is the last of a stdio server's stderr: for admins only.
+	Stderr string `json:"stderr,omitempty"`
+	// LogLinesDropped counts the server's log lines without an owner that
+	// reached no call, since calls of several users or runs were in
+	// flight (docs/DESIGN.md §4).
+	LogLinesDropped int64 `json:"log_lines_dropped"`
 }
 
 // States of a server.

@@ -31,3 +31,10 @@ func (t *tail) String() string {
 	defer t.mu.Unlock()
 	return strings.Join(strings.Fields(strings.ToValidUTF8(string(t.buf), "?")), " ")
 }
+
+// reset forgets what was kept: a new process starts.
+func (t *tail) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = t.buf[:0]
+}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +22,22 @@ import (
 // the stdio paths run a real child process.
 const envStdio = "HERD_MCP_TEST_STDIO"
 
+// envBroken names a file whose existence makes the stdio test server
+// fail at start, saying so on stderr with envToken's value; its crash
+// tool creates it.
+const (
+	envBroken = "HERD_MCP_TEST_BROKEN"
+	envToken  = "HERD_TEST_TOKEN"
+)
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envStdio) == "1" {
+		if p := os.Getenv(envBroken); p != "" {
+			if _, err := os.Stat(p); err == nil {
+				fmt.Fprintln(os.Stderr, "cannot start: the disk is gone; token", os.Getenv(envToken))
+				os.Exit(1)
+			}
+		}
 		srv, _ := newTestServer()
 		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "test server:", err)
@@ -45,7 +60,8 @@ type echoIn struct {
 
 // newTestServer is an MCP server with a tool for each path herd takes:
 // one that succeeds, fails, hangs, reports progress, returns an image,
-// changes the tool list, or exits.
+// changes the tool list, exits, or logs its arguments while other calls
+// are in flight.
 func newTestServer() (*sdk.Server, *testState) {
 	st := &testState{cancelled: make(chan string, 4)}
 	s := sdk.NewServer(&sdk.Implementation{Name: "herd-test", Version: "1"}, nil)
@@ -97,9 +113,21 @@ func newTestServer() (*sdk.Server, *testState) {
 		os.Exit(3)
 		return nil, nil
 	})
+	type crashIn struct {
+		Note string `json:"note" jsonschema:"what to print on stderr"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "crash", Description: "Prints on stderr and exits, broken for good if HERD_MCP_TEST_BROKEN is set."}, func(_ context.Context, _ *sdk.CallToolRequest, in crashIn) (*sdk.CallToolResult, any, error) {
+		if p := os.Getenv(envBroken); p != "" {
+			_ = os.WriteFile(p, nil, 0o600)
+		}
+		fmt.Fprintln(os.Stderr, in.Note, os.Getenv(envToken))
+		os.Exit(3)
+		return nil, nil, nil
+	})
 	s.AddTool(&sdk.Tool{Name: "pid", Description: "The server's process id.", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil
 	})
+	addAnnounce(s)
 	type envIn struct {
 		Name string `json:"name"`
 	}
@@ -162,4 +190,70 @@ func serveRedirect(t *testing.T, to string) string {
 	hs := httptest.NewServer(http.RedirectHandler(to, http.StatusTemporaryRedirect))
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
+}
+
+type announceIn struct {
+	Word     string `json:"word" jsonschema:"what to say"`
+	Group    string `json:"group" jsonschema:"the calls that say theirs together"`
+	Together int    `json:"together" jsonschema:"how many calls of the group to wait for"`
+}
+
+// addAnnounce adds announce, which waits until together calls of its
+// group are in flight, logs its word twice without a progress token (one
+// line tied to its request, which over HTTP goes on the call's own
+// response stream, and one on no request's), waits until every call of
+// the group has logged, and answers a moment later, so the lines reach
+// herd while every call of the group is still in flight.
+func addAnnounce(s *sdk.Server) {
+	var mu sync.Mutex
+	barriers := map[string]chan struct{}{}
+	arrived := map[string]int{}
+	meet := func(ctx context.Context, key string, n int) error {
+		mu.Lock()
+		ch, ok := barriers[key]
+		if !ok {
+			ch = make(chan struct{})
+			barriers[key] = ch
+		}
+		if arrived[key]++; arrived[key] == n {
+			close(ch)
+		}
+		mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%d of %d calls of %s came", arrived[key], n, key)
+		}
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "announce", Description: "Says a word in its log with others."}, func(ctx context.Context, req *sdk.CallToolRequest, in announceIn) (*sdk.CallToolResult, any, error) {
+		if err := meet(ctx, in.Group+"/in", in.Together); err != nil {
+			return nil, nil, err
+		}
+		if err := req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Data: "said " + in.Word}); err != nil {
+			return nil, nil, err
+		}
+		if err := req.Session.Log(context.Background(), &sdk.LoggingMessageParams{Level: "info", Data: "loose " + in.Word}); err != nil {
+			return nil, nil, err
+		}
+		if err := meet(ctx, in.Group+"/out", in.Together); err != nil {
+			return nil, nil, err
+		}
+		time.Sleep(200 * time.Millisecond)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "announced " + in.Word}}}, nil, nil
+	})
+	type trailIn struct {
+		Word string `json:"word" jsonschema:"what to say after answering"`
+	}
+	// trail answers at once, and logs its word without a token a moment
+	// after: a line that reaches herd when its call has ended.
+	sdk.AddTool(s, &sdk.Tool{Name: "trail", Description: "Logs a word after it answered."}, func(_ context.Context, req *sdk.CallToolRequest, in trailIn) (*sdk.CallToolResult, any, error) {
+		go func() {
+			time.Sleep(150 * time.Millisecond)
+			_ = req.Session.Log(context.Background(), &sdk.LoggingMessageParams{Level: "info", Data: "after " + in.Word})
+		}()
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "trailing " + in.Word}}}, nil, nil
+	})
 }

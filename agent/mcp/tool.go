@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"herd/agent/tools"
@@ -32,8 +33,10 @@ func (t *Tool) MCP() (server, tool string) { return t.srv.cfg.Name, t.name }
 // Run checks args against the published schema, then calls the tool on
 // the server's current session within the server's timeout. A cancelled
 // or timed-out call ends at once; the SDK tells the server with
-// notifications/cancelled. The server's own tool errors are returned as
-// errors, for the model to read.
+// notifications/cancelled. The server's own answers (a tool error, a
+// JSON-RPC error) are returned as errors, for the model to read; a
+// failure of the server or its transport only as herd tells it to users
+// (failure.go).
 func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (string, error) {
 	in, err := t.check(args)
 	if err != nil {
@@ -43,19 +46,19 @@ func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (st
 	if err != nil {
 		return "", err
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.srv.cfg.timeout())
-	defer cancel()
 	params := &sdk.CallToolParams{Name: t.name, Arguments: in}
-	token := ""
+	c := &call{user: env.User, run: env.Run, show: env.Log, http: &exchange{}}
 	if env.Progress != nil {
-		token = t.srv.owner.watchProgress(t.name, env.Progress)
-		defer t.srv.owner.progress.Delete(token)
-		params.SetProgressToken(token)
+		c.token = t.srv.owner.watchProgress(t.name, env.Progress)
+		defer t.srv.owner.progress.Delete(c.token)
+		params.SetProgressToken(c.token)
 	}
 	if env.Log != nil {
-		defer t.srv.watchLogs(token, env.Log)()
 		askLogsOf(params)
 	}
+	defer t.srv.begin(c)()
+	cctx, cancel := context.WithTimeout(withCall(ctx, c), t.srv.cfg.timeout())
+	defer cancel()
 	res, err := sess.CallTool(cctx, params)
 	switch {
 	case ctx.Err() != nil:
@@ -63,7 +66,7 @@ func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (st
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("the MCP server %s did not finish %s within %ds (its timeout_seconds); the call was cancelled", t.srv.cfg.Name, t.name, t.srv.cfg.TimeoutSeconds)
 	case err != nil:
-		return "", fmt.Errorf("the MCP server %s failed the call: %w", t.srv.cfg.Name, err)
+		return "", t.failed(cctx, err, c.http)
 	}
 	out := render(res, t.srv.owner.opts.OutputLimit)
 	if env.Image != nil {
@@ -76,6 +79,19 @@ func (t *Tool) Run(ctx context.Context, env tools.Env, args json.RawMessage) (st
 		return "", errors.New(out)
 	}
 	return out, nil
+}
+
+// failed is the error the model reads for a call that ended in err: the
+// server's JSON-RPC error answer, without the server's secrets should it
+// echo one; or a failure of the server or its transport, recorded and
+// logged for admins under the reference the model and the user are given.
+func (t *Tool) failed(ctx context.Context, err error, x *exchange) error {
+	var answer *jsonrpc.Error
+	if trouble, _ := x.result(); trouble == "" && errors.As(err, &answer) {
+		return fmt.Errorf("the MCP server %s answered the call with an error: %s", t.srv.cfg.Name, t.srv.redact(answer.Message))
+	}
+	f := t.srv.fault(ctx, "call "+t.name, err, x)
+	return fmt.Errorf("the MCP server %s failed: %s", t.srv.cfg.Name, f.public)
 }
 
 // check decodes args (empty or null read as {}) and validates them

@@ -61,7 +61,7 @@ type job struct {
 	group bool
 	// init is a pidfd of the sandbox's init once it runs, else -1: killing
 	// it ends every process of the command.
-	init int
+	init   int
 	ctx    context.Context // its end kills the command
 	killMu sync.Mutex      // guards init, started and killed
 	// started: the command runs; killed: kill was called, before or after.

@@ -27,9 +27,12 @@ type Env struct {
 	// Workspace is the absolute path of the thread's workspace directory.
 	// It exists before any tool runs.
 	Workspace string
-	// User is the id of the user whose run made the call; "" when none
-	// did. Limits per user (commands at once) count by it.
-	User string
+	// User and Run say whose call it is. Limits per user (bash's commands
+	// at once) count by User. A tool that serves every user's calls at once
+	// (an MCP server's one session) hands what it cannot tie to one call
+	// only to calls of a single user and run (docs/DESIGN.md §4); a call
+	// without them gets no such output and counts against no user.
+	User, Run string
 	// Progress, when set, shows a running tool's progress live (an MCP
 	// server's notifications/progress); nothing of it is persisted.
 	Progress func(text string)

@@ -747,6 +747,9 @@ func TestSecretsStayHidden(t *testing.T) {
 		{name: "mcp header beside an error", file: "mcp: {servers: [{name: a, url: 'http://h/mcp', headers: {Authorization: " + secret + "}}]}\nlead: {max_turns: 0}\n"},
 		{name: "mcp header of the wrong type", file: "mcp: {servers: [{name: a, url: 'http://h/mcp', headers: {Authorization: [" + secret + "]}}]}\n"},
 		{name: "mcp env not a mapping", file: "mcp: {servers: [{name: a, command: x, env: " + secret + "}]}\n"},
+		{name: "mcp url beside an error", file: "mcp: {servers: [{name: a, url: 'http://h/mcp?api_key=" + secret + "'}]}\nlead: {max_turns: 0}\n"},
+		{name: "mcp url of the wrong type", file: "mcp: {servers: [{name: a, url: 48151623}]}\n"},
+		{name: "mcp url not http", file: "mcp: {servers: [{name: a, url: 'ftp://h/" + secret + "'}]}\n"},
 		{name: "mcp header with a newline", env: []string{"HERD_MCP_SERVERS=[{name: a, url: 'http://h/mcp', headers: {X-Key: \"" + secret + "\\n\"}}]"}},
 	}
 	for _, tt := range tests {
@@ -802,11 +805,13 @@ func TestRedacted(t *testing.T) {
 	}
 }
 
-// MCP env and header values, which hold tokens, are masked in every
-// rendering of the config and kept for the client.
+// MCP env and header values, which hold tokens, and URLs past the host,
+// which may, are masked in every rendering of the config and kept for
+// the client.
 func TestMCPSecretsRedacted(t *testing.T) {
 	const secret = "tok-SECRET-99c1"
-	file := "mcp:\n  servers:\n    - {name: search, url: 'https://s.example.com/mcp', headers: {Authorization: 'Bearer ${SEARCH_TOKEN}'}}\n    - {name: files, command: x, env: {API_KEY: '${FILES_KEY}'}}\n"
+	file := "mcp:\n  servers:\n    - {name: search, url: 'https://s.example.com/mcp', headers: {Authorization: 'Bearer ${SEARCH_TOKEN}'}}\n    - {name: files, command: x, env: {API_KEY: '${FILES_KEY}'}}\n" +
+		"    - {name: keyed, url: 'https://k.example.com/t/path-SECRET-5e1a/mcp?api_key=query-SECRET-7b2c'}\n"
 	c, err := loadYAML(t, file, []string{"SEARCH_TOKEN=" + secret, "FILES_KEY=" + secret}, Overrides{})
 	if err != nil {
 		t.Fatalf("load: %v", err)
@@ -823,9 +828,13 @@ func TestMCPSecretsRedacted(t *testing.T) {
 	var jsonLog bytes.Buffer
 	slog.New(slog.NewJSONHandler(&jsonLog, nil)).Info("config", "config", c)
 	for name, out := range map[string]string{"String": c.String(), "%v": fmt.Sprintf("%v", *c), "slog": jsonLog.String()} {
-		if strings.Contains(out, secret) || !strings.Contains(out, "search") {
+		if strings.Contains(out, secret) || strings.Contains(out, "path-SECRET") || strings.Contains(out, "query-SECRET") ||
+			!strings.Contains(out, "search") || !strings.Contains(out, "https://k.example.com/[redacted]") {
 			t.Errorf("%s = %s\nwant the servers with their secrets masked", name, out)
 		}
+	}
+	if got := c.MCP.Servers[2].URL; got != "https://k.example.com/t/path-SECRET-5e1a/mcp?api_key=query-SECRET-7b2c" {
+		t.Errorf("url = %q: rendering changed it", got)
 	}
 	if c.MCP.Servers[1].Env["API_KEY"] != secret {
 		t.Error("rendering changed the secret")

@@ -313,8 +313,8 @@ func (l *loader) unknownKey(src source, path []string, name string, t reflect.Ty
 
 // isSecret tells whether the value at path must never be shown.
 func isSecret(path []string) bool {
-	if len(path) >= 4 && path[0] == "mcp" && (path[3] == "env" || path[3] == "headers") {
-		return true // an MCP server's env or header value may be a token
+	if len(path) >= 4 && path[0] == "mcp" && (path[3] == "env" || path[3] == "headers" || path[3] == "url") {
+		return true // an MCP server's env or header value, or its URL, may hold a token
 	}
 	return len(path) > 0 && path[len(path)-1] == "api_key"
 }

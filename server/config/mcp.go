@@ -148,7 +148,8 @@ func (l *loader) mcpSelector(key, t string, servers []mcp.ServerConfig) (ok bool
 	return true
 }
 
-// redactMCP masks every env and header value of the MCP servers.
+// redactMCP masks every env and header value of the MCP servers, and
+// their URLs past the host (a path or query may hold a token).
 func redactMCP(servers []mcp.ServerConfig) []mcp.ServerConfig {
 	out := slices.Clone(servers)
 	mask := func(m map[string]string) map[string]string {
@@ -164,6 +165,21 @@ func redactMCP(servers []mcp.ServerConfig) []mcp.ServerConfig {
 	for i := range out {
 		out[i].Env = mask(out[i].Env)
 		out[i].Headers = mask(out[i].Headers)
+		out[i].URL = redactURL(out[i].URL)
 	}
 	return out
+}
+
+// redactURL keeps a URL's scheme and host, the rest masked.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		return ""
+	case err != nil || u.Host == "":
+		return redactedKey
+	case (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && u.User == nil:
+		return u.Scheme + "://" + u.Host + u.Path
+	}
+	return u.Scheme + "://" + u.Host + "/" + redactedKey
 }
