@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,4 +160,148 @@ func TestSessionsFollowTheAccountRealBinary(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("bob's cookie after being disabled: %d", resp.StatusCode)
 	}
+}
+
+// burstClient is one client of a burst: it sends its request, and sends
+// it again for as long as herd answers that another password check is
+// under way, as an attacker's script would, until it gets another answer.
+func burstClient(t *testing.T, cl *http.Client, req func() *http.Request) (int, string) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := cl.Do(req())
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), "under way") || time.Now().After(deadline) {
+			return resp.StatusCode, string(b)
+		}
+	}
+}
+
+// burst runs n clients at once and counts their final answers by status.
+func burst(t *testing.T, n int, cl func(i int) *http.Client, req func(i int) *http.Request) map[int]int {
+	var mu sync.Mutex
+	counts := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			code, _ := burstClient(t, cl(i), func() *http.Request { return req(i) })
+			mu.Lock()
+			counts[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return counts
+}
+
+// jsonRequest is a JSON request from the client address from (herd trusts
+// the loopback proxy that says so).
+func jsonRequest(method, url, from, csrf string, body any) *http.Request {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-For", from)
+	if csrf != "" {
+		req.Header.Set("X-CSRF-Token", csrf)
+	}
+	return req
+}
+
+// allowance is how many checks a limit of perMin a minute allows in a
+// burst that lasted d: the bucket's perMin, and what it refilled.
+func allowance(perMin int, d time.Duration) int {
+	return perMin + int(d.Minutes()*float64(perMin))
+}
+
+// TestPasswordBurstsRealBinary: 30 wrong passwords sent at once, each
+// sent again while herd answers that another check is under way, get at
+// most the limit's checks (auth.login_attempts_per_minute, 10) — on the
+// sign-in and on the password change, whose current password counts
+// against the same address — where before every one of the 30 was
+// hashed. Counted by herd_password_checks_total.
+func TestPasswordBurstsRealBinary(t *testing.T) {
+	p := startHerdWith(t, t.TempDir(), "HERD_SERVER_TRUSTED_PROXIES=[127.0.0.1/32]")
+	p.signIn().call("POST", "/api/admin/users", map[string]string{"email": "ann@example.com", "password": "tall ocean lantern"}, nil)
+	const signIns, changes = `herd_password_checks_total{kind="sign_in"}`, `herd_password_checks_total{kind="password_change"}`
+	anon := func(int) *http.Client { return &http.Client{Timeout: 90 * time.Second} }
+
+	before, start := p.metric(signIns), time.Now()
+	counts := burst(t, 30, anon, func(i int) *http.Request {
+		email := fmt.Sprintf("guess%d@example.com", i)
+		if i == 0 {
+			email = "ann@example.com"
+		}
+		return jsonRequest("POST", p.url+"/api/auth/login", "198.51.100.1", "", map[string]string{"email": email, "password": fmt.Sprintf("wrong guess %d", i)})
+	})
+	checked, most := int(p.metric(signIns)-before), allowance(10, time.Since(start))
+	t.Logf("sign-in: 30 wrong passwords at once: %d checked in %v, answers %v", checked, time.Since(start).Round(time.Millisecond), counts)
+	if checked > most || counts[http.StatusUnauthorized] != checked || counts[http.StatusUnauthorized]+counts[http.StatusTooManyRequests] != 30 {
+		t.Errorf("sign-in burst: %d passwords checked, answers %v; want at most %d checked, each answered 401, the rest 429", checked, counts, most)
+	}
+
+	ann := p.signInAs("ann@example.com", "tall ocean lantern")
+	annHTTP := &http.Client{Jar: ann.http.Jar, Timeout: 90 * time.Second}
+	before, start = p.metric(changes), time.Now()
+	counts = burst(t, 30, func(int) *http.Client { return annHTTP }, func(i int) *http.Request {
+		return jsonRequest("POST", p.url+"/api/account/password", "198.51.100.2", ann.csrf, map[string]string{"current_password": fmt.Sprintf("wrong guess %d", i), "new_password": "a new long passphrase"})
+	})
+	checked, most = int(p.metric(changes)-before), allowance(10, time.Since(start))
+	t.Logf("password change: 30 wrong current passwords at once: %d checked in %v, answers %v", checked, time.Since(start).Round(time.Millisecond), counts)
+	if checked > most || counts[http.StatusForbidden] != checked || counts[http.StatusForbidden]+counts[http.StatusTooManyRequests] != 30 {
+		t.Errorf("password-change burst: %d passwords checked, answers %v; want at most %d checked, each answered 403, the rest 429", checked, counts, most)
+	}
+	stopHerd(t, p)
+}
+
+// TestRightPasswordInsideABurstRealBinary: the right password sent inside
+// a burst of wrong ones, once the wrong ones have spent the address's
+// limit, is not accepted — not as a sign-in, not as the current password
+// of a change. Before, every password of the burst was checked before
+// any failure was counted, and the right one signed in. The limit is 1 a
+// minute here, so that nothing refills while the test runs.
+func TestRightPasswordInsideABurstRealBinary(t *testing.T) {
+	p := startHerdWith(t, t.TempDir(), "HERD_SERVER_TRUSTED_PROXIES=[127.0.0.1/32]", "HERD_AUTH_LOGIN_ATTEMPTS_PER_MINUTE=1")
+	p.signIn().call("POST", "/api/admin/users", map[string]string{"email": "ann@example.com", "password": "tall ocean lantern"}, nil)
+	ann := p.signInAs("ann@example.com", "tall ocean lantern")
+	cases := []struct {
+		name, series, from string
+		cl                 *http.Client
+		req                func(from, password string) *http.Request
+		accepted           int
+	}{
+		{"sign-in", `herd_password_checks_total{kind="sign_in"}`, "198.51.100.3", &http.Client{Timeout: 90 * time.Second}, func(from, pw string) *http.Request {
+			return jsonRequest("POST", p.url+"/api/auth/login", from, "", map[string]string{"email": "ann@example.com", "password": pw})
+		}, http.StatusOK},
+		{"password change", `herd_password_checks_total{kind="password_change"}`, "198.51.100.4", &http.Client{Jar: ann.http.Jar, Timeout: 90 * time.Second}, func(from, pw string) *http.Request {
+			return jsonRequest("POST", p.url+"/api/account/password", from, ann.csrf, map[string]string{"current_password": pw, "new_password": "a new long passphrase"})
+		}, http.StatusNoContent},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := p.metric(c.series)
+			var wg sync.WaitGroup
+			for i := range 29 {
+				wg.Go(func() {
+					if resp, err := c.cl.Do(c.req(c.from, fmt.Sprintf("wrong guess %d", i))); err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			for p.metric(c.series) == before {
+				time.Sleep(5 * time.Millisecond) // the burst's first check has started
+			}
+			counts := burst(t, 5, func(int) *http.Client { return c.cl }, func(int) *http.Request { return c.req(c.from, "tall ocean lantern") })
+			wg.Wait()
+			t.Logf("%s: the right password 5 times inside a burst of 29 wrong ones: answers %v, %v checked", c.name, counts, p.metric(c.series)-before)
+			if counts[c.accepted] > 0 || counts[http.StatusTooManyRequests] != 5 {
+				t.Errorf("%s: the right password inside the burst was answered %v; want 429 every time", c.name, counts)
+			}
+		})
+	}
+	// The password is unchanged, and the owner signs in from elsewhere.
+	p.signInAs("ann@example.com", "tall ocean lantern")
+	stopHerd(t, p)
 }

@@ -323,29 +323,27 @@ func (s *Server) signOut(c echo.Context) error {
 	return nil
 }
 
-// verifyLogin checks credentials under the limits (ratelimit.go): an
-// address that has failed too often is refused before any check, and so
-// is an account inside its back-off window, unless this browser has
-// signed in to it before (device.go); only a failure counts against
-// either. It takes the same time whether or not the email exists.
+// verifyLogin checks credentials under the limits (ratelimit.go,
+// checks.go): an address that has failed too often is refused before any
+// check, and so is an account inside its back-off window, unless this
+// browser has signed in to it before (device.go); a check reserves a
+// failure of either before it hashes, given back when the password was
+// right, and runs alone for its address and its account. It takes the
+// same time whether or not the email exists.
 func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.User, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
-	ipKey := "login:" + c.RealIP()
-	if !s.limits.failures.ready(ipKey) {
-		return nil, rateLimited(c, s.limits.failures.retryAfter(ipKey), "too many failed sign-ins from your address")
-	}
-	if wait := s.limits.accounts.wait(email); wait > 0 && !s.knownDevice(c, email) {
-		return nil, rateLimited(c, wait, "too many failed sign-ins for this account")
+	done, ae := s.limits.reserve(c, passwordCheck{
+		addr: c.RealIP(), account: email, strike: email,
+		skipWait: s.knownDevice(c, email), what: "failed sign-ins",
+	})
+	if ae != nil {
+		return nil, ae
 	}
 	u, err := s.checkCredentials(c.Request().Context(), email, password)
+	done(err == nil)
 	if err != nil {
-		if errors.Is(err, errBadCredentials) {
-			s.limits.failures.allow(ipKey)
-			s.limits.accounts.fail(email)
-		}
 		return nil, err
 	}
-	s.limits.accounts.reset(email)
 	if u.Disabled {
 		return nil, &apiError{http.StatusForbidden, "disabled", "this account is disabled"}
 	}
@@ -367,10 +365,10 @@ func (s *Server) checkCredentials(ctx context.Context, email, password string) (
 		}
 		// Spend the same time as a real check, so response times do not
 		// tell which emails have accounts.
-		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
+		s.passwordMatches(checkSignIn, s.dummyHash(), password)
 		return nil, errBadCredentials
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+	if !s.passwordMatches(checkSignIn, []byte(u.PasswordHash), password) {
 		return nil, errBadCredentials
 	}
 	return u, nil

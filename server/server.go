@@ -124,6 +124,9 @@ type Server struct {
 	socketCap     *socketCounter
 	bcryptCost    int
 	dummyHash     func() []byte
+	// compare is bcrypt's check (checks.go); tests hold it to look at a
+	// check in flight.
+	compare       func(hash, password []byte) error
 	labels        map[string]string // model name → display name
 	maxContent    int
 	maxBody       int64
@@ -166,6 +169,7 @@ func New(o Options) (*Server, error) {
 		connLimiter:   newLimiter(o.WSConnectsPerMinute, o.Now),
 		socketCap:     newSocketCounter(o.MaxSocketsPerUser),
 		bcryptCost:    o.BcryptCost,
+		compare:       bcrypt.CompareHashAndPassword,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
 		adminCommands: o.CommandsAdminOnly,
