@@ -72,13 +72,8 @@ func TestFirstStartAsAnAttacker(t *testing.T) {
 	if code, _ := send("GET", p.url+"/setup", "", nil); code != http.StatusOK {
 		t.Errorf("set-up page without the token: %d", code)
 	}
-	csrf := ""
-	for _, ck := range jar.Cookies(mustParse(p.url)) {
-		if ck.Name == "herd_csrf" {
-			csrf = ck.Value
-		}
-	}
-	form := url.Values{"email": {"admin@example.com"}, "password": {"tall ocean lantern"}, "password_confirm": {"tall ocean lantern"}, "_csrf": {csrf}}
+	_, page := send("GET", link, "", nil)
+	form := url.Values{"email": {"admin@example.com"}, "password": {"tall ocean lantern"}, "password_confirm": {"tall ocean lantern"}, "_csrf": {formToken(t, page)}}
 	if code, _ := send("POST", p.url+"/setup", "", form); code != http.StatusForbidden {
 		t.Errorf("set-up without the token: %d, want 403", code)
 	}
@@ -105,6 +100,93 @@ func TestFirstStartAsAnAttacker(t *testing.T) {
 	if statuses[http.StatusUnauthorized] > 10 || statuses[http.StatusTooManyRequests] < 5 {
 		t.Errorf("15 guesses with forged X-Forwarded-For: %v", statuses)
 	}
+}
+
+var formTokenField = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+
+// formToken is the CSRF token of the form on page.
+func formToken(t *testing.T, page string) string {
+	t.Helper()
+	m := formTokenField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no form token on the page:\n%s", page)
+	}
+	return m[1]
+}
+
+// TestPreSignInCSRFBoundRealBinary: a signed-out form's token fetched in
+// one browser (the attacker's cookie jar) is refused in another (the
+// victim's) on the set-up, sign-in and sign-up forms, and so is the
+// attacker's cookie planted in the victim's browser with its token when
+// the attacker's page posts it; the victim's own works.
+func TestPreSignInCSRFBoundRealBinary(t *testing.T) {
+	p := startHerdEnv(t, t.TempDir(), "HERD_AUTH_ALLOW_SIGNUP=true")
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil; m = setupLink.FindStringSubmatch(p.log.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no set-up link in the output:\n%s", p.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	link := m[1]
+	browser := func() *http.Client {
+		jar, _ := cookiejar.New(nil)
+		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	tokenOn := func(c *http.Client, page string) string {
+		resp, err := c.Get(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return formToken(t, string(b))
+	}
+	const pw = "tall ocean lantern"
+	for _, f := range []struct {
+		page, action string
+		fields       url.Values
+	}{
+		{link, "/setup", url.Values{"token": {mustParse(link).Query().Get("token")}, "email": {"admin@example.com"}, "password": {pw}, "password_confirm": {pw}}},
+		{p.url + "/login", "/login", url.Values{"email": {"admin@example.com"}, "password": {pw}}},
+		{p.url + "/signup", "/signup", url.Values{"email": {"new@example.com"}, "password": {pw}, "password_confirm": {pw}}},
+	} {
+		attacker, victim, planted := browser(), browser(), browser()
+		stolen, own := tokenOn(attacker, f.page), tokenOn(victim, f.page)
+		// An attacker who can set cookies for the site plants their own
+		// and posts from their page.
+		planted.Jar.SetCookies(mustParse(p.url), attacker.Jar.Cookies(mustParse(p.url)))
+		for _, c := range []struct {
+			name   string
+			client *http.Client
+			token  string
+			origin string
+			want   int
+		}{
+			{"the attacker's token", victim, stolen, "", http.StatusForbidden},
+			{"a planted cookie and its token, from the attacker's page", planted, stolen, "http://evil.example", http.StatusForbidden},
+			{"the victim's own token", victim, own, p.url, http.StatusSeeOther},
+		} {
+			form := url.Values{"_csrf": {c.token}}
+			for k, v := range f.fields {
+				form[k] = v
+			}
+			req, _ := http.NewRequest("POST", p.url+f.action, strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if c.origin != "" {
+				req.Header.Set("Origin", c.origin)
+			}
+			resp, err := c.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Errorf("%s with %s: %d, want %d", f.action, c.name, resp.StatusCode, c.want)
+			}
+		}
+	}
+	stopHerd(t, p)
 }
 
 // TestSessionsFollowTheAccountRealBinary: through the real binary, a

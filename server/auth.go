@@ -20,8 +20,8 @@ import (
 
 const (
 	sessionCookie = "herd_session"
-	// preCSRFCookie carries the double-submit token of the forms shown to
-	// signed-out visitors (set-up, sign-in, sign-up).
+	// preCSRFCookie carries the random id of a signed-out browser, to
+	// which the tokens of its forms (set-up, sign-in, sign-up) are bound.
 	preCSRFCookie = "herd_csrf"
 	csrfField     = "_csrf"
 	csrfHeader    = "X-CSRF-Token"
@@ -195,9 +195,8 @@ func isSafeMethod(m string) bool {
 // csrf protects every state change made with the session cookie: the
 // request must carry the session's token in X-CSRF-Token or the _csrf form
 // field. Bearer requests need none (a browser never adds the header on its
-// own). Signed-out forms use a double-submit cookie whose token the server
-// signed (csrf.go), so a planted cookie of the attacker's making is no
-// use.
+// own). Signed-out forms carry a token bound to the browser's own random
+// cookie (csrf.go), so a token fetched in another browser is no use.
 func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -225,7 +224,7 @@ func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // csrfMatches checks sent against the session's token, or for a signed-out
-// form against the signed token in the pre-sign-in cookie.
+// form against the browser its token was bound to.
 func (s *Server) csrfMatches(c echo.Context, sent string) bool {
 	if sent == "" {
 		return false
@@ -233,11 +232,26 @@ func (s *Server) csrfMatches(c echo.Context, sent string) bool {
 	if sess := currentSession(c); sess != nil {
 		return subtle.ConstantTimeCompare([]byte(sent), []byte(sess.CSRFToken)) == 1
 	}
-	ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie))
-	if err != nil || subtle.ConstantTimeCompare([]byte(sent), []byte(ck.Value)) != 1 {
+	if s.fromOtherSite(c.Request()) {
 		return false
 	}
-	return s.signer.valid(ck.Value, s.now())
+	ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie))
+	return err == nil && s.signer.boundTo(ck.Value, sent, s.now())
+}
+
+// fromOtherSite reports whether the browser says a page of another origin
+// sent r. A signed-out form's token is only as good as its cookie, which
+// an attacker who can set cookies for herd's site (plain http, a sibling
+// subdomain) can plant with a token of their own; the page that then
+// posts is theirs, and the browser says so. Clients that send neither
+// header (curl, scripts) rely on the token alone.
+func (s *Server) fromOtherSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return true
+	}
+	return r.Header.Get("Origin") != "" && !s.sameOrigin(r)
 }
 
 func isForm(r *http.Request) bool {
@@ -245,14 +259,18 @@ func isForm(r *http.Request) bool {
 	return strings.HasPrefix(ct, echo.MIMEApplicationForm) || strings.HasPrefix(ct, echo.MIMEMultipartForm)
 }
 
-// preCSRF returns the signed-out form token, setting its cookie if needed.
+// preCSRF returns a signed-out form token bound to this browser's
+// cookie, setting a new cookie when it has none (csrf.go).
 func (s *Server) preCSRF(c echo.Context) string {
-	if ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie)); err == nil && s.signer.fresh(ck.Value, s.now()) {
-		return ck.Value
+	ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie))
+	id := ""
+	if err == nil && validBrowserID(ck.Value) {
+		id = ck.Value
+	} else {
+		id = newBrowserID()
+		c.SetCookie(s.cookie(preCSRFCookie, id, time.Time{}))
 	}
-	tok := s.signer.issue(s.now())
-	c.SetCookie(s.cookie(preCSRFCookie, tok, time.Time{}))
-	return tok
+	return s.signer.bind(id, s.now())
 }
 
 // pageCSRF is the token a page's forms carry.
