@@ -188,6 +188,25 @@ func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// errSessionRequired answers a bearer on the routes that manage the
+// account's credentials.
+var errSessionRequired = &apiError{http.StatusForbidden, "session_required",
+	"an API token cannot manage the account's tokens, sessions or password: sign in (a token may only revoke itself, DELETE /api/tokens/current)"}
+
+// requireSession keeps API tokens off the routes that manage the
+// account's credentials (docs/API.md "Tokens and users"): a token that
+// could mint tokens would outlive its own revocation, one that could list
+// or end sessions or change the password would take the account over.
+// Scripts need none of them; a signed-in browser does.
+func requireSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Get(ctxBearer) != nil {
+			return errSessionRequired
+		}
+		return next(c)
+	}
+}
+
 func isSafeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
