@@ -222,8 +222,9 @@ func (b *backoff) len() int {
 	return b.keys.len()
 }
 
-// authLimits are the limits of the signed-out forms, all keyed by the
-// client's real address (clientIP) or by account.
+// authLimits are the limits of the signed-out forms and of the password
+// checks (checks.go), all keyed by the client's real address (clientIP)
+// or by account.
 type authLimits struct {
 	// failures counts failed sign-ins per address: the limit that stops a
 	// guesser.
