@@ -372,8 +372,10 @@ func TestRightPasswordInsideABurstRealBinary(t *testing.T) {
 					}
 				})
 			}
-			for p.metric(c.series) == before {
-				time.Sleep(5 * time.Millisecond) // the burst's first check has started
+			for deadline := time.Now().Add(30 * time.Second); p.metric(c.series) == before; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no check of the burst started")
+				}
 			}
 			counts := burst(t, 5, func(int) *http.Client { return c.cl }, func(int) *http.Request { return c.req(c.from, "tall ocean lantern") })
 			wg.Wait()
