@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -367,4 +370,37 @@ func TestMetricsAddressInUseStopsHerd(t *testing.T) {
 	if code == 0 || !strings.Contains(out.String(), "metrics.addr") {
 		t.Errorf("exit %d, output %q: want a failure naming metrics.addr", code, out.String())
 	}
+}
+
+// TestMetricsNeedTheTokenOnTheHostNetwork: with sandbox.network host,
+// sandboxed commands share the machine's network, loopback included:
+// herd refuses to start without metrics.token, naming the keys, and with
+// one a command reaches the metrics listener but reads nothing without
+// the token.
+func TestMetricsNeedTheTokenOnTheHostNetwork(t *testing.T) {
+	skipBwrap(t, "bwrap")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, herdBinary(t), "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "HERD_SANDBOX_MODE=bwrap", "HERD_SANDBOX_NETWORK=host", "HERD_METRICS_ADDR=127.0.0.1:0")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("host network, metrics and no token: %v, want exit 2", err)
+	}
+	for _, key := range []string{"sandbox.network", "metrics.token", "metrics.addr"} {
+		if !strings.Contains(string(out), key) {
+			t.Errorf("the refusal does not name %s:\n%s", key, out)
+		}
+	}
+
+	const token = "metrics-token-0123456789"
+	p := startHerdWith(t, t.TempDir(), "HERD_SANDBOX_MODE=bwrap", "HERD_SANDBOX_NETWORK=host", "HERD_METRICS_TOKEN="+token)
+	c := p.signIn()
+	th := runCommand(c, fmt.Sprintf("curl -s -o /dev/null -w 'anonymous=%%{http_code} ' %s; curl -s -o /dev/null -w 'bearer=%%{http_code}' -H 'Authorization: Bearer %s' %s", p.metricsURL, token, p.metricsURL))
+	result := taskResult(t, c, th)
+	if !strings.Contains(result, "anonymous=401") || !strings.Contains(result, "bearer=200") {
+		t.Errorf("a sandboxed command on the host network: %q, want anonymous=401 (and bearer=200: it does reach the listener)", result)
+	}
+	stopHerd(t, p)
 }

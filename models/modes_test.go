@@ -95,3 +95,49 @@ func TestExistingLooseFilesAreTightenedAndTheDirWarned(t *testing.T) {
 		t.Errorf("no warning about the open data directory: %q", log.String())
 	}
 }
+
+// TestDataDirNameTakenLiterally: the database goes to the path Open is
+// given, whatever URI syntax its directory's name holds, private, with
+// its pragmas, readable by the probe and by a backup; nothing is created
+// beside the directory.
+func TestDataDirNameTakenLiterally(t *testing.T) {
+	for _, name := range []string{"data#1", "data?mode=memory", "data%2Fx", "my data", "a #?%41 b"} {
+		t.Run(name, func(t *testing.T) {
+			// Not t.TempDir: its name holds the subtest's, and a path cut
+			// short there would leave the test's directory.
+			parent, err := os.MkdirTemp("", "herd-datadir-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(parent) })
+			path := filepath.Join(parent, name, "herd.db")
+			s, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			if _, err := s.CreateThread(ctx, "u1", "t"); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.pragma(ctx, "journal_mode"); err != nil || got != "wal" {
+				t.Errorf("journal_mode %q, %v: the DSN's parameters were lost", got, err)
+			}
+			if err := s.Probe(ctx); err != nil {
+				t.Errorf("probe: %v", err)
+			}
+			for _, f := range []string{path, path + "-wal", path + "-shm"} {
+				if got := mode(t, f); got != 0o600 {
+					t.Errorf("%s: mode %#o, want 0600", f, got)
+				}
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+				t.Errorf("%d entries beside the data directory, want none", len(entries)-1)
+			}
+			backup := filepath.Join(parent, name, "copy.db")
+			if err := Backup(ctx, path, backup); err != nil {
+				t.Errorf("backup: %v", err)
+			}
+		})
+	}
+}

@@ -244,10 +244,14 @@ func dsn(path string, readOnly bool) string {
 }
 
 // fileDSN is the go-sqlite3 DSN of path with params and a busy timeout,
-// shared by the pools, the readiness probe and backups.
+// shared by the pools, the readiness probe and backups. It is a URI, so
+// the path is percent-encoded: read as it is, a "#" in a directory's name
+// would end the path there (the database would go to a file named after
+// the rest, with the umask's mode), a "?" would start the parameters
+// (their pragmas lost) and a "%" would be read as an escape.
 func fileDSN(path string, busy time.Duration, params url.Values) string {
 	params.Set("_busy_timeout", strconv.Itoa(int(busy.Milliseconds())))
-	return "file:" + path + "?" + params.Encode()
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
 }
 
 // allModels is every model the store migrates.

@@ -5,10 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/crypto/bcrypt"
 
 	"herd/models"
 	"herd/views"
@@ -148,24 +148,29 @@ func (s *Server) signOutEverywhere(c echo.Context) error {
 var errWrongPassword = &apiError{http.StatusForbidden, "wrong_password", "the current password is wrong"}
 
 // changePassword sets the user's password after checking the current
-// one (under the sign-in limits, so a borrowed session cannot guess it
-// faster than the sign-in page), then signs out every other session.
-// API tokens stay: they are revoked one by one on the settings page.
+// one under the sign-in limits (checks.go), so a borrowed session cannot
+// guess it faster than the sign-in page: the check reserves a failure of
+// the address before it hashes and runs alone for the address and the
+// account, with the new password's hash. Then every other session is
+// signed out. API tokens stay: they
+// are revoked one by one on the settings page.
 func (s *Server) changePassword(c echo.Context, current, next string) error {
 	u := currentUser(c)
 	ctx := c.Request().Context()
 	// Its own back-off key: failed sign-ins by others must not keep the
 	// signed-in owner from changing the password.
-	key := "password-change:" + u.ID
-	if wait := s.limits.accounts.wait(key); wait > 0 {
-		return rateLimited(c, wait, "too many wrong passwords")
+	done, ae := s.limits.reserve(c, passwordCheck{
+		addr: c.RealIP(), account: strings.ToLower(u.Email), strike: "password-change:" + u.ID,
+		what: "wrong passwords",
+	})
+	if ae != nil {
+		return ae
 	}
-	if len(current) > maxPasswordBytes || bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
-		s.limits.failures.allow("login:" + c.RealIP())
-		s.limits.accounts.fail(key)
+	right := len(current) <= maxPasswordBytes && s.passwordMatches(checkPasswordChange, []byte(u.PasswordHash), current)
+	defer done(right) // the new password's hash runs in the slot too
+	if !right {
 		return errWrongPassword
 	}
-	s.limits.accounts.reset(key)
 	if ae := checkPassword(next); ae != nil {
 		return ae
 	}

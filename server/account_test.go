@@ -122,40 +122,137 @@ func (a *testApp) signInAgain(u *user) *user {
 	return other
 }
 
-// TestTokenRevokeClosesSocket: a socket opened with an API token closes
-// when the token is deleted, and the token no longer works.
+// TestTokenRevokeClosesSocket: the sockets an API token opened close
+// (4401) whichever way the token ends — deleted by its owner's session
+// (API or settings page), revoking itself, or its user disabled or
+// deleted by an admin — and the token no longer works; a socket of the
+// owner's session stays unless the user's rights changed.
 func TestTokenRevokeClosesSocket(t *testing.T) {
+	cases := []struct {
+		name         string
+		revoke       func(t *testing.T, admin, owner *user, id, token string)
+		sessionStays bool
+	}{
+		{"deleted by the owner's session", func(t *testing.T, _, owner *user, id, _ string) {
+			owner.mustJSON("DELETE", "/api/tokens/"+id, nil, http.StatusNoContent, nil)
+		}, true},
+		{"deleted on the settings page", func(t *testing.T, _, owner *user, id, _ string) {
+			if r := owner.do("POST", "/settings/tokens/"+id+"/delete", url.Values{"_csrf": {owner.csrf}}); r.status != http.StatusSeeOther {
+				t.Fatalf("settings page delete: %d", r.status)
+			}
+		}, true},
+		{"revoking itself", func(t *testing.T, _, owner *user, _, token string) {
+			if r := owner.a.anonymous().do("DELETE", "/api/tokens/current", nil, "Authorization", "Bearer "+token); r.status != http.StatusNoContent {
+				t.Fatalf("self-revocation: %d %s", r.status, r.body)
+			}
+		}, true},
+		{"its user disabled by an admin", func(t *testing.T, admin, owner *user, _, _ string) {
+			admin.mustJSON("PATCH", "/api/admin/users/"+owner.id, map[string]bool{"disabled": true}, http.StatusOK, nil)
+		}, false},
+		{"its user deleted by an admin", func(t *testing.T, admin, owner *user, _, _ string) {
+			admin.mustJSON("DELETE", "/api/admin/users/"+owner.id, nil, http.StatusNoContent, nil)
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := newApp(t)
+			admin := a.newUser("admin@example.com", true)
+			u := a.newUser("ann@example.com", false)
+			th := u.newThread("t")
+			var tok struct{ ID, Token string }
+			u.mustJSON("POST", "/api/tokens", map[string]string{"name": "script"}, http.StatusCreated, &tok)
+			hdr := http.Header{"Authorization": {"Bearer " + tok.Token}}
+			var conns []*websocket.Conn
+			for range 2 {
+				conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(a.http.URL, "http")+"/api/threads/"+th+"/stream", hdr)
+				if err != nil {
+					t.Fatalf("dial with token: %v %v", err, resp)
+				}
+				defer conn.Close()
+				conns = append(conns, conn)
+			}
+			session, err := u.dial(th, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer session.Close()
+			c.revoke(t, admin, u, tok.ID, tok.Token)
+			for _, conn := range conns {
+				expectClosed(t, conn, 4401)
+			}
+			if c.sessionStays {
+				if _, err := readFrame(session, 300*time.Millisecond); err != nil && !isTimeout(err) {
+					t.Errorf("the session's socket ended too: %v", err)
+				}
+			} else {
+				expectClosed(t, session, 4401)
+			}
+			if r := a.anonymous().do("GET", "/api/threads", nil, "Authorization", "Bearer "+tok.Token); r.status != http.StatusUnauthorized {
+				t.Errorf("the token after: %d, want 401", r.status)
+			}
+		})
+	}
+}
+
+// TestTokensNeedASession: an API token can neither create, list nor
+// delete tokens, nor list or end sessions, nor change the password — by
+// the API or the pages — and is told why; it can revoke itself, and a
+// session can do all of it.
+func TestTokensNeedASession(t *testing.T) {
 	a := newApp(t)
 	u := a.newUser("ann@example.com", false)
-	th := u.newThread("t")
-	var tok struct{ ID, Token string }
+	var tok, other struct{ ID, Token string }
 	u.mustJSON("POST", "/api/tokens", map[string]string{"name": "script"}, http.StatusCreated, &tok)
-	hdr := http.Header{"Authorization": {"Bearer " + tok.Token}}
-	conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(a.http.URL, "http")+"/api/threads/"+th+"/stream", hdr)
-	if err != nil {
-		t.Fatalf("dial with token: %v %v", err, resp)
+	u.mustJSON("POST", "/api/tokens", map[string]string{"name": "other"}, http.StatusCreated, &other)
+	bearer := a.anonymous()
+	auth := []string{"Authorization", "Bearer " + tok.Token}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/api/tokens", nil},
+		{"POST", "/api/tokens", map[string]string{"name": "minted"}},
+		{"DELETE", "/api/tokens/" + other.ID, nil},
+		{"DELETE", "/api/tokens/" + tok.ID, nil},
+		{"GET", "/api/account/sessions", nil},
+		{"DELETE", "/api/account/sessions", nil},
+		{"POST", "/api/account/password", map[string]string{"current_password": "password123", "new_password": strongPassword}},
+		{"GET", "/settings", nil},
+		{"POST", "/settings/tokens", url.Values{"name": {"minted"}}},
+		{"POST", "/settings/tokens/" + other.ID + "/delete", url.Values{}},
+		{"GET", "/account", nil},
+		{"POST", "/account/password", url.Values{"current_password": {"password123"}, "password": {strongPassword}, "password_confirm": {strongPassword}}},
+		{"POST", "/account/sessions/delete", url.Values{}},
+	} {
+		r := bearer.do(c.method, c.path, c.body, auth...)
+		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "an API token cannot manage") {
+			t.Errorf("%s %s with a token: %d %.200s, want 403 saying a session is needed", c.method, c.path, r.status, r.body)
+		}
 	}
-	defer conn.Close()
-	other, resp2, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(a.http.URL, "http")+"/api/threads/"+th+"/stream", hdr)
-	if err != nil {
-		t.Fatalf("dial with token: %v %v", err, resp2)
+	if r := bearer.do("GET", "/api/tokens", nil, auth...); r.errorCode() != "session_required" {
+		t.Errorf("error code %q, want session_required", r.errorCode())
 	}
-	defer other.Close()
-	session, err := u.dial(th, 0)
-	if err != nil {
-		t.Fatal(err)
+	var list struct{ Tokens []tokenJSON }
+	u.mustJSON("GET", "/api/tokens", nil, http.StatusOK, &list)
+	if len(list.Tokens) != 2 {
+		t.Errorf("%d tokens after the token's attempts, want the 2 the session made", len(list.Tokens))
 	}
-	defer session.Close()
-	u.mustJSON("DELETE", "/api/tokens/"+tok.ID, nil, http.StatusNoContent, nil)
-	expectClosed(t, conn, 4401)
-	expectClosed(t, other, 4401)
-	// The session's socket is not the token's: it stays.
-	if _, err := readFrame(session, 300*time.Millisecond); err != nil && !isTimeout(err) {
-		t.Errorf("the session's socket ended too: %v", err)
+	if r := u.do("GET", "/api/auth/me", nil); r.status != http.StatusOK {
+		t.Errorf("the session after the token's attempts: %d", r.status)
 	}
-	r := a.anonymous().do("GET", "/api/threads", nil, "Authorization", "Bearer "+tok.Token)
-	if r.status != http.StatusUnauthorized {
-		t.Errorf("revoked token: %d", r.status)
+	// A session has no token to revoke as "current".
+	if r := u.do("DELETE", "/api/tokens/current", nil); r.status != http.StatusBadRequest {
+		t.Errorf("DELETE /api/tokens/current with a session: %d, want 400", r.status)
+	}
+	if r := bearer.do("DELETE", "/api/tokens/current", nil, auth...); r.status != http.StatusNoContent {
+		t.Fatalf("a token revoking itself: %d %s", r.status, r.body)
+	}
+	if r := bearer.do("GET", "/api/threads", nil, auth...); r.status != http.StatusUnauthorized {
+		t.Errorf("the token after revoking itself: %d, want 401", r.status)
+	}
+	u.mustJSON("GET", "/api/tokens", nil, http.StatusOK, &list)
+	if len(list.Tokens) != 1 || list.Tokens[0].ID != other.ID {
+		t.Errorf("tokens after the self-revocation: %+v, want only the other", list.Tokens)
 	}
 }
 

@@ -20,8 +20,8 @@ import (
 
 const (
 	sessionCookie = "herd_session"
-	// preCSRFCookie carries the double-submit token of the forms shown to
-	// signed-out visitors (set-up, sign-in, sign-up).
+	// preCSRFCookie carries the random id of a signed-out browser, to
+	// which the tokens of its forms (set-up, sign-in, sign-up) are bound.
 	preCSRFCookie = "herd_csrf"
 	csrfField     = "_csrf"
 	csrfHeader    = "X-CSRF-Token"
@@ -188,6 +188,25 @@ func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// errSessionRequired answers a bearer on the routes that manage the
+// account's credentials.
+var errSessionRequired = &apiError{http.StatusForbidden, "session_required",
+	"an API token cannot manage the account's tokens, sessions or password: sign in (a token may only revoke itself, DELETE /api/tokens/current)"}
+
+// requireSession keeps API tokens off the routes that manage the
+// account's credentials (docs/API.md "Tokens and users"): a token that
+// could mint tokens would outlive its own revocation, one that could list
+// or end sessions or change the password would take the account over.
+// Scripts need none of them; a signed-in browser does.
+func requireSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Get(ctxBearer) != nil {
+			return errSessionRequired
+		}
+		return next(c)
+	}
+}
+
 func isSafeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
@@ -195,9 +214,8 @@ func isSafeMethod(m string) bool {
 // csrf protects every state change made with the session cookie: the
 // request must carry the session's token in X-CSRF-Token or the _csrf form
 // field. Bearer requests need none (a browser never adds the header on its
-// own). Signed-out forms use a double-submit cookie whose token the server
-// signed (csrf.go), so a planted cookie of the attacker's making is no
-// use.
+// own). Signed-out forms carry a token bound to the browser's own random
+// cookie (csrf.go), so a token fetched in another browser is no use.
 func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -225,7 +243,7 @@ func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // csrfMatches checks sent against the session's token, or for a signed-out
-// form against the signed token in the pre-sign-in cookie.
+// form against the browser its token was bound to.
 func (s *Server) csrfMatches(c echo.Context, sent string) bool {
 	if sent == "" {
 		return false
@@ -233,11 +251,26 @@ func (s *Server) csrfMatches(c echo.Context, sent string) bool {
 	if sess := currentSession(c); sess != nil {
 		return subtle.ConstantTimeCompare([]byte(sent), []byte(sess.CSRFToken)) == 1
 	}
-	ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie))
-	if err != nil || subtle.ConstantTimeCompare([]byte(sent), []byte(ck.Value)) != 1 {
+	if s.fromOtherSite(c.Request()) {
 		return false
 	}
-	return s.signer.valid(ck.Value, s.now())
+	ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie))
+	return err == nil && s.signer.boundTo(ck.Value, sent, s.now())
+}
+
+// fromOtherSite reports whether the browser says a page of another origin
+// sent r. A signed-out form's token is only as good as its cookie, which
+// an attacker who can set cookies for herd's site (plain http, a sibling
+// subdomain) can plant with a token of their own; the page that then
+// posts is theirs, and the browser says so. Clients that send neither
+// header (curl, scripts) rely on the token alone.
+func (s *Server) fromOtherSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return true
+	}
+	return r.Header.Get("Origin") != "" && !s.sameOrigin(r)
 }
 
 func isForm(r *http.Request) bool {
@@ -245,14 +278,18 @@ func isForm(r *http.Request) bool {
 	return strings.HasPrefix(ct, echo.MIMEApplicationForm) || strings.HasPrefix(ct, echo.MIMEMultipartForm)
 }
 
-// preCSRF returns the signed-out form token, setting its cookie if needed.
+// preCSRF returns a signed-out form token bound to this browser's
+// cookie, setting a new cookie when it has none (csrf.go).
 func (s *Server) preCSRF(c echo.Context) string {
-	if ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie)); err == nil && s.signer.fresh(ck.Value, s.now()) {
-		return ck.Value
+	ck, err := c.Request().Cookie(s.cookieName(preCSRFCookie))
+	id := ""
+	if err == nil && validBrowserID(ck.Value) {
+		id = ck.Value
+	} else {
+		id = newBrowserID()
+		c.SetCookie(s.cookie(preCSRFCookie, id, time.Time{}))
 	}
-	tok := s.signer.issue(s.now())
-	c.SetCookie(s.cookie(preCSRFCookie, tok, time.Time{}))
-	return tok
+	return s.signer.bind(id, s.now())
 }
 
 // pageCSRF is the token a page's forms carry.
@@ -323,29 +360,27 @@ func (s *Server) signOut(c echo.Context) error {
 	return nil
 }
 
-// verifyLogin checks credentials under the limits (ratelimit.go): an
-// address that has failed too often is refused before any check, and so
-// is an account inside its back-off window, unless this browser has
-// signed in to it before (device.go); only a failure counts against
-// either. It takes the same time whether or not the email exists.
+// verifyLogin checks credentials under the limits (ratelimit.go,
+// checks.go): an address that has failed too often is refused before any
+// check, and so is an account inside its back-off window, unless this
+// browser has signed in to it before (device.go); a check reserves a
+// failure of either before it hashes, given back when the password was
+// right, and runs alone for its address and its account. It takes the
+// same time whether or not the email exists.
 func (s *Server) verifyLogin(c echo.Context, email, password string) (*models.User, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
-	ipKey := "login:" + c.RealIP()
-	if !s.limits.failures.ready(ipKey) {
-		return nil, rateLimited(c, s.limits.failures.retryAfter(ipKey), "too many failed sign-ins from your address")
-	}
-	if wait := s.limits.accounts.wait(email); wait > 0 && !s.knownDevice(c, email) {
-		return nil, rateLimited(c, wait, "too many failed sign-ins for this account")
+	done, ae := s.limits.reserve(c, passwordCheck{
+		addr: c.RealIP(), account: email, strike: email,
+		skipWait: s.knownDevice(c, email), what: "failed sign-ins",
+	})
+	if ae != nil {
+		return nil, ae
 	}
 	u, err := s.checkCredentials(c.Request().Context(), email, password)
+	done(err == nil)
 	if err != nil {
-		if errors.Is(err, errBadCredentials) {
-			s.limits.failures.allow(ipKey)
-			s.limits.accounts.fail(email)
-		}
 		return nil, err
 	}
-	s.limits.accounts.reset(email)
 	if u.Disabled {
 		return nil, &apiError{http.StatusForbidden, "disabled", "this account is disabled"}
 	}
@@ -367,10 +402,10 @@ func (s *Server) checkCredentials(ctx context.Context, email, password string) (
 		}
 		// Spend the same time as a real check, so response times do not
 		// tell which emails have accounts.
-		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
+		s.passwordMatches(checkSignIn, s.dummyHash(), password)
 		return nil, errBadCredentials
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+	if !s.passwordMatches(checkSignIn, []byte(u.PasswordHash), password) {
 		return nil, errBadCredentials
 	}
 	return u, nil

@@ -78,9 +78,11 @@ func (s *Server) setupSubmit(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")
-	if ae := s.limitAttempt(c, "setup"); ae != nil {
+	leave, ae := s.limitAttempt(c, "setup")
+	if ae != nil {
 		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
 	}
+	defer leave()
 	if !s.setup.valid(tok) {
 		return s.renderSetup(c, errSetupToken.Status, "", "", errSetupToken.Message)
 	}
@@ -102,18 +104,25 @@ func (s *Server) setupSubmit(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 
-// checkNewAccount checks the form that creates an account: a valid email
-// and a good password, typed the same twice.
 // limitAttempt counts a set-up or sign-up (form) against the address's
-// limit, and refuses it past the limit.
-func (s *Server) limitAttempt(c echo.Context, form string) *apiError {
-	key := form + ":" + c.RealIP()
-	if s.limits.attempts.allow(key) {
-		return nil
+// limit, and refuses it past the limit or while another password check
+// or hash of the address runs (checks.go). leave frees the address once
+// the attempt has hashed its password.
+func (s *Server) limitAttempt(c echo.Context, form string) (leave func(), ae *apiError) {
+	ip := c.RealIP()
+	leave, ok := s.limits.checking.enter(addressSlot(ip))
+	if !ok {
+		return nil, rateLimited(c, busyRetry, "another password check from your address is under way")
 	}
-	return rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address")
+	if key := form + ":" + ip; !s.limits.attempts.allow(key) {
+		leave()
+		return nil, rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address")
+	}
+	return leave, nil
 }
 
+// checkNewAccount checks the form that creates an account: a valid email
+// and a good password, typed the same twice.
 func checkNewAccount(email, pw, confirm string) *apiError {
 	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
 		return ae
@@ -200,9 +209,11 @@ func (s *Server) signupSubmit(c echo.Context) error {
 		p.Error = ae.Message
 		return s.render(c, ae.Status, views.Signup(views.SignupPage{Page: p, Email: email}))
 	}
-	if ae := s.limitAttempt(c, "signup"); ae != nil {
+	leave, ae := s.limitAttempt(c, "signup")
+	if ae != nil {
 		return fail(ae)
 	}
+	defer leave()
 	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
 		return fail(ae)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -273,16 +274,29 @@ func (a *testApp) setupLink() string {
 
 func tokenOf(link string) string { return mustURL(link).Query().Get("token") }
 
-// preCSRFOf is the signed-out form token in u's cookie jar.
+// preCSRFOf is the token a signed-out form shows u's browser now: bound
+// to the cookie a signed-out page set in its jar.
 func preCSRFOf(t *testing.T, u *user) string {
 	t.Helper()
 	for _, c := range u.c.Jar.Cookies(mustURL(u.a.http.URL)) {
 		if c.Name == preCSRFCookie {
-			return c.Value
+			return u.a.srv.signer.bind(c.Value, time.Now())
 		}
 	}
 	t.Fatal("no pre-sign-in CSRF cookie")
 	return ""
+}
+
+var formTokenField = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+
+// formToken is the CSRF token of the form on page r.
+func formToken(t *testing.T, r response) string {
+	t.Helper()
+	m := formTokenField.FindSubmatch(r.body)
+	if m == nil {
+		t.Fatalf("no form token on the page (%d):\n%s", r.status, r.body)
+	}
+	return string(m[1])
 }
 
 // TestSignupSameAnswer: signing up with an address that has an account
@@ -331,44 +345,87 @@ func TestSignupSameAnswer(t *testing.T) {
 	}
 }
 
-// TestPreSignInCSRFIsSigned: a signed-out form needs a token this server
-// signed, matching its cookie; a planted or expired one is refused, and
-// one from before a restart still works.
-func TestPreSignInCSRFIsSigned(t *testing.T) {
+// TestPreSignInCSRFIsBound: a signed-out form's token is bound to the
+// browser's own random cookie. A token fetched in another browser (the
+// attacker's) is refused with the victim's cookie on every signed-out
+// form, and so is a cookie sent as its own token, the shape an older herd
+// accepted, a tampered or an expired token; an attacker's cookie planted
+// with its token is refused from the attacker's page; the browser's own
+// token works, before and after a restart.
+func TestPreSignInCSRFIsBound(t *testing.T) {
 	a := newApp(t)
-	a.newUserNoLogin("ann@example.com")
-	form := func(tok string) url.Values {
-		return url.Values{"email": {"ann@example.com"}, "password": {"password123"}, "_csrf": {tok}}
+	a.srv.allowSignup = true
+	link := a.setupLink()
+	forms := []struct {
+		page, action string
+		fields       url.Values
+		ok           int
+	}{
+		{link, "/setup", url.Values{"token": {tokenOf(link)}, "email": {"admin@example.com"}, "password": {strongPassword}, "password_confirm": {strongPassword}}, http.StatusSeeOther},
+		{"/login", "/login", url.Values{"email": {"admin@example.com"}, "password": {strongPassword}}, http.StatusSeeOther},
+		{"/signup", "/signup", url.Values{"email": {"new@example.com"}, "password": {strongPassword}, "password_confirm": {strongPassword}}, http.StatusSeeOther},
 	}
-	post := func(tok string) int {
-		anon := a.anonymous()
-		anon.c.Jar.SetCookies(mustURL(a.http.URL), []*http.Cookie{{Name: preCSRFCookie, Value: tok, Path: "/"}})
-		return anon.do("POST", "/login", form(tok)).status
-	}
-	if got := post("attacker-chosen-value-of-enough-length-000000"); got != http.StatusForbidden {
-		t.Errorf("planted unsigned token: %d, want 403", got)
-	}
-	issued := a.srv.signer.issue(time.Now())
-	if got := post(issued); got != http.StatusSeeOther {
-		t.Errorf("signed token: %d, want 303", got)
-	}
-	nonce, rest, _ := strings.Cut(issued, ".")
-	if got := post(nonce + "x." + rest); got != http.StatusForbidden {
-		t.Errorf("tampered token: %d, want 403", got)
-	}
-	if got := post(a.srv.signer.issue(time.Now().Add(-25 * time.Hour))); got != http.StatusForbidden {
-		t.Errorf("expired token: %d, want 403", got)
+	for _, f := range forms {
+		t.Run(f.action, func(t *testing.T) {
+			attacker, victim := a.anonymous(), a.anonymous()
+			stolen := formToken(t, attacker.do("GET", f.page, nil))
+			own := formToken(t, victim.do("GET", f.page, nil))
+			var cookie string
+			for _, c := range victim.c.Jar.Cookies(mustURL(a.http.URL)) {
+				if c.Name == preCSRFCookie {
+					cookie = c.Value
+				}
+			}
+			post := func(tok string) int {
+				form := url.Values{"_csrf": {tok}}
+				for k, v := range f.fields {
+					form[k] = v
+				}
+				return victim.do("POST", f.action, form).status
+			}
+			now := time.Now()
+			tampered := own[:len(own)-1] + "A"
+			if strings.HasSuffix(own, "A") {
+				tampered = own[:len(own)-1] + "B"
+			}
+			for _, c := range []struct{ name, tok string }{
+				{"a token from another browser", stolen},
+				{"the cookie as its own token", cookie},
+				{"a tampered token", tampered},
+				{"an expired token", a.srv.signer.bind(cookie, now.Add(-25*time.Hour))},
+				{"no token", ""},
+			} {
+				if got := post(c.tok); got != http.StatusForbidden {
+					t.Errorf("%s: %d, want 403", c.name, got)
+				}
+			}
+			// An attacker who can set cookies for the site plants their
+			// own browser's cookie with their token; the page that posts
+			// is theirs, and the browser says so.
+			planted := a.anonymous()
+			planted.c.Jar.SetCookies(mustURL(a.http.URL), attacker.c.Jar.Cookies(mustURL(a.http.URL)))
+			form := url.Values{"_csrf": {stolen}}
+			for k, v := range f.fields {
+				form[k] = v
+			}
+			for _, hdr := range [][]string{{"Origin", "http://evil.example"}, {"Sec-Fetch-Site", "same-site"}, {"Origin", "null"}} {
+				if r := planted.do("POST", f.action, form, hdr...); r.status != http.StatusForbidden {
+					t.Errorf("a planted cookie, its token, %s: %s: %d, want 403", hdr[0], hdr[1], r.status)
+				}
+			}
+			if got := post(own); got != f.ok {
+				t.Errorf("the browser's own token: %d, want %d", got, f.ok)
+			}
+		})
 	}
 	// A restart (a new server on the same database) keeps the key.
-	restarted := a.newServer(func(*Options) {})
-	if !restarted.signer.valid(issued, time.Now()) {
-		t.Error("a token issued before the restart is refused after it")
-	}
-	// The cookie and the form must hold the same token.
 	anon := a.anonymous()
-	anon.do("GET", "/login", nil)
-	if r := anon.do("POST", "/login", form(a.srv.signer.issue(time.Now()))); r.status != http.StatusForbidden {
-		t.Errorf("form token other than the cookie's: %d", r.status)
+	tok := formToken(t, anon.do("GET", "/login", nil))
+	restarted := a.newServer(func(*Options) {})
+	for _, c := range anon.c.Jar.Cookies(mustURL(a.http.URL)) {
+		if c.Name == preCSRFCookie && !restarted.signer.boundTo(c.Value, tok, time.Now()) {
+			t.Error("a token issued before the restart is refused after it")
+		}
 	}
 }
 
@@ -385,7 +442,7 @@ func TestHostPrefixCookies(t *testing.T) {
 	if len(pre) != 1 || pre[0].Name != "__Host-herd_csrf" || !pre[0].Secure || pre[0].Path != "/" || pre[0].Domain != "" {
 		t.Fatalf("form cookie %+v", pre)
 	}
-	body := url.Values{"email": {"ann@example.com"}, "password": {"password123"}, "_csrf": {pre[0].Value}}
+	body := url.Values{"email": {"ann@example.com"}, "password": {"password123"}, "_csrf": {formToken(t, response{body: page.Body.Bytes()})}}
 	req = httptest.NewRequest("POST", "https://herd.example.com/login", strings.NewReader(body.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.AddCookie(pre[0])

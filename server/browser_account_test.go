@@ -76,3 +76,29 @@ func TestBrowserSessionEndedLive(t *testing.T) {
 	b.waitFor("the session-ended line", `!document.querySelector("#conn-status").hidden && document.querySelector("#conn-status").textContent.includes("Session ended")`, 5*time.Second)
 	b.shot("session-ended")
 }
+
+// TestBrowserSignInPostsOnce: a double click on Sign in sends one
+// password: herd checks one at a time per address and account, and a
+// second sent while the first is hashed would be answered 429 in place of
+// the page the first brings.
+func TestBrowserSignInPostsOnce(t *testing.T) {
+	a := newApp(t, withServer(func(o *Options) { o.BcryptCost = 12 })) // a check of a quarter of a second
+	a.newUserNoLogin("ann@example.com")
+	b := newBrowser(t, a.http.URL)
+	b.navigate("/login")
+	b.do("fill in the form",
+		chromedp.WaitVisible(chromedp.CSS(`form[action="/login"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="email"]`), "ann@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "password123"),
+	)
+	b.markPage()
+	evalAs[chromedp.Void](b, `(() => {
+		const button = document.querySelector('form[action="/login"] button[type="submit"]');
+		button.click();
+		setTimeout(() => button.click(), 30);
+	})()`)
+	b.waitNewPage("signed in", `location.pathname === "/"`, 10*time.Second)
+	if got := passwordChecks(t, a, checkSignIn); got != 1 {
+		t.Errorf("%v passwords checked for one sign-in, want 1", got)
+	}
+}

@@ -19,17 +19,17 @@ import (
 // a restart still post after it.
 const settingCSRFKey = "csrf_key"
 
-// preCSRFTTL is how long a signed-out form's token is accepted; a page
-// reuses its cookie's token until preCSRFRenew before that.
-const (
-	preCSRFTTL   = 24 * time.Hour
-	preCSRFRenew = time.Hour
-)
+// preCSRFTTL is how long a signed-out form's token is accepted: a page
+// left open for a day still posts.
+const preCSRFTTL = 24 * time.Hour
 
 // formSigner signs the tokens of the signed-out forms (sign-in, sign-up,
-// set-up) with a per-instance key. A double-submit cookie alone accepts
-// any value an attacker manages to plant in the cookie and the form; a
-// signed one only what this server issued, and only for a day.
+// set-up) with a per-instance key, each bound to the browser it was
+// shown in: the token is a MAC of that browser's random cookie
+// (preCSRFCookie) and the time it was issued. A token fetched in another
+// browser, the attacker's own, is no use with the victim's cookie, and a
+// cookie alone is not a token; only a browser whose cookie an attacker
+// can set (plain http, a sibling domain without __Host-) stays exposed.
 type formSigner struct{ key []byte }
 
 // loadFormSigner reads the key from the settings table, creating it on
@@ -89,23 +89,42 @@ func (f *formSigner) open(purpose, tok string, now time.Time, maxAge time.Durati
 	return tok[:j], age >= -time.Minute && age <= maxAge
 }
 
-// issue returns a new signed-out form token: nonce.issued.mac.
-func (f *formSigner) issue(now time.Time) string {
-	nonce := make([]byte, 16)
-	if _, err := rand.Read(nonce); err != nil {
-		panic("crypto/rand: " + err.Error())
+// browserIDLen is the length of a browser's pre-sign-in cookie: 32
+// random bytes, base64url.
+const browserIDLen = 43
+
+// newBrowserID is a browser's pre-sign-in cookie value.
+func newBrowserID() string { return randomToken() }
+
+// validBrowserID reports whether id has the form newBrowserID makes;
+// anything else (an older herd's cookie, which held the token itself) is
+// replaced on the next signed-out page.
+func validBrowserID(id string) bool {
+	if len(id) != browserIDLen {
+		return false
 	}
-	return f.sign(purposeCSRF, base64.RawURLEncoding.EncodeToString(nonce), now)
+	_, err := base64.RawURLEncoding.DecodeString(id)
+	return err == nil
 }
 
-// valid reports whether tok was signed here and has not expired.
-func (f *formSigner) valid(tok string, now time.Time) bool {
-	_, ok := f.open(purposeCSRF, tok, now, preCSRFTTL)
-	return ok
+// bind returns the form token of the browser whose cookie is browserID:
+// issued.mac, the browser's id never in it.
+func (f *formSigner) bind(browserID string, now time.Time) string {
+	issued := strconv.FormatInt(now.Unix(), 10)
+	return issued + "." + f.mac(purposeCSRF, browserID+"."+issued)
 }
 
-// fresh reports whether tok is valid long enough to be shown in a form.
-func (f *formSigner) fresh(tok string, now time.Time) bool {
-	_, ok := f.open(purposeCSRF, tok, now, preCSRFTTL-preCSRFRenew)
-	return ok
+// boundTo reports whether tok was bound here to browserID at most
+// preCSRFTTL ago (a minute ahead is allowed for a clock step).
+func (f *formSigner) boundTo(browserID, tok string, now time.Time) bool {
+	issued, mac, ok := strings.Cut(tok, ".")
+	if !ok || !validBrowserID(browserID) || !hmac.Equal([]byte(mac), []byte(f.mac(purposeCSRF, browserID+"."+issued))) {
+		return false
+	}
+	sec, err := strconv.ParseInt(issued, 10, 64)
+	if err != nil {
+		return false
+	}
+	age := now.Sub(time.Unix(sec, 0))
+	return age >= -time.Minute && age <= preCSRFTTL
 }

@@ -32,6 +32,7 @@ type Metrics struct {
 	llmErrors     *prometheus.CounterVec
 	llmTokens     *prometheus.CounterVec
 	refused       *prometheus.CounterVec
+	passChecks    *prometheus.CounterVec
 }
 
 // NewMetrics returns a registry with the process and Go collectors.
@@ -52,7 +53,11 @@ func NewMetrics() *Metrics {
 	for _, r := range noticeRefusals {
 		m.refused.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens, m.refused} {
+	m.passChecks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_password_checks_total", Help: "Password checks (bcrypt) started, by kind: sign_in (unknown emails included) and password_change."}, []string{"kind"})
+	for _, k := range []string{checkSignIn, checkPasswordChange} {
+		m.passChecks.WithLabelValues(k) // shown from 0
+	}
+	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens, m.refused, m.passChecks} {
 		f(c)
 	}
 	return m
@@ -98,6 +103,14 @@ func (m *Metrics) WatchConns(l *ConnLimit) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "herd_http_connections", Help: "HTTP connections held, WebSockets included."}, func() float64 { return float64(l.Open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "herd_http_connections_evicted_total", Help: "Connections outside a request closed to make room at server.max_connections."}, func() float64 { return float64(l.Evicted()) }),
 	)
+}
+
+// passwordChecked counts a password check as it starts; nil counts
+// nothing (a server without metrics).
+func (m *Metrics) passwordChecked(kind string) {
+	if m != nil {
+		m.passChecks.WithLabelValues(kind).Inc()
+	}
 }
 
 // OnDrop counts a WebSocket client cut for not reading (HubOptions.OnDrop).

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/time/rate"
 )
 
 // limiterCapacity bounds the keys a limiter or a back-off remembers. Keys
@@ -75,31 +74,59 @@ type limiter struct {
 	mu     sync.Mutex
 	perMin int
 	now    func() time.Time
-	keys   *lru[*rate.Limiter]
+	keys   *lru[*bucket]
+}
+
+// bucket is one key's tokens as of last: they grow by perMin a minute up
+// to perMin.
+type bucket struct {
+	tokens float64
+	last   time.Time
 }
 
 func newLimiter(perMinute int, now func() time.Time) *limiter {
-	return &limiter{perMin: perMinute, now: now, keys: newLRU[*rate.Limiter](limiterCapacity)}
+	return &limiter{perMin: perMinute, now: now, keys: newLRU[*bucket](limiterCapacity)}
 }
 
-func (l *limiter) bucket(key string) *rate.Limiter {
-	return l.keys.get(key, func() *rate.Limiter { return rate.NewLimiter(rate.Limit(float64(l.perMin)/60), l.perMin) })
+// tokensAt brings b up to now and returns its tokens.
+func (l *limiter) tokensAt(b *bucket, now time.Time) float64 {
+	if now.After(b.last) {
+		b.tokens = min(b.tokens+now.Sub(b.last).Minutes()*float64(l.perMin), float64(l.perMin))
+		b.last = now
+	}
+	return b.tokens
 }
 
 // allow takes one event from key's bucket, reporting whether it had one.
 func (l *limiter) allow(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bucket(key).AllowN(l.now(), 1)
+	now := l.now()
+	b := l.keys.get(key, func() *bucket { return &bucket{tokens: float64(l.perMin), last: now} })
+	if l.tokensAt(b, now) < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// refund gives back an event allow took: a password check reserves its
+// failure before it runs and is refunded when the password was right.
+func (l *limiter) refund(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.keys.peek(key); ok {
+		b.tokens = min(l.tokensAt(b, l.now())+1, float64(l.perMin))
+	}
 }
 
 // ready reports whether key's bucket has an event left, without taking
-// it: sign-in asks before checking a password and takes only on failure.
+// it.
 func (l *limiter) ready(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.keys.peek(key)
-	return !ok || b.TokensAt(l.now()) >= 1
+	return !ok || l.tokensAt(b, l.now()) >= 1
 }
 
 // retryAfter is how long until key's bucket has an event again.
@@ -110,11 +137,11 @@ func (l *limiter) retryAfter(key string) time.Duration {
 	if !ok {
 		return 0
 	}
-	missing := 1 - b.TokensAt(l.now())
+	missing := 1 - l.tokensAt(b, l.now())
 	if missing <= 0 {
 		return 0
 	}
-	return time.Duration(missing / float64(b.Limit()) * float64(time.Second))
+	return time.Duration(missing / float64(l.perMin) * float64(time.Minute))
 }
 
 func (l *limiter) len() int {
@@ -195,8 +222,9 @@ func (b *backoff) len() int {
 	return b.keys.len()
 }
 
-// authLimits are the limits of the signed-out forms, all keyed by the
-// client's real address (clientIP) or by account.
+// authLimits are the limits of the signed-out forms and of the password
+// checks (checks.go), all keyed by the client's real address (clientIP)
+// or by account.
 type authLimits struct {
 	// failures counts failed sign-ins per address: the limit that stops a
 	// guesser.
@@ -205,10 +233,13 @@ type authLimits struct {
 	accounts *backoff
 	// attempts counts every set-up and sign-up per address.
 	attempts *limiter
+	// checking runs one password check or hash at a time per address
+	// and per account (checks.go).
+	checking *checkGate
 }
 
 func newAuthLimits(perMinute int, now func() time.Time) *authLimits {
-	return &authLimits{failures: newLimiter(perMinute, now), accounts: newBackoff(now), attempts: newLimiter(perMinute, now)}
+	return &authLimits{failures: newLimiter(perMinute, now), accounts: newBackoff(now), attempts: newLimiter(perMinute, now), checking: newCheckGate()}
 }
 
 // rateLimited answers 429 saying why and how long to wait, also as

@@ -124,6 +124,9 @@ type Server struct {
 	socketCap     *socketCounter
 	bcryptCost    int
 	dummyHash     func() []byte
+	// compare is bcrypt's check (checks.go); tests hold it to look at a
+	// check in flight.
+	compare       func(hash, password []byte) error
 	labels        map[string]string // model name → display name
 	maxContent    int
 	maxBody       int64
@@ -166,6 +169,7 @@ func New(o Options) (*Server, error) {
 		connLimiter:   newLimiter(o.WSConnectsPerMinute, o.Now),
 		socketCap:     newSocketCounter(o.MaxSocketsPerUser),
 		bcryptCost:    o.BcryptCost,
+		compare:       bcrypt.CompareHashAndPassword,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
 		adminCommands: o.CommandsAdminOnly,
@@ -332,14 +336,14 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/threads/:id/rename", s.threadRenameSubmit, requireUser)
 	app.POST("/threads/:id/delete", s.threadDeleteSubmit, requireUser)
 	app.POST("/threads/:id/restore", s.threadRestoreSubmit, requireUser)
-	app.GET("/settings", s.settingsPage, requireUser)
+	app.GET("/settings", s.settingsPage, requireUser, requireSession)
 	app.POST("/settings/preferences", s.preferencesSubmit, requireUser)
-	app.POST("/settings/tokens", s.tokenCreateSubmit, requireUser)
-	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, requireUser)
-	app.GET("/account", s.accountPage, requireUser)
-	app.POST("/account/password", s.passwordSubmit, requireUser)
-	app.POST("/account/sessions/delete", s.sessionsDeleteSubmit, requireUser)
-	app.POST("/account/sessions/:id/delete", s.sessionDeleteSubmit, requireUser)
+	app.POST("/settings/tokens", s.tokenCreateSubmit, requireUser, requireSession)
+	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, requireUser, requireSession)
+	app.GET("/account", s.accountPage, requireUser, requireSession)
+	app.POST("/account/password", s.passwordSubmit, requireUser, requireSession)
+	app.POST("/account/sessions/delete", s.sessionsDeleteSubmit, requireUser, requireSession)
+	app.POST("/account/sessions/:id/delete", s.sessionDeleteSubmit, requireUser, requireSession)
 	app.GET("/admin", s.adminPage, requireAdmin)
 	app.GET("/admin/usage", s.adminUsagePage, requireAdmin)
 	app.POST("/admin/settings", s.adminSettingsSubmit, requireAdmin)
@@ -353,12 +357,12 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/auth/login", s.apiLogin)
 	api.POST("/auth/logout", s.apiLogout, requireUser)
 	api.GET("/auth/me", s.apiMe, requireUser)
-	api.POST("/account/password", s.apiPassword, requireUser)
+	api.POST("/account/password", s.apiPassword, requireUser, requireSession)
 	api.GET("/account/preferences", s.apiPreferences, requireUser)
 	api.PUT("/account/preferences", s.apiPreferencesUpdate, requireUser)
-	api.GET("/account/sessions", s.apiSessions, requireUser)
-	api.DELETE("/account/sessions", s.apiSessionsDelete, requireUser)
-	api.DELETE("/account/sessions/:id", s.apiSessionDelete, requireUser)
+	api.GET("/account/sessions", s.apiSessions, requireUser, requireSession)
+	api.DELETE("/account/sessions", s.apiSessionsDelete, requireUser, requireSession)
+	api.DELETE("/account/sessions/:id", s.apiSessionDelete, requireUser, requireSession)
 	api.GET("/models", s.apiModels, requireUser)
 	api.GET("/settings", s.apiSettings, requireUser)
 	api.PUT("/admin/settings", s.apiAdminSettings, requireAdmin)
@@ -381,9 +385,10 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/threads/:id/usage", s.apiUsage, requireUser)
 	api.GET("/threads/:id/tool-images/:name", s.apiToolImage, requireUser)
 	api.GET("/threads/:id/stream", s.stream, s.limitConnects, requireUser)
-	api.GET("/tokens", s.apiTokens, requireUser)
-	api.POST("/tokens", s.apiTokenCreate, requireUser)
-	api.DELETE("/tokens/:id", s.apiTokenDelete, requireUser)
+	api.GET("/tokens", s.apiTokens, requireUser, requireSession)
+	api.POST("/tokens", s.apiTokenCreate, requireUser, requireSession)
+	api.DELETE("/tokens/current", s.apiTokenRevokeSelf, requireUser)
+	api.DELETE("/tokens/:id", s.apiTokenDelete, requireUser, requireSession)
 	api.GET("/admin/users", s.apiAdminUsers, requireAdmin)
 	api.POST("/admin/users", s.apiAdminUserCreate, requireAdmin)
 	api.PATCH("/admin/users/:id", s.apiAdminUserUpdate, requireAdmin)

@@ -74,6 +74,35 @@ func (s *Server) apiTokenDelete(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// errNotAToken answers DELETE /api/tokens/current signed in otherwise.
+var errNotAToken = errBadRequest("this request is not signed in with an API token: revoke a token by its id (DELETE /api/tokens/{id})")
+
+// apiTokenRevokeSelf revokes the token that signed the request in and
+// closes its sockets. Whoever holds a token may end it — its owner's
+// script, or whoever found it leaked — and gains nothing by it: it is the
+// one thing a token may do to the account's credentials.
+func (s *Server) apiTokenRevokeSelf(c echo.Context) error {
+	cred, _ := c.Get(ctxCredential).(string)
+	hash, ok := strings.CutPrefix(cred, "token:")
+	if c.Get(ctxBearer) == nil || !ok {
+		return errNotAToken
+	}
+	ctx := c.Request().Context()
+	ts, err := s.store.APITokens(ctx, currentUser(c).ID)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if t.Hash == hash {
+			if err := s.revokeToken(ctx, t.UserID, t.ID); err != nil && !errors.Is(err, models.ErrNotFound) {
+				return err
+			}
+			break
+		}
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 func (s *Server) settingsPage(c echo.Context) error {
 	return s.renderSettings(c, http.StatusOK, settingsForm{})
 }

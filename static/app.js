@@ -24,7 +24,26 @@ function copyButtons() {
 	}
 }
 
+// A form that sends a password posts once: herd checks one password at a
+// time per address and account and answers another sent meanwhile (a
+// double click) with 429 (docs/DESIGN.md §10), which would replace the
+// page the first one is about to bring.
+function passwordFormsPostOnce() {
+	const forms = new Set([...document.querySelectorAll('input[type="password"]')].map((input) => input.form).filter(Boolean));
+	for (const form of forms) {
+		form.addEventListener("submit", (ev) => {
+			if (form.dataset.posting) ev.preventDefault();
+			else form.dataset.posting = "1";
+		});
+	}
+	// A page brought back by the back button may post again.
+	window.addEventListener("pageshow", (ev) => {
+		if (ev.persisted) for (const form of forms) delete form.dataset.posting;
+	});
+}
+
 copyButtons();
+passwordFormsPostOnce();
 threadLists();
 const stateNode = document.getElementById("herd-state");
 if (stateNode) {

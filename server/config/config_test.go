@@ -653,6 +653,8 @@ func TestErrors(t *testing.T) {
 		{name: "bash timeout", file: "sandbox: {bash_timeout_seconds: 0}\n", want: []string{`config: herd.yaml: sandbox.bash_timeout_seconds: must be at least 1, got 0`}},
 		{name: "output limit", file: "sandbox: {output_limit_bytes: 1023}\n", want: []string{`config: herd.yaml: sandbox.output_limit_bytes: must be at least 1024, got 1023`}},
 		{name: "sandbox network", file: "sandbox: {network: bridge}\n", want: []string{`config: herd.yaml: sandbox.network: must be one of none, host, got "bridge"`}},
+		{name: "host network with metrics and no token", file: "sandbox: {network: host}\n", want: []string{`config: herd.yaml: sandbox.network: is host, so sandboxed commands share this machine's network and could read /metrics on metrics.addr (127.0.0.1:9180), which has no token; set metrics.token (better HERD_METRICS_TOKEN), or metrics.addr to "" for no metrics listener, or sandbox.network to none`}},
+		{name: "host network in bwrap mode with metrics and no token", env: []string{"HERD_SANDBOX_MODE=bwrap", "HERD_SANDBOX_NETWORK=host", "HERD_METRICS_ADDR=[::1]:9999"}, want: []string{`config: HERD_SANDBOX_NETWORK: is host, so sandboxed commands share this machine's network and could read /metrics on metrics.addr ([::1]:9999), which has no token; set metrics.token (better HERD_METRICS_TOKEN), or metrics.addr to "" for no metrics listener, or sandbox.network to none`}},
 		{name: "sandbox user", file: "sandbox: {user: ' '}\n", want: []string{`config: herd.yaml: sandbox.user: must name an account (a user name, a uid, or uid:gid), got " "`}},
 		{name: "sandbox limits", file: "sandbox:\n  limits: {processes: 7, memory_mb: 63, cpu_seconds: 0, file_size_mb: 0, tmp_mb: 0, workspace_mb: 0, workspace_files: 15, min_free_mb: 0, commands_per_user: 0, cpus: 0}\n", want: []string{
 			`config: herd.yaml: sandbox.limits.processes: must be at least 8, got 7`,
@@ -927,6 +929,11 @@ func TestMetricsAddressWithTokenOrEmpty(t *testing.T) {
 		{name: "no metrics listener", file: "metrics: {addr: ''}\n", want: MetricsConfig{}},
 		{name: "a public address with a token", file: "metrics: {addr: '0.0.0.0:9180'}\n", env: []string{"HERD_METRICS_TOKEN=0123456789abcdef"}, want: MetricsConfig{Addr: "0.0.0.0:9180", Token: "0123456789abcdef"}},
 		{name: "localhost", file: "metrics: {addr: 'localhost:9999'}\n", want: MetricsConfig{Addr: "localhost:9999"}},
+		// Commands on the host's network: a token, or no listener. Host
+		// mode's commands read the configuration anyway.
+		{name: "host network with a token", file: "sandbox: {network: host}\n", env: []string{"HERD_METRICS_TOKEN=0123456789abcdef"}, want: MetricsConfig{Addr: "127.0.0.1:9180", Token: "0123456789abcdef"}},
+		{name: "host network without a listener", file: "sandbox: {network: host}\nmetrics: {addr: ''}\n", want: MetricsConfig{}},
+		{name: "host network in host mode", file: "sandbox: {mode: host, network: host}\n", want: MetricsConfig{Addr: "127.0.0.1:9180"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := loadYAML(t, c.file, c.env, Overrides{})

@@ -143,7 +143,7 @@ func (l *loader) validate(c *Config) {
 	l.validateServer(c.Server)
 	l.validateDatabase(c.Database)
 	l.validateCluster(c.Cluster)
-	l.validateMetrics(c.Metrics)
+	l.validateMetrics(c.Metrics, c.Sandbox)
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 	l.atLeast("auth.session_hours", c.Auth.SessionHours, 1)
@@ -232,13 +232,24 @@ const (
 )
 
 // validateMetrics keeps /metrics private: a metrics address that others
-// can reach needs a token, and a token must not be guessable.
-func (l *loader) validateMetrics(m MetricsConfig) {
+// can reach needs a token, and a token must not be guessable. Sandboxed
+// commands that share the host's network (sandbox.network: host) reach
+// every loopback address of the machine, the metrics listener included,
+// so then it needs a token too. herd refuses to start rather than make
+// one up: a generated token would still have to reach the scraper, would
+// change at each restart, and printed in the log it would be read by
+// whoever reads the log. Host mode is left out: its commands, admins'
+// only, can read the configuration and the token with it.
+func (l *loader) validateMetrics(m MetricsConfig, sandbox tools.SandboxConfig) {
 	if m.Token != "" && len(m.Token) < minMetricsTokenLen {
 		l.invalid("metrics.token", "must be at least %d characters (or empty), got %d", minMetricsTokenLen, len(m.Token))
 	}
 	if m.Addr == "" {
 		return
+	}
+	if m.Token == "" && sandbox.Network == tools.NetworkHost && sandbox.Mode != tools.SandboxHost {
+		l.invalid("sandbox.network", "is host, so sandboxed commands share this machine's network and could read /metrics on metrics.addr (%s), which has no token; "+
+			"set metrics.token (better HERD_METRICS_TOKEN), or metrics.addr to \"\" for no metrics listener, or sandbox.network to none", m.Addr)
 	}
 	host, port, err := net.SplitHostPort(m.Addr)
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Password checks under the limits (docs/DESIGN.md §10). A bcrypt check
+// costs a core about a quarter of a second, so the limits hold before it
+// runs, not after it: a check takes its address's failure and its
+// account's strike first and gives them back only when the password was
+// right, and one check at a time runs per address and per account. A
+// burst is then answered at once, not hashed in parallel, and can never
+// have more passwords checked than the limit allows.
+
+// Kinds of password check, as herd_password_checks_total counts them.
+const (
+	checkSignIn         = "sign_in"
+	checkPasswordChange = "password_change"
+)
+
+// checkGate lets one password check (or new password's hash) run at a
+// time per key. A key is held only while its check runs, so the gate
+// holds at most two keys per request in flight: its memory is bounded by
+// the connection cap, whoever picks the keys.
+type checkGate struct {
+	mu   sync.Mutex
+	busy map[string]bool
+}
+
+func newCheckGate() *checkGate { return &checkGate{busy: map[string]bool{}} }
+
+// enter holds every key, or none when one of them is held already.
+func (g *checkGate) enter(keys ...string) (leave func(), ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		if g.busy[k] {
+			return nil, false
+		}
+	}
+	for _, k := range keys {
+		g.busy[k] = true
+	}
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, k := range keys {
+			delete(g.busy, k)
+		}
+	}, true
+}
+
+func (g *checkGate) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.busy)
+}
+
+// Gate keys: the client's real address, and an account by its email.
+func addressSlot(ip string) string    { return "address:" + ip }
+func accountSlot(email string) string { return "account:" + email }
+
+// busyRetry is what a check refused for another one under way is told to
+// wait: about what one check takes.
+const busyRetry = time.Second
+
+// passwordCheck is one check of a password a client chose: a sign-in, or
+// the current password of a password change.
+type passwordCheck struct {
+	addr    string // the client's real address
+	account string // the account's email, lowercased: its check slot
+	strike  string // the back-off key a wrong password counts against
+	// skipWait lets the check run inside the account's back-off window:
+	// a browser that signed in to the account before (device.go).
+	skipWait bool
+	what     string // what the limits count, for their messages: "failed sign-ins"
+}
+
+func (pc passwordCheck) failureKey() string { return "login:" + pc.addr }
+
+// reserve takes what pc costs before its password is hashed: the check
+// slots of its address and account, one failure of the address and a
+// strike against the account. done(right) gives the failure and the
+// strike back when the password was right, and frees the slots. A check
+// the limits refuse, or that finds another under way, is answered 429 at
+// once: waiting would let a burst hold a connection per attempt, and a
+// person signs in once at a time (the forms disable their button while
+// they post).
+func (l *authLimits) reserve(c echo.Context, pc passwordCheck) (done func(right bool), err *apiError) {
+	// A refused attempt never touches the slots, so a flood of refusals
+	// cannot keep the owner's check from its account's slot.
+	if ae := l.refusal(c, pc); ae != nil {
+		return nil, ae
+	}
+	leave, ok := l.checking.enter(addressSlot(pc.addr), accountSlot(pc.account))
+	if !ok {
+		return nil, rateLimited(c, busyRetry, "another password check from your address or for this account is under way")
+	}
+	// Again, now that no other check can spend what the address and the
+	// account have left.
+	if ae := l.refusal(c, pc); ae != nil {
+		leave()
+		return nil, ae
+	}
+	l.failures.allow(pc.failureKey())
+	l.accounts.fail(pc.strike)
+	return func(right bool) {
+		if right {
+			l.failures.refund(pc.failureKey())
+			l.accounts.reset(pc.strike)
+		}
+		leave()
+	}, nil
+}
+
+// refusal is the 429 of a check the limits do not allow now, or nil.
+func (l *authLimits) refusal(c echo.Context, pc passwordCheck) *apiError {
+	if key := pc.failureKey(); !l.failures.ready(key) {
+		return rateLimited(c, l.failures.retryAfter(key), "too many "+pc.what+" from your address")
+	}
+	if wait := l.accounts.wait(pc.strike); wait > 0 && !pc.skipWait {
+		return rateLimited(c, wait, "too many "+pc.what+" for this account")
+	}
+	return nil
+}
+
+// passwordMatches runs one bcrypt check of password against hash and
+// counts it (herd_password_checks_total) as it starts.
+func (s *Server) passwordMatches(kind string, hash []byte, password string) bool {
+	s.metrics.passwordChecked(kind)
+	return s.compare(hash, []byte(password)) == nil
+}

@@ -1,0 +1,245 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// heldChecks makes a's password checks wait until released (at the
+// latest when the test ends), and reports each as it starts: a test can
+// look at the limits while a check is in flight.
+func heldChecks(t *testing.T, a *testApp) (started <-chan struct{}, release func()) {
+	st := make(chan struct{}, 64)
+	gate := make(chan struct{})
+	a.srv.compare = func(hash, password []byte) error {
+		st <- struct{}{}
+		<-gate
+		return bcrypt.CompareHashAndPassword(hash, password)
+	}
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	return st, release
+}
+
+// inBackground sends a request on its own goroutine; the answer comes
+// on the channel.
+func inBackground(send func() response) <-chan response {
+	out := make(chan response, 1)
+	go func() { out <- send() }()
+	return out
+}
+
+// answeredAtOnce waits a moment for an answer that must not wait for the
+// check in flight.
+func answeredAtOnce(t *testing.T, what string, r <-chan response) response {
+	t.Helper()
+	select {
+	case got := <-r:
+		return got
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s waited for the check in flight", what)
+		return response{}
+	}
+}
+
+// expectBusy checks a 429 that names the check under way and a
+// Retry-After of a second.
+func expectBusy(t *testing.T, what string, r response) {
+	t.Helper()
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "1" || !strings.Contains(string(r.body), "under way") {
+		t.Errorf("%s: %d, Retry-After %q, %s; want 429 at once, retry in a second", what, r.status, r.header.Get("Retry-After"), r.body)
+	}
+}
+
+// TestPasswordChecksReserveFirst: a sign-in's failure is counted against
+// its address and account before its password is hashed; while it is
+// hashed no other check runs for that address or that account (each is
+// answered 429 at once, with nothing hashed); a check of another address
+// and account runs beside it; and a right password gives its failure
+// back.
+func TestPasswordChecksReserveFirst(t *testing.T) {
+	a := newApp(t)
+	a.srv.limits = newAuthLimits(2, time.Now)
+	a.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	a.newUserNoLogin("ann@example.com")
+	a.newUserNoLogin("bob@example.com")
+	started, release := heldChecks(t, a)
+
+	first := inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "guess-password", "203.0.113.1") })
+	<-started
+	if tokens := a.srv.limits.failures.tokens("login:203.0.113.1"); int(tokens) != 1 {
+		t.Errorf("the address has %v of 2 failures left while its first check runs, want 1: the failure is taken before the hash", tokens)
+	}
+	if n := a.srv.limits.accounts.strikes("ann@example.com"); n != 1 {
+		t.Errorf("the account has %d strikes while its first check runs, want 1", n)
+	}
+	sameAddress := inBackground(func() response { return loginAs(a.anonymous(), "bob@example.com", "guess-password", "203.0.113.1") })
+	expectBusy(t, "another account from the same address", answeredAtOnce(t, "another account from the same address", sameAddress))
+	sameAccount := inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "password123", "198.51.100.7") })
+	expectBusy(t, "the same account from another address", answeredAtOnce(t, "the same account from another address", sameAccount))
+	select {
+	case <-started:
+		t.Error("a refused attempt hashed its password")
+	default:
+	}
+	other := inBackground(func() response { return loginAs(a.anonymous(), "bob@example.com", "password123", "198.51.100.8") })
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a check of another address and account did not run beside the first")
+	}
+	release()
+	if r := <-first; r.status != http.StatusUnauthorized {
+		t.Errorf("the held wrong password: %d, want 401", r.status)
+	}
+	if r := <-other; r.status != http.StatusOK {
+		t.Errorf("the other account's right password: %d, want 200", r.status)
+	}
+	if n := a.srv.limits.checking.len(); n != 0 {
+		t.Errorf("%d check slots still held after every answer", n)
+	}
+
+	// The address has one failure left: a right password spends it and
+	// gives it back, so one more wrong one is still checked, and the next
+	// is refused.
+	for i, c := range []struct {
+		password string
+		want     int
+	}{{"password123", http.StatusOK}, {"guess-password", http.StatusUnauthorized}, {"guess-password", http.StatusTooManyRequests}} {
+		if r := loginAs(a.anonymous(), "bob@example.com", c.password, "203.0.113.1"); r.status != c.want {
+			t.Errorf("attempt %d after the burst (%s): %d, want %d", i, c.password, r.status, c.want)
+		}
+	}
+}
+
+// TestPasswordChangeReservesFirst: a password change's check of the
+// current password spends a failure of the address (the sign-in's) before
+// it hashes, runs alone for the address and the account, and is refused
+// once the address has none left.
+func TestPasswordChangeReservesFirst(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	a.srv.limits = newAuthLimits(2, time.Now)
+	started, release := heldChecks(t, a)
+
+	change := func(current string) response {
+		return u.do("POST", "/api/account/password", map[string]string{"current_password": current, "new_password": strongPassword})
+	}
+	first := inBackground(func() response { return change("wrong-password") })
+	<-started
+	if tokens := a.srv.limits.failures.tokens("login:127.0.0.1"); int(tokens) != 1 {
+		t.Errorf("the address has %v of 2 failures left while the check runs, want 1", tokens)
+	}
+	expectBusy(t, "a second change at once", answeredAtOnce(t, "a second change", inBackground(func() response { return change("password123") })))
+	expectBusy(t, "a sign-in to the account at once", answeredAtOnce(t, "a sign-in", inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "password123", "") })))
+	release()
+	if r := <-first; r.status != http.StatusForbidden || r.errorCode() != "wrong_password" {
+		t.Errorf("the held wrong password: %d %s", r.status, r.body)
+	}
+	if r := change("wrong-password"); r.status != http.StatusForbidden {
+		t.Errorf("second wrong password: %d, want 403", r.status)
+	}
+	r := change("password123")
+	if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), "too many wrong passwords from your address") {
+		t.Errorf("the right password once the address has no failure left: %d %s, want 429", r.status, r.body)
+	}
+}
+
+// TestSignupOneHashPerAddress: a sign-up hashes its password alone for
+// its address; another at once is answered 429 without taking one of the
+// address's attempts.
+func TestSignupOneHashPerAddress(t *testing.T) {
+	a := newApp(t)
+	a.srv.allowSignup = true
+	a.srv.limits = newAuthLimits(1, time.Now)
+	leave, ok := a.srv.limits.checking.enter(addressSlot("127.0.0.1"))
+	if !ok {
+		t.Fatal("the address's slot is taken")
+	}
+	anon := a.anonymous()
+	anon.do("GET", "/signup", nil)
+	form := signupForm(t, anon, "new@example.com")
+	expectBusy(t, "a sign-up while another hashes", anon.do("POST", "/signup", form))
+	leave()
+	if r := anon.do("POST", "/signup", form); r.status != http.StatusSeeOther {
+		t.Errorf("the sign-up after: %d, want 303 (the refused one took no attempt)", r.status)
+	}
+}
+
+// TestLimiterRefund: a refund gives back what allow took, never more than
+// the bucket holds.
+func TestLimiterRefund(t *testing.T) {
+	clock := newFakeClock()
+	l := newLimiter(2, clock.now)
+	allowed := func() int {
+		n := 0
+		for range 5 {
+			if l.allow("k") {
+				n++
+			}
+		}
+		return n
+	}
+	l.refund("k") // unknown key: nothing to give back
+	if n := allowed(); n != 2 {
+		t.Fatalf("a bucket of 2 allowed %d", n)
+	}
+	l.refund("k")
+	if n := allowed(); n != 1 {
+		t.Errorf("a refund gave back %d, want 1", n)
+	}
+	clock.advance(time.Hour)
+	l.refund("k")
+	if got := l.tokens("k"); got != 2 {
+		t.Errorf("a full bucket holds %v after a refund, want 2", got)
+	}
+	clock.advance(-time.Minute) // a clock step back takes nothing
+	if got := l.tokens("k"); got != 2 {
+		t.Errorf("after the clock stepped back: %v", got)
+	}
+}
+
+// tokens is what key's bucket holds now (a full bucket for an unknown key).
+func (l *limiter) tokens(key string) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.keys.peek(key)
+	if !ok {
+		return float64(l.perMin)
+	}
+	return l.tokensAt(b, l.now())
+}
+
+// strikes is key's count of failures.
+func (b *backoff) strikes(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.keys.peek(key)
+	if !ok {
+		return 0
+	}
+	return s.n
+}
+
+// signupForm is a filled-in sign-up form for email, with u's form token.
+func signupForm(t *testing.T, u *user, email string) url.Values {
+	t.Helper()
+	return url.Values{"email": {email}, "password": {strongPassword}, "password_confirm": {strongPassword}, "_csrf": {preCSRFOf(t, u)}}
+}
+
+// passwordChecks is herd_password_checks_total{kind}.
+func passwordChecks(t *testing.T, a *testApp, kind string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := a.metrics.passChecks.WithLabelValues(kind).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
