@@ -303,8 +303,9 @@ func TestForkLoopStaysWithItsUser(t *testing.T) {
 			const pw = "a long and unusual passphrase 7"
 			admin.call("POST", "/api/admin/users", map[string]string{"email": "bob@example.com", "password": pw, "role": "user"}, nil)
 			bob := p.signInAs("bob@example.com", pw)
-			bomb := runCommand(admin, "for i in $(seq 58); do sleep 20 & done; sleep 6; echo bombed")
-			waitForSandboxProcs(t, 58)
+			tok := markedSleep()
+			bomb := runCommand(admin, "for i in $(seq 58); do sleep "+tok+" & done; sleep 6; echo bombed")
+			waitForProcs(t, tok, 58)
 			th := runCommand(bob, "ls -d . && /bin/echo fine from bob")
 			if got := printed(t, taskResult(t, bob, th)); !strings.Contains(got, "fine from bob") {
 				t.Errorf("bob's command beside the fork loop: %q", got)
@@ -316,26 +317,14 @@ func TestForkLoopStaysWithItsUser(t *testing.T) {
 	}
 }
 
-// waitForSandboxProcs waits until at least n processes run as the
-// sandbox's account, that is until the fork loop has filled its limit.
-func waitForSandboxProcs(t *testing.T, n int) {
+// waitForProcs waits until at least n processes have arg among their
+// arguments, that is until the command has filled its limit.
+func waitForProcs(t *testing.T, arg string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		count := 0
-		dirs, _ := os.ReadDir("/proc")
-		for _, d := range dirs {
-			if info, err := os.Stat("/proc/" + d.Name()); err == nil && d.Name()[0] >= '0' && d.Name()[0] <= '9' {
-				if st := info.Sys().(*syscall.Stat_t); st.Uid == nobodyID {
-					count++
-				}
-			}
-		}
-		if count >= n {
-			return
-		}
+	for len(pidsWithArg(t, arg)) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d processes of the sandbox's account ran; the fork loop did not start", count)
+			t.Fatalf("only %d of the command's processes ran; it did not fill its limit", len(pidsWithArg(t, arg)))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

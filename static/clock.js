@@ -1,4 +1,4 @@
-// One clock for the whole page (docs/DESIGN.md §10): the cards' elapsed
+// One clock for the whole page (docs/DESIGN.md §9): the cards' elapsed
 // times and the run timelines tick from it, not from a timer each. It
 // runs only while something is live and the tab is visible, and ticks
 // less often for a reader who asked for reduced motion.
