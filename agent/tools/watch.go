@@ -40,8 +40,12 @@ const fallbackEvery = 100 * time.Millisecond
 type monitor struct {
 	mu     sync.Mutex
 	w      *fsnotify.Watcher // nil while no command runs, or where inotify fails
-	events sync.WaitGroup    // the goroutine reading w
+	read   chan struct{}     // closed when the goroutine reading w ends
 	spaces map[string]*watched
+	// closing counts the inotify instances being closed: the kernel waits
+	// out an RCU grace period (10–20 ms) to close one, which the command
+	// that was last need not wait for.
+	closing sync.WaitGroup
 }
 
 // watched is one workspace with its running commands.
@@ -109,8 +113,9 @@ func (m *monitor) leave(ws *watched, id int) {
 		m.removeTree(ws.dir)
 	}
 	var w *fsnotify.Watcher
+	var read chan struct{}
 	if len(m.spaces) == 0 {
-		w, m.w = m.w, nil
+		w, m.w, read = m.w, nil, m.read
 	}
 	m.mu.Unlock()
 	if last {
@@ -118,8 +123,12 @@ func (m *monitor) leave(ws *watched, id int) {
 		ws.ended.Wait()
 	}
 	if w != nil {
-		_ = w.Close()
-		m.events.Wait()
+		m.closing.Add(1)
+		go func() {
+			defer m.closing.Done()
+			_ = w.Close()
+			<-read
+		}()
 	}
 }
 
@@ -132,9 +141,8 @@ func (m *monitor) addTree(dir string) bool {
 		if err != nil {
 			return false
 		}
-		m.w = w
-		m.events.Add(1)
-		go m.read(w)
+		m.w, m.read = w, make(chan struct{})
+		go m.readEvents(w, m.read)
 	}
 	ok := true
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -162,11 +170,11 @@ func (m *monitor) removeTree(dir string) {
 	}
 }
 
-// read takes w's events until it is closed and hands each to the tally
+// readEvents takes w's events until it is closed and hands each to the tally
 // of the workspace it concerns; a new directory is watched at once (what
 // was made in it before that, its tally finds by walking it).
-func (m *monitor) read(w *fsnotify.Watcher) {
-	defer m.events.Done()
+func (m *monitor) readEvents(w *fsnotify.Watcher, done chan struct{}) {
+	defer close(done)
 	for {
 		select {
 		case ev, ok := <-w.Events:
