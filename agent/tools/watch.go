@@ -42,10 +42,6 @@ type monitor struct {
 	w      *fsnotify.Watcher // nil while no command runs, or where inotify fails
 	read   chan struct{}     // closed when the goroutine reading w ends
 	spaces map[string]*watched
-	// closing counts the inotify instances being closed: the kernel waits
-	// out an RCU grace period (10–20 ms) to close one, which the command
-	// that was last need not wait for.
-	closing sync.WaitGroup
 }
 
 // watched is one workspace with its running commands.
@@ -123,9 +119,10 @@ func (m *monitor) leave(ws *watched, id int) {
 		ws.ended.Wait()
 	}
 	if w != nil {
-		m.closing.Add(1)
+		// The kernel waits out an RCU grace period (10–20 ms) to close an
+		// inotify instance, which the last command need not wait for: the
+		// goroutine ends by itself once it is closed and read has ended.
 		go func() {
-			defer m.closing.Done()
 			_ = w.Close()
 			<-read
 		}()
