@@ -146,7 +146,7 @@ func attackScript(marker string) string {
 		"grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status",
 		"mount -o remount,rw,bind /usr 2>/dev/null && echo REMOUNTED",
 		"touch /usr/" + marker + " 2>/dev/null && echo USR-WRITTEN",
-		"cat /proc/sys/kernel/printk_ratelimit_burst > /proc/sys/kernel/printk_ratelimit_burst 2>/dev/null && echo SYSCTL-WRITTEN",
+		"cat /proc/sys/kernel/printk_ratelimit_burst > /proc/sys/kernel/printk_ratelimit_burst && echo SYSCTL-WRITTEN",
 		"mkdir -p /tmp/cg && { mount -t cgroup -o pids none /tmp/cg || mount -t cgroup2 none /tmp/cg; } 2>/dev/null && echo CGROUP-MOUNTED",
 		"unshare -U true 2>/dev/null && echo USERNS",
 		"unshare -Ur true 2>/dev/null && echo USERNS-ROOT",
@@ -185,6 +185,10 @@ func TestSandboxAttacksFail(t *testing.T) {
 			}
 			if !strings.Contains(got, "CapEff:\t0000000000000000") || !strings.Contains(got, "NoNewPrivs:\t1") {
 				t.Errorf("the command holds capabilities or may gain privileges: %q", got)
+			}
+			// Read-only, not only out of the uid's reach.
+			if !strings.Contains(got, "printk_ratelimit_burst: Read-only file system") {
+				t.Errorf("a kernel setting's write did not meet a read-only /proc/sys: %q", got)
 			}
 			for _, word := range []string{"REMOUNTED", "USR-WRITTEN", "SYSCTL-WRITTEN", "CGROUP-MOUNTED", "USERNS", "PRLIMIT-WRITABLE"} {
 				if strings.Contains(got, word) {

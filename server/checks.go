@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -22,20 +23,29 @@ const (
 )
 
 // checkGate lets one password check (or new password's hash) run at a
-// time per key. A key is held only while its check runs, so the gate
-// holds at most two keys per request in flight: its memory is bounded by
-// the connection cap, whoever picks the keys.
+// time per key, and at most max at once in all: addresses are cheap to
+// an attacker (an IPv6 network hands out 2^64), cores are not, so however
+// many addresses a flood comes from it holds at most max cores, and is
+// answered 429 past that rather than queued. A key is held only while its
+// check runs, so the gate holds at most two keys per request in flight:
+// its memory is bounded by the connection cap, whoever picks the keys.
 type checkGate struct {
-	mu   sync.Mutex
-	busy map[string]bool
+	mu      sync.Mutex
+	busy    map[string]bool
+	running int
+	max     int
 }
 
-func newCheckGate() *checkGate { return &checkGate{busy: map[string]bool{}} }
+func newCheckGate(max int) *checkGate { return &checkGate{busy: map[string]bool{}, max: max} }
 
-// enter holds every key, or none when one of them is held already.
+// enter holds every key, or none when one of them is held already or
+// max checks run.
 func (g *checkGate) enter(keys ...string) (leave func(), ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.running >= g.max {
+		return nil, false
+	}
 	for _, k := range keys {
 		if g.busy[k] {
 			return nil, false
@@ -44,12 +54,14 @@ func (g *checkGate) enter(keys ...string) (leave func(), ok bool) {
 	for _, k := range keys {
 		g.busy[k] = true
 	}
+	g.running++
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		for _, k := range keys {
 			delete(g.busy, k)
 		}
+		g.running--
 	}, true
 }
 
@@ -59,9 +71,23 @@ func (g *checkGate) len() int {
 	return len(g.busy)
 }
 
-// Gate keys: the client's real address, and an account by its email.
-func addressSlot(ip string) string    { return "address:" + ip }
+// Gate keys: the client's network, and an account by its email.
+func addressSlot(ip string) string    { return "address:" + clientNet(ip) }
 func accountSlot(email string) string { return "account:" + email }
+
+// clientNet is the address the password limits count a client by: an
+// IPv4 address, or the /64 an IPv6 address is in, which one subscriber
+// holds whole (so counting its 2^64 addresses apart would count nothing).
+func clientNet(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || addr.Unmap().Is4() {
+		return ip
+	}
+	if p, err := addr.Prefix(64); err == nil {
+		return p.String()
+	}
+	return ip
+}
 
 // busyRetry is what a check refused for another one under way is told to
 // wait: about what one check takes.
@@ -79,7 +105,7 @@ type passwordCheck struct {
 	what     string // what the limits count, for their messages: "failed sign-ins"
 }
 
-func (pc passwordCheck) failureKey() string { return "login:" + pc.addr }
+func (pc passwordCheck) failureKey() string { return "login:" + clientNet(pc.addr) }
 
 // reserve takes what pc costs before its password is hashed: the check
 // slots of its address and account, one failure of the address and a
@@ -97,7 +123,7 @@ func (l *authLimits) reserve(c echo.Context, pc passwordCheck) (done func(right 
 	}
 	leave, ok := l.checking.enter(addressSlot(pc.addr), accountSlot(pc.account))
 	if !ok {
-		return nil, rateLimited(c, busyRetry, "another password check from your address or for this account is under way")
+		return nil, rateLimited(c, busyRetry, "another password check from your address or for this account, or many on this server, is under way")
 	}
 	// Again, now that no other check can spend what the address and the
 	// account have left.

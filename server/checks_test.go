@@ -243,3 +243,35 @@ func passwordChecks(t *testing.T, a *testApp, kind string) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestCheckGateHoldsCoresAndNetworks: however many addresses a burst
+// comes from, at most max checks run at once (the rest answered at
+// once), and the addresses of one IPv6 /64 count as one.
+func TestCheckGateHoldsCoresAndNetworks(t *testing.T) {
+	g := newCheckGate(2)
+	leaveA, okA := g.enter(addressSlot("198.51.100.1"))
+	_, okB := g.enter(addressSlot("198.51.100.2"))
+	if _, okC := g.enter(addressSlot("198.51.100.3")); !okA || !okB || okC {
+		t.Fatalf("entered: %v %v %v; want a third address refused while two checks run", okA, okB, okC)
+	}
+	leaveA()
+	if leave, ok := g.enter(addressSlot("198.51.100.3")); !ok {
+		t.Error("a check after one ended was refused")
+	} else {
+		leave()
+	}
+	cases := []struct{ a, b string }{
+		{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff"},
+		{"198.51.100.7", "198.51.100.7"},
+	}
+	for _, c := range cases {
+		if clientNet(c.a) != clientNet(c.b) {
+			t.Errorf("%s and %s count apart: %s, %s", c.a, c.b, clientNet(c.a), clientNet(c.b))
+		}
+	}
+	for _, c := range [][2]string{{"2001:db8:1:2::1", "2001:db8:1:3::1"}, {"198.51.100.7", "198.51.100.8"}, {"::ffff:198.51.100.7", "::ffff:198.51.100.8"}} {
+		if clientNet(c[0]) == clientNet(c[1]) {
+			t.Errorf("%s and %s count as one: %s", c[0], c[1], clientNet(c[0]))
+		}
+	}
+}

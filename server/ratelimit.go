@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -239,7 +240,7 @@ type authLimits struct {
 }
 
 func newAuthLimits(perMinute int, now func() time.Time) *authLimits {
-	return &authLimits{failures: newLimiter(perMinute, now), accounts: newBackoff(now), attempts: newLimiter(perMinute, now), checking: newCheckGate()}
+	return &authLimits{failures: newLimiter(perMinute, now), accounts: newBackoff(now), attempts: newLimiter(perMinute, now), checking: newCheckGate(max(2, runtime.GOMAXPROCS(0)))}
 }
 
 // rateLimited answers 429 saying why and how long to wait, also as

@@ -61,6 +61,10 @@ func lookupAccount(spec string) (Account, error) {
 	if a.UID <= 0 || a.GID <= 0 {
 		return Account{}, fmt.Errorf("sandbox.user %q is root or has gid 0: commands must not run as root; name an unprivileged account", spec)
 	}
+	// (uid_t)-1 means "no change" to setresuid: the command would stay root.
+	if a.UID >= 1<<32-1 || a.GID >= 1<<32-1 {
+		return Account{}, fmt.Errorf("sandbox.user %q: ids go up to %d", spec, uint32(1<<32-2))
+	}
 	return a, nil
 }
 

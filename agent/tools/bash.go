@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -73,18 +74,19 @@ func (t *bashTool) Spec() Spec {
 		}
 		where = fmt.Sprintf("It runs in a sandbox: %s, only the workspace and /tmp are writable, files outside "+
 			"the workspace and the system directories are not visible, and /tmp is private and empty at each call. "+
-			"Limits: %d processes, %d MiB of memory and %d s of CPU time per process, files up to %d MiB, "+
-			"/tmp up to %d MiB.", net, l.Processes, l.MemoryMB, l.CPUSeconds, l.FileSizeMB, l.TmpMB)
+			"Limits: %d processes, %d MiB of memory and %d s of CPU time for the command and everything it "+
+			"starts, files up to %d MiB, /tmp up to %d MiB.", net, l.Processes, l.MemoryMB, l.CPUSeconds, l.FileSizeMB, l.TmpMB)
 	}
 	return bashSchema.Spec(Bash, fmt.Sprintf(
 		"Run a command with `bash -c` in the workspace directory (also HOME). %s The workspace may use "+
-			"%d MiB; over that, commands are refused until it shrinks. stdout and stderr come back "+
+			"%d MiB and %d files and directories; a command that goes over is stopped, and commands are "+
+			"refused until it shrinks. stdout and stderr come back "+
 			"together; output over %d bytes keeps its beginning and end with a note of how many bytes were cut. "+
 			"A non-zero exit code is reported. The command and everything it started is killed after "+
 			"timeout_seconds (default and maximum %d), and processes left in the background are killed when "+
 			"it returns. There is no stdin and no terminal, so do not start interactive programs. The "+
 			"environment is minimal and holds no credentials. To read or edit files prefer read_file, "+
-			"write_file and str_replace.", where, l.WorkspaceMB, t.limit, secs))
+			"write_file and str_replace.", where, l.WorkspaceMB, l.WorkspaceFiles, t.limit, secs))
 }
 
 func (t *bashTool) Run(ctx context.Context, env Env, args json.RawMessage) (string, error) {
@@ -152,8 +154,13 @@ func (t *bashTool) execute(ctx context.Context, workspace, command string, timeo
 		}
 	}
 	l := t.sb.cfg.Limits
+	// Without a cpu cgroup's bandwidth a command may use every core.
+	cpus := l.CPUs
+	if !t.sb.cg.has(ctrlCPU) {
+		cpus = float64(runtime.NumCPU())
+	}
 	endDisk := t.watches.watch(workspace, t.quota, stop)
-	endCPU := watchCPU(j.cg, time.Duration(l.CPUSeconds)*time.Second, l.CPUs, stop)
+	endCPU := watchCPU(j.cg, time.Duration(l.CPUSeconds)*time.Second, cpus, stop)
 	waitErr := j.run()
 	endCPU()
 	endDisk()

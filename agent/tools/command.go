@@ -63,9 +63,11 @@ type job struct {
 	// it ends every process of the command.
 	init   int
 	ctx    context.Context // its end kills the command
-	killMu sync.Mutex      // guards init, started and killed
-	// started: the command runs; killed: kill was called, before or after.
-	started, killed bool
+	killMu sync.Mutex      // guards init, started, killed and reaped
+	// started: the command runs; killed: kill was called, before or
+	// after; reaped: Wait returned, so its pid may belong to another
+	// process and kill does nothing.
+	started, killed, reaped bool
 	// oomKills is how many of its processes the kernel killed for its
 	// memory limit, read as it ended.
 	oomKills int64
@@ -185,7 +187,8 @@ func (sb *sandbox) commandLine(workspace, line string, cg *commandCgroup, cl com
 		return args[0], args[1:]
 	}
 	procs := cg.procs()
-	join := []string{"-c", `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`,
+	join := []string{"-c", `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1" || ` +
+		`{ echo "herd: the command could not join its cgroup $1; it did not run" >&2; exit 125; }; shift; n=$((n-1)); done; exec "$@"`,
 		"herd-join", strconv.Itoa(len(procs))}
 	join = append(join, procs...)
 	return "/bin/sh", append(join, args...)
@@ -216,6 +219,9 @@ func (j *job) run() error {
 	j.killMu.Unlock()
 	stop := context.AfterFunc(j.ctx, j.kill)
 	waitErr := j.cmd.Wait()
+	j.killMu.Lock()
+	j.reaped = true
+	j.killMu.Unlock()
 	stop()
 	if j.group {
 		// Background jobs outlive bash; they die with the call so nothing
@@ -240,7 +246,7 @@ func (j *job) kill() {
 	j.killMu.Lock()
 	defer j.killMu.Unlock()
 	j.killed = true
-	if j.started {
+	if j.started && !j.reaped {
 		j.killLocked()
 	}
 }

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -40,44 +39,46 @@ func workspaceQuota(l SandboxLimits) quota {
 // du is what a walk of a workspace found.
 type du struct {
 	bytes, files int64
-	// setID names the regular files with a set-user-ID or set-group-ID bit.
+	// setID names the regular files with a set-user-ID or set-group-ID
+	// bit, relative to the workspace.
 	setID []string
+	// unmeasured names what the walk could not enter (too deep, or not
+	// readable by the server), which it did not count.
+	unmeasured []string
 }
 
-// usage measures dir as du does (allocated blocks, so a sparse file
-// counts for what it occupies), counting every entry below dir. It stops
-// when ctx ends.
+// usage measures dir: every file, directory and link below it once
+// (a file with two names is one), each for sizeOf. It walks by
+// descriptor (scan.go), so nothing a command does to the workspace
+// meanwhile leads it outside. It stops when ctx ends.
 func usage(ctx context.Context, dir string) (du, error) {
-	var u du
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			// A file removed during the walk is simply not counted.
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if path != dir {
-			u.files++
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			u.bytes += st.Blocks * 512
-		}
-		if info.Mode().IsRegular() && info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 && len(u.setID) < maxSetID {
-			u.setID = append(u.setID, path)
-		}
-		return nil
-	})
+	root, err := os.Open(dir)
 	if err != nil {
 		return du{}, fmt.Errorf("measure workspace: %w", err)
 	}
+	defer root.Close()
+	var u du
+	if st, err := statAt(root, "."); err == nil {
+		u.bytes = sizeOf(&st)
+	}
+	seen := map[fileKey]bool{}
+	sc := &scan{ctx: ctx, visit: func(_ *os.File, rel, name string, st *unix.Stat_t) error {
+		key := fileKey{st.Dev, st.Ino}
+		if seen[key] {
+			return nil
+		}
+		seen[key] = true
+		u.files++
+		u.bytes += sizeOf(st)
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && len(u.setID) < maxSetID {
+			u.setID = append(u.setID, joinRel(rel, name))
+		}
+		return nil
+	}}
+	if err := sc.tree(root, "", 0); err != nil {
+		return du{}, fmt.Errorf("measure workspace: %w", err)
+	}
+	u.unmeasured = sc.partial
 	return u, nil
 }
 
@@ -256,7 +257,7 @@ func (q quota) refuseGrowth(ctx context.Context, dir string, grow int64, create 
 func (q quota) noteOver(ctx context.Context, dir string) string {
 	used, over, err := q.check(ctx, dir)
 	if err != nil {
-		return ""
+		return "herd could not measure the workspace after the command: " + err.Error()
 	}
 	stripSetID(dir, used.setID)
 	if over == "" {
@@ -266,7 +267,7 @@ func (q quota) noteOver(ctx context.Context, dir string) string {
 }
 
 // stripSetID clears the set-user-ID and set-group-ID bits of the regular
-// files at paths (absolute, inside dir). Each is opened through an
+// files at paths (relative to dir, slash-separated). Each is opened through an
 // os.Root on dir without following a final symlink, checked on the open
 // file and changed through it, so a path swapped for a link meanwhile
 // changes nothing outside the workspace.
@@ -279,12 +280,8 @@ func stripSetID(dir string, paths []string) {
 		return
 	}
 	defer root.Close()
-	for _, p := range paths {
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			continue
-		}
-		f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	for _, rel := range paths {
+		f, err := root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			continue
 		}

@@ -292,7 +292,7 @@ func (sb *sandbox) probeBwrap() error {
 	ctx, cancel := context.WithTimeout(context.Background(), bwrapProbeTimeout)
 	defer cancel()
 	var out strings.Builder
-	j, err := sb.start(ctx, ws, "cat /proc/self/status", &out, commandLimits{fileSize: mib})
+	j, err := sb.start(ctx, ws, "cat /proc/self/status /proc/self/mountinfo", &out, commandLimits{fileSize: mib})
 	if err != nil {
 		return fmt.Errorf("%w: %w", errBwrapUnavailable, err)
 	}
@@ -310,12 +310,16 @@ func (sb *sandbox) checkCreds() error {
 	switch {
 	case c.capEff != 0 || c.capBnd != 0 && sb.cfg.RunAs != nil:
 		return fmt.Errorf("%w: a command kept capabilities (CapEff %016x, CapBnd %016x)", errUnsafeSandbox, c.capEff, c.capBnd)
-	case c.uid < 0 || !c.noNewPrivs:
+	case c.uid < 0:
 		return fmt.Errorf("%w: the probe command's credentials could not be read", errUnsafeSandbox)
+	case !c.noNewPrivs:
+		return fmt.Errorf("%w: a command may gain privileges (no_new_privs is off)", errUnsafeSandbox)
 	case sb.cfg.RunAs != nil && (c.uid != sb.cfg.RunAs.UID || c.gid != sb.cfg.RunAs.GID):
 		return fmt.Errorf("%w: a command ran as uid %d gid %d, not as sandbox.user %s", errUnsafeSandbox, c.uid, c.gid, sb.cfg.RunAs)
 	case sb.cfg.RunAs == nil && os.Geteuid() == 0:
 		return fmt.Errorf("%w: herd is root and no sandbox.user was resolved", errUnsafeSandbox)
+	case !c.procSysRO:
+		return fmt.Errorf("%w: /proc/sys is not read-only in the sandbox", errUnsafeSandbox)
 	}
 	return nil
 }
@@ -326,12 +330,19 @@ type processCreds struct {
 	capEff, capBnd uint64
 	noNewPrivs     bool
 	seccomp        bool
+	procSysRO      bool // /proc/sys is mounted read-only (mountinfo)
 }
 
-// readCreds parses /proc/<pid>/status; fields it lacks read as uid -1.
+// readCreds parses /proc/<pid>/status followed by its mountinfo; fields
+// it lacks read as uid -1.
 func readCreds(status string) processCreds {
 	c := processCreds{uid: -1, gid: -1}
 	for _, line := range strings.Split(status, "\n") {
+		// mountinfo: id parent major:minor root mountpoint options ...
+		if f := strings.Fields(line); len(f) > 5 && f[4] == "/proc/sys" {
+			c.procSysRO = slices.Contains(strings.Split(f[5], ","), "ro")
+			continue
+		}
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
@@ -579,7 +590,9 @@ func (sb *sandbox) bwrapArgs(workspace string) []string {
 	args = append(args, sb.sysMounts...)
 	tmp := strconv.Itoa(sb.cfg.Limits.TmpMB * mib)
 	args = append(args,
-		"--proc", "/proc",
+		// bwrap would cover /proc/sys read-only only where it could write
+		// it; kernel settings are the host's, so it is covered always.
+		"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
 		"--dev", "/dev",
 		"--perms", "1777", "--size", tmp, "--tmpfs", "/tmp",
 		"--perms", "1777", "--size", tmp, "--tmpfs", "/dev/shm",
@@ -614,6 +627,11 @@ func (sb *sandbox) bwrapArgs(workspace string) []string {
 
 // sandboxMounts are the directories the sandbox mounts of its own.
 var sandboxMounts = []string{"/tmp", "/dev/shm", "/dev", "/proc"}
+
+// within reports whether dir is base or lies inside it.
+func within(dir, base string) bool {
+	return dir == base || strings.HasPrefix(dir, base+"/")
+}
 
 // isSystemMount reports whether dir is itself a directory the sandbox
 // binds from the host.

@@ -4,44 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 )
 
 // While a command runs, its workspace is watched (docs/DESIGN.md §4): a
-// tally of every entry's size is made once, then kept current from the
-// changes inotify reports (each changed path is looked at again), and a
-// command whose workspace crosses a limit — size, entries, or the disk's
-// free-space floor — is stopped with everything it started. The tally
-// costs one look per change, not a walk of the workspace, so the margin
-// does not grow with the workspace. A single file cannot cross the size
-// limit at all (RLIMIT_FSIZE is the room left when the command starts)
-// and blocks cannot be reserved past it (seccomp refuses fallocate's
-// modes), so what gets past a limit is what the command wrote between a
-// change and its tally: docs/SECURITY.md gives the figures. The CPU time
+// tally of every file's size is made before the command starts, then kept
+// current from what inotify reports, and a command whose workspace
+// crosses a limit — size, files, or the disk's free-space floor — is
+// stopped with everything it started. The tally costs one fstatat per
+// change, not a walk of the workspace, so what passes a limit does not
+// grow with the workspace. Everything is looked at through descriptors
+// opened one name at a time without following links (scan.go,
+// notify.go): a command that renames, deepens or links its directories
+// can neither hide a write nor lead herd outside the workspace, and what
+// herd cannot look at stops the command. A single file cannot cross the
+// size limit (RLIMIT_FSIZE is the room left when the command starts), no
+// block can be reserved past a file's size (seccomp refuses fallocate's
+// modes), and a file counts for its length at least (a shared mapping
+// writes without telling inotify, never past the length). The CPU time
 // of a command (its cgroup's count) is read when it could first have run
-// out, at the command's CPU bandwidth, and again as often as what is left
-// allows.
+// out, and again as often as what is left allows.
 
-// fallbackEvery is how often a workspace is measured whole when inotify
-// cannot watch it (the system's inotify limits reached).
-const fallbackEvery = 100 * time.Millisecond
+// Watches are the kernel's to give (fs.inotify.max_user_watches, shared
+// by every process of herd's uid): past these a workspace is measured
+// whole on a timer instead, every pollEvery at most.
+const (
+	maxWatchesPerWorkspace = 4096
+	maxWatches             = 16384
+	pollEvery              = 250 * time.Millisecond
+)
+
+// maxPending is how many events a workspace's tally may fall behind
+// before it counts them lost and measures the workspace afresh.
+const maxPending = 1 << 16
 
 // monitor watches the workspaces of the running commands with one
 // inotify instance, made when the first command starts and closed when
 // the last one ends.
 type monitor struct {
-	mu     sync.Mutex
-	w      *fsnotify.Watcher // nil while no command runs, or where inotify fails
-	read   chan struct{}     // closed when the goroutine reading w ends
-	spaces map[string]*watched
+	mu       sync.Mutex
+	n        *notifier           // nil while no command runs, or where inotify fails
+	readDone chan struct{}       // closed when the goroutine reading n ends
+	owners   map[int32]*watched  // each watch's workspace
+	spaces   map[string]*watched // by directory
+	watches  int
 }
 
 // watched is one workspace with its running commands.
@@ -49,27 +60,23 @@ type watched struct {
 	m   *monitor
 	dir string
 	q   quota
-	// woken tells the tally there are changes, ready that it is made;
-	// ctx ends it (and a walk in progress).
-	woken  chan struct{}
-	ready  chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	ended  sync.WaitGroup
+	// woken tells the tally there are events, ready that it is made; ctx
+	// ends it.
+	woken, ready chan struct{}
+	ctx          context.Context
+	cancel       context.CancelFunc
+	ended        sync.WaitGroup
 
 	// Guarded by m.mu.
-	stops map[int]func(reason string) // the commands running there
-	next  int
-	poll  bool // inotify could not watch it all: measure on a timer
-	// changed is every path changed since the tally last looked, with
-	// what happened to it; a path changed many times is there once, so
-	// it cannot overflow. lost: inotify dropped events, walk it all.
-	changed map[string]fsnotify.Op
+	stops   map[int]func(reason string) // the commands running there
+	next    int
+	pending []event
 	lost    bool
+	watches int
 }
 
 func newMonitor() *monitor {
-	return &monitor{spaces: map[string]*watched{}}
+	return &monitor{owners: map[int32]*watched{}, spaces: map[string]*watched{}}
 }
 
 // watch holds the workspace dir to q while the caller's command runs:
@@ -82,12 +89,11 @@ func (m *monitor) watch(dir string, q quota, stop func(reason string)) (end func
 	ws := m.spaces[dir]
 	if ws == nil {
 		ws = &watched{m: m, dir: dir, q: q, stops: map[int]func(string){},
-			woken: make(chan struct{}, 1), ready: make(chan struct{}), changed: map[string]fsnotify.Op{}}
+			woken: make(chan struct{}, 1), ready: make(chan struct{})}
 		ws.ctx, ws.cancel = context.WithCancel(context.Background())
 		m.spaces[dir] = ws
-		ws.poll = !m.addTree(dir)
 		ws.ended.Add(1)
-		go ws.tally()
+		go ws.run()
 	}
 	id := ws.next
 	ws.next++
@@ -106,113 +112,127 @@ func (m *monitor) leave(ws *watched, id int) {
 	last := len(ws.stops) == 0
 	if last {
 		delete(m.spaces, ws.dir)
-		m.removeTree(ws.dir)
-	}
-	var w *fsnotify.Watcher
-	var read chan struct{}
-	if len(m.spaces) == 0 {
-		w, m.w, read = m.w, nil, m.read
 	}
 	m.mu.Unlock()
-	if last {
-		ws.cancel()
-		ws.ended.Wait()
+	if !last {
+		return
 	}
-	if w != nil {
+	ws.cancel()
+	ws.ended.Wait()
+	m.mu.Lock()
+	var n *notifier
+	var read chan struct{}
+	if len(m.spaces) == 0 && m.n != nil {
+		n, read, m.n = m.n, m.readDone, nil
+	}
+	m.mu.Unlock()
+	if n != nil {
 		// The kernel waits out an RCU grace period (10–20 ms) to close an
 		// inotify instance, which the last command need not wait for: the
 		// goroutine ends by itself once it is closed and read has ended.
 		go func() {
-			_ = w.Close()
+			_ = n.Close()
 			<-read
 		}()
 	}
 }
 
-// addTree watches dir and every directory below it, making the inotify
-// instance if there is none. It reports false when inotify cannot watch
-// the whole tree.
-func (m *monitor) addTree(dir string) bool {
-	if m.w == nil {
-		w, err := fsnotify.NewWatcher()
-		if err != nil {
-			return false
-		}
-		m.w, m.read = w, make(chan struct{})
-		go m.readEvents(w, m.read)
-	}
-	ok := true
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if err := m.w.Add(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			ok = false
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	return ok
-}
-
-// removeTree stops watching the directories of dir.
-func (m *monitor) removeTree(dir string) {
-	if m.w == nil {
-		return
-	}
-	for _, p := range m.w.WatchList() {
-		if within(p, dir) {
-			_ = m.w.Remove(p)
-		}
-	}
-}
-
-// readEvents takes w's events until it is closed and hands each to the tally
-// of the workspace it concerns; a new directory is watched at once (what
-// was made in it before that, its tally finds by walking it).
-func (m *monitor) readEvents(w *fsnotify.Watcher, done chan struct{}) {
-	defer close(done)
-	for {
-		select {
-		case ev, ok := <-w.Events:
-			if !ok {
-				return
-			}
-			m.changed(w, ev)
-		case _, ok := <-w.Errors:
-			if !ok {
-				return
-			}
-			// An overflowed queue lost events: every tally starts again.
-			m.mu.Lock()
-			for _, ws := range m.spaces {
-				ws.lost = true
-				ws.wake()
-			}
-			m.mu.Unlock()
-		}
-	}
-}
-
-func (m *monitor) changed(w *fsnotify.Watcher, ev fsnotify.Event) {
-	if ev.Op == fsnotify.Chmod {
-		return // neither size nor count
-	}
+// addWatch watches dir for ws, making the inotify instance if there is
+// none; it fails past the watch limits or where the kernel refuses.
+func (m *monitor) addWatch(ws *watched, dir *os.File) (int32, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for dir, ws := range m.spaces {
-		if !within(ev.Name, dir) {
+	if ws.watches >= maxWatchesPerWorkspace || m.watches >= maxWatches {
+		return 0, errors.New("too many directories to watch")
+	}
+	if m.n == nil {
+		n, err := newNotifier()
+		if err != nil {
+			return 0, err
+		}
+		m.n, m.readDone = n, make(chan struct{})
+		go m.read(n, m.readDone)
+	}
+	wd, err := m.n.add(dir)
+	if err != nil {
+		return 0, err
+	}
+	if m.owners[wd] == nil {
+		m.owners[wd] = ws
+		ws.watches++
+		m.watches++
+	}
+	return wd, nil
+}
+
+// dropWatches ends the watches of ws (its tally ended, or starts again).
+func (m *monitor) dropWatches(ws *watched, wds []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, wd := range wds {
+		if m.owners[wd] != ws {
 			continue
 		}
-		if ev.Has(fsnotify.Create) {
-			if info, err := os.Lstat(ev.Name); err == nil && info.IsDir() && w.Add(ev.Name) != nil {
-				ws.poll = true
+		delete(m.owners, wd)
+		ws.watches--
+		m.watches--
+		if m.n != nil {
+			m.n.remove(wd)
+		}
+	}
+}
+
+// forgetWatch drops a watch the kernel ended (its directory is gone).
+func (m *monitor) forgetWatch(ws *watched, wd int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owners[wd] == ws {
+		delete(m.owners, wd)
+		ws.watches--
+		m.watches--
+	}
+}
+
+// read takes n's events until it is closed and hands each to the
+// workspace whose watch it names.
+func (m *monitor) read(n *notifier, done chan struct{}) {
+	defer close(done)
+	buf := make([]byte, 64<<10)
+	for {
+		evs, err := n.read(buf)
+		if err != nil && len(evs) == 0 {
+			return // closed
+		}
+		m.mu.Lock()
+		if m.n != n {
+			// A closing instance: its watch numbers may be a new
+			// instance's already, and nothing of it is watched any more.
+			m.mu.Unlock()
+			continue
+		}
+		for _, ev := range evs {
+			if ev.overflow() {
+				for _, ws := range m.spaces {
+					ws.lose()
+				}
+				continue
+			}
+			if ws := m.owners[ev.wd]; ws != nil {
+				ws.pending = append(ws.pending, ev)
+				if len(ws.pending) > maxPending {
+					ws.lose()
+				}
+				ws.wake()
 			}
 		}
-		ws.changed[ev.Name] |= ev.Op
-		ws.wake()
-		return
+		m.mu.Unlock()
 	}
+}
+
+// lose drops the pending events of ws: its tally starts again. m.mu is held.
+func (ws *watched) lose() {
+	ws.pending, ws.lost = nil, true
+	ws.wake()
 }
 
 func (ws *watched) wake() {
@@ -222,23 +242,24 @@ func (ws *watched) wake() {
 	}
 }
 
-// takeChanges hands the tally what changed since it last looked.
-func (ws *watched) takeChanges() (changed map[string]fsnotify.Op, lost, poll bool) {
+// take hands the tally the events since it last looked.
+func (ws *watched) take() (evs []event, lost bool) {
 	ws.m.mu.Lock()
 	defer ws.m.mu.Unlock()
-	changed, lost, poll = ws.changed, ws.lost, ws.poll
-	ws.changed, ws.lost = map[string]fsnotify.Op{}, false
-	return changed, lost, poll
+	evs, lost = ws.pending, ws.lost
+	ws.pending, ws.lost = nil, false
+	return evs, lost
 }
 
-// tally keeps the workspace's tally from its changes and stops its
-// commands when it is over a limit.
-func (ws *watched) tally() {
+// run keeps the workspace's tally and stops its commands when it is over
+// a limit, until the last of them ended.
+func (ws *watched) run() {
 	defer ws.ended.Done()
-	tick := time.NewTicker(fallbackEvery)
-	defer tick.Stop()
-	t := newTally(ws.ctx, ws.dir)
+	t := newTally(ws)
 	close(ws.ready)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	defer func() { t.release() }()
 	for {
 		ws.check(t)
 		select {
@@ -246,24 +267,33 @@ func (ws *watched) tally() {
 			return
 		case <-ws.woken:
 		case <-tick.C:
+			if !t.polling {
+				continue
+			}
 		}
-		changed, lost, poll := ws.takeChanges()
-		if lost || poll {
-			t = newTally(ws.ctx, ws.dir)
+		evs, lost := ws.take()
+		if lost || t.polling {
+			t.release()
+			t = newTally(ws)
+			continue
 		}
-		for path, op := range changed {
-			t.apply(path, op)
-		}
+		t.apply(evs)
 	}
 }
 
-// check stops the workspace's commands when t, or the disk, is over a limit.
+// check stops the workspace's commands when t, or the disk, is over a
+// limit, or when t could not look at part of it.
 func (ws *watched) check(t *tally) {
+	if t.broken != "" {
+		ws.stopAll("the command was stopped: herd could not measure the workspace (" + t.broken +
+			"), and stops what it cannot measure")
+		return
+	}
 	free, err := freeSpace(ws.dir)
 	if err != nil {
 		return
 	}
-	if over := ws.q.over(du{bytes: t.bytes, files: t.files}, free); over != "" {
+	if over := ws.q.over(du{bytes: t.bytes, files: t.count}, free); over != "" {
 		ws.stopAll("the command was stopped: " + over)
 	}
 }
@@ -281,101 +311,294 @@ func (ws *watched) stopAll(reason string) {
 	}
 }
 
-// tally is what a workspace holds: every entry below its root with its
-// size, counted as usage counts (allocated blocks), and the totals.
+// tally is what a workspace holds, kept from inotify's events: every
+// file once (by inode, a file with two names once) with its size, and
+// every directory with its watch and its entries.
 type tally struct {
-	root         string
-	bytes, files int64
-	entries      map[string]*tallied
+	ws       *watched
+	root     *os.File
+	dirs     map[int32]*dirNode
+	dirByKey map[fileKey]*dirNode
+	files    map[fileKey]*inode
+	// bytes and count are the totals the limits hold.
+	bytes, count int64
+	// broken says what could not be looked at: the commands are stopped.
+	broken string
+	// polling: there are no watches for it (the limits reached, or no
+	// inotify); it is measured whole every pollEvery.
+	polling bool
 }
 
-type tallied struct {
-	size     int64
-	children map[string]struct{} // a directory's entries, by name
+type dirNode struct {
+	wd    int32
+	rel   string // from the workspace, slash-separated
+	key   fileKey
+	depth int
+	kids  map[string]fileKey
 }
 
-// newTally walks dir into a tally.
-func newTally(ctx context.Context, dir string) *tally {
-	t := &tally{root: dir, entries: map[string]*tallied{dir: {children: map[string]struct{}{}}}}
-	t.walk(ctx, dir)
+type inode struct {
+	size  int64
+	names int
+}
+
+// newTally watches and measures the workspace of ws; where it cannot
+// watch it, it measures it once and polls.
+func newTally(ws *watched) *tally {
+	t := &tally{ws: ws, dirs: map[int32]*dirNode{}, dirByKey: map[fileKey]*dirNode{}, files: map[fileKey]*inode{}}
+	root, err := os.Open(ws.dir)
+	if err != nil {
+		t.broken = err.Error()
+		return t
+	}
+	t.root = root
+	st, err := statAt(root, ".")
+	if err != nil {
+		t.broken = err.Error()
+		return t
+	}
+	t.bytes = sizeOf(&st)
+	if rootNode := t.watchDir(root, "", fileKey{st.Dev, st.Ino}, 0); rootNode != nil {
+		t.scanInto(root, rootNode)
+	}
+	if t.polling {
+		t.measureWhole()
+	}
 	return t
 }
 
-// walk adds what lies below dir.
-func (t *tally) walk(ctx context.Context, dir string) {
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == dir {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if info, err := d.Info(); err == nil {
-			t.set(path, info)
-		}
-		return nil
-	})
-}
-
-// apply takes what happened to path since the tally last looked: the
-// path is looked at as it is now. One made, removed or moved is
-// forgotten with everything below it first, and a directory there now
-// is walked whole (it may have been filled before its watch, or moved in
-// full).
-func (t *tally) apply(path string, op fsnotify.Op) {
-	if path == t.root {
-		return
-	}
-	if op.Has(fsnotify.Create) || op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename) {
-		t.forget(path)
-	}
-	info, err := os.Lstat(path)
+// measureWhole counts the workspace by a walk, without watches.
+func (t *tally) measureWhole() {
+	t.drop()
+	u, err := usage(t.ws.ctx, t.ws.dir)
 	if err != nil {
-		t.forget(path)
+		if t.ws.ctx.Err() == nil {
+			t.broken = err.Error()
+		}
 		return
 	}
-	_, known := t.entries[path]
-	t.set(path, info)
-	if info.IsDir() && !known {
-		t.walk(context.Background(), path)
+	t.bytes, t.count = u.bytes, u.files
+}
+
+// watchDir watches dir (at rel) and records it; nil when it cannot be
+// watched (the tally then polls).
+func (t *tally) watchDir(dir *os.File, rel string, key fileKey, depth int) *dirNode {
+	if t.polling {
+		return nil
+	}
+	wd, err := t.ws.m.addWatch(t.ws, dir)
+	if err != nil {
+		t.polling = true
+		return nil
+	}
+	if d := t.dirs[wd]; d != nil {
+		return d
+	}
+	d := &dirNode{wd: wd, rel: rel, key: key, depth: depth, kids: map[string]fileKey{}}
+	t.dirs[wd], t.dirByKey[key] = d, d
+	return d
+}
+
+// scanInto looks at every entry of dir (the directory of d).
+func (t *tally) scanInto(dir *os.File, d *dirNode) {
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		t.broken = fmt.Sprintf("%s: %v", orRoot(d.rel), err)
+		return
+	}
+	for _, name := range names {
+		if t.broken != "" || t.polling {
+			return
+		}
+		t.look(dir, d, name)
 	}
 }
 
-func (t *tally) set(path string, info fs.FileInfo) {
-	var size int64
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		size = st.Blocks * 512
-	}
-	e := t.entries[path]
-	if e == nil {
-		e = &tallied{}
-		if info.IsDir() {
-			e.children = map[string]struct{}{}
+// apply takes a batch of events, in order. A directory is opened once a
+// batch, by its path from the workspace one name at a time; its
+// descriptor stays right through a rename later in the batch.
+func (t *tally) apply(evs []event) {
+	open := map[int32]*os.File{}
+	defer func() {
+		for _, f := range open {
+			f.Close()
 		}
-		t.entries[path] = e
-		t.files++
-		if parent := t.entries[filepath.Dir(path)]; parent != nil && parent.children != nil {
-			parent.children[filepath.Base(path)] = struct{}{}
+	}()
+	for _, ev := range evs {
+		if t.broken != "" || t.polling {
+			return
+		}
+		d := t.dirs[ev.wd]
+		switch {
+		case d == nil:
+		case ev.mask&unix.IN_IGNORED != 0:
+			t.forgetDir(d)
+		case ev.name == "":
+		case ev.mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
+			t.unlink(d, ev.name)
+		default:
+			dir := open[ev.wd]
+			if dir == nil {
+				var err error
+				dir, err = openBeneath(t.root, d.rel)
+				if errors.Is(err, unix.ENOENT) {
+					continue // gone: its IN_IGNORED follows
+				}
+				if err != nil {
+					t.broken = fmt.Sprintf("%s: %v", orRoot(d.rel), err)
+					return
+				}
+				open[ev.wd] = dir
+			}
+			t.look(dir, d, ev.name)
 		}
 	}
-	t.bytes += size - e.size
-	e.size = size
 }
 
-func (t *tally) forget(path string) {
-	e := t.entries[path]
-	if e == nil || path == t.root {
+// look takes name in d (open as dir) as it is now.
+func (t *tally) look(dir *os.File, d *dirNode, name string) {
+	st, err := statAt(dir, name)
+	if errors.Is(err, unix.ENOENT) {
+		t.unlink(d, name)
 		return
 	}
-	for name := range e.children {
-		t.forget(path + string(filepath.Separator) + name)
+	if err != nil {
+		t.broken = fmt.Sprintf("%s: %v", joinRel(d.rel, name), err)
+		return
 	}
-	delete(t.entries, path)
-	t.files--
-	t.bytes -= e.size
-	if parent := t.entries[filepath.Dir(path)]; parent != nil {
-		delete(parent.children, filepath.Base(path))
+	key := fileKey{st.Dev, st.Ino}
+	if old, ok := d.kids[name]; ok && old != key {
+		t.unlink(d, name)
 	}
+	if _, ok := d.kids[name]; ok {
+		t.resize(key, sizeOf(&st))
+	} else {
+		d.kids[name] = key
+		t.ref(key, sizeOf(&st))
+	}
+	if !isDir(&st) {
+		return
+	}
+	rel := joinRel(d.rel, name)
+	if sub := t.dirByKey[key]; sub != nil {
+		t.moveDir(sub, rel, d.depth+1) // moved here whole, or seen again
+		return
+	}
+	t.enter(dir, rel, name, key, d.depth+1)
+}
+
+// enter watches a directory new to the tally and everything in it (made
+// before its watch, or moved in whole).
+func (t *tally) enter(parent *os.File, rel, name string, key fileKey, depth int) {
+	if depth >= maxScanDepth {
+		t.broken = rel + ": " + errTooDeep.Error()
+		return
+	}
+	sub, err := openDirAt(parent, name)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return // replaced meanwhile: its own event follows
+	}
+	if err != nil {
+		t.broken = fmt.Sprintf("%s: %v", rel, err)
+		return
+	}
+	defer sub.Close()
+	if d := t.watchDir(sub, rel, key, depth); d != nil {
+		t.scanInto(sub, d)
+	}
+}
+
+// moveDir gives d (and every directory below it) its path after a rename.
+func (t *tally) moveDir(d *dirNode, rel string, depth int) {
+	if d.rel == rel {
+		return
+	}
+	old, shift := d.rel, depth-d.depth
+	for _, o := range t.dirs {
+		if o == d || strings.HasPrefix(o.rel, old+"/") {
+			o.rel, o.depth = rel+strings.TrimPrefix(o.rel, old), o.depth+shift
+			if o.depth >= maxScanDepth {
+				t.broken = o.rel + ": " + errTooDeep.Error()
+			}
+		}
+	}
+}
+
+func (t *tally) ref(key fileKey, size int64) {
+	n := t.files[key]
+	if n == nil {
+		t.files[key] = &inode{size: size, names: 1}
+		t.count++
+		t.bytes += size
+		return
+	}
+	n.names++
+	t.resize(key, size)
+}
+
+func (t *tally) resize(key fileKey, size int64) {
+	if n := t.files[key]; n != nil {
+		t.bytes += size - n.size
+		n.size = size
+	}
+}
+
+// unlink forgets name in d; its file goes with its last name.
+func (t *tally) unlink(d *dirNode, name string) {
+	key, ok := d.kids[name]
+	if !ok {
+		return
+	}
+	delete(d.kids, name)
+	n := t.files[key]
+	if n == nil {
+		return
+	}
+	if n.names--; n.names == 0 {
+		delete(t.files, key)
+		t.count--
+		t.bytes -= n.size
+	}
+}
+
+// forgetDir forgets a directory whose watch the kernel ended, and
+// whatever of it is still counted.
+func (t *tally) forgetDir(d *dirNode) {
+	for name := range d.kids {
+		t.unlink(d, name)
+	}
+	delete(t.dirs, d.wd)
+	if t.dirByKey[d.key] == d {
+		delete(t.dirByKey, d.key)
+	}
+	t.ws.m.forgetWatch(t.ws, d.wd)
+}
+
+// drop ends the tally's watches and forgets what it counted.
+func (t *tally) drop() {
+	wds := make([]int32, 0, len(t.dirs))
+	for wd := range t.dirs {
+		wds = append(wds, wd)
+	}
+	t.ws.m.dropWatches(t.ws, wds)
+	t.dirs, t.dirByKey, t.files = map[int32]*dirNode{}, map[fileKey]*dirNode{}, map[fileKey]*inode{}
+	t.bytes, t.count = 0, 0
+}
+
+// release ends the tally: its watches and its descriptor.
+func (t *tally) release() {
+	t.drop()
+	if t.root != nil {
+		t.root.Close()
+		t.root = nil
+	}
+}
+
+func orRoot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
 }
 
 // watchCPU stops a command (with the reason) once its processes have
@@ -411,9 +634,4 @@ func watchCPU(cg *commandCgroup, limit time.Duration, cpus float64, stop func(re
 		close(done)
 		ended.Wait()
 	}
-}
-
-// within reports whether path is base or lies inside it.
-func within(path, base string) bool {
-	return path == base || strings.HasPrefix(path, base+string(filepath.Separator))
 }
