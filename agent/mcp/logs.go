@@ -41,7 +41,9 @@ const logGrace = 2 * time.Second
 //   - any other line has no owner: it goes to the calls in flight only
 //     when all of them are of one user's one run and no call of another
 //     user or run ended within logGrace; otherwise it reaches nobody and
-//     is counted (LogLinesDropped). Never across users.
+//     is counted (LogLinesDropped). A line a server sends about one user's
+//     call later than logGrace after it can still reach another user's
+//     call alone in flight: servers should tie lines to their calls.
 func (srv *server) onLog(p *logMessage, from *call) {
 	text := logText(p)
 	token := ""
