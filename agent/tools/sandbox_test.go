@@ -487,8 +487,11 @@ func TestBashWorkspaceLimit(t *testing.T) {
 func TestBashQuotaHolds(t *testing.T) {
 	checkToolLeaks(t)
 	const limitMB, files = 10, 2000
-	// What the watch lets through past a limit before the command dies.
-	const byteMargin, fileMargin = 4 * mib, 500
+	// What the watch lets through past a limit before the command dies:
+	// under 1 MiB and 10 entries when herd is scheduled at once; make test
+	// runs this with -race beside every other package and a browser, and
+	// a run there once saw 19.8 MiB. Losing a watch costs ~190 MiB here.
+	const byteMargin, fileMargin = 32 * mib, 500
 	cases := []struct {
 		name, command, want string
 		check               func(t *testing.T, u du)

@@ -451,6 +451,11 @@ func (t *tally) apply(evs []event) {
 				open[ev.wd] = dir
 			}
 			t.look(dir, d, ev.name)
+			if t.bytes > t.ws.q.limit || t.count > t.ws.q.files {
+				// Stopped at the event that crossed, not at the end of
+				// the batch: a batch grows when herd is slow to read.
+				t.ws.check(t)
+			}
 		}
 	}
 }
