@@ -173,7 +173,8 @@ func (d *dirUsage) walk(ctx context.Context, dir string) (du, error) {
 func (q quota) over(u du, free int64) string {
 	switch {
 	case u.bytes > q.limit:
-		return fmt.Sprintf("the workspace uses %s, over its limit of %s (sandbox.limits.workspace_mb)", mebibytes(u.bytes), mebibytes(q.limit))
+		used, limit := apart(u.bytes, q.limit)
+		return fmt.Sprintf("the workspace uses %s, over its limit of %s (sandbox.limits.workspace_mb)", used, limit)
 	case u.files > q.files:
 		return fmt.Sprintf("the workspace holds %d files and directories, over its limit of %d (sandbox.limits.workspace_files)", u.files, q.files)
 	case free < q.floor:
@@ -290,6 +291,17 @@ func stripSetID(dir string, paths []string) {
 		}
 		f.Close()
 	}
+}
+
+// apart formats two sizes so that they read different: "10.0 MiB, over
+// its limit of 10.0 MiB" says nothing.
+func apart(a, b int64) (string, string) {
+	for _, f := range []string{"%.1f MiB", "%.2f MiB", "%.3f MiB"} {
+		if x, y := fmt.Sprintf(f, float64(a)/mib), fmt.Sprintf(f, float64(b)/mib); x != y {
+			return x, y
+		}
+	}
+	return fmt.Sprintf("%d bytes", a), fmt.Sprintf("%d bytes", b)
 }
 
 func mebibytes(n int64) string {

@@ -46,3 +46,20 @@ func TestQuotaWalksSeldom(t *testing.T) {
 		t.Error("the refused write was written")
 	}
 }
+
+// TestApart: a size just over a limit reads over it.
+func TestApart(t *testing.T) {
+	for _, c := range []struct {
+		a, b         int64
+		want1, want2 string
+	}{
+		{15 * mib, 10 * mib, "15.0 MiB", "10.0 MiB"},
+		{10*mib + 20_000, 10 * mib, "10.02 MiB", "10.00 MiB"},
+		{10*mib + 4096, 10 * mib, "10.004 MiB", "10.000 MiB"},
+		{10*mib + 1, 10 * mib, "10485761 bytes", "10485760 bytes"},
+	} {
+		if x, y := apart(c.a, c.b); x != c.want1 || y != c.want2 {
+			t.Errorf("apart(%d, %d) = %s, %s; want %s, %s", c.a, c.b, x, y, c.want1, c.want2)
+		}
+	}
+}
