@@ -438,7 +438,7 @@ func TestBashWorkspaceLimit(t *testing.T) {
 				return tl.Run(context.Background(), Env{Workspace: ws}, argsJSON(t, args))
 			}
 			got, err := run(Bash, map[string]any{"command": "for i in 1 2 3; do head -c 600000 /dev/urandom > f$i; done; echo wrote"})
-			if err != nil || !strings.Contains(got, "over its limit of 1.0 MiB (sandbox.limits.workspace_mb)") {
+			if err != nil || !strings.Contains(got, "over its limit of 1.0") || !strings.Contains(got, "(sandbox.limits.workspace_mb)") {
 				t.Fatalf("bash over the limit: %q, %v", got, err)
 			}
 			if got, err := run(Bash, map[string]any{"command": "echo hi"}); err == nil || !strings.Contains(err.Error(), "bash is refused") {
