@@ -1,13 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"herd/agent/mcp/mcptest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,56 +32,11 @@ func serveMCP(t *testing.T, s *sdk.Server, wrap func(http.Handler) http.Handler)
 	return hs
 }
 
-// announceServer is an MCP server whose announce tool waits until
-// together calls of its group are in flight, then logs its word twice
-// without a progress token, as a server logs a request's parameters: one
-// line tied to its request (on the call's own response stream) and one
-// tied to none (on the session's own stream); it answers once every call
-// of the group has logged, and a moment later.
+// announceServer is an MCP server with mcptest's announce tool, which
+// logs lines tied to no call while several users' calls are in flight.
 func announceServer() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "announcer", Version: "1"}, nil)
-	var mu sync.Mutex
-	gates := map[string]chan struct{}{}
-	came := map[string]int{}
-	meet := func(ctx context.Context, key string, n int) error {
-		mu.Lock()
-		gate, ok := gates[key]
-		if !ok {
-			gate = make(chan struct{})
-			gates[key] = gate
-		}
-		if came[key]++; came[key] == n {
-			close(gate)
-		}
-		mu.Unlock()
-		select {
-		case <-gate:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Second):
-			return fmt.Errorf("not every call of %s came", key)
-		}
-	}
-	type in struct {
-		Word     string `json:"word"`
-		Group    string `json:"group"`
-		Together int    `json:"together"`
-	}
-	sdk.AddTool(s, &sdk.Tool{Name: "announce", Description: "Says a word in its log."}, func(ctx context.Context, req *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
-		if err := meet(ctx, a.Group+"/in", a.Together); err != nil {
-			return nil, nil, err
-		}
-		//lint:ignore SA1019 servers still log (MCP 2026-07-28 deprecates logging, which still works)
-		_ = req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Data: "said " + a.Word})
-		//lint:ignore SA1019 servers still log
-		_ = req.Session.Log(context.Background(), &sdk.LoggingMessageParams{Level: "info", Data: "loose " + a.Word})
-		if err := meet(ctx, a.Group+"/out", a.Together); err != nil {
-			return nil, nil, err
-		}
-		time.Sleep(300 * time.Millisecond)
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "announced " + a.Word}}}, nil, nil
-	})
+	mcptest.AddAnnounce(s)
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"herd/agent/mcp/mcptest"
 	"io"
 	stdlog "log"
 	"math/big"
@@ -77,25 +78,7 @@ func newFailingServer(t *testing.T, trusted, untrusted *tls.Certificate) *failin
 	f := &failingServer{other: untrusted}
 	f.mode.Store("")
 	f.hs = serveMCP(t, s, func(mcp http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			echo := r.URL.String() + " " + r.Header.Get("Authorization")
-			switch f.mode.Load().(string) {
-			case "401":
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusUnauthorized)
-				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":%q}}`, "bad credentials: "+echo)
-			case "500":
-				http.Error(w, "it broke at "+echo, http.StatusInternalServerError)
-			case "html":
-				w.Header().Set("Content-Type", "text/html")
-				fmt.Fprintf(w, "<h1>Sign in</h1><p>%s</p>", echo)
-			case "json":
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, `{"hello": %q}`, echo)
-			default:
-				mcp.ServeHTTP(w, r)
-			}
-		})
+		return mcptest.Failing(mcp, func() string { return f.mode.Load().(string) })
 	})
 	if trusted != nil {
 		f.cert.Store(trusted)

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"herd/agent/mcp/mcptest"
 	"io"
 	stdlog "log"
 	"log/slog"
@@ -70,25 +70,7 @@ func serveFlaky(t *testing.T, tls bool) *flaky {
 	})
 	f.mode.Store("")
 	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return f.mcp }, nil)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		echo := r.URL.String() + " " + r.Header.Get("Authorization")
-		switch f.mode.Load().(string) {
-		case "401":
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":%q}}`, "bad credentials: "+echo)
-		case "500":
-			http.Error(w, "it broke at "+echo, http.StatusInternalServerError)
-		case "html":
-			w.Header().Set("Content-Type", "text/html")
-			fmt.Fprintf(w, "<h1>Sign in</h1><p>%s</p>", echo)
-		case "json":
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"hello": %q}`, echo)
-		default:
-			mcpHandler.ServeHTTP(w, r)
-		}
-	})
+	handler := mcptest.Failing(mcpHandler, func() string { return f.mode.Load().(string) })
 	f.srv = httptest.NewUnstartedServer(handler)
 	if tls {
 		// herd's refused handshakes are the point, not news.

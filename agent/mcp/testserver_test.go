@@ -5,12 +5,12 @@ package mcp_test
 import (
 	"context"
 	"fmt"
+	"herd/agent/mcp/mcptest"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -192,58 +192,10 @@ func serveRedirect(t *testing.T, to string) string {
 	return hs.URL + "/mcp"
 }
 
-type announceIn struct {
-	Word     string `json:"word" jsonschema:"what to say"`
-	Group    string `json:"group" jsonschema:"the calls that say theirs together"`
-	Together int    `json:"together" jsonschema:"how many calls of the group to wait for"`
-}
-
-// addAnnounce adds announce, which waits until together calls of its
-// group are in flight, logs its word twice without a progress token (one
-// line tied to its request, which over HTTP goes on the call's own
-// response stream, and one on no request's), waits until every call of
-// the group has logged, and answers a moment later, so the lines reach
-// herd while every call of the group is still in flight.
+// addAnnounce adds mcptest's announce tool and trail, which answers at
+// once and logs a moment after.
 func addAnnounce(s *sdk.Server) {
-	var mu sync.Mutex
-	barriers := map[string]chan struct{}{}
-	arrived := map[string]int{}
-	meet := func(ctx context.Context, key string, n int) error {
-		mu.Lock()
-		ch, ok := barriers[key]
-		if !ok {
-			ch = make(chan struct{})
-			barriers[key] = ch
-		}
-		if arrived[key]++; arrived[key] == n {
-			close(ch)
-		}
-		mu.Unlock()
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Second):
-			return fmt.Errorf("%d of %d calls of %s came", arrived[key], n, key)
-		}
-	}
-	sdk.AddTool(s, &sdk.Tool{Name: "announce", Description: "Says a word in its log with others."}, func(ctx context.Context, req *sdk.CallToolRequest, in announceIn) (*sdk.CallToolResult, any, error) {
-		if err := meet(ctx, in.Group+"/in", in.Together); err != nil {
-			return nil, nil, err
-		}
-		if err := req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Data: "said " + in.Word}); err != nil {
-			return nil, nil, err
-		}
-		if err := req.Session.Log(context.Background(), &sdk.LoggingMessageParams{Level: "info", Data: "loose " + in.Word}); err != nil {
-			return nil, nil, err
-		}
-		if err := meet(ctx, in.Group+"/out", in.Together); err != nil {
-			return nil, nil, err
-		}
-		time.Sleep(200 * time.Millisecond)
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "announced " + in.Word}}}, nil, nil
-	})
+	mcptest.AddAnnounce(s)
 	type trailIn struct {
 		Word string `json:"word" jsonschema:"what to say after answering"`
 	}
