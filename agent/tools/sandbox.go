@@ -523,31 +523,31 @@ func (sb *sandbox) runsAs() string {
 // those that fall back to per-process rlimits.
 func (sb *sandbox) limitsReport() (limits, warning string) {
 	l := sb.cfg.Limits
+	// Each controller's limit as its cgroup holds it, else as the rlimit
+	// does ("" where nothing does), and what one user can then do.
+	held := []struct {
+		ctrl, cgroup, rlimit, weak string
+	}{
+		{ctrlPids, fmt.Sprintf("processes %d per command (pids cgroup)", l.Processes), fmt.Sprintf("processes %d (RLIMIT_NPROC)", l.Processes),
+			"no pids cgroup: RLIMIT_NPROC counts the processes of every command of the commands' uid, so one user's fork loop can make other users' commands fail"},
+		{ctrlMemory, fmt.Sprintf("memory %d MiB per command (memory cgroup)", l.MemoryMB), fmt.Sprintf("memory %d MiB of address space per process (RLIMIT_AS)", l.MemoryMB),
+			"no memory cgroup: memory is limited per process, so a command of many processes can use many times memory_mb and starve other users' commands and the server"},
+		{ctrlCPUAcct, fmt.Sprintf("CPU time %d s per command (cgroup)", l.CPUSeconds), fmt.Sprintf("CPU time %d s per process (RLIMIT_CPU)", l.CPUSeconds),
+			"no CPU accounting cgroup: CPU time is limited per process"},
+		{ctrlCPU, fmt.Sprintf("%g CPUs at once per command (cpu cgroup)", l.CPUs), "",
+			"no cpu cgroup: one command can use every core, slowing every other user's"},
+	}
 	var parts, weak []string
-	if sb.cg.has(ctrlPids) {
-		parts = append(parts, fmt.Sprintf("processes %d per command (pids cgroup)", l.Processes))
-	} else {
-		parts = append(parts, fmt.Sprintf("processes %d (RLIMIT_NPROC)", l.Processes))
-		weak = append(weak, "no pids cgroup: RLIMIT_NPROC counts the processes of every command of the commands' uid, "+
-			"so one user's fork loop can make other users' commands fail")
-	}
-	if sb.cg.has(ctrlMemory) {
-		parts = append(parts, fmt.Sprintf("memory %d MiB per command (memory cgroup)", l.MemoryMB))
-	} else {
-		parts = append(parts, fmt.Sprintf("memory %d MiB of address space per process (RLIMIT_AS)", l.MemoryMB))
-		weak = append(weak, "no memory cgroup: memory is limited per process, so a command of many processes can use "+
-			"many times memory_mb and starve other users' commands and the server")
-	}
-	if sb.cg.has(ctrlCPUAcct) {
-		parts = append(parts, fmt.Sprintf("CPU time %d s per command (cgroup)", l.CPUSeconds))
-	} else {
-		parts = append(parts, fmt.Sprintf("CPU time %d s per process (RLIMIT_CPU)", l.CPUSeconds))
-		weak = append(weak, "no CPU accounting cgroup: CPU time is limited per process")
-	}
-	if sb.cg.has(ctrlCPU) {
-		parts = append(parts, fmt.Sprintf("%g CPUs at once per command (cpu cgroup)", l.CPUs))
-	} else {
-		weak = append(weak, "no cpu cgroup: one command can use every core, slowing every other user's")
+	for _, h := range held {
+		switch {
+		case sb.cg.has(h.ctrl):
+			parts = append(parts, h.cgroup)
+		case h.rlimit != "":
+			parts = append(parts, h.rlimit)
+			fallthrough
+		default:
+			weak = append(weak, h.weak)
+		}
 	}
 	parts = append(parts, fmt.Sprintf("%d commands at once per user", l.CommandsPerUser),
 		fmt.Sprintf("file size %d MiB (RLIMIT_FSIZE)", l.FileSizeMB), fmt.Sprintf("/tmp and /dev/shm %d MiB (tmpfs)", l.TmpMB))

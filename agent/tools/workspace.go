@@ -435,9 +435,13 @@ func (t writeFileTool) makeParents(root *os.Root, name string) error {
 	if dir == "." {
 		return nil
 	}
+	// Which parents are new matters only when they are given away.
 	parts := strings.Split(filepath.ToSlash(filepath.Clean(dir)), "/")
 	missing := len(parts)
 	for i := range parts {
+		if t.owner == nil {
+			break
+		}
 		if _, err := root.Lstat(path.Join(parts[:i+1]...)); errors.Is(err, fs.ErrNotExist) {
 			missing = i
 			break
