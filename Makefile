@@ -11,7 +11,7 @@ export CGO_ENABLED = 1
 # seed corpora already run with `make test`.
 FUZZTIME ?= 60s
 FUZZ = ./agent:FuzzNormalizeUsage ./agent:FuzzReadMetadata ./agent:FuzzValidateEvent \
-	./server:FuzzClientFrame ./server/config:FuzzLoad
+	./server:FuzzClientFrame ./internal/config:FuzzLoad
 
 run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
 	$(GO) run . --data-dir $(DATA_DIR)
@@ -64,20 +64,20 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s each)
 
 load: build ## drive a real herd on loopback: 50 threads, 200 clients, 500 subagents
 	@echo "== workspaces on /dev/shm (the bars)"
-	$(GO) run ./server/loadtest -bin ./herd -shm-workspaces $(LOAD_FLAGS)
+	$(GO) run ./internal/loadtest -bin ./herd -shm-workspaces $(LOAD_FLAGS)
 	@echo "== workspaces on disk (reported, not gated: see docs/PERFORMANCE.md)"
-	$(GO) run ./server/loadtest -bin ./herd -p99 0 $(LOAD_FLAGS)
+	$(GO) run ./internal/loadtest -bin ./herd -p99 0 $(LOAD_FLAGS)
 
 load-cluster: build ## 3 herds on one throwaway PostgreSQL: 50 threads, 400 clients (a quarter move instance mid-run), 1,000 subagents
-	$(GO) run ./server/loadtest -bin ./herd -instances 3 -threads 50 -clients 8 -items 20 -shm-workspaces $(LOAD_FLAGS)
+	$(GO) run ./internal/loadtest -bin ./herd -instances 3 -threads 50 -clients 8 -items 20 -shm-workspaces $(LOAD_FLAGS)
 
 load-idle: build ## 10,000 idle WebSocket clients on one herd: RSS must stay ≤ 256 MB
-	$(GO) run ./server/loadtest -bin ./herd -idle 10000 $(LOAD_FLAGS)
+	$(GO) run ./internal/loadtest -bin ./herd -idle 10000 $(LOAD_FLAGS)
 
 # SOAK_FLAGS: e.g. -soak 2m for a shorter check.
 SOAK_FLAGS ?= -soak 10m
 soak: build ## 10 minutes of load rounds on loopback; RSS, goroutines, fds and WAL must stay flat
-	$(GO) run ./server/loadtest -bin ./herd -shm-workspaces -threads 10 -clients 2 -items 5 -latency 100 -p99 0 $(SOAK_FLAGS)
+	$(GO) run ./internal/loadtest -bin ./herd -shm-workspaces -threads 10 -clients 2 -items 5 -latency 100 -p99 0 $(SOAK_FLAGS)
 
 generate: ## regenerate the templ components (commit the *_templ.go files)
 	$(GO) tool templ generate

@@ -8,7 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"herd/server/config"
+	"herd/internal/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"herd/server/config"
+	"herd/internal/config"
 )
 
 // These tests hold the server's limits against the real binary

@@ -27,7 +27,7 @@ import (
 	"herd/agent/tools"
 	"herd/models"
 	"herd/server"
-	"herd/server/config"
+	"herd/internal/config"
 	"herd/static"
 )
 

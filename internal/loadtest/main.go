@@ -10,7 +10,7 @@
 //
 //	make load            # builds ./herd and runs this with the defaults
 //	make soak            # 10 minutes of rounds; RSS, goroutines, fds, WAL must stay flat
-//	go run ./server/loadtest -bin ./herd -threads 50 -clients 4 -items 10
+//	go run ./internal/loadtest -bin ./herd -threads 50 -clients 4 -items 10
 package main
 
 import (
