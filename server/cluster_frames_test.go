@@ -17,6 +17,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/auth"
 )
 
 // readRaw reads the next frame that is not a keepalive, as it came.
@@ -153,7 +154,7 @@ func TestClusterFramesFitANotice(t *testing.T) {
 	c.ToolLog("t", "r", "task", "call", lines)
 	var creds []string
 	for i := range 200 {
-		creds = append(creds, sessionCredential(fmt.Sprintf("%064x", i)))
+		creds = append(creds, auth.SessionCredential(fmt.Sprintf("%064x", i)))
 	}
 	c.relaySockets(socketClose{Code: 4401, Text: closeAccountChanged.text, Creds: creds})
 	close(c.out)

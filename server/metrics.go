@@ -15,6 +15,7 @@ import (
 	"herd/agent/mcp"
 	"herd/internal/loopback"
 	"herd/models"
+	"herd/server/auth"
 )
 
 // Metrics is herd's Prometheus registry (served at /metrics). Counters and
@@ -54,7 +55,7 @@ func NewMetrics() *Metrics {
 		m.refused.WithLabelValues(r)
 	}
 	m.passChecks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_password_checks_total", Help: "Password checks (bcrypt) started, by kind: sign_in (unknown emails included) and password_change."}, []string{"kind"})
-	for _, k := range []string{checkSignIn, checkPasswordChange} {
+	for _, k := range []string{auth.CheckSignIn, auth.CheckPasswordChange} {
 		m.passChecks.WithLabelValues(k) // shown from 0
 	}
 	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens, m.refused, m.passChecks} {
@@ -89,7 +90,7 @@ func (m *Metrics) Handler(token string) http.Handler {
 // reading the figures.
 func loopbackHostOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopback.Host(normalHost(r.Host)) {
+		if !loopback.Host(auth.NormalHost(r.Host)) {
 			http.Error(w, "metrics answer to a loopback host name only, such as 127.0.0.1", http.StatusMisdirectedRequest)
 			return
 		}

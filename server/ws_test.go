@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"herd/models"
+	"herd/server/auth"
 )
 
 type wsFrame struct {
@@ -234,7 +235,7 @@ func TestSlowClientIsCut(t *testing.T) {
 	}()
 	start := time.Now()
 	for range total {
-		m := &models.Message{ID: randomToken(), ThreadID: th, Type: "human", Content: big}
+		m := &models.Message{ID: auth.RandomToken(), ThreadID: th, Type: "human", Content: big}
 		if err := a.writer.Enqueue(ctx, models.Record{Message: m}); err != nil {
 			t.Fatal(err)
 		}
