@@ -25,9 +25,10 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/agent/tools"
+	"herd/internal/config"
 	"herd/models"
 	"herd/server"
-	"herd/internal/config"
+	"herd/server/render"
 	"herd/static"
 )
 
@@ -216,7 +217,7 @@ type base struct {
 	store    *models.Store
 	settings *server.Settings
 	metrics  *server.Metrics
-	md       *server.Markdown
+	md       *render.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
 	owner    *dataDirLock    // the data directory's lock, which records the address
@@ -235,7 +236,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		return nil, err
 	}
 	metrics := server.NewMetrics()
-	md := server.NewMarkdown()
+	md := render.NewMarkdown()
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
 	b := &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub}
 	onCommit := hub.OnCommit

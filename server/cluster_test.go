@@ -25,6 +25,7 @@ import (
 	"herd/agent/demo"
 	"herd/internal/pgtest"
 	"herd/models"
+	"herd/server/render"
 )
 
 // clusterNode is one instance of a cluster in this process: its hub, its
@@ -53,7 +54,7 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &clusterNode{hub: NewHub(store, NewMarkdown(), HubOptions{TokenUsage: settings.TokenUsage})}
+	n := &clusterNode{hub: NewHub(store, render.NewMarkdown(), HubOptions{TokenUsage: settings.TokenUsage})}
 	if o.Store == nil {
 		o.Store = store
 	}
@@ -427,7 +428,7 @@ func TestOwnNoticesKnownByPrefix(t *testing.T) {
 // holds; its database refuses connections at once.
 func offlineCluster(t *testing.T) *Cluster {
 	t.Helper()
-	hub := NewHub(nil, NewMarkdown(), HubOptions{})
+	hub := NewHub(nil, render.NewMarkdown(), HubOptions{})
 	t.Cleanup(func() { _ = hub.Close(context.Background()) })
 	c, err := NewCluster(ClusterOptions{DSN: "host=127.0.0.1 port=1 connect_timeout=2 sslmode=disable", InstanceID: "me", Hub: hub, Lease: 10 * time.Second})
 	if err != nil {

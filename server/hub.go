@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"herd/models"
+	"herd/server/render"
 )
 
 // Replayer reads a thread's persisted records after a seq, and its last
@@ -48,7 +49,7 @@ type Hub struct {
 	opts   HubOptions
 	log    *slog.Logger
 	store  Replayer
-	md     *Markdown
+	md     *render.Markdown
 	live   *liveText
 	mu     sync.RWMutex
 	subs   map[string]map[*client]struct{}
@@ -67,7 +68,7 @@ type Hub struct {
 }
 
 // NewHub returns a hub replaying from store.
-func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
+func NewHub(store Replayer, md *render.Markdown, o HubOptions) *Hub {
 	if o.SendBuffer <= 0 {
 		o.SendBuffer = 512
 	}

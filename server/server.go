@@ -25,6 +25,7 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/models"
+	"herd/server/render"
 	"herd/views"
 )
 
@@ -37,7 +38,7 @@ type Options struct {
 	Settings *Settings
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
-	Markdown *Markdown
+	Markdown *render.Markdown
 	Metrics  *Metrics // nil: no /metrics
 	// MetricsToken serves /metrics on this handler to bearers of the token;
 	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
@@ -106,7 +107,7 @@ type Server struct {
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
 	now           func() time.Time
-	md            *Markdown
+	md            *render.Markdown
 	assets        map[string]string
 	static        fs.FS
 	publicURL     string

@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"herd/models"
+	"herd/server/render"
 )
 
 type wsFrame struct {
@@ -419,7 +420,7 @@ func TestLiveRunStreams(t *testing.T) {
 	if len(pages) == 0 {
 		t.Fatal("no ai_html frame: the answer was not rendered while it streamed")
 	}
-	md := NewMarkdownCache(0)
+	md := render.NewMarkdownCache(0)
 	renders := map[string]bool{}
 	for _, p := range prefixes {
 		renders[md.Render(p)] = true
