@@ -258,7 +258,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*server.Cluster, error) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	return server.NewCluster(server.ClusterOptions{
-		DSN: cfg.Database.DSN, InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
+		InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
 		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
 		OnRefused: b.metrics.OnNoticeRefused,
 	})
