@@ -1,7 +1,6 @@
-package main
+package e2e
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -166,30 +165,4 @@ func taskResult(t *testing.T, c *client, threadID string) string {
 	}
 	t.Fatal("the bash task did not end")
 	return ""
-}
-
-// TestHostBashRefusedWhenPublic: host bash on a public deployment — a
-// non-loopback listen address, or a TLS proxy named by server.public_url —
-// stops herd at start with an error naming the way out.
-func TestHostBashRefusedWhenPublic(t *testing.T) {
-	cases := []struct {
-		name string
-		env  []string
-		args []string
-		want string
-	}{
-		{"behind a TLS proxy", []string{"HERD_SANDBOX_MODE=host", "HERD_SERVER_PUBLIC_URL=https://herd.example.com"}, []string{"--addr", "127.0.0.1:0"},
-			`refusing host bash on server.public_url \"https://herd.example.com\"`},
-		{"on every interface", []string{"HERD_SANDBOX_MODE=host"}, []string{"--addr", "0.0.0.0:0"},
-			`refusing host bash on the non-loopback address \"0.0.0.0:0\"`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var out syncBuffer
-			code := run(context.Background(), append([]string{"--data-dir", t.TempDir()}, c.args...), c.env, &out, &out)
-			if code != 1 || !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), "sandbox.allow_host_bash_public") {
-				t.Errorf("exit %d, output %q; want 1 and %q", code, out.String(), c.want)
-			}
-		})
-	}
 }

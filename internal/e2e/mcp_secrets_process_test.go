@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -291,10 +291,7 @@ func TestMCPFailuresKeepTheURLSecret(t *testing.T) {
 // the admin page has what it printed, without the values of its env
 // (docs/DESIGN.md §4).
 func TestMCPStderrIsForAdmins(t *testing.T) {
-	bin, err := filepath.Abs(everythingServer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := repoPath(t, everythingServer)
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s is missing: run `make mcp-test-server`: %v", everythingServer, err)
 	}

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the MCP fixture logs as servers still do (logging is deprecated as of MCP 2026-07-28, and still works)
 
-package main
+package e2e
 
 import (
 	"context"

@@ -1,11 +1,10 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,17 +12,15 @@ import (
 )
 
 // everythingServer is the npm package @modelcontextprotocol/server-everything
-// that `make test` (and so .ci/run) installs under .cache/mcp.
+// that `make test` (and so .ci/run) installs under .cache/mcp, from the
+// module root.
 const everythingServer = ".cache/mcp/node_modules/.bin/mcp-server-everything"
 
 // everythingEnv is the setting that gives a herd the everything server
 // over stdio; the test fails when npm has not installed it.
 func everythingEnv(t *testing.T) string {
 	t.Helper()
-	bin, err := filepath.Abs(everythingServer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := repoPath(t, everythingServer)
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -159,14 +159,14 @@ func (br *pageBrowser) waitFor(what, expr string) {
 	br.t.Fatalf("waiting for %s: %v", what, err)
 }
 
-// shot saves a screenshot under test-output/<test>/.
+// shot saves a screenshot under test-output/<test>/ at the module root.
 func (br *pageBrowser) shot(name string) {
 	buf, err := chromedp.Run(br.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		br.t.Logf("screenshot %s: %v", name, err)
 		return
 	}
-	dir := filepath.Join("test-output", strings.NewReplacer("/", "_").Replace(br.t.Name()))
+	dir := filepath.Join(repoPath(br.t, "test-output"), strings.NewReplacer("/", "_").Replace(br.t.Name()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		br.t.Logf("screenshot: %v", err)
 		return
