@@ -68,7 +68,7 @@ func (s *Server) checkNewWork(c echo.Context) error {
 	if f := s.storage.Fault(); f != nil {
 		return storageUnavailable(f)
 	}
-	if !s.runLimiter.allow("user:" + currentUser(c).ID) {
+	if !s.runLimiter.Allow("user:" + currentUser(c).ID) {
 		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
 	}
 	return nil

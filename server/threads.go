@@ -181,7 +181,7 @@ func flashText(key string) string {
 // thread-creation rate.
 func (s *Server) createThread(c echo.Context, title string) (*models.Thread, error) {
 	u := currentUser(c)
-	if !s.threadLimiter.allow("user:" + u.ID) {
+	if !s.threadLimiter.Allow("user:" + u.ID) {
 		return nil, &apiError{http.StatusTooManyRequests, "rate_limited", "too many new threads in a minute; wait a moment and try again"}
 	}
 	return s.store.CreateThread(c.Request().Context(), u.ID, title)
