@@ -79,6 +79,9 @@ func (s *Server) cardView(c agent.Card, showTokens bool) *views.CardView {
 	if c.Result != "" {
 		v.ResultHTML = s.md.Render(c.Result)
 	}
+	if c.Refusal != nil {
+		v.RefusalReason, v.RefusalLimit = c.Refusal.Reason, c.Refusal.Limit
+	}
 	return v
 }
 
