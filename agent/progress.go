@@ -2,12 +2,6 @@ package agent
 
 import "herd/agent/event"
 
-// outputSink is the optional side of a taskSink that shows a subagent's
-// tool calls live and keeps their images.
-type outputSink interface {
-	callOutput(taskID, callID string) *callOutput
-}
-
 // callOutput gathers one tool call's output for the page: live, the
 // progress of the lead's own call next to it (event.ToolProgress), of a
 // subagent's on its card (event.TaskProgress), and every call's log lines;
