@@ -18,10 +18,11 @@ import (
 // construction (a title, a ledger row, one log line a notice), well
 // under what a notice may carry (TestClusterFramesFitANotice).
 
-// threadPages is where a thread's title frames go: the local hub, or a
-// Cluster that also tells the other instances. *Hub and *Cluster
-// implement it.
+// threadPages is where a thread's title frames and the settings' frames
+// go: the local hub, or a Cluster that also tells the other instances.
+// *Hub and *Cluster implement it.
 type threadPages interface {
+	Broadcaster
 	TitleUsage(threadID string, call models.UsageEntry)
 	Renamed(threadID, title string)
 }
