@@ -28,6 +28,7 @@ import (
 	"herd/internal/config"
 	"herd/models"
 	"herd/server"
+	"herd/server/limits"
 	"herd/static"
 )
 
@@ -568,7 +569,7 @@ const metricsConnections = 16
 // httpServer is one listener and the server on it.
 type httpServer struct {
 	srv   *http.Server
-	limit *server.ConnLimit
+	limit *limits.ConnLimit
 }
 
 // newHTTPServer builds a server on ln with the configured timeouts and at
@@ -587,7 +588,7 @@ func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	limit := server.LimitConns(ln, maxConns)
+	limit := limits.LimitConns(ln, maxConns)
 	limit.Install(srv, server.DefaultMaxBodyBytes)
 	return &httpServer{srv: srv, limit: limit}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -63,6 +64,13 @@ func capLabel(reason string) string {
 		return "repeated tool-call loop"
 	}
 	return ""
+}
+
+// executionTimedOut is the error of a subagent its execution deadline
+// ended, as the public contract writes it (the ToolMessage texts):
+// a capital E, since it is the ToolMessage's text, not a Go error string.
+func executionTimedOut(timeout time.Duration) string {
+	return fmt.Sprintf("Execution timed out after %d seconds", int(timeout.Seconds()))
 }
 
 // Bounds (docs/DESIGN.md §8, §7).

@@ -316,3 +316,16 @@ func mustURL(s string) *url.URL {
 	}
 	return u
 }
+
+// waitFor waits until cond holds, changed on other goroutines with
+// nothing to signal a test.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

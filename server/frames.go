@@ -45,51 +45,11 @@ type messageJSON struct {
 	HTML             string          `json:"html,omitempty"`
 }
 
-// tokenKwargs are the additional_kwargs keys that carry token figures.
-var tokenKwargs = []string{"subagent_token_usage"}
-
-// newMessageJSON converts a stored message; with redact, every token
-// figure is left out (the token gate, docs/DESIGN.md §9).
-func newMessageJSON(m *models.Message, html string, redact bool) messageJSON {
-	out := messageJSON{
-		ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, Content: m.Content,
-		ToolCalls: rawOr(m.ToolCalls, "[]"), ToolCallID: m.ToolCallID, Name: m.Name,
-		AdditionalKwargs: rawOr(m.AdditionalKwargs, "{}"), Usage: rawOr(m.Usage, "null"),
-		ModelName: m.ModelName, CreatedAt: m.CreatedAt, HTML: html,
-	}
-	if redact {
-		out.Usage = json.RawMessage("null")
-		out.AdditionalKwargs = withoutKeys(out.AdditionalKwargs, tokenKwargs...)
-	}
-	return out
-}
-
 func rawOr(j models.JSON, def string) json.RawMessage {
 	if len(j) == 0 {
 		return json.RawMessage(def)
 	}
 	return json.RawMessage(j)
-}
-
-// withoutKeys returns the object raw minus keys (raw unchanged if it has
-// none of them, or is not an object).
-func withoutKeys(raw json.RawMessage, keys ...string) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return raw
-	}
-	changed := false
-	for _, k := range keys {
-		if _, ok := m[k]; ok {
-			delete(m, k)
-			changed = true
-		}
-	}
-	if !changed {
-		return raw
-	}
-	b, _ := json.Marshal(m)
-	return b
 }
 
 // eventFrame frames a persisted event in both token-gate variants, from
@@ -107,12 +67,9 @@ func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
 		p = prepareEvent(ev, md)
 	}
 	var redact func() []byte
-	switch p.ev.(type) {
-	case agent.TaskStep, agent.TaskEnd, agent.RunEnd: // the payloads that carry token figures
+	if eventHasFigures(p.ev) {
 		redact = func() []byte {
-			opts := p.opts
-			opts.Redact = true
-			typ, data := p.ev.Frame(opts)
+			typ, data := p.ev.Frame(redaction{hide: true}.eventFrame(p.opts))
 			return encodeWire(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		}
 	}

@@ -296,12 +296,12 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 			html = renderMessage(m, h.md)
 		}
 		var redact func() []byte
-		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
+		if messageHasFigures(m) {
 			redact = func() []byte {
-				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), true))
+				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{hide: true}.message(m, string(html)))
 			}
 		}
-		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), false))
+		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{}.message(m, string(html)))
 		return &frame{seq: m.Seq, full: full, redact: redact}, nil
 	case r.Event != nil:
 		f, err := eventFrame(r.Event, h.md)

@@ -25,6 +25,7 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/models"
+	"herd/server/limits"
 	"herd/views"
 )
 
@@ -118,10 +119,10 @@ type Server struct {
 	signer        *formSigner
 	limits        *authLimits
 	sockets       *sockets
-	runLimiter    *limiter
-	threadLimiter *limiter
-	connLimiter   *limiter
-	socketCap     *socketCounter
+	runLimiter    *limits.Limiter
+	threadLimiter *limits.Limiter
+	connLimiter   *limits.Limiter
+	socketCap     *limits.SocketCounter
 	bcryptCost    int
 	dummyHash     func() []byte
 	// compare is bcrypt's check (checks.go); tests hold it to look at a
@@ -163,10 +164,10 @@ func New(o Options) (*Server, error) {
 		hosts:         newHostGuard(o.PublicURL, o.AllowedHosts),
 		setup:         newSetupGate(),
 		limits:        newAuthLimits(o.LoginPerMinute, o.Now),
-		runLimiter:    newLimiter(o.RunsPerMinute, o.Now),
-		threadLimiter: newLimiter(o.ThreadsPerMinute, o.Now),
-		connLimiter:   newLimiter(o.WSConnectsPerMinute, o.Now),
-		socketCap:     newSocketCounter(o.MaxSocketsPerUser),
+		runLimiter:    limits.NewLimiter(o.RunsPerMinute, o.Now),
+		threadLimiter: limits.NewLimiter(o.ThreadsPerMinute, o.Now),
+		connLimiter:   limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
+		socketCap:     limits.NewSocketCounter(o.MaxSocketsPerUser),
 		bcryptCost:    o.BcryptCost,
 		compare:       bcrypt.CompareHashAndPassword,
 		maxContent:    o.MaxContentBytes,
@@ -222,7 +223,7 @@ func (s *Server) startHTTP(o Options) error {
 		return err
 	}
 	s.e = echo.New()
-	if s.e.IPExtractor, err = ipExtractor(o.TrustedProxies); err != nil {
+	if s.e.IPExtractor, err = limits.IPExtractor(o.TrustedProxies); err != nil {
 		return err
 	}
 	s.e.HideBanner = true

@@ -202,7 +202,7 @@ func (h *Hub) TitleUsage(threadID string, call models.UsageEntry) {
 	wire := func(u *models.UsageReport) []byte {
 		return encodeWire(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
 	}
-	h.sendFrame(threadID, &frame{full: wire(&rep), redact: func() []byte { return wire(nil) }})
+	h.sendFrame(threadID, &frame{full: wire(&rep), redact: func() []byte { return wire(redaction{hide: true}.titleUsage(&rep)) }})
 }
 
 // Renamed sends the thread's new title to its live clients, an ephemeral
