@@ -75,10 +75,46 @@ type ClusterOptions struct {
 	OnRefused func(reason string)
 }
 
+// ClusterHandlers are this instance's parts that act on the other
+// instances' notices, given to Start.
+type ClusterHandlers struct {
+	Runs    LocalRuns
+	Sockets LocalSockets
+	Deletes LocalDeletes
+}
+
+// LocalRuns is this instance's runtime: the runs the cluster stops for
+// other instances, and its failover of dead instances' runs.
+// *agent.Runtime implements it.
+type LocalRuns interface {
+	runControl
+	Failover(ctx context.Context, st agent.RecoveryStore, runs []models.Run) (int, error)
+}
+
+// LocalSockets are this instance's open sockets; *Server implements it.
+type LocalSockets interface {
+	// CloseSockets closes those another instance ended.
+	CloseSockets(sc socketClose)
+	// RecheckSockets closes those whose credential ended, or whose user's
+	// role changed, while the listener was away.
+	RecheckSockets()
+}
+
+// LocalDeletes are this instance's timers of thread deletes; *Server
+// implements it.
+type LocalDeletes interface {
+	// ScheduleDelete purges thread id at at, here.
+	ScheduleDelete(id string, at time.Time)
+	// UnscheduleDelete forgets id's purge here.
+	UnscheduleDelete(id string)
+	// ResumeDeletes schedules every pending delete.
+	ResumeDeletes(ctx context.Context) error
+}
+
 // Cluster connects this instance to the others serving its database.
 // Build it with NewCluster before the runtime and the server (they are
-// handed its wrappers), then Attach the runtime, Start it once the server
-// exists and Close it after the Writer.
+// handed its wrappers), Start it with their handlers once they exist and
+// Close it after the Writer.
 type Cluster struct {
 	o       ClusterOptions
 	log     *slog.Logger
@@ -89,19 +125,8 @@ type Cluster struct {
 	refused       int
 	refusedLogged time.Time
 
-	rt      *agent.Runtime // local run control; set by Attach
-	sockets *sockets       // set by Server.New
-	// credentialRole re-reads a socket's credential and its user's role;
-	// set by Server.New.
-	credentialRole func(userID, credential string) (string, error)
-	// purges schedules the deletes announced by other instances, and
-	// resumeDeletes schedules every pending one after a listener outage;
-	// set by Server.New.
-	purges interface {
-		set(id string, at time.Time)
-		unset(id string)
-	}
-	resumeDeletes func(ctx context.Context) error
+	// h acts on the other instances' notices here; given to Start.
+	h ClusterHandlers
 
 	out    chan notice
 	kick   chan struct{} // a commit notice was dropped (missed)
@@ -218,10 +243,6 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 // ID is this instance's id.
 func (c *Cluster) ID() string { return c.o.InstanceID }
 
-// Attach gives the cluster the runtime whose runs it stops for other
-// instances and whose failover it runs.
-func (c *Cluster) Attach(rt *agent.Runtime) { c.rt = rt }
-
 // Lost receives an error when this instance's lease was lost: its runs
 // were closed elsewhere, so it must stop (main exits 1). A nil Cluster's
 // never receives.
@@ -234,11 +255,13 @@ func (c *Cluster) Lost() <-chan error {
 
 // Start registers the instance, listening at addr, closes the runs of
 // dead instances (a restart's own included: its old lease has run out or
-// soon will), and starts listening, sending and renewing.
-func (c *Cluster) Start(ctx context.Context, addr string) error {
-	if c.rt == nil || c.sockets == nil {
-		return errors.New("cluster: Start before Attach and server.New")
+// soon will), and starts listening, sending and renewing; h acts on what
+// the other instances announce.
+func (c *Cluster) Start(ctx context.Context, addr string, h ClusterHandlers) error {
+	if h.Runs == nil || h.Sockets == nil || h.Deletes == nil {
+		return errors.New("cluster: Start needs the runtime, the sockets and the deletes")
 	}
+	c.h = h
 	schema, err := c.o.Store.Schema(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
@@ -346,9 +369,9 @@ func (c *Cluster) Publish(threadID, runID string, f event.Frame) {
 	c.announceFrame(threadID, runID, f)
 }
 
-// relaySockets tells the other instances to close sockets (sockets.relay),
+// RelaySockets tells the other instances to close sockets (sockets.relay),
 // in notices that fit.
-func (c *Cluster) relaySockets(sc socketClose) {
+func (c *Cluster) RelaySockets(sc socketClose) {
 	const perNotice = 64 // credentials are ~72 bytes
 	for first := true; first || len(sc.Creds) > 0; first = false {
 		part := sc

@@ -156,7 +156,7 @@ func TestClusterFramesFitANotice(t *testing.T) {
 	for i := range 200 {
 		creds = append(creds, sessionCredential(fmt.Sprintf("%064x", i)))
 	}
-	c.relaySockets(socketClose{Code: 4401, Text: closeAccountChanged.text, Creds: creds})
+	c.RelaySockets(socketClose{Code: 4401, Text: closeAccountChanged.text, Creds: creds})
 	close(c.out)
 	n, logged := 0, 0
 	for nt := range c.out {

@@ -114,7 +114,7 @@ func (c *Cluster) handle(n notice) {
 		}
 	case kindSockets:
 		if n.Close != nil {
-			c.sockets.apply(*n.Close)
+			c.h.Sockets.CloseSockets(*n.Close)
 		}
 	default:
 		c.refuse(refusedNotAllowed)
@@ -464,9 +464,7 @@ func (c *Cluster) catchUp(ctx context.Context) {
 	// reader, which tries again until it can.
 	c.reread.Store(true)
 	c.wakeReader()
-	if c.credentialRole != nil {
-		c.sockets.revalidate(c.credentialRole)
-	}
+	c.h.Sockets.RecheckSockets()
 }
 
 // readAgain reads what want names and returns what could not be read:
@@ -482,8 +480,8 @@ func (c *Cluster) readAgain(ctx context.Context, want rereads) (failed rereads) 
 			c.o.Hub.Publish("", "", event.Settings{TokenUsage: on == "true"})
 		}
 	}
-	if want.deletes && c.resumeDeletes != nil {
-		if err := c.resumeDeletes(ctx); err != nil {
+	if want.deletes {
+		if err := c.h.Deletes.ResumeDeletes(ctx); err != nil {
 			c.log.Warn("cluster: read the pending deletes after reconnecting; trying again", "err", err)
 			failed.deletes = true
 		}

@@ -65,7 +65,6 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings.Notify(n.cluster)
 	n.writer = store.NewWriter(models.WriterOptions{OnCommit: n.cluster.OnCommit})
 	cfg := agent.ModelConfig{Name: "demo-fast", Provider: "demo", Model: "demo-fast"}
 	n.rt, err = agent.New(agent.Options{Models: []*agent.Model{{Config: cfg, Provider: demo.New(cfg)}}, WorkspaceRoot: t.TempDir(),
@@ -73,9 +72,7 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.cluster.Attach(n.rt)
-	n.cluster.sockets = newSockets()
-	if err := n.cluster.Start(context.Background(), "127.0.0.1:0"); err != nil {
+	if err := n.cluster.Start(context.Background(), "127.0.0.1:0", ClusterHandlers{Runs: n.rt, Sockets: testSockets{newSockets(nil)}, Deletes: noDeletes{}}); err != nil {
 		t.Fatal(err)
 	}
 	up := websocket.Upgrader{}
@@ -195,7 +192,7 @@ func TestClusterCatchUpAfterReconnect(t *testing.T) {
 // token outlives a promotion), and only those; a credential the database
 // cannot check now keeps its sockets (an outage is not a sign-out).
 func TestSocketsRevalidate(t *testing.T) {
-	r := newSockets()
+	r := newSockets(nil)
 	open := func(role, cred string) context.Context {
 		ctx, _, done := r.track(context.Background(), "u1", role, cred, nil, func() bool { return true })
 		t.Cleanup(done)
@@ -475,7 +472,7 @@ func TestClusterControlSurvivesAFullQueue(t *testing.T) {
 	c.Publish("t", "r", event.Delta{MessageID: "m", Text: "dropped"})
 	c.announce(notice{Kind: kindStop, To: "other", Thread: "t", Run: "r"})
 	c.announce(notice{Kind: kindCancel, To: "other", Thread: "t", Run: "r", ID: "task"})
-	c.relaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{sessionCredential("s")}})
+	c.RelaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{sessionCredential("s")}})
 	c.Publish("", "", event.Settings{TokenUsage: false})
 	got := heldKinds(c)
 	want := map[string]int{kindStop: 1, kindCancel: 1, kindSockets: 1, kindFrame: 1}
@@ -678,3 +675,17 @@ func (p proxiedChannel) Listen(ctx context.Context, channel string) (*models.Lis
 func (p proxiedChannel) NewNotifier(channel string) *models.Notifier {
 	return p.via.NewNotifier(channel)
 }
+
+// testSockets is a node's sockets without a server: closes apply, and
+// there are no credentials to recheck.
+type testSockets struct{ *sockets }
+
+func (s testSockets) CloseSockets(sc socketClose) { s.apply(sc) }
+func (testSockets) RecheckSockets()               {}
+
+// noDeletes is a node without deletes to schedule.
+type noDeletes struct{}
+
+func (noDeletes) ScheduleDelete(string, time.Time)    {}
+func (noDeletes) UnscheduleDelete(string)             {}
+func (noDeletes) ResumeDeletes(context.Context) error { return nil }

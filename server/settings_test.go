@@ -82,8 +82,7 @@ func TestSettingsChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	pages := &fakeBroadcaster{}
-	s.Notify(pages)
-	if err := s.SetTokenUsage(ctx, false); err != nil {
+	if err := s.SetTokenUsage(ctx, false, pages); err != nil {
 		t.Fatal(err)
 	}
 	if s.TokenUsage() || store.m[settingTokenUsage] != "false" {
@@ -95,7 +94,7 @@ func TestSettingsChange(t *testing.T) {
 	}
 
 	store.err = errors.New("disk full")
-	if err := s.SetTokenUsage(ctx, true); err == nil {
+	if err := s.SetTokenUsage(ctx, true, pages); err == nil {
 		t.Error("a refused store write was not reported")
 	}
 	if s.TokenUsage() || len(pages.got) != 1 {
