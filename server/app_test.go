@@ -19,6 +19,7 @@ import (
 	"herd/agent/tools"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/render"
 	"herd/static"
 )
 
@@ -49,7 +50,7 @@ type appConfig struct {
 	tools     []tools.Tool
 	tokens    bool
 	provider  agent.Provider      // replaces every configured model's provider
-	markdown  *Markdown           // nil: NewMarkdown()
+	markdown  *render.Markdown    // nil: render.NewMarkdown()
 	server    func(*Options)      // adjusts the server's options (limits)
 	auth      func(*auth.Options) // adjusts its auth service's (a clock)
 	lead      agent.LeadConfig
@@ -102,10 +103,9 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	cfg.hub.TokenUsage = a.settings.TokenUsage
 	md := cfg.markdown
 	if md == nil {
-		md = NewMarkdown()
+		md = render.NewMarkdown()
 	}
 	a.hub = NewHub(store, md, cfg.hub)
-	a.settings.Notify(a.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms := make([]*agent.Model, 0, len(cfg.models))
 	for _, c := range cfg.models {

@@ -217,7 +217,7 @@ func (s *Server) apiEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	redact := !s.showTokens()
+	r := s.redaction()
 	out := make([]eventJSON, 0, len(events))
 	next := after
 	for i := range events {
@@ -227,9 +227,7 @@ func (s *Server) apiEvents(c echo.Context) error {
 			s.log.Warn("unreadable event content", "thread", t.ID, "seq", e.Seq, "err", err)
 			content = map[string]any{}
 		}
-		if redact {
-			delete(content, "usage")
-		}
+		r.eventContent(content)
 		if html := agent.StepTextHTML(e.EventType, content, s.md.Render); html != "" {
 			content["text_html"] = html // the card shows the step as Markdown
 		}
@@ -249,7 +247,7 @@ func (s *Server) apiUsage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !s.showTokens() {
+	if !s.redaction().shows() {
 		return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": false})
 	}
 	ctx := c.Request().Context()

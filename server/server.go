@@ -25,6 +25,7 @@ import (
 	"herd/models"
 	"herd/server/auth"
 	"herd/server/limits"
+	"herd/server/render"
 	"herd/views"
 )
 
@@ -37,7 +38,7 @@ type Options struct {
 	Settings *Settings
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
-	Markdown *Markdown
+	Markdown *render.Markdown
 	Metrics  *Metrics // nil: no /metrics
 	// MetricsToken serves /metrics on this handler to bearers of the token;
 	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
@@ -89,7 +90,7 @@ type Options struct {
 	// Cluster, when set, joins the instances serving one PostgreSQL
 	// database: Stop and a card's cancel reach the run on any instance,
 	// and ended sessions close their sockets on every instance.
-	Cluster *Cluster
+	Cluster Peers
 }
 
 // DefaultMaxBodyBytes caps a request body unless Options say otherwise.
@@ -109,7 +110,7 @@ type Server struct {
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
 	now           func() time.Time
-	md            *Markdown
+	md            *render.Markdown
 	assets        map[string]string
 	static        fs.FS
 	auth          *auth.Service
@@ -149,7 +150,6 @@ func New(o Options) (*Server, error) {
 		md:            o.Markdown,
 		static:        o.Static,
 		allowSignup:   o.AllowSignup,
-		sockets:       newSockets(),
 		runLimiter:    limits.NewLimiter(o.RunsPerMinute, o.Now),
 		threadLimiter: limits.NewLimiter(o.ThreadsPerMinute, o.Now),
 		connLimiter:   limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
@@ -159,15 +159,26 @@ func New(o Options) (*Server, error) {
 		adminCommands: o.CommandsAdminOnly,
 		mcp:           o.MCP,
 		runs:          o.Runtime,
+		pages:         o.Hub,
 	}
-	s.pages = o.Hub
+	var (
+		relaySockets func(socketClose)
+		relayPurge   func(string, time.Time)
+		others       titleCalling
+	)
+	if c := o.Cluster; c != nil {
+		s.pages, s.runs, others = c, c, c
+		// Every instance purges every delete: whichever claims it first
+		// (models.Store.PurgeThread).
+		relaySockets, relayPurge = c.RelaySockets, c.RelayPurge
+	}
+	s.sockets = newSockets(relaySockets)
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
 		if o.OnThreadPurged != nil {
 			o.OnThreadPurged(id)
 		}
-	})
-	others := s.joinCluster(o.Cluster)
+	}, relayPurge)
 	s.undoWindow = o.UndoWindow
 	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
@@ -184,25 +195,6 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// joinCluster wires s and c (nil without one) to each other: pages,
-// runs, sockets and purges go through the cluster, which reaches every
-// instance. It returns the other instances' title calls, if any.
-func (s *Server) joinCluster(c *Cluster) titleCalling {
-	if c == nil {
-		return nil
-	}
-	s.pages, s.runs = c, c
-	c.sockets = s.sockets
-	c.credentialRole = s.auth.CredentialRole
-	s.sockets.relay = c.relaySockets
-	// Every instance purges every delete: whichever claims it first
-	// (models.Store.PurgeThread).
-	c.purges = s.purger
-	c.resumeDeletes = s.ResumeDeletes
-	s.purger.relay = c.relayPurge
-	return c
 }
 
 // authOptions are the auth service's options of o; password checks are
