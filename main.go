@@ -25,9 +25,11 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/agent/tools"
+	"herd/internal/config"
 	"herd/models"
 	"herd/server"
-	"herd/internal/config"
+	"herd/server/limits"
+	"herd/server/render"
 	"herd/static"
 )
 
@@ -174,7 +176,10 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		return err
 	}
 	if b.cluster != nil {
-		if err := b.cluster.Start(ctx, lns.app.Addr().String()); err != nil {
+		// The cluster hands the other instances' notices to this
+		// instance's runtime, sockets and deletes.
+		h := server.ClusterHandlers{Runs: rt, Sockets: srv, Deletes: srv}
+		if err := b.cluster.Start(ctx, lns.app.Addr().String(), h); err != nil {
 			return err
 		}
 	}
@@ -216,7 +221,7 @@ type base struct {
 	store    *models.Store
 	settings *server.Settings
 	metrics  *server.Metrics
-	md       *server.Markdown
+	md       *render.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
 	owner    *dataDirLock    // the data directory's lock, which records the address
@@ -235,18 +240,16 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		return nil, err
 	}
 	metrics := server.NewMetrics()
-	md := server.NewMarkdown()
+	md := render.NewMarkdown()
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
 	b := &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub}
 	onCommit := hub.OnCommit
-	settings.Notify(hub)
 	if cfg.Database.Driver == config.DriverPostgres {
 		if b.cluster, err = newCluster(cfg, b, log); err != nil {
 			_ = store.Close()
 			return nil, err
 		}
 		onCommit = b.cluster.OnCommit
-		settings.Notify(b.cluster)
 	}
 	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: metrics.OnBatch, Logger: log})
 	return b, nil
@@ -258,7 +261,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*server.Cluster, error) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	return server.NewCluster(server.ClusterOptions{
-		DSN: cfg.Database.DSN, InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
+		InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
 		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
 		OnRefused: b.metrics.OnNoticeRefused,
 	})
@@ -271,6 +274,15 @@ func (b *base) publisher() agent.Publisher {
 		return b.cluster
 	}
 	return b.hub
+}
+
+// peers are the other instances the server reaches through the cluster;
+// nil (no interface holding a nil *Cluster) on SQLite.
+func (b *base) peers() server.Peers {
+	if b.cluster != nil {
+		return b.cluster
+	}
+	return nil
 }
 
 // instanceID is recorded on each run as the instance executing it; ""
@@ -351,7 +363,6 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		// Other instances' runs are live: the cluster closes only those
 		// of instances whose lease has run out, this one's old self's
 		// included (Cluster.Start).
-		b.cluster.Attach(rt)
 		return rt, nil
 	}
 	if n, err := rt.Recover(ctx, b.store); err != nil {
@@ -442,7 +453,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		ThreadsPerMinute:    cfg.Auth.ThreadsPerMinute,
 		MaxSocketsPerUser:   cfg.Server.MaxSocketsPerUser,
 		WSConnectsPerMinute: cfg.Server.WSConnectsPerMinute,
-		Cluster:             b.cluster,
+		Cluster:             b.peers(),
 		// On the host a command runs as the server's own user, with its
 		// environment and data: a trust boundary only admins may cross.
 		CommandsAdminOnly: cfg.Sandbox.Mode == tools.SandboxHost,
@@ -559,7 +570,7 @@ const metricsConnections = 16
 // httpServer is one listener and the server on it.
 type httpServer struct {
 	srv   *http.Server
-	limit *server.ConnLimit
+	limit *limits.ConnLimit
 }
 
 // newHTTPServer builds a server on ln with the configured timeouts and at
@@ -578,7 +589,7 @@ func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	limit := server.LimitConns(ln, maxConns)
+	limit := limits.LimitConns(ln, maxConns)
 	limit.Install(srv, server.DefaultMaxBodyBytes)
 	return &httpServer{srv: srv, limit: limit}
 }

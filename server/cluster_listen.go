@@ -8,8 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -23,7 +22,7 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 	backoff := 100 * time.Millisecond
 	first := true
 	for ctx.Err() == nil {
-		conn, err := c.subscribe(ctx)
+		conn, err := c.o.Store.Listen(ctx, c.channel)
 		if err == nil {
 			if first {
 				// Notices sent before now were not for this instance.
@@ -36,7 +35,7 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 			}
 			backoff = 100 * time.Millisecond
 			err = c.receive(ctx, conn)
-			_ = conn.Close(context.Background())
+			conn.Close()
 		}
 		if ctx.Err() != nil {
 			return
@@ -51,33 +50,15 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 	}
 }
 
-// listenerName is the listener connection's application_name, so an
-// operator (or a test) can tell it from the pools in pg_stat_activity.
-const listenerName = "herd listener"
-
-func (c *Cluster) subscribe(ctx context.Context) (*pgx.Conn, error) {
-	cc := c.cc.Copy()
-	cc.RuntimeParams["application_name"] = listenerName
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.channel}.Sanitize()); err != nil {
-		_ = conn.Close(context.Background())
-		return nil, err
-	}
-	return conn, nil
-}
-
 // receive handles notices until the connection fails or ctx ends. A
 // connection quiet for ListenIdle is pinged: one the network dropped
 // without a reset (a NAT or a proxy forgetting it, a host gone) would
 // otherwise look alive until TCP keepalive gives up, minutes of lost
 // notices; a failed ping reconnects, and the reconnect catches up.
-func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
+func (c *Cluster) receive(ctx context.Context, conn *models.Listener) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, c.o.ListenIdle)
-		n, err := conn.WaitForNotification(wctx)
+		payload, err := conn.Wait(wctx)
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			if err := pingListener(ctx, conn); err != nil {
@@ -91,11 +72,11 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 		// The listener hears its own instance's notices too, a third of
 		// all with three instances: it tells them by their sender without
 		// opening them.
-		if strings.HasPrefix(n.Payload, c.ch.own) {
+		if strings.HasPrefix(payload, c.ch.own) {
 			continue
 		}
 		var nt notice
-		if reason := c.ch.open(n.Payload, &nt); reason != "" {
+		if reason := c.ch.open(payload, &nt); reason != "" {
 			c.refuse(reason)
 			continue
 		}
@@ -104,7 +85,7 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // pingListener checks that the listener's connection still answers.
-func pingListener(ctx context.Context, conn *pgx.Conn) error {
+func pingListener(ctx context.Context, conn *models.Listener) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {
@@ -113,41 +94,53 @@ func pingListener(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// handle acts on another instance's notice. Only the kinds and frame
-// types herd sends are taken (clusterFrames): a frame reaches pages as
-// it came.
+// handle acts on another instance's notice. Only the kinds herd sends
+// are taken, and of frames only the types of event's closed set
+// (receivedFrame): a frame reaches pages as herd would send it.
 func (c *Cluster) handle(n notice) {
 	switch n.Kind {
 	case kindFrame:
-		if !clusterFrames[n.Type] {
-			c.refuse(refusedNotAllowed)
-			return
-		}
-		c.toThread(n)
-	case kindCommit, kindDelta, kindReasoning, kindProgress, kindTitle:
+		c.receivedFrame(n)
+	case kindCommit, kindTitle:
 		// A title call's end too: after the frames it sent went to the
 		// hub, so a page rendered between them and its socket is told to
 		// ask for the title.
 		c.toThread(n)
 	case kindPurge:
 		c.purged(n)
-	case kindBroadcast:
-		if n.Type != FrameSettings {
-			c.refuse(refusedNotAllowed)
-			return
-		}
-		c.broadcasted()
 	case kindStop, kindCancel:
 		if n.To == c.o.InstanceID {
 			c.control(n)
 		}
 	case kindSockets:
 		if n.Close != nil {
-			c.sockets.apply(*n.Close)
+			c.h.Sockets.CloseSockets(*n.Close)
 		}
 	default:
 		c.refuse(refusedNotAllowed)
 	}
+}
+
+// receivedFrame decodes another instance's frame through event's closed
+// set and queues it for its thread's pages. The settings frame names the
+// change only: the reader reads the setting from the database
+// (broadcasted).
+func (c *Cluster) receivedFrame(n notice) {
+	f, err := event.Decode(n.Type, n.Data)
+	if err != nil {
+		c.refuse(refusedNotAllowed)
+		return
+	}
+	if _, ok := f.(event.Settings); ok {
+		c.broadcasted()
+		return
+	}
+	if n.Thread == "" {
+		c.refuse(refusedNotAllowed)
+		return
+	}
+	n.frame, n.Data = f, nil
+	c.toThread(n)
 }
 
 // toThread queues a thread's notice for the reader (readBack).
@@ -427,16 +420,9 @@ func (c *Cluster) streamAll(ns []notice, recs []models.Record) {
 // streamed hands another instance's ephemeral frame to the local hub, or
 // notes that it began or ended naming a thread.
 func (c *Cluster) streamed(n notice) {
-	h := c.o.Hub
 	switch n.Kind {
-	case kindDelta:
-		h.Delta(n.Thread, n.Run, n.ID, n.Text)
-	case kindReasoning:
-		h.Reasoning(n.Thread, n.Run, n.ID, n.Text)
-	case kindProgress:
-		h.Progress(n.Thread, n.Run, n.ID, n.Text)
 	case kindFrame:
-		c.framed(n)
+		c.o.Hub.Publish(n.Thread, n.Run, n.frame)
 	case kindTitle:
 		c.titles.set(n.Thread, n.Last == 1, time.Now())
 	}
@@ -478,9 +464,7 @@ func (c *Cluster) catchUp(ctx context.Context) {
 	// reader, which tries again until it can.
 	c.reread.Store(true)
 	c.wakeReader()
-	if c.credentialRole != nil {
-		c.sockets.revalidate(c.credentialRole)
-	}
+	c.h.Sockets.RecheckSockets()
 }
 
 // readAgain reads what want names and returns what could not be read:
@@ -493,11 +477,11 @@ func (c *Cluster) readAgain(ctx context.Context, want rereads) (failed rereads) 
 			c.log.Warn("cluster: read the token switch; trying again", "err", err)
 			failed.settings = true
 		} else if c.o.Settings.adopt(on == "true") {
-			c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+			c.o.Hub.Publish("", "", event.Settings{TokenUsage: on == "true"})
 		}
 	}
-	if want.deletes && c.resumeDeletes != nil {
-		if err := c.resumeDeletes(ctx); err != nil {
+	if want.deletes {
+		if err := c.h.Deletes.ResumeDeletes(ctx); err != nil {
 			c.log.Warn("cluster: read the pending deletes after reconnecting; trying again", "err", err)
 			failed.deletes = true
 		}

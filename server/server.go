@@ -25,6 +25,8 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/models"
+	"herd/server/limits"
+	"herd/server/render"
 	"herd/views"
 )
 
@@ -37,7 +39,7 @@ type Options struct {
 	Settings *Settings
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
-	Markdown *Markdown
+	Markdown *render.Markdown
 	Metrics  *Metrics // nil: no /metrics
 	// MetricsToken serves /metrics on this handler to bearers of the token;
 	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
@@ -86,7 +88,7 @@ type Options struct {
 	// Cluster, when set, joins the instances serving one PostgreSQL
 	// database: Stop and a card's cancel reach the run on any instance,
 	// and ended sessions close their sockets on every instance.
-	Cluster *Cluster
+	Cluster Peers
 }
 
 // DefaultMaxBodyBytes caps a request body unless Options say otherwise.
@@ -106,7 +108,7 @@ type Server struct {
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
 	now           func() time.Time
-	md            *Markdown
+	md            *render.Markdown
 	assets        map[string]string
 	static        fs.FS
 	publicURL     string
@@ -118,10 +120,10 @@ type Server struct {
 	signer        *formSigner
 	limits        *authLimits
 	sockets       *sockets
-	runLimiter    *limiter
-	threadLimiter *limiter
-	connLimiter   *limiter
-	socketCap     *socketCounter
+	runLimiter    *limits.Limiter
+	threadLimiter *limits.Limiter
+	connLimiter   *limits.Limiter
+	socketCap     *limits.SocketCounter
 	bcryptCost    int
 	dummyHash     func() []byte
 	// compare is bcrypt's check (checks.go); tests hold it to look at a
@@ -163,11 +165,10 @@ func New(o Options) (*Server, error) {
 		hosts:         newHostGuard(o.PublicURL, o.AllowedHosts),
 		setup:         newSetupGate(),
 		limits:        newAuthLimits(o.LoginPerMinute, o.Now),
-		sockets:       newSockets(),
-		runLimiter:    newLimiter(o.RunsPerMinute, o.Now),
-		threadLimiter: newLimiter(o.ThreadsPerMinute, o.Now),
-		connLimiter:   newLimiter(o.WSConnectsPerMinute, o.Now),
-		socketCap:     newSocketCounter(o.MaxSocketsPerUser),
+		runLimiter:    limits.NewLimiter(o.RunsPerMinute, o.Now),
+		threadLimiter: limits.NewLimiter(o.ThreadsPerMinute, o.Now),
+		connLimiter:   limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
+		socketCap:     limits.NewSocketCounter(o.MaxSocketsPerUser),
 		bcryptCost:    o.BcryptCost,
 		compare:       bcrypt.CompareHashAndPassword,
 		maxContent:    o.MaxContentBytes,
@@ -175,15 +176,26 @@ func New(o Options) (*Server, error) {
 		adminCommands: o.CommandsAdminOnly,
 		mcp:           o.MCP,
 		runs:          o.Runtime,
+		pages:         o.Hub,
 	}
-	s.pages = o.Hub
+	var (
+		relaySockets func(socketClose)
+		relayPurge   func(string, time.Time)
+		others       titleCalling
+	)
+	if c := o.Cluster; c != nil {
+		s.pages, s.runs, others = c, c, c
+		// Every instance purges every delete: whichever claims it first
+		// (models.Store.PurgeThread).
+		relaySockets, relayPurge = c.RelaySockets, c.RelayPurge
+	}
+	s.sockets = newSockets(relaySockets)
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
 		if o.OnThreadPurged != nil {
 			o.OnThreadPurged(id)
 		}
-	})
-	others := s.joinCluster(o.Cluster)
+	}, relayPurge)
 	s.undoWindow = o.UndoWindow
 	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
@@ -200,25 +212,6 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// joinCluster wires s and c (nil without one) to each other: pages,
-// runs, sockets and purges go through the cluster, which reaches every
-// instance. It returns the other instances' title calls, if any.
-func (s *Server) joinCluster(c *Cluster) titleCalling {
-	if c == nil {
-		return nil
-	}
-	s.pages, s.runs = c, c
-	c.sockets = s.sockets
-	c.credentialRole = s.credentialRole
-	s.sockets.relay = c.relaySockets
-	// Every instance purges every delete: whichever claims it first
-	// (models.Store.PurgeThread).
-	c.purges = s.purger
-	c.resumeDeletes = s.ResumeDeletes
-	s.purger.relay = c.relayPurge
-	return c
-}
-
 // startHTTP makes the static assets' hashes, the form signer and the
 // Echo instance with its routes.
 func (s *Server) startHTTP(o Options) error {
@@ -231,7 +224,7 @@ func (s *Server) startHTTP(o Options) error {
 		return err
 	}
 	s.e = echo.New()
-	if s.e.IPExtractor, err = ipExtractor(o.TrustedProxies); err != nil {
+	if s.e.IPExtractor, err = limits.IPExtractor(o.TrustedProxies); err != nil {
 		return err
 	}
 	s.e.HideBanner = true

@@ -18,7 +18,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"herd/agent/event"
 	"herd/models"
+	"herd/server/render"
 )
 
 type wsFrame struct {
@@ -419,7 +421,7 @@ func TestLiveRunStreams(t *testing.T) {
 	if len(pages) == 0 {
 		t.Fatal("no ai_html frame: the answer was not rendered while it streamed")
 	}
-	md := NewMarkdownCache(0)
+	md := render.NewMarkdownCache(0)
 	renders := map[string]bool{}
 	for _, p := range prefixes {
 		renders[md.Render(p)] = true
@@ -562,7 +564,7 @@ func TestBatchedFrames(t *testing.T) {
 		texts = append(texts, strings.Repeat(string(rune('a'+i)), n))
 	}
 	for _, text := range texts {
-		a.hub.Delta(th, "r", "m", text)
+		a.hub.Publish(th, "r", event.Delta{MessageID: "m", Text: text})
 	}
 	if err := conn.WriteControl(websocket.PingMessage, []byte("hello"), time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
