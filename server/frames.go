@@ -93,15 +93,16 @@ func withoutKeys(raw json.RawMessage, keys ...string) json.RawMessage {
 	return b
 }
 
-// eventFrame frames a persisted event in both token-gate variants, from
-// the body its producer prepared (prepare.go) or, for an event read back
-// from the database, from its payload.
-func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
+// eventFrame frames a persisted event (r.Event) in both token-gate
+// variants, from the body its producer prepared (prepare.go) or else from
+// its payload (agent.EventOf: read back from the database, decoded).
+func eventFrame(r models.Record, md *Markdown) (*frame, error) {
+	e := r.Event
 	var p *preparedEvent
-	if lazy, ok := e.Prepared.(*prepared[*preparedEvent]); ok {
+	if lazy, ok := r.Prepared.(*prepared[*preparedEvent]); ok {
 		p = lazy.get()
 	} else {
-		ev, err := agent.PayloadOf(e)
+		ev, err := agent.EventOf(r)
 		if err != nil {
 			return nil, err
 		}

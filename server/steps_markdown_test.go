@@ -86,7 +86,7 @@ func TestStepsCarryHTML(t *testing.T) {
 		t.Fatalf("events: %v %v", evs, err)
 	}
 	for i, want := range []string{html, ""} {
-		f, err := eventFrame(&evs[i], NewMarkdown())
+		f, err := eventFrame(models.Record{Event: &evs[i]}, NewMarkdown())
 		if err != nil {
 			t.Fatal(err)
 		}
