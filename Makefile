@@ -23,7 +23,7 @@ test: mcp-test-server axe-core ## every test with -race: unit, HTTP, WebSocket, 
 	$(GO) test -race -count=1 -timeout 9m ./...
 
 # The real third-party MCP server the end-to-end test drives over stdio
-# (mcp_process_test.go), installed once from the npm registry.
+# (internal/e2e/mcp_process_test.go), installed once from the npm registry.
 MCP_EVERYTHING = @modelcontextprotocol/server-everything@2026.8.31
 MCP_CACHE      = .cache/mcp
 mcp-test-server: $(MCP_CACHE)/node_modules/.bin/mcp-server-everything

@@ -25,9 +25,11 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/agent/tools"
+	"herd/internal/config"
 	"herd/models"
 	"herd/server"
-	"herd/internal/config"
+	"herd/server/limits"
+	"herd/server/render"
 	"herd/static"
 )
 
@@ -216,7 +218,7 @@ type base struct {
 	store    *models.Store
 	settings *server.Settings
 	metrics  *server.Metrics
-	md       *server.Markdown
+	md       *render.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
 	owner    *dataDirLock    // the data directory's lock, which records the address
@@ -235,7 +237,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		return nil, err
 	}
 	metrics := server.NewMetrics()
-	md := server.NewMarkdown()
+	md := render.NewMarkdown()
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
 	b := &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub}
 	onCommit := hub.OnCommit
@@ -258,7 +260,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*server.Cluster, error) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	return server.NewCluster(server.ClusterOptions{
-		DSN: cfg.Database.DSN, InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
+		InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
 		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
 		OnRefused: b.metrics.OnNoticeRefused,
 	})
@@ -559,7 +561,7 @@ const metricsConnections = 16
 // httpServer is one listener and the server on it.
 type httpServer struct {
 	srv   *http.Server
-	limit *server.ConnLimit
+	limit *limits.ConnLimit
 }
 
 // newHTTPServer builds a server on ln with the configured timeouts and at
@@ -578,7 +580,7 @@ func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	limit := server.LimitConns(ln, maxConns)
+	limit := limits.LimitConns(ln, maxConns)
 	limit.Install(srv, server.DefaultMaxBodyBytes)
 	return &httpServer{srv: srv, limit: limit}
 }

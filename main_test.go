@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/url"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,13 +14,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"herd/internal/pgtest"
 	"herd/models"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	pgtest.Stop() // the cluster the PostgreSQL tests started, if any
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -30,44 +28,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test.
+// syncBuffer is a bytes.Buffer safe for run's logger and the test.
 type syncBuffer struct {
-	mu   sync.Mutex
-	b    bytes.Buffer
-	grew chan struct{} // closed by the next Write, for waitFor
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.grew != nil {
-		close(s.grew)
-		s.grew = nil
-	}
 	return s.b.Write(p)
-}
-
-// waitFor waits until the buffer holds substr, woken by each write, and
-// reports whether it did within timeout.
-func (s *syncBuffer) waitFor(substr string, timeout time.Duration) bool {
-	deadline := time.After(timeout)
-	for {
-		s.mu.Lock()
-		if strings.Contains(s.b.String(), substr) {
-			s.mu.Unlock()
-			return true
-		}
-		if s.grew == nil {
-			s.grew = make(chan struct{})
-		}
-		grew := s.grew
-		s.mu.Unlock()
-		select {
-		case <-grew:
-		case <-deadline:
-			return false
-		}
-	}
 }
 
 func (s *syncBuffer) String() string {
@@ -113,6 +83,47 @@ func TestBadConfigNamesTheKeyAndExits(t *testing.T) {
 	}
 }
 
+// TestMetricsAddressInUseStopsHerd: a metrics address that cannot be
+// bound is a start-up error naming the key, not a silent gap.
+func TestMetricsAddressInUseStopsHerd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var out syncBuffer
+	code := run(t.Context(), []string{"--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, []string{"HERD_METRICS_ADDR=" + ln.Addr().String()}, &out, &out)
+	if code == 0 || !strings.Contains(out.String(), "metrics.addr") {
+		t.Errorf("exit %d, output %q: want a failure naming metrics.addr", code, out.String())
+	}
+}
+
+// TestHostBashRefusedWhenPublic: host bash on a public deployment — a
+// non-loopback listen address, or a TLS proxy named by server.public_url —
+// stops herd at start with an error naming the way out.
+func TestHostBashRefusedWhenPublic(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"behind a TLS proxy", []string{"HERD_SANDBOX_MODE=host", "HERD_SERVER_PUBLIC_URL=https://herd.example.com"}, []string{"--addr", "127.0.0.1:0"},
+			`refusing host bash on server.public_url \"https://herd.example.com\"`},
+		{"on every interface", []string{"HERD_SANDBOX_MODE=host"}, []string{"--addr", "0.0.0.0:0"},
+			`refusing host bash on the non-loopback address \"0.0.0.0:0\"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out syncBuffer
+			code := run(context.Background(), append([]string{"--data-dir", t.TempDir()}, c.args...), c.env, &out, &out)
+			if code != 1 || !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), "sandbox.allow_host_bash_public") {
+				t.Errorf("exit %d, output %q; want 1 and %q", code, out.String(), c.want)
+			}
+		})
+	}
+}
+
 func TestRunStartsAndStops(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,14 +154,6 @@ func TestRunStartsAndStops(t *testing.T) {
 	if !strings.Contains(out.String(), "admin created from the environment") {
 		t.Errorf("headless admin not created: %s", out.String())
 	}
-}
-
-func mustParse(s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		panic(err)
-	}
-	return u
 }
 
 func TestBackupCommand(t *testing.T) {

@@ -102,7 +102,7 @@ func TestProjectCards(t *testing.T) {
 		{Status: StatusFailed, Error: "boom", ModelName: "demo-deep"},
 		{Status: StatusFailed, StopReason: stopTurnCapped, Error: "out of turns", ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
 		{Status: StatusCancelled, ModelName: "demo-deep", Usage: &TokenUsage{9, 1, 10}},
-		{Status: StatusTimedOut, Error: "execution timed out after 5 seconds", ModelName: "demo-deep"},
+		{Status: StatusTimedOut, Error: "Execution timed out after 5 seconds", ModelName: "demo-deep"},
 		{Status: StatusPollingTimedOut, Error: "Task polling timed out: no terminal state", ModelName: "demo-deep"},
 	} {
 		o := o

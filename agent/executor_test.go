@@ -191,7 +191,7 @@ func TestExecutionTimeout(t *testing.T) {
 	h.run("go")
 	m := h.toolMessages()["slow"]
 	md := metadata(t, m)
-	if md.Status != StatusTimedOut || m.Content != "Task timed out. Error: execution timed out after 1 seconds" {
+	if md.Status != StatusTimedOut || m.Content != "Task timed out. Error: Execution timed out after 1 seconds" {
 		t.Errorf("%q %+v, want timed_out", m.Content, md)
 	}
 	if md.Usage == nil || md.Usage.TotalTokens != 10 {
@@ -387,7 +387,7 @@ func TestFirstTerminalWins(t *testing.T) {
 	defer r.cancel(nil)
 	outcomes := []Outcome{
 		{Status: StatusCompleted, Result: "the result"},
-		{Status: StatusTimedOut, Error: "execution timed out after 1 seconds"},
+		{Status: StatusTimedOut, Error: "Execution timed out after 1 seconds"},
 		{Status: StatusCancelled, Error: "stopped"},
 	}
 	for i := range 60 {

@@ -356,7 +356,7 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	}{
 		{"cancel the card", 30, func(h *harness, _ Started, id string) { _ = h.rt.CancelTask(h.thread, id) }, StatusCancelled, ""},
 		{"stop the run", 30, func(h *harness, st Started, _ string) { _ = h.rt.Cancel(h.thread, st.RunID) }, StatusCancelled, ""},
-		{"execution deadline", 1, func(*harness, Started, string) {}, StatusTimedOut, "execution timed out after 1 seconds"},
+		{"execution deadline", 1, func(*harness, Started, string) {}, StatusTimedOut, "Execution timed out after 1 seconds"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			holding := make(chan struct{}, 2)

@@ -87,7 +87,7 @@ func (e *execution) interrupted(ctx context.Context, err error) Outcome {
 		cause := context.Cause(ctx)
 		switch {
 		case errors.Is(cause, context.DeadlineExceeded):
-			return Outcome{Status: StatusTimedOut, Error: fmt.Sprintf("execution timed out after %d seconds", int(e.spec.timeout.Seconds()))}
+			return Outcome{Status: StatusTimedOut, Error: executionTimedOut(e.spec.timeout)}
 		case errors.Is(cause, errTaskCancelled), errors.Is(cause, errStopped):
 			return Outcome{Status: StatusCancelled}
 		case errors.Is(cause, ErrShuttingDown):

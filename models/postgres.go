@@ -40,7 +40,7 @@ func OpenPostgres(dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open PostgreSQL database %s: %w", pgName(cc), err)
 	}
-	s := &Store{pg: true, name: pgName(cc), w: w, now: now}
+	s := &Store{pg: true, name: pgName(cc), cc: cc, w: w, now: now}
 	return s.finishOpen(dial(), cfg)
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -27,9 +28,12 @@ type Store struct {
 	path string // the SQLite file; "" on PostgreSQL
 	pg   bool   // PostgreSQL rather than SQLite (docs/DESIGN.md §7)
 	name string // PostgreSQL's user@host:port/database, for messages
-	w    *gorm.DB
-	r    *gorm.DB
-	now  func() time.Time
+	// cc configures the dedicated connections of LISTEN and NOTIFY
+	// (Listen, NewNotifier); nil on SQLite.
+	cc  *pgx.ConnConfig
+	w   *gorm.DB
+	r   *gorm.DB
+	now func() time.Time
 	// reads counts the read statements run, so a test can assert that a
 	// page costs a constant number of queries whatever its size.
 	reads atomic.Int64

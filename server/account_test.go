@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"herd/server/limits"
 )
 
 // expectClosed reads conn until the server closes it and checks the code:
@@ -320,7 +322,7 @@ func TestPasswordChange(t *testing.T) {
 		}
 	}
 	// Others' failed sign-ins do not keep the owner from changing it.
-	a.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	a.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	for range 20 {
 		loginAs(a.anonymous(), "ann@example.com", "guess-password", "203.0.113.9")
 	}

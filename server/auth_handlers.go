@@ -114,9 +114,9 @@ func (s *Server) limitAttempt(c echo.Context, form string) (leave func(), ae *ap
 	if !ok {
 		return nil, rateLimited(c, busyRetry, "another password check from your address is under way")
 	}
-	if key := form + ":" + ip; !s.limits.attempts.allow(key) {
+	if key := form + ":" + ip; !s.limits.attempts.Allow(key) {
 		leave()
-		return nil, rateLimited(c, s.limits.attempts.retryAfter(key), "too many attempts from your address")
+		return nil, rateLimited(c, s.limits.attempts.RetryAfter(key), "too many attempts from your address")
 	}
 	return leave, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herd/models"
+	"herd/server/limits"
 )
 
 func TestLoginRateLimit(t *testing.T) {
@@ -220,7 +221,7 @@ func TestPing(t *testing.T) {
 
 func TestRunRateLimitPerUser(t *testing.T) {
 	a := newApp(t)
-	a.srv.runLimiter = newLimiter(2, time.Now)
+	a.srv.runLimiter = limits.NewLimiter(2, time.Now)
 	u := a.newUser("ann@example.com", false)
 	other := a.newUser("bob@example.com", false)
 	var got []int

@@ -54,30 +54,29 @@ func viewTotals(t models.UsageTotals) views.UsageTotals {
 	return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls, Unreported: t.UnreportedCalls}
 }
 
-func (s *Server) cardJSON(c agent.Card, showTokens bool) cardJSON {
-	out := cardJSON{Card: c, DisplayModel: s.modelLabel(c.ModelName)}
-	if showTokens {
-		out.Usage = c.Usage
-	}
-	return out
+func (s *Server) cardJSON(c agent.Card, r redaction) cardJSON {
+	return cardJSON{Card: c, DisplayModel: s.modelLabel(c.ModelName), Usage: r.card(c)}
 }
 
-func (s *Server) cardView(c agent.Card, showTokens bool) *views.CardView {
+func (s *Server) cardView(c agent.Card, r redaction) *views.CardView {
 	v := &views.CardView{
 		TaskID: c.TaskID, RunID: c.RunID, ExecutionID: c.ExecutionID,
 		Description: c.Description, Prompt: c.Prompt, SubagentType: c.SubagentType,
 		Status: c.Status, Activity: c.Activity, Waiting: c.Waiting,
 		ModelName: c.ModelName, ModelLabel: s.modelLabel(c.ModelName),
-		ShowTokens: showTokens, StopReason: c.StopReason, Error: c.Error,
+		ShowTokens: r.shows(), StopReason: c.StopReason, Error: c.Error,
 		Version: c.Version, LastSeq: c.LastSeq, Steps: c.Steps,
 		QueuedAt: c.QueuedAt, StartedAt: c.StartedAt, EndedAt: c.EndedAt, Now: s.now(),
 	}
-	if showTokens && c.Usage != nil {
-		u := *c.Usage
+	if p := r.card(c); p != nil {
+		u := *p
 		v.TotalTokens, v.InputTokens, v.OutputTokens = &u.TotalTokens, &u.InputTokens, &u.OutputTokens
 	}
 	if c.Result != "" {
 		v.ResultHTML = s.md.Render(c.Result)
+	}
+	if c.Refusal != nil {
+		v.RefusalReason, v.RefusalLimit = c.Refusal.Reason, c.Refusal.Limit
 	}
 	return v
 }

@@ -143,11 +143,11 @@ var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-tot
 
 // TestTokenGate: with token usage off, no token figure reaches anyone's
 // chat view — an admin's included — not in the page, the thread JSON (its
-// messages' usage and metadata, its cards), the events API, the usage API
-// or the frames, replayed or live; model labels still show. Each surface
-// carries figures while the switch is on, so each absence is proven. A
-// subagent on a model that reports no usage makes the "not reported for
-// N calls" counts part of what the gate must hide.
+// messages' usage and metadata, its cards), the events API, the usage API,
+// the export or the frames, replayed or live; model labels still show.
+// Each surface carries figures while the switch is on, so each absence is
+// proven. A subagent on a model that reports no usage makes the "not
+// reported for N calls" counts part of what the gate must hide.
 func TestTokenGate(t *testing.T) {
 	a := newApp(t, withModels(demoModel("demo-fast", 5, 1), demoModel("demo-deep", 10, 1), noUsage(demoModel("demo-quiet", 5, 1))),
 		withSubagents(agent.SubagentsConfig{Agents: map[string]agent.AgentConfig{
@@ -226,11 +226,12 @@ func TestTokenGate(t *testing.T) {
 
 // gateSurfaces is every chat view of a thread as who sees it: the page,
 // the thread JSON and, split out of it, its messages' usage, their
-// metadata and the cards, the events API and the replayed frames.
+// metadata and the cards, the events API, the JSON export and the
+// replayed frames.
 func gateSurfaces(t *testing.T, who *user, thread string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, p := range []string{"/threads/" + thread, "/api/threads/" + thread, "/api/threads/" + thread + "/events?limit=1000"} {
+	for _, p := range []string{"/threads/" + thread, "/api/threads/" + thread, "/api/threads/" + thread + "/events?limit=1000", "/api/threads/" + thread + "/export?format=json"} {
 		r := who.do("GET", p, nil)
 		if r.status != 200 {
 			t.Fatalf("GET %s: %d", p, r.status)

@@ -131,11 +131,11 @@ func (l *authLimits) reserve(c echo.Context, pc passwordCheck) (done func(right 
 		leave()
 		return nil, ae
 	}
-	l.failures.allow(pc.failureKey())
+	l.failures.Allow(pc.failureKey())
 	l.accounts.fail(pc.strike)
 	return func(right bool) {
 		if right {
-			l.failures.refund(pc.failureKey())
+			l.failures.Refund(pc.failureKey())
 			l.accounts.reset(pc.strike)
 		}
 		leave()
@@ -144,8 +144,8 @@ func (l *authLimits) reserve(c echo.Context, pc passwordCheck) (done func(right 
 
 // refusal is the 429 of a check the limits do not allow now, or nil.
 func (l *authLimits) refusal(c echo.Context, pc passwordCheck) *apiError {
-	if key := pc.failureKey(); !l.failures.ready(key) {
-		return rateLimited(c, l.failures.retryAfter(key), "too many "+pc.what+" from your address")
+	if key := pc.failureKey(); !l.failures.Ready(key) {
+		return rateLimited(c, l.failures.RetryAfter(key), "too many "+pc.what+" from your address")
 	}
 	if wait := l.accounts.wait(pc.strike); wait > 0 && !pc.skipWait {
 		return rateLimited(c, wait, "too many "+pc.what+" for this account")

@@ -10,6 +10,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/crypto/bcrypt"
+
+	"herd/server/limits"
 )
 
 // heldChecks makes a's password checks wait until released (at the
@@ -67,14 +69,14 @@ func expectBusy(t *testing.T, what string, r response) {
 func TestPasswordChecksReserveFirst(t *testing.T) {
 	a := newApp(t)
 	a.srv.limits = newAuthLimits(2, time.Now)
-	a.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	a.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	a.newUserNoLogin("ann@example.com")
 	a.newUserNoLogin("bob@example.com")
 	started, release := heldChecks(t, a)
 
 	first := inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "guess-password", "203.0.113.1") })
 	<-started
-	if tokens := a.srv.limits.failures.tokens("login:203.0.113.1"); int(tokens) != 1 {
+	if tokens := a.srv.limits.failures.Tokens("login:203.0.113.1"); int(tokens) != 1 {
 		t.Errorf("the address has %v of 2 failures left while its first check runs, want 1: the failure is taken before the hash", tokens)
 	}
 	if n := a.srv.limits.accounts.strikes("ann@example.com"); n != 1 {
@@ -134,7 +136,7 @@ func TestPasswordChangeReservesFirst(t *testing.T) {
 	}
 	first := inBackground(func() response { return change("wrong-password") })
 	<-started
-	if tokens := a.srv.limits.failures.tokens("login:127.0.0.1"); int(tokens) != 1 {
+	if tokens := a.srv.limits.failures.Tokens("login:127.0.0.1"); int(tokens) != 1 {
 		t.Errorf("the address has %v of 2 failures left while the check runs, want 1", tokens)
 	}
 	expectBusy(t, "a second change at once", answeredAtOnce(t, "a second change", inBackground(func() response { return change("password123") })))
@@ -173,55 +175,11 @@ func TestSignupOneHashPerAddress(t *testing.T) {
 	}
 }
 
-// TestLimiterRefund: a refund gives back what allow took, never more than
-// the bucket holds.
-func TestLimiterRefund(t *testing.T) {
-	clock := newFakeClock()
-	l := newLimiter(2, clock.now)
-	allowed := func() int {
-		n := 0
-		for range 5 {
-			if l.allow("k") {
-				n++
-			}
-		}
-		return n
-	}
-	l.refund("k") // unknown key: nothing to give back
-	if n := allowed(); n != 2 {
-		t.Fatalf("a bucket of 2 allowed %d", n)
-	}
-	l.refund("k")
-	if n := allowed(); n != 1 {
-		t.Errorf("a refund gave back %d, want 1", n)
-	}
-	clock.advance(time.Hour)
-	l.refund("k")
-	if got := l.tokens("k"); got != 2 {
-		t.Errorf("a full bucket holds %v after a refund, want 2", got)
-	}
-	clock.advance(-time.Minute) // a clock step back takes nothing
-	if got := l.tokens("k"); got != 2 {
-		t.Errorf("after the clock stepped back: %v", got)
-	}
-}
-
-// tokens is what key's bucket holds now (a full bucket for an unknown key).
-func (l *limiter) tokens(key string) float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.keys.peek(key)
-	if !ok {
-		return float64(l.perMin)
-	}
-	return l.tokensAt(b, l.now())
-}
-
 // strikes is key's count of failures.
 func (b *backoff) strikes(key string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s, ok := b.keys.peek(key)
+	s, ok := b.keys.Peek(key)
 	if !ok {
 		return 0
 	}

@@ -13,8 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"herd/agent"
 	"herd/agent/event"
 	"herd/models"
@@ -53,11 +51,14 @@ type ClusterStore interface {
 	Notify(ctx context.Context, channel, payload string) error
 	ChannelKeys(ctx context.Context) (models.ChannelKeys, error)
 	ChannelKeyReaders(ctx context.Context) ([]string, error)
+	// The channel's own connections.
+	Schema(ctx context.Context) (string, error)
+	Listen(ctx context.Context, channel string) (*models.Listener, error)
+	NewNotifier(channel string) *models.Notifier
 }
 
 // ClusterOptions builds a Cluster.
 type ClusterOptions struct {
-	DSN        string
 	InstanceID string
 	Store      ClusterStore
 	Hub        *Hub
@@ -81,7 +82,6 @@ type ClusterOptions struct {
 type Cluster struct {
 	o       ClusterOptions
 	log     *slog.Logger
-	cc      *pgx.ConnConfig
 	channel string
 	ch      *channel // seals and opens the notices
 	// refused and refusedLogged keep the log to a line a minute however
@@ -201,13 +201,6 @@ const outQueue = 8192
 
 // NewCluster prepares the cluster; nothing connects before Start.
 func NewCluster(o ClusterOptions) (*Cluster, error) {
-	cc, err := pgx.ParseConfig(o.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: database.dsn: %w", err)
-	}
-	if _, ok := cc.RuntimeParams["application_name"]; !ok {
-		cc.RuntimeParams["application_name"] = "herd"
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -215,7 +208,7 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		o.ListenIdle = 15 * time.Second
 	}
 	return &Cluster{
-		o: o, log: o.Logger.With("instance", o.InstanceID), cc: cc, ch: newChannel(time.Now),
+		o: o, log: o.Logger.With("instance", o.InstanceID), ch: newChannel(time.Now),
 		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string][2]int64{},
 		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, pending: map[string][]notice{}, wake: make(chan struct{}, 1),
 		lost: make(chan error, 1),
@@ -246,9 +239,9 @@ func (c *Cluster) Start(ctx context.Context, addr string) error {
 	if c.rt == nil || c.sockets == nil {
 		return errors.New("cluster: Start before Attach and server.New")
 	}
-	schema, err := c.schema(ctx)
+	schema, err := c.o.Store.Schema(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("cluster: %w", err)
 	}
 	c.channel = channelName(schema)
 	if err := c.loadKeys(ctx); err != nil {
@@ -300,19 +293,6 @@ func (c *Cluster) Close() {
 	if err := c.o.Store.RetireInstance(ctx, c.o.InstanceID); err != nil {
 		c.log.Warn("cluster: retire instance", "err", err)
 	}
-}
-
-func (c *Cluster) schema(ctx context.Context) (string, error) {
-	conn, err := pgx.ConnectConfig(ctx, c.cc)
-	if err != nil {
-		return "", fmt.Errorf("cluster: connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	var schema string
-	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-		return "", fmt.Errorf("cluster: current schema: %w", err)
-	}
-	return schema, nil
 }
 
 var plainSchema = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,50}$`)
@@ -495,12 +475,8 @@ const sendBatch = 256
 // ran is merged where that loses nothing (batch.add), so a busy instance
 // sends fewer, fuller notices rather than falling further behind.
 func (c *Cluster) send(ctx context.Context) {
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			_ = conn.Close(context.Background())
-		}
-	}()
+	nf := c.o.Store.NewNotifier(c.channel)
+	defer nf.Close()
 	var b batch
 	for {
 		var (
@@ -515,7 +491,7 @@ func (c *Cluster) send(ctx context.Context) {
 		if !ok {
 			// Closing: what is held or missed goes in a last batch.
 			b.reset()
-			conn = c.notify(ctx, conn, c.addMissed(&b))
+			c.notify(ctx, nf, c.addMissed(&b))
 			return
 		}
 		b.reset()
@@ -534,7 +510,7 @@ func (c *Cluster) send(ctx context.Context) {
 				break drain
 			}
 		}
-		conn = c.notify(ctx, conn, c.addMissed(&b))
+		c.notify(ctx, nf, c.addMissed(&b))
 	}
 }
 
@@ -658,39 +634,29 @@ func (c *Cluster) addMissed(b *batch) []notice {
 	return append(held, b.ns...)
 }
 
-// notify seals ns and sends them on conn, (re)connecting as needed; one
-// retry on a fresh connection, with the same payloads (should the first
-// have gone through after all, the receivers take each once). Of a batch
-// that cannot be sent the ephemeral frames are dropped; commit and
+// sender sends payloads on the channel in one statement; *models.Notifier
+// implements it.
+type sender interface {
+	Send(ctx context.Context, payloads []string) error
+}
+
+// notify seals ns and sends them on nf, which (re)connects as needed;
+// one retry on a fresh connection, with the same payloads (should the
+// first have gone through after all, the receivers take each once). Of a
+// batch that cannot be sent the ephemeral frames are dropped; commit and
 // control notices are sent again (resend), sealed anew.
-func (c *Cluster) notify(ctx context.Context, conn *pgx.Conn, ns []notice) *pgx.Conn {
+func (c *Cluster) notify(ctx context.Context, nf sender, ns []notice) {
 	if len(ns) == 0 {
-		return conn
+		return
 	}
 	batch := c.encode(ns)
 	for attempt := 0; attempt < 2; attempt++ {
-		if conn == nil {
-			var err error
-			// The sender outlives ctx until the queue is drained.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			conn, err = pgx.ConnectConfig(cctx, c.cc)
-			cancel()
-			if err != nil {
-				c.log.Warn("cluster: connect to notify", "err", err)
-				conn = nil
-				continue
-			}
-		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, err := conn.Exec(sctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", c.channel, batch)
-		cancel()
+		// The sender outlives ctx until the queue is drained.
+		err := nf.Send(context.WithoutCancel(ctx), batch)
 		if err == nil {
-			return conn
+			return
 		}
 		c.log.Warn("cluster: notify", "notices", len(batch), "err", err)
-		_ = conn.Close(context.Background())
-		conn = nil
 	}
 	c.resend(ns)
-	return conn
 }

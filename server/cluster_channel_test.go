@@ -219,7 +219,7 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 	ctx := context.Background()
 	refused := make(chan string, 16)
 	a := newClusterNode(t, dsn, store, "a")
-	b := newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, OnRefused: func(r string) { refused <- r }})
+	b := newClusterNodeWith(t, store, ClusterOptions{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, OnRefused: func(r string) { refused <- r }})
 	conn := b.watch(t, th.ID)
 	stranger, err := pgx.Connect(ctx, pgtest.Stranger(t, dsn))
 	if err != nil {
@@ -342,7 +342,7 @@ func TestClusterWarnsOfKeyReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log syncLog
-	newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: "a", Lease: 10 * time.Second, Renew: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	newClusterNodeWith(t, store, ClusterOptions{InstanceID: "a", Lease: 10 * time.Second, Renew: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if !strings.Contains(log.String(), "other roles can read the channel key") || !strings.Contains(log.String(), cc.User) {
 		t.Errorf("log at start:\n%s\nwant a warning naming %s", log.String(), cc.User)
 	}

@@ -213,7 +213,7 @@ func TestClusterReadBackRetried(t *testing.T) {
 	dsn, store, th := clusterThread(t)
 	a := newClusterNode(t, dsn, store, "a")
 	reads := &failingReads{Store: store}
-	b := newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
+	b := newClusterNodeWith(t, store, ClusterOptions{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
 	conn := b.watch(t, th.ID)
 	a.writeStarts(t, th.ID, 2)
 	if seqs, err := collect(conn, 2, 10*time.Second); err != nil {
@@ -246,7 +246,7 @@ func TestClusterRereadRetried(t *testing.T) {
 	ctx := context.Background()
 	newClusterNode(t, dsn, store, "a")
 	reads := &failingReads{Store: store}
-	b := newClusterNodeWith(t, store, ClusterOptions{DSN: dsn, InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
+	b := newClusterNodeWith(t, store, ClusterOptions{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
 	conn := b.watch(t, th.ID)
 	if err := store.SetSetting(ctx, settingTokenUsage, "false"); err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func TestClusterRereadRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()", listenerName); err != nil {
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()", models.ListenerName); err != nil {
 		t.Fatal(err)
 	}
 	for {

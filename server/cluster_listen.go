@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"herd/agent/event"
 	"herd/models"
 )
@@ -24,7 +22,7 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 	backoff := 100 * time.Millisecond
 	first := true
 	for ctx.Err() == nil {
-		conn, err := c.subscribe(ctx)
+		conn, err := c.o.Store.Listen(ctx, c.channel)
 		if err == nil {
 			if first {
 				// Notices sent before now were not for this instance.
@@ -37,7 +35,7 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 			}
 			backoff = 100 * time.Millisecond
 			err = c.receive(ctx, conn)
-			_ = conn.Close(context.Background())
+			conn.Close()
 		}
 		if ctx.Err() != nil {
 			return
@@ -52,33 +50,15 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 	}
 }
 
-// listenerName is the listener connection's application_name, so an
-// operator (or a test) can tell it from the pools in pg_stat_activity.
-const listenerName = "herd listener"
-
-func (c *Cluster) subscribe(ctx context.Context) (*pgx.Conn, error) {
-	cc := c.cc.Copy()
-	cc.RuntimeParams["application_name"] = listenerName
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.channel}.Sanitize()); err != nil {
-		_ = conn.Close(context.Background())
-		return nil, err
-	}
-	return conn, nil
-}
-
 // receive handles notices until the connection fails or ctx ends. A
 // connection quiet for ListenIdle is pinged: one the network dropped
 // without a reset (a NAT or a proxy forgetting it, a host gone) would
 // otherwise look alive until TCP keepalive gives up, minutes of lost
 // notices; a failed ping reconnects, and the reconnect catches up.
-func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
+func (c *Cluster) receive(ctx context.Context, conn *models.Listener) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, c.o.ListenIdle)
-		n, err := conn.WaitForNotification(wctx)
+		payload, err := conn.Wait(wctx)
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			if err := pingListener(ctx, conn); err != nil {
@@ -92,11 +72,11 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 		// The listener hears its own instance's notices too, a third of
 		// all with three instances: it tells them by their sender without
 		// opening them.
-		if strings.HasPrefix(n.Payload, c.ch.own) {
+		if strings.HasPrefix(payload, c.ch.own) {
 			continue
 		}
 		var nt notice
-		if reason := c.ch.open(n.Payload, &nt); reason != "" {
+		if reason := c.ch.open(payload, &nt); reason != "" {
 			c.refuse(reason)
 			continue
 		}
@@ -105,7 +85,7 @@ func (c *Cluster) receive(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // pingListener checks that the listener's connection still answers.
-func pingListener(ctx context.Context, conn *pgx.Conn) error {
+func pingListener(ctx context.Context, conn *models.Listener) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {

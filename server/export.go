@@ -38,10 +38,10 @@ func (s *Server) apiThreadExport(c echo.Context) error {
 	}
 	name := exportName(t)
 	if format == "json" {
-		redact := !s.showTokens()
+		r := s.redaction()
 		out := make([]messageJSON, len(msgs))
 		for i := range msgs {
-			out[i] = newMessageJSON(&msgs[i], "", redact)
+			out[i] = r.message(&msgs[i], "")
 		}
 		c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.json"`, name))
 		return c.JSONPretty(http.StatusOK, map[string]any{

@@ -14,9 +14,7 @@ func withServer(f func(*Options)) appOption { return func(c *appConfig) { c.serv
 
 // openSockets is how many sockets the server counts for userID.
 func (s *Server) openSockets(userID string) int {
-	s.socketCap.mu.Lock()
-	defer s.socketCap.mu.Unlock()
-	return s.socketCap.open[userID]
+	return s.socketCap.Open(userID)
 }
 
 func waitSockets(t *testing.T, s *Server, userID string, n int) {
@@ -84,7 +82,7 @@ func TestSocketCap(t *testing.T) {
 	}
 	conns = nil
 	waitSockets(t, a.srv, ann.id, 0)
-	if n := len(a.srv.socketCap.open); n != 0 {
+	if n := a.srv.socketCap.Users(); n != 0 {
 		t.Errorf("%d users left in the socket count, want 0", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"herd/agent"
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/render"
 )
 
 // Frame types that are not task frames (docs/API.md).
@@ -46,25 +47,6 @@ type messageJSON struct {
 	HTML             string          `json:"html,omitempty"`
 }
 
-// tokenKwargs are the additional_kwargs keys that carry token figures.
-var tokenKwargs = []string{"subagent_token_usage"}
-
-// newMessageJSON converts a stored message; with redact, every token
-// figure is left out (the token gate, docs/DESIGN.md §9).
-func newMessageJSON(m *models.Message, html string, redact bool) messageJSON {
-	out := messageJSON{
-		ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, Content: m.Content,
-		ToolCalls: rawOr(m.ToolCalls, "[]"), ToolCallID: m.ToolCallID, Name: m.Name,
-		AdditionalKwargs: rawOr(m.AdditionalKwargs, "{}"), Usage: rawOr(m.Usage, "null"),
-		ModelName: m.ModelName, CreatedAt: m.CreatedAt, HTML: html,
-	}
-	if redact {
-		out.Usage = json.RawMessage("null")
-		out.AdditionalKwargs = withoutKeys(out.AdditionalKwargs, tokenKwargs...)
-	}
-	return out
-}
-
 func rawOr(j models.JSON, def string) json.RawMessage {
 	if len(j) == 0 {
 		return json.RawMessage(def)
@@ -72,31 +54,10 @@ func rawOr(j models.JSON, def string) json.RawMessage {
 	return json.RawMessage(j)
 }
 
-// withoutKeys returns the object raw minus keys (raw unchanged if it has
-// none of them, or is not an object).
-func withoutKeys(raw json.RawMessage, keys ...string) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return raw
-	}
-	changed := false
-	for _, k := range keys {
-		if _, ok := m[k]; ok {
-			delete(m, k)
-			changed = true
-		}
-	}
-	if !changed {
-		return raw
-	}
-	b, _ := json.Marshal(m)
-	return b
-}
-
 // eventFrame frames a persisted event (r.Event) in both token-gate
 // variants, from the body its producer prepared (prepare.go) or else from
 // its payload (agent.EventOf: read back from the database, decoded).
-func eventFrame(r models.Record, md *Markdown) (*frame, error) {
+func eventFrame(r models.Record, md *render.Markdown) (*frame, error) {
 	e := r.Event
 	var p *preparedEvent
 	if lazy, ok := r.Prepared.(*prepared[*preparedEvent]); ok {
@@ -109,12 +70,9 @@ func eventFrame(r models.Record, md *Markdown) (*frame, error) {
 		p = prepareEvent(ev, md)
 	}
 	var redact func() []byte
-	switch p.ev.(type) {
-	case agent.TaskStep, agent.TaskEnd, agent.RunEnd: // the payloads that carry token figures
+	if eventHasFigures(p.ev) {
 		redact = func() []byte {
-			opts := p.opts
-			opts.Redact = true
-			typ, data := p.ev.Frame(opts)
+			typ, data := p.ev.Frame(redaction{hide: true}.eventFrame(p.opts))
 			return encodeWire(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		}
 	}
@@ -134,7 +92,7 @@ type preparedEvent struct {
 	body []byte
 }
 
-func prepareEvent(ev agent.Event, md *Markdown) *preparedEvent {
+func prepareEvent(ev agent.Event, md *render.Markdown) *preparedEvent {
 	html, rendered := "", false
 	p := &preparedEvent{ev: ev, opts: agent.FrameOptions{HTML: func(s string) string {
 		if !rendered {

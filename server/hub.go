@@ -15,6 +15,7 @@ import (
 
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/render"
 )
 
 // Replayer reads a thread's persisted records after a seq, and its last
@@ -49,7 +50,7 @@ type Hub struct {
 	opts   HubOptions
 	log    *slog.Logger
 	store  Replayer
-	md     *Markdown
+	md     *render.Markdown
 	live   *liveText
 	mu     sync.RWMutex
 	subs   map[string]map[*client]struct{}
@@ -68,7 +69,7 @@ type Hub struct {
 }
 
 // NewHub returns a hub replaying from store.
-func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
+func NewHub(store Replayer, md *render.Markdown, o HubOptions) *Hub {
 	if o.SendBuffer <= 0 {
 		o.SendBuffer = 512
 	}
@@ -281,12 +282,12 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 			html = renderMessage(m, h.md)
 		}
 		var redact func() []byte
-		if len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0 {
+		if messageHasFigures(m) {
 			redact = func() []byte {
-				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), true))
+				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{hide: true}.message(m, string(html)))
 			}
 		}
-		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, newMessageJSON(m, string(html), false))
+		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{}.message(m, string(html)))
 		return &frame{seq: m.Seq, full: full, redact: redact}, nil
 	case r.Event != nil:
 		f, err := eventFrame(r, h.md)

@@ -97,8 +97,14 @@ func loopbackHostOnly(h http.Handler) http.Handler {
 	})
 }
 
+// connCounts is what the connection gauges read: limits.ConnLimit.
+type connCounts interface {
+	Open() int
+	Evicted() int64
+}
+
 // WatchConns registers the connection gauges of the listener l limits.
-func (m *Metrics) WatchConns(l *ConnLimit) {
+func (m *Metrics) WatchConns(l connCounts) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "herd_http_connections", Help: "HTTP connections held, WebSockets included."}, func() float64 { return float64(l.Open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "herd_http_connections_evicted_total", Help: "Connections outside a request closed to make room at server.max_connections."}, func() float64 { return float64(l.Evicted()) }),

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"herd/server/limits"
 )
 
 // fakeClock is a settable clock for the limits.
@@ -30,42 +32,6 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
-}
-
-func TestIPExtractor(t *testing.T) {
-	cases := []struct {
-		name    string
-		trusted []string
-		remote  string
-		xff     string
-		want    string
-	}{
-		{"no proxies: XFF ignored", nil, "203.0.113.9:5000", "1.2.3.4", "203.0.113.9"},
-		{"loopback is not trusted by default", nil, "127.0.0.1:5000", "1.2.3.4", "127.0.0.1"},
-		{"private ranges are not trusted by default", []string{"10.0.0.0/8"}, "192.168.1.1:5000", "1.2.3.4", "192.168.1.1"},
-		{"trusted proxy: last hop", []string{"127.0.0.1/32"}, "127.0.0.1:5000", "1.2.3.4", "1.2.3.4"},
-		{"forged left part skipped", []string{"127.0.0.1/32"}, "127.0.0.1:5000", "6.6.6.6, 1.2.3.4", "1.2.3.4"},
-		{"trusted hops skipped right to left", []string{"127.0.0.1/32", "10.0.0.0/8"}, "127.0.0.1:5000", "9.9.9.9, 1.2.3.4, 10.1.2.3", "1.2.3.4"},
-		{"garbage in XFF", []string{"127.0.0.1/32"}, "127.0.0.1:5000", "not-an-ip", "127.0.0.1"},
-		{"untrusted peer with XFF", []string{"10.0.0.0/8"}, "203.0.113.9:5000", "10.0.0.1", "203.0.113.9"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ext, err := ipExtractor(c.trusted)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req, _ := http.NewRequest("GET", "/", nil)
-			req.RemoteAddr = c.remote
-			req.Header.Set("X-Forwarded-For", c.xff)
-			if got := ext(req); got != c.want {
-				t.Errorf("got %q, want %q", got, c.want)
-			}
-		})
-	}
-	if _, err := ipExtractor([]string{"10.0.0.1"}); err == nil {
-		t.Error("a CIDR without mask was accepted")
-	}
 }
 
 func loginAs(u *user, email, password, xff string) response {
@@ -98,7 +64,7 @@ func TestForgedForwardedFor(t *testing.T) {
 	// prepends is skipped, and other clients keep their own budget.
 	b := newApp(t)
 	b.srv.limits = newAuthLimits(3, time.Now)
-	b.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	b.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	anon = b.anonymous()
 	statuses = nil
 	for i := range 5 {
@@ -122,7 +88,7 @@ func TestOwnerNotLockedOut(t *testing.T) {
 	a := newApp(t)
 	clock := newFakeClock()
 	a.srv.limits = newAuthLimits(10, clock.now)
-	a.srv.e.IPExtractor, _ = ipExtractor([]string{"127.0.0.1/32"})
+	a.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	a.newUserNoLogin("ann@example.com")
 	laptop := a.anonymous()
 	if r := loginAs(laptop, "ann@example.com", "password123", "198.51.100.20"); r.status != http.StatusOK {
@@ -224,32 +190,29 @@ func TestBackoffGrowsAndForgets(t *testing.T) {
 	}
 }
 
-// TestLimiterMemoryBounded: 100,000 distinct keys leave at most
-// limiterCapacity behind, and a few megabytes.
-func TestLimiterMemoryBounded(t *testing.T) {
-	l := newLimiter(10, time.Now)
+// TestBackoffMemoryBounded: 100,000 distinct keys leave at most
+// limits.Capacity behind, and a few megabytes.
+func TestBackoffMemoryBounded(t *testing.T) {
 	b := newBackoff(time.Now)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range 100000 {
-		key := "ip:" + strconv.Itoa(i)
-		l.allow(key)
-		b.fail(key)
+		b.fail("ip:" + strconv.Itoa(i))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if l.len() > limiterCapacity || b.len() > limiterCapacity {
-		t.Errorf("limiter keeps %d keys, back-off %d; cap %d", l.len(), b.len(), limiterCapacity)
+	if b.len() > limits.Capacity {
+		t.Errorf("back-off keeps %d keys; cap %d", b.len(), limits.Capacity)
 	}
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 32<<20 {
 		t.Errorf("heap grew by %d MB for 100k keys", grew>>20)
 	}
 	// The newest keys are the ones kept.
-	if _, ok := l.keys.peek("ip:99999"); !ok {
+	if _, ok := b.keys.Peek("ip:99999"); !ok {
 		t.Error("the newest key was evicted")
 	}
-	if _, ok := l.keys.peek("ip:0"); ok {
+	if _, ok := b.keys.Peek("ip:0"); ok {
 		t.Error("the oldest key was kept")
 	}
 }

@@ -68,7 +68,7 @@ func (s *Server) checkNewWork(c echo.Context) error {
 	if f := s.storage.Fault(); f != nil {
 		return storageUnavailable(f)
 	}
-	if !s.runLimiter.allow("user:" + currentUser(c).ID) {
+	if !s.runLimiter.Allow("user:" + currentUser(c).ID) {
 		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
 	}
 	return nil
@@ -216,7 +216,7 @@ func (s *Server) apiEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	redact := !s.showTokens()
+	r := s.redaction()
 	out := make([]eventJSON, 0, len(events))
 	next := after
 	for i := range events {
@@ -226,9 +226,7 @@ func (s *Server) apiEvents(c echo.Context) error {
 			s.log.Warn("unreadable event content", "thread", t.ID, "seq", e.Seq, "err", err)
 			content = map[string]any{}
 		}
-		if redact {
-			delete(content, "usage")
-		}
+		r.eventContent(content)
 		if html := agent.StepTextHTML(e.EventType, content, s.md.Render); html != "" {
 			content["text_html"] = html // the card shows the step as Markdown
 		}
@@ -248,7 +246,7 @@ func (s *Server) apiUsage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !s.showTokens() {
+	if !s.redaction().shows() {
 		return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": false})
 	}
 	ctx := c.Request().Context()

@@ -25,6 +25,8 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/models"
+	"herd/server/limits"
+	"herd/server/render"
 	"herd/views"
 )
 
@@ -37,7 +39,7 @@ type Options struct {
 	Settings *Settings
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
-	Markdown *Markdown
+	Markdown *render.Markdown
 	Metrics  *Metrics // nil: no /metrics
 	// MetricsToken serves /metrics on this handler to bearers of the token;
 	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
@@ -106,7 +108,7 @@ type Server struct {
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
 	now           func() time.Time
-	md            *Markdown
+	md            *render.Markdown
 	assets        map[string]string
 	static        fs.FS
 	publicURL     string
@@ -118,10 +120,10 @@ type Server struct {
 	signer        *formSigner
 	limits        *authLimits
 	sockets       *sockets
-	runLimiter    *limiter
-	threadLimiter *limiter
-	connLimiter   *limiter
-	socketCap     *socketCounter
+	runLimiter    *limits.Limiter
+	threadLimiter *limits.Limiter
+	connLimiter   *limits.Limiter
+	socketCap     *limits.SocketCounter
 	bcryptCost    int
 	dummyHash     func() []byte
 	// compare is bcrypt's check (checks.go); tests hold it to look at a
@@ -164,10 +166,10 @@ func New(o Options) (*Server, error) {
 		setup:         newSetupGate(),
 		limits:        newAuthLimits(o.LoginPerMinute, o.Now),
 		sockets:       newSockets(),
-		runLimiter:    newLimiter(o.RunsPerMinute, o.Now),
-		threadLimiter: newLimiter(o.ThreadsPerMinute, o.Now),
-		connLimiter:   newLimiter(o.WSConnectsPerMinute, o.Now),
-		socketCap:     newSocketCounter(o.MaxSocketsPerUser),
+		runLimiter:    limits.NewLimiter(o.RunsPerMinute, o.Now),
+		threadLimiter: limits.NewLimiter(o.ThreadsPerMinute, o.Now),
+		connLimiter:   limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
+		socketCap:     limits.NewSocketCounter(o.MaxSocketsPerUser),
 		bcryptCost:    o.BcryptCost,
 		compare:       bcrypt.CompareHashAndPassword,
 		maxContent:    o.MaxContentBytes,
@@ -231,7 +233,7 @@ func (s *Server) startHTTP(o Options) error {
 		return err
 	}
 	s.e = echo.New()
-	if s.e.IPExtractor, err = ipExtractor(o.TrustedProxies); err != nil {
+	if s.e.IPExtractor, err = limits.IPExtractor(o.TrustedProxies); err != nil {
 		return err
 	}
 	s.e.HideBanner = true

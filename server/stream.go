@@ -42,7 +42,7 @@ func (s *Server) stream(c echo.Context) error {
 	u := currentUser(c)
 	uid := u.ID
 	upgrade := func() (*websocket.Conn, error) { return up.Upgrade(c.Response(), c.Request(), nil) }
-	if !s.socketCap.acquire(u.ID) {
+	if !s.socketCap.Acquire(u.ID) {
 		if bearer {
 			return &apiError{http.StatusTooManyRequests, "too_many_sockets", tooManySockets}
 		}
@@ -54,7 +54,7 @@ func (s *Server) stream(c echo.Context) error {
 	ctx, upgrade, done := s.sockets.track(context.Background(), uid, u.Role, cred, upgrade, s.credentialValid(c))
 	closed := func() {
 		done()
-		s.socketCap.release(uid)
+		s.socketCap.Release(uid)
 	}
 	if err := s.hub.Serve(ctx, upgrade, t.ID, after, closed); errors.Is(err, errCredentialEnded) {
 		return err

@@ -64,11 +64,6 @@ func cleanTitle(raw string) (string, *apiError) {
 	return t, nil
 }
 
-// showTokens reports whether token figures may reach a chat view. The
-// token gate alone decides, for users and admins alike: an admin reads the
-// accounting on the usage page (docs/DESIGN.md §9).
-func (s *Server) showTokens() bool { return s.settings.TokenUsage() }
-
 // threadView gathers everything a thread's page and JSON show: one page
 // of its messages (the newest unless the query asks for an older one) and
 // their cards.
@@ -187,7 +182,7 @@ func flashText(key string) string {
 // thread-creation rate.
 func (s *Server) createThread(c echo.Context, title string) (*models.Thread, error) {
 	u := currentUser(c)
-	if !s.threadLimiter.allow("user:" + u.ID) {
+	if !s.threadLimiter.Allow("user:" + u.ID) {
 		return nil, &apiError{http.StatusTooManyRequests, "rate_limited", "too many new threads in a minute; wait a moment and try again"}
 	}
 	return s.store.CreateThread(c.Request().Context(), u.ID, title)
@@ -309,7 +304,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		return err
 	}
 	t := v.thread
-	show := s.showTokens()
+	r := s.redaction()
 	sidebar, err := s.sidebar(c)
 	if err != nil {
 		return err
@@ -318,7 +313,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		Sidebar:  sidebar,
 		Page:     s.page(c, threadItem(t).Title),
 		Thread:   threadItem(t),
-		Messages: withRunEnds(s.messageViews(v.messages, v.cards, show), v.ends),
+		Messages: withRunEnds(s.messageViews(v.messages, v.cards, r), v.ends),
 		Models:   s.modelOptions(),
 		LastSeq:  v.lastSeq,
 		Older:    v.next,
@@ -328,7 +323,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		"thread_id":           t.ID,
 		"last_seq":            v.lastSeq,
 		"active_run_id":       nil,
-		"token_usage_enabled": show,
+		"token_usage_enabled": r.shows(),
 		// The model is naming the thread: the page asks for the title
 		// again once its stream is open, in case the title came between.
 		"title_pending": s.titles.isPending(t.ID),
@@ -341,7 +336,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		page.LeadWaiting = v.leadWaiting
 		state["active_run_id"] = v.active.ID
 	}
-	if show {
+	if r.shows() {
 		u, err := s.threadUsage(c.Request().Context(), t.ID, v.runs)
 		if err != nil {
 			return err
@@ -401,11 +396,11 @@ func (s *Server) threadMessagesFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs := withRunEnds(s.messageViews(v.messages, v.cards, s.showTokens()), v.ends)
+	msgs := withRunEnds(s.messageViews(v.messages, v.cards, s.redaction()), v.ends)
 	return s.render(c, http.StatusOK, views.OlderMessages(views.MessagesPage{ThreadID: v.thread.ID, Messages: msgs, Older: v.next}))
 }
 
-func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTokens bool) []views.MessageView {
+func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, r redaction) []views.MessageView {
 	byCall := make(map[string]*agent.Card, len(cards))
 	for i := range cards {
 		byCall[cards[i].RunID+"\x00"+cards[i].TaskID] = &cards[i]
@@ -424,7 +419,7 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, showTok
 			for _, tc := range calls {
 				tv := views.ToolCallView{ID: tc.ID, Name: tc.Name, Args: string(tc.Args)}
 				if card := byCall[m.RunID+"\x00"+tc.ID]; card != nil && tc.Name == agent.ToolTask {
-					tv.Card = s.cardView(*card, showTokens)
+					tv.Card = s.cardView(*card, r)
 				}
 				mv.ToolCalls = append(mv.ToolCalls, tv)
 			}
@@ -592,14 +587,14 @@ func (s *Server) apiThreadMessages(c echo.Context) error {
 // messagesPageJSON is a page of messages and the cards of their task
 // calls, with the cursor of the next older page.
 func (s *Server) messagesPageJSON(v *threadView) map[string]any {
-	redact := !s.showTokens()
+	r := s.redaction()
 	msgs := make([]messageJSON, len(v.messages))
 	for i := range v.messages {
-		msgs[i] = newMessageJSON(&v.messages[i], "", redact)
+		msgs[i] = r.message(&v.messages[i], "")
 	}
 	tasks := make([]cardJSON, len(v.cards))
 	for i, card := range v.cards {
-		tasks[i] = s.cardJSON(card, !redact)
+		tasks[i] = s.cardJSON(card, r)
 	}
 	return map[string]any{"messages": msgs, "tasks": tasks, "has_more": v.next != 0, "next": nullIfZero(v.next)}
 }

@@ -200,7 +200,7 @@ func usageTitleFrame(threadID string, call models.UsageEntry) *frame {
 	wire := func(u *models.UsageReport) []byte {
 		return encodeWire(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
 	}
-	return &frame{full: wire(&rep), redact: func() []byte { return wire(nil) }}
+	return &frame{full: wire(&rep), redact: func() []byte { return wire(redaction{hide: true}.titleUsage(&rep)) }}
 }
 
 // titleThread titles an untitled thread whose first run has started: from

@@ -1,0 +1,24 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// limitConnects limits WebSocket connects per user, or per client IP for
+// a request without a session (which requireUser then refuses): a
+// reconnect storm, scripted or not, costs at most this many handshakes
+// and replays a minute.
+func (s *Server) limitConnects(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key := "ip:" + c.RealIP()
+		if u := currentUser(c); u != nil {
+			key = "user:" + u.ID
+		}
+		if !s.connLimiter.Allow(key) {
+			return &apiError{http.StatusTooManyRequests, "rate_limited", "too many stream connections in a minute; wait a moment and reload"}
+		}
+		return next(c)
+	}
+}
