@@ -26,6 +26,7 @@ import (
 	"herd/agent/mcp"
 	"herd/models"
 	"herd/server/limits"
+	"herd/server/metrics"
 	"herd/server/render"
 	"herd/views"
 )
@@ -40,7 +41,7 @@ type Options struct {
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
 	Markdown *render.Markdown
-	Metrics  *Metrics // nil: no /metrics
+	Metrics  Metrics // nil: no /metrics
 	// MetricsToken serves /metrics on this handler to bearers of the token;
 	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
 	MetricsToken string
@@ -91,6 +92,20 @@ type Options struct {
 	Cluster *Cluster
 }
 
+// Metrics is what the server takes of the registry (metrics.Metrics):
+// /metrics on the main address, and its password checks counted.
+type Metrics interface {
+	Handler(token string) http.Handler
+	PasswordChecked(kind string)
+}
+
+// MetricLabels are the label values of the server's counters, which the
+// registry shows from 0 (metrics.New).
+var MetricLabels = metrics.Labels{
+	NoticeRefusals: noticeRefusals,
+	PasswordChecks: []string{checkSignIn, checkPasswordChange},
+}
+
 // DefaultMaxBodyBytes caps a request body unless Options say otherwise.
 const DefaultMaxBodyBytes = 1 << 20
 
@@ -103,7 +118,7 @@ type Server struct {
 	hub           *Hub
 	pages         threadPages // hub, or every instance's (Cluster)
 	settings      *Settings
-	metrics       *Metrics
+	metrics       Metrics
 	metricsToken  string
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
