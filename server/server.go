@@ -28,6 +28,7 @@ import (
 	"herd/server/limits"
 	"herd/server/metrics"
 	"herd/server/render"
+	"herd/server/titles"
 	"herd/views"
 )
 
@@ -149,7 +150,7 @@ type Server struct {
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
 	purger        *purger
-	titles        *titler
+	titles        *titles.Titler
 	draining      atomic.Bool // Drain: readyz fails
 	undoWindow    time.Duration
 	mcp           interface{ Status() []mcp.ServerStatus }
@@ -202,7 +203,7 @@ func New(o Options) (*Server, error) {
 	})
 	others := s.joinCluster(o.Cluster)
 	s.undoWindow = o.UndoWindow
-	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
+	s.titles = titles.New(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
 	for _, m := range o.Runtime.Models() {
 		s.labels[m.Name] = m.Label()
