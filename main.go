@@ -177,7 +177,10 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 		return err
 	}
 	if b.cluster != nil {
-		if err := b.cluster.Start(ctx, lns.app.Addr().String()); err != nil {
+		// The cluster hands the other instances' notices to this
+		// instance's runtime, sockets and deletes.
+		h := server.ClusterHandlers{Runs: rt, Sockets: srv, Deletes: srv}
+		if err := b.cluster.Start(ctx, lns.app.Addr().String(), h); err != nil {
 			return err
 		}
 	}
@@ -242,14 +245,12 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
 	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: hub}
 	onCommit := hub.OnCommit
-	settings.Notify(hub)
 	if cfg.Database.Driver == config.DriverPostgres {
 		if b.cluster, err = newCluster(cfg, b, log); err != nil {
 			_ = store.Close()
 			return nil, err
 		}
 		onCommit = b.cluster.OnCommit
-		settings.Notify(b.cluster)
 	}
 	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: reg.OnBatch, Logger: log})
 	return b, nil
@@ -274,6 +275,15 @@ func (b *base) publisher() agent.Publisher {
 		return b.cluster
 	}
 	return b.hub
+}
+
+// peers are the other instances the server reaches through the cluster;
+// nil (no interface holding a nil *Cluster) on SQLite.
+func (b *base) peers() server.Peers {
+	if b.cluster != nil {
+		return b.cluster
+	}
+	return nil
 }
 
 // instanceID is recorded on each run as the instance executing it; ""
@@ -354,7 +364,6 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		// Other instances' runs are live: the cluster closes only those
 		// of instances whose lease has run out, this one's old self's
 		// included (Cluster.Start).
-		b.cluster.Attach(rt)
 		return rt, nil
 	}
 	if n, err := rt.Recover(ctx, b.store); err != nil {
@@ -445,7 +454,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		ThreadsPerMinute:    cfg.Auth.ThreadsPerMinute,
 		MaxSocketsPerUser:   cfg.Server.MaxSocketsPerUser,
 		WSConnectsPerMinute: cfg.Server.WSConnectsPerMinute,
-		Cluster:             b.cluster,
+		Cluster:             b.peers(),
 		// On the host a command runs as the server's own user, with its
 		// environment and data: a trust boundary only admins may cross.
 		CommandsAdminOnly: cfg.Sandbox.Mode == tools.SandboxHost,

@@ -28,7 +28,7 @@ func (s *Server) apiAdminSettings(c echo.Context) error {
 	if req.TokenUsageEnabled == nil {
 		return errUnprocessable("send {\"token_usage_enabled\": true|false}")
 	}
-	if err := s.settings.SetTokenUsage(c.Request().Context(), *req.TokenUsageEnabled); err != nil {
+	if err := s.settings.SetTokenUsage(c.Request().Context(), *req.TokenUsageEnabled, s.pages); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"token_usage_enabled": *req.TokenUsageEnabled})
@@ -242,7 +242,7 @@ func formResult(c echo.Context, err error, flash string, render func(c echo.Cont
 
 func (s *Server) adminSettingsSubmit(c echo.Context) error {
 	on := c.FormValue(settingTokenUsage) == "true" || c.FormValue(settingTokenUsage) == "on"
-	err := s.settings.SetTokenUsage(c.Request().Context(), on)
+	err := s.settings.SetTokenUsage(c.Request().Context(), on, s.pages)
 	state := "off"
 	if on {
 		state = "on"

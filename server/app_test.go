@@ -104,7 +104,6 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		md = render.NewMarkdown()
 	}
 	a.hub = NewHub(store, md, cfg.hub)
-	a.settings.Notify(a.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms := make([]*agent.Model, 0, len(cfg.models))
 	for _, c := range cfg.models {

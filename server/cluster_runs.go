@@ -44,7 +44,7 @@ func (c *Cluster) remoteRun(threadID string) *models.Run {
 
 // ActiveRun is the thread's running run on any instance.
 func (c *Cluster) ActiveRun(threadID string) (string, bool) {
-	if id, ok := c.rt.ActiveRun(threadID); ok {
+	if id, ok := c.h.Runs.ActiveRun(threadID); ok {
 		return id, true
 	}
 	if r := c.remoteRun(threadID); r != nil {
@@ -55,7 +55,7 @@ func (c *Cluster) ActiveRun(threadID string) (string, bool) {
 
 // Cancel stops run runID here, or tells the instance executing it.
 func (c *Cluster) Cancel(threadID, runID string) error {
-	err := c.rt.Cancel(threadID, runID)
+	err := c.h.Runs.Cancel(threadID, runID)
 	if !errors.Is(err, agent.ErrNoActiveRun) {
 		return err
 	}
@@ -70,7 +70,7 @@ func (c *Cluster) Cancel(threadID, runID string) error {
 // CancelTask cancels a card here, or tells the instance executing its
 // run.
 func (c *Cluster) CancelTask(threadID, taskID string) error {
-	err := c.rt.CancelTask(threadID, taskID)
+	err := c.h.Runs.CancelTask(threadID, taskID)
 	if !errors.Is(err, agent.ErrNoTask) {
 		return err
 	}
@@ -102,9 +102,9 @@ func (c *Cluster) control(n notice) {
 	var err error
 	switch n.Kind {
 	case kindStop:
-		err = c.rt.Cancel(n.Thread, n.Run)
+		err = c.h.Runs.Cancel(n.Thread, n.Run)
 	case kindCancel:
-		err = c.rt.CancelTask(n.Thread, n.ID)
+		err = c.h.Runs.CancelTask(n.Thread, n.ID)
 	}
 	if err != nil {
 		c.log.Info("cluster: control for work that has ended", "kind", n.Kind, "thread", n.Thread, "run", n.Run, "err", err)
@@ -114,7 +114,7 @@ func (c *Cluster) control(n notice) {
 // Wait blocks until the thread has no running run on any instance, or ctx
 // ends. Another instance's run is known to end from its notices.
 func (c *Cluster) Wait(ctx context.Context, threadID string) error {
-	if err := c.rt.Wait(ctx, threadID); err != nil {
+	if err := c.h.Runs.Wait(ctx, threadID); err != nil {
 		return err
 	}
 	for {
@@ -217,7 +217,7 @@ func (c *Cluster) sweep(ctx context.Context) {
 	if len(runs) == 0 {
 		return
 	}
-	n, err := c.rt.Failover(ctx, c.o.Store, runs)
+	n, err := c.h.Runs.Failover(ctx, c.o.Store, runs)
 	if err != nil {
 		c.unclosed = runs[n:]
 		c.log.Error("cluster: close runs of a lost instance; trying again at the next renewal", "closed", n, "of", len(runs), "err", err)
@@ -226,14 +226,14 @@ func (c *Cluster) sweep(ctx context.Context) {
 	c.log.Warn("cluster: closed the runs of lost instances", "runs", n)
 }
 
-// relayPurge tells the other instances that thread id's delete is due at
+// RelayPurge tells the other instances that thread id's delete is due at
 // at, or was undone (a zero at): each schedules its purge, so a delete
 // is purged on time even when the instance that took it is gone, and the
 // first instance to claim it removes it (models.Store.PurgeThread). The
 // notice is sent before the request answers, not queued: an instance
 // killed just after a delete has told the others. Should the database
 // not take it now, it is queued (and held) like any other.
-func (c *Cluster) relayPurge(id string, at time.Time) {
+func (c *Cluster) RelayPurge(id string, at time.Time) {
 	var us int64
 	if !at.IsZero() {
 		us = at.UnixMicro() // the database's precision: not a moment early
@@ -257,12 +257,9 @@ func (c *Cluster) relayPurge(id string, at time.Time) {
 
 // purged schedules or forgets another instance's delete here.
 func (c *Cluster) purged(n notice) {
-	if c.purges == nil {
-		return
-	}
 	if n.First > 0 {
-		c.purges.set(n.Thread, time.UnixMicro(n.First))
+		c.h.Deletes.ScheduleDelete(n.Thread, time.UnixMicro(n.First))
 		return
 	}
-	c.purges.unset(n.Thread)
+	c.h.Deletes.UnscheduleDelete(n.Thread)
 }

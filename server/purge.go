@@ -24,7 +24,7 @@ type purger struct {
 	remove func(threadID string) // the thread's workspace, once it is gone
 	// relay tells the other instances of a delete scheduled here, or
 	// undone (a zero at), so that each purges it on time even if this one
-	// is gone by then (Cluster.relayPurge); nil on one instance.
+	// is gone by then (Cluster.RelayPurge); nil on one instance.
 	relay func(id string, at time.Time)
 
 	mu     sync.Mutex
@@ -33,8 +33,8 @@ type purger struct {
 	wg     sync.WaitGroup // purges in progress
 }
 
-func newPurger(store *models.Store, now func() time.Time, log *slog.Logger, remove func(string)) *purger {
-	return &purger{store: store, now: now, log: log, remove: remove, timers: map[string]*time.Timer{}}
+func newPurger(store *models.Store, now func() time.Time, log *slog.Logger, remove func(string), relay func(string, time.Time)) *purger {
+	return &purger{store: store, now: now, log: log, remove: remove, relay: relay, timers: map[string]*time.Timer{}}
 }
 
 // schedule purges thread id at at (at once when at has passed), here

@@ -90,7 +90,7 @@ type Options struct {
 	// Cluster, when set, joins the instances serving one PostgreSQL
 	// database: Stop and a card's cancel reach the run on any instance,
 	// and ended sessions close their sockets on every instance.
-	Cluster *Cluster
+	Cluster Peers
 }
 
 // Metrics is what the server takes of the registry (metrics.Metrics):
@@ -181,7 +181,6 @@ func New(o Options) (*Server, error) {
 		hosts:         newHostGuard(o.PublicURL, o.AllowedHosts),
 		setup:         newSetupGate(),
 		limits:        newAuthLimits(o.LoginPerMinute, o.Now),
-		sockets:       newSockets(),
 		runLimiter:    limits.NewLimiter(o.RunsPerMinute, o.Now),
 		threadLimiter: limits.NewLimiter(o.ThreadsPerMinute, o.Now),
 		connLimiter:   limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
@@ -193,15 +192,26 @@ func New(o Options) (*Server, error) {
 		adminCommands: o.CommandsAdminOnly,
 		mcp:           o.MCP,
 		runs:          o.Runtime,
+		pages:         o.Hub,
 	}
-	s.pages = o.Hub
+	var (
+		relaySockets func(socketClose)
+		relayPurge   func(string, time.Time)
+		others       titleCalling
+	)
+	if c := o.Cluster; c != nil {
+		s.pages, s.runs, others = c, c, c
+		// Every instance purges every delete: whichever claims it first
+		// (models.Store.PurgeThread).
+		relaySockets, relayPurge = c.RelaySockets, c.RelayPurge
+	}
+	s.sockets = newSockets(relaySockets)
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
 		if o.OnThreadPurged != nil {
 			o.OnThreadPurged(id)
 		}
-	})
-	others := s.joinCluster(o.Cluster)
+	}, relayPurge)
 	s.undoWindow = o.UndoWindow
 	s.titles = titles.New(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
@@ -216,25 +226,6 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// joinCluster wires s and c (nil without one) to each other: pages,
-// runs, sockets and purges go through the cluster, which reaches every
-// instance. It returns the other instances' title calls, if any.
-func (s *Server) joinCluster(c *Cluster) titleCalling {
-	if c == nil {
-		return nil
-	}
-	s.pages, s.runs = c, c
-	c.sockets = s.sockets
-	c.credentialRole = s.credentialRole
-	s.sockets.relay = c.relaySockets
-	// Every instance purges every delete: whichever claims it first
-	// (models.Store.PurgeThread).
-	c.purges = s.purger
-	c.resumeDeletes = s.ResumeDeletes
-	s.purger.relay = c.relayPurge
-	return c
 }
 
 // startHTTP makes the static assets' hashes, the form signer and the

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -18,16 +19,17 @@ type SettingStore interface {
 	SetSetting(ctx context.Context, key, value string) error
 }
 
-// Broadcaster sends an ephemeral frame to every open page; the Hub
-// implements it.
+// Broadcaster sends an ephemeral frame to open pages (a Settings frame:
+// to every one); the Hub and the Cluster implement it.
 type Broadcaster interface {
-	Broadcast(typ string, data any)
+	Publish(threadID, runID string, f event.Frame)
 }
 
 // Settings owns the instance-wide settings an admin changes at run time:
 // today the token gate, whether token figures may reach any chat view,
 // admins' included (docs/DESIGN.md §9). It
-// persists a change, applies it, and tells every open page. The hub reads
+// persists a change, applies it, and tells every open page (through the
+// Broadcaster the change is given: the hub, or the cluster). The hub reads
 // the gate through TokenUsage when it writes each frame, so a toggle
 // applies to the next frame of every client.
 type Settings struct {
@@ -36,7 +38,6 @@ type Settings struct {
 	// order of the frames telling pages about them agree.
 	mu     sync.Mutex
 	tokens atomic.Bool
-	pages  Broadcaster
 }
 
 // NewSettings loads the settings from store. tokenUsageDefault (the config
@@ -56,30 +57,21 @@ func NewSettings(ctx context.Context, store SettingStore, tokenUsageDefault bool
 	return s, nil
 }
 
-// Notify makes every later change tell b's open pages. It is separate from
-// NewSettings because the hub, the Broadcaster, is built with TokenUsage.
-func (s *Settings) Notify(b Broadcaster) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pages = b
-}
-
 // TokenUsage reports whether token figures may reach chat views: pages,
 // cards, frames, message metadata and the thread JSON, for everyone.
 func (s *Settings) TokenUsage() bool { return s.tokens.Load() }
 
 // SetTokenUsage stores the token gate, applies it and tells every open
-// page at once.
-func (s *Settings) SetTokenUsage(ctx context.Context, on bool) error {
+// page at once, through pages. (The hub that pages reach is built with
+// TokenUsage, so pages are given here rather than to NewSettings.)
+func (s *Settings) SetTokenUsage(ctx context.Context, on bool, pages Broadcaster) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.store.SetSetting(ctx, settingTokenUsage, strconv.FormatBool(on)); err != nil {
 		return err
 	}
 	s.tokens.Store(on)
-	if s.pages != nil {
-		s.pages.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on})
-	}
+	pages.Publish("", "", event.Settings{TokenUsage: on})
 	return nil
 }
 

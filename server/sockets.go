@@ -40,8 +40,8 @@ func tokenCredential(hash string) string { return "token:" + hash }
 type sockets struct {
 	mu   sync.Mutex
 	open map[*socket]struct{}
-	// relay, when set, tells the other instances (Cluster), whose
-	// sockets of the same credentials and user must close too.
+	// relay, when set, tells the other instances (Cluster.RelaySockets),
+	// whose sockets of the same credentials and user must close too.
 	relay func(socketClose)
 }
 
@@ -62,7 +62,11 @@ type socket struct {
 	ended      *closeReason    // set once closed
 }
 
-func newSockets() *sockets { return &sockets{open: map[*socket]struct{}{}} }
+// newSockets is the registry; relay tells the other instances of each
+// close, nil on one instance.
+func newSockets(relay func(socketClose)) *sockets {
+	return &sockets{open: map[*socket]struct{}{}, relay: relay}
+}
 
 // track registers a stream of userID, whose role is role, signed in by
 // credential before its upgrade. It returns the context to serve it with, which ends when the

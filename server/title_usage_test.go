@@ -71,7 +71,7 @@ func TestTitleUsageFrame(t *testing.T) {
 	}
 
 	// With token figures off, the frame still comes, without them.
-	if err := a.settings.SetTokenUsage(context.Background(), false); err != nil {
+	if err := a.settings.SetTokenUsage(context.Background(), false, a.hub); err != nil {
 		t.Fatal(err)
 	}
 	th2 := u.newThread("")

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"herd/agent"
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -64,7 +65,7 @@ func cutWords(s string, n int) string {
 // short call of the run's model (agent.Runtime.Title) proposes a better
 // title beside the run. A clean answer replaces the first title unless
 // the owner renamed the thread meanwhile; open pages of the thread get it
-// at once (Pages.Renamed), on every instance. Any failure keeps the
+// at once (event.Renamed), on every instance. Any failure keeps the
 // first title. The calls are the Titler's goroutines, which Close cancels
 // and waits for.
 type Titler struct {
@@ -99,10 +100,10 @@ type Store interface {
 }
 
 // Pages are a thread's open pages, on every instance: they count the
-// title call's usage and show the new title.
+// title call's usage (event.TitleUsage) and show the new title
+// (event.Renamed).
 type Pages interface {
-	TitleUsage(threadID string, call models.UsageEntry)
-	Renamed(threadID, title string)
+	Publish(threadID, runID string, f event.Frame)
 }
 
 // Others are the other instances: they hear of this one's title calls in
@@ -166,7 +167,7 @@ func (ti *Titler) title(t *models.Thread, started agent.Started, content, first 
 	// The call is in the ledger, its title used or not: open pages count
 	// it now. Sent while the call is still pending (Pending), so a page
 	// rendered after done either counts it from the ledger or catches up.
-	ti.pages.TitleUsage(t.ID, answer.Call)
+	ti.pages.Publish(t.ID, "", event.TitleUsage{Call: answer.Call})
 	title := cleanModelTitle(answer.Text)
 	if title == "" || title == first {
 		return
@@ -177,7 +178,7 @@ func (ti *Titler) title(t *models.Thread, started agent.Started, content, first 
 		return
 	}
 	if changed {
-		ti.pages.Renamed(t.ID, title)
+		ti.pages.Publish(t.ID, "", event.Renamed{Title: title})
 	}
 }
 

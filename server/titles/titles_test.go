@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"herd/agent"
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -92,11 +93,15 @@ func (s *fakeStore) RetitleThread(_ context.Context, _, _, from, to string) (boo
 	return true, nil
 }
 
-func (p *fakePages) TitleUsage(string, models.UsageEntry) { p.mu.Lock(); p.usage++; p.mu.Unlock() }
-func (p *fakePages) Renamed(_, title string) {
+func (p *fakePages) Publish(_, _ string, f event.Frame) {
 	p.mu.Lock()
-	p.renamed = append(p.renamed, title)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	switch f := f.(type) {
+	case event.TitleUsage:
+		p.usage++
+	case event.Renamed:
+		p.renamed = append(p.renamed, f.Title)
+	}
 }
 func (o *fakeOthers) TitleCall(_ string, pending bool) {
 	o.mu.Lock()
