@@ -1,5 +1,7 @@
-// Package server is herd's HTTP side: Echo routes and handlers, auth, and
-// the WebSocket hub. Handlers are thin: parse, call one thing, respond.
+// Package server is herd's HTTP side: Echo routes and handlers and the
+// WebSocket hub; who a request is comes from server/auth, the generic
+// limits from server/limits. Handlers are thin: parse, call one thing,
+// respond; errors.go maps every package's errors to a status.
 package server
 
 import (
