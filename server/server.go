@@ -27,6 +27,7 @@ import (
 	"herd/models"
 	"herd/server/limits"
 	"herd/server/metrics"
+	"herd/server/purge"
 	"herd/server/render"
 	"herd/server/titles"
 	"herd/views"
@@ -149,7 +150,7 @@ type Server struct {
 	maxContent    int
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
-	purger        *purger
+	purger        *purge.Purger
 	titles        *titles.Titler
 	draining      atomic.Bool // Drain: readyz fails
 	undoWindow    time.Duration
@@ -206,7 +207,7 @@ func New(o Options) (*Server, error) {
 		relaySockets, relayPurge = c.RelaySockets, c.RelayPurge
 	}
 	s.sockets = newSockets(relaySockets)
-	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
+	s.purger = purge.New(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
 		if o.OnThreadPurged != nil {
 			o.OnThreadPurged(id)
@@ -226,6 +227,13 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Close stops the server's own background work (pending purges stay in
+// the database). Call it after the HTTP server has stopped.
+func (s *Server) Close() {
+	s.titles.Close()
+	s.purger.Close()
 }
 
 // startHTTP makes the static assets' hashes, the form signer and the
