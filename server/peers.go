@@ -29,11 +29,11 @@ func (s *Server) RecheckSockets() { s.sockets.revalidate(s.auth.CredentialRole) 
 
 // ScheduleDelete purges thread id at at here: another instance took its
 // delete, and whichever instance claims it first removes it.
-func (s *Server) ScheduleDelete(id string, at time.Time) { s.purger.set(id, at) }
+func (s *Server) ScheduleDelete(id string, at time.Time) { s.purger.Set(id, at) }
 
 // UnscheduleDelete forgets thread id's purge here: its owner undid the
 // delete on another instance.
-func (s *Server) UnscheduleDelete(id string) { s.purger.unset(id) }
+func (s *Server) UnscheduleDelete(id string) { s.purger.Unset(id) }
 
 var (
 	_ LocalSockets = (*Server)(nil)

@@ -28,6 +28,7 @@ import (
 	"herd/server/auth"
 	"herd/server/limits"
 	"herd/server/metrics"
+	"herd/server/purge"
 	"herd/server/render"
 	"herd/server/titles"
 	"herd/views"
@@ -142,7 +143,7 @@ type Server struct {
 	maxContent    int
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
-	purger        *purger
+	purger        *purge.Purger
 	titles        *titles.Titler
 	draining      atomic.Bool // Drain: readyz fails
 	undoWindow    time.Duration
@@ -191,7 +192,7 @@ func New(o Options) (*Server, error) {
 		relaySockets, relayPurge = c.RelaySockets, c.RelayPurge
 	}
 	s.sockets = newSockets(relaySockets)
-	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
+	s.purger = purge.New(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
 		if o.OnThreadPurged != nil {
 			o.OnThreadPurged(id)
@@ -227,6 +228,13 @@ func authOptions(o Options, m Metrics) auth.Options {
 		ao.Checked = m.PasswordChecked
 	}
 	return ao
+}
+
+// Close stops the server's own background work (pending purges stay in
+// the database). Call it after the HTTP server has stopped.
+func (s *Server) Close() {
+	s.titles.Close()
+	s.purger.Close()
 }
 
 // startHTTP makes the static assets' hashes and the Echo instance with
