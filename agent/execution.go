@@ -16,11 +16,13 @@ import (
 // taskSink is what an execution needs from the run it belongs to: persist
 // its events, its end with its ToolMessage (returning once committed), and
 // record an LLM call in the usage ledger, once per call; each even after
-// the task or its run was stopped.
+// the task or its run was stopped. callOutput shows a tool call of the
+// subagent's live and keeps its images.
 type taskSink interface {
 	emit(taskID string, ev Event)
 	deliver(end TaskEnd, o Outcome)
 	recordUsage(taskID, model string, resp Response) *models.UsageEntry
+	callOutput(taskID, callID string) *callOutput
 }
 
 // execution is one dispatched task call: the registry entry and the state

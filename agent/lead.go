@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -36,11 +37,12 @@ type History interface {
 }
 
 // Publisher streams what is not persisted: the text of the AI message
-// being written, and apart from it the model's reasoning. The server's hub
-// implements it; it must not block.
+// being written and apart from it the model's reasoning, tool calls'
+// progress and log lines, each one frame of event's closed set. The
+// server's hub implements it (through the cluster when there is one); it
+// must not block.
 type Publisher interface {
-	Delta(threadID, runID, messageID, text string)
-	Reasoning(threadID, runID, messageID, text string)
+	Publish(threadID, runID string, f event.Frame)
 }
 
 // runEnv is what every run needs, built once by New and read-only after
@@ -68,8 +70,7 @@ type runEnv struct {
 
 type nopPublisher struct{}
 
-func (nopPublisher) Delta(string, string, string, string)     {}
-func (nopPublisher) Reasoning(string, string, string, string) {}
+func (nopPublisher) Publish(string, string, event.Frame) {}
 
 // workspace returns the thread's workspace directory, creating it.
 func (env *runEnv) workspace(threadID string) (string, error) {
@@ -321,8 +322,8 @@ func (r *run) complete(msgID string, msgs []Message) (Response, fitReport, parti
 			s.write(d)
 		}
 	}
-	deltas := newDeltaStream(func(text string) { r.env.pub.Delta(r.threadID, r.id, msgID, text) })
-	thoughts := newDeltaStream(func(text string) { r.env.pub.Reasoning(r.threadID, r.id, msgID, text) })
+	deltas := newDeltaStream(func(text string) { r.env.pub.Publish(r.threadID, r.id, event.Delta{MessageID: msgID, Text: text}) })
+	thoughts := newDeltaStream(func(text string) { r.env.pub.Publish(r.threadID, r.id, event.Reasoning{MessageID: msgID, Text: text}) })
 	// Text sends the reasoning gathered before it first, so frames keep
 	// the order the model wrote in.
 	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs, OnReasoning: stream(&reasoning, thoughts, func() {})}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -17,16 +18,15 @@ type streamed struct {
 	reasoning map[string]string // message id → reasoning
 }
 
-func (s *streamed) Delta(_, _, id, text string) {
+func (s *streamed) Publish(_, _ string, f event.Frame) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.text[id] += text
-}
-
-func (s *streamed) Reasoning(_, _, id, text string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reasoning[id] += text
+	switch f := f.(type) {
+	case event.Delta:
+		s.text[f.MessageID] += f.Text
+	case event.Reasoning:
+		s.reasoning[f.MessageID] += f.Text
+	}
 }
 
 // TestReasoningShownNotMixedIn runs a lead that thinks, delegates to a

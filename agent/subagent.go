@@ -131,10 +131,7 @@ func (e *execution) runTool(ctx context.Context, c ToolCall) (string, *ToolOutpu
 	if !ok {
 		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.tools.Names(), ", ")), nil
 	}
-	out := &callOutput{log: e.log}
-	if s, ok := e.sink.(outputSink); ok {
-		out = s.callOutput(e.TaskID, c.ID)
-	}
+	out := e.sink.callOutput(e.TaskID, c.ID)
 	result := e.strays.runTool(ctx, e.log, t, out.env(e.workspace, e.userID, e.RunID), c)
 	return result, out.finish()
 }

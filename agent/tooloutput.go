@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"herd/agent/event"
 	"herd/agent/tools"
 )
 
@@ -32,10 +33,7 @@ type ToolImage struct {
 }
 
 // ToolLog is one log message of a call.
-type ToolLog struct {
-	Level string `json:"level"`
-	Text  string `json:"text"`
-}
+type ToolLog = event.LogLine
 
 // Bounds of what one call keeps.
 const (
@@ -45,15 +43,6 @@ const (
 	toolFrameEvery   = 100 * time.Millisecond
 	maxToolLogsFrame = 20 // lines of one live frame; the rest wait for the next
 )
-
-// ToolPublisher is the optional side of a Publisher that shows a running
-// tool call live: the lead's own call's progress (a subagent's goes to
-// its card, ProgressPublisher) and any call's new log lines. Nothing of
-// it is persisted; the call's step or ToolMessage keeps its output.
-type ToolPublisher interface {
-	ToolProgress(threadID, runID, callID, text string)
-	ToolLog(threadID, runID, taskID, callID string, lines []ToolLog)
-}
 
 // callOutput gathers one tool call's output while it runs and shows it
 // live, at most one progress and one log frame per toolFrameEvery: a tool

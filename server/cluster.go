@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"herd/agent"
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -179,25 +180,24 @@ type notice struct {
 	Text   string          `json:"x,omitempty"`
 	First  int64           `json:"a,omitempty"`
 	Last   int64           `json:"b,omitempty"`
-	Type   string          `json:"y,omitempty"` // a broadcast's frame type
-	Data   json.RawMessage `json:"d,omitempty"`
-	To     string          `json:"o,omitempty"` // control's instance
-	Close  *socketClose    `json:"s,omitempty"`
+	Type   string          `json:"y,omitempty"` // a frame's type (event.Frame)
+	Data   json.RawMessage `json:"d,omitempty"` // the frame's JSON
+	// frame is the frame of a kindFrame notice: encoded into Type and
+	// Data when sealed (encode), decoded from them when received (handle).
+	frame event.Frame
+	To    string       `json:"o,omitempty"` // control's instance
+	Close *socketClose `json:"s,omitempty"`
 }
 
 // Notice kinds.
 const (
-	kindCommit    = "c" // records Thread First..Last committed
-	kindDelta     = "d"
-	kindReasoning = "r"
-	kindProgress  = "p"
-	kindBroadcast = "b"   // Settings' frame to every page, read from the database
-	kindFrame     = "f"   // a thread's ephemeral frame: Type and Data
-	kindTitle     = "n"   // a thread's title call began (Last 1) or ended
-	kindPurge     = "del" // a thread's delete is due at First (Unix µs), or undone (0)
-	kindStop      = "stop"
-	kindCancel    = "task"
-	kindSockets   = "sock"
+	kindCommit  = "c"   // records Thread First..Last committed
+	kindFrame   = "f"   // an ephemeral frame (event.Frame): Type and Data
+	kindTitle   = "n"   // a thread's title call began (Last 1) or ended
+	kindPurge   = "del" // a thread's delete is due at First (Unix µs), or undone (0)
+	kindStop    = "stop"
+	kindCancel  = "task"
+	kindSockets = "sock"
 )
 
 // maxNoticeBytes bounds the encoded data of one notice (a frame's,
@@ -210,8 +210,13 @@ const maxNoticeBytes = 5400
 // longer streamed text is split (deltas are appended, so nothing is
 // lost), longer progress cut. JSON writes a control character, or a byte
 // of invalid UTF-8, in six bytes, so text this long fits maxNoticeBytes
-// whatever it holds (TestNoticeTextFitsEscaped).
-const maxNoticeText = maxNoticeBytes / 6
+// whatever it holds, with room for the frame's keys and id around it
+// (TestNoticeTextFitsEscaped).
+const maxNoticeText = (maxNoticeBytes - frameRoom) / 6
+
+// frameRoom is what a frame's JSON holds besides its text or lines: its
+// keys and a task's, call's or message's id.
+const frameRoom = 200
 
 // listenWait bounds how long Start waits for the first LISTEN.
 const listenWait = 30 * time.Second
@@ -357,31 +362,11 @@ func (c *Cluster) OnCommit(recs []models.Record) {
 	}
 }
 
-// Delta implements agent.Publisher.
-func (c *Cluster) Delta(threadID, runID, messageID, text string) {
-	c.o.Hub.Delta(threadID, runID, messageID, text)
-	c.announceText(kindDelta, threadID, runID, messageID, text)
-}
-
-// Reasoning implements agent.Publisher.
-func (c *Cluster) Reasoning(threadID, runID, messageID, text string) {
-	c.o.Hub.Reasoning(threadID, runID, messageID, text)
-	c.announceText(kindReasoning, threadID, runID, messageID, text)
-}
-
-// Progress implements agent.ProgressPublisher. Progress replaces the
-// card's line, so an over-long one is cut rather than split.
-func (c *Cluster) Progress(threadID, runID, taskID, text string) {
-	c.o.Hub.Progress(threadID, runID, taskID, text)
-	c.announce(notice{Kind: kindProgress, Thread: threadID, Run: runID, ID: taskID, Text: cutUTF8(text, maxNoticeText)})
-}
-
-// Broadcast implements Broadcaster (Settings' frames). The notice names
-// the frame only: the receivers read the setting from the database
-// (Cluster.broadcasted).
-func (c *Cluster) Broadcast(typ string, data any) {
-	c.o.Hub.Broadcast(typ, data)
-	c.announce(notice{Kind: kindBroadcast, Type: typ})
+// Publish implements agent.Publisher: the local hub gets the frame, the
+// other instances a notice of it (announceFrame).
+func (c *Cluster) Publish(threadID, runID string, f event.Frame) {
+	c.o.Hub.Publish(threadID, runID, f)
+	c.announceFrame(threadID, runID, f)
 }
 
 // RelaySockets tells the other instances to close sockets (sockets.relay),
@@ -395,15 +380,6 @@ func (c *Cluster) RelaySockets(sc socketClose) {
 		}
 		sc.Creds = sc.Creds[len(part.Creds):]
 		c.announce(notice{Kind: kindSockets, Close: &part})
-	}
-}
-
-// announceText splits text into notices that fit.
-func (c *Cluster) announceText(kind, threadID, runID, id, text string) {
-	for text != "" {
-		part := cutUTF8(text, maxNoticeText)
-		text = text[len(part):]
-		c.announce(notice{Kind: kind, Thread: threadID, Run: runID, ID: id, Text: part})
 	}
 }
 
@@ -444,7 +420,7 @@ func (c *Cluster) announce(n notice) {
 			rg = [2]int64{n.First, n.Last}
 		}
 		c.missed[n.Thread] = [2]int64{min(rg[0], n.First), max(rg[1], n.Last)}
-	case droppable(n.Kind, n.Type):
+	case droppable(n):
 		return
 	default:
 		c.holdLocked(n)
@@ -452,16 +428,14 @@ func (c *Cluster) announce(n notice) {
 	c.kickSender()
 }
 
-// droppable reports whether a notice of kind (and frame type) may be
-// lost: streamed text and progress, which what follows supersedes (the
-// committed message holds the whole text, the call's step its output).
-// A title, its usage and control are not: nothing would bring them back.
-func droppable(kind, typ string) bool {
-	switch kind {
-	case kindDelta, kindReasoning, kindProgress:
-		return true
-	case kindFrame:
-		return typ == FrameToolProgress || typ == FrameToolLog
+// droppable reports whether a notice may be lost: streamed text,
+// progress and log lines, which what follows supersedes (the committed
+// message holds the whole text, the call's step its output). A title, its
+// usage, the settings and control are not: nothing would bring them back.
+func droppable(n notice) bool {
+	switch n.frame.(type) {
+	case event.Delta, event.Reasoning, event.TaskProgress, event.ToolProgress, event.ToolLog:
+		return n.Kind == kindFrame
 	}
 	return false
 }
@@ -503,7 +477,7 @@ const retryAfter = time.Second
 func (c *Cluster) resend(batch []notice) {
 	var keep []notice
 	for _, n := range batch {
-		if !droppable(n.Kind, n.Type) {
+		if !droppable(n) {
 			keep = append(keep, n)
 		}
 	}
@@ -580,13 +554,9 @@ func (b *batch) reset() {
 
 // add appends n, or merges it into its thread's last notice when nothing
 // came between: a commit's range into the commit before it, streamed text
-// onto the same message's (deltas are appended, up to what fits a
-// notice), a card's progress over the line before it (progress replaces
-// the line).
+// and card progress as joinFrames says.
 func (b *batch) add(n notice) {
-	switch n.Kind {
-	case kindCommit, kindDelta, kindReasoning, kindProgress:
-	default:
+	if n.Kind != kindCommit && !joinable(n) {
 		// Nothing moves across another kind of notice: of its thread's,
 		// when it has one (a thread's frame, a stop), else of any.
 		if n.Thread != "" {
@@ -599,16 +569,13 @@ func (b *batch) add(n notice) {
 	}
 	if i, ok := b.last[n.Thread]; ok {
 		p := &b.ns[i]
-		if p.Kind == n.Kind && p.Run == n.Run && p.ID == n.ID {
-			switch {
-			case n.Kind == kindCommit:
+		if p.Kind == n.Kind && p.Run == n.Run {
+			if n.Kind == kindCommit {
 				p.First, p.Last = min(p.First, n.First), max(p.Last, n.Last)
 				return
-			case n.Kind == kindProgress:
-				p.Text = n.Text
-				return
-			case len(p.Text)+len(n.Text) <= maxNoticeText:
-				p.Text += n.Text
+			}
+			if f, ok := joinFrames(p.frame, n.frame); ok {
+				p.frame = f
 				return
 			}
 		}
@@ -617,7 +584,37 @@ func (b *batch) add(n notice) {
 	b.ns = append(b.ns, n)
 }
 
-// encode is ns sealed as payloads. The JSON has no HTML escaping (as
+// joinable reports whether n is a frame a batch may merge (joinFrames).
+func joinable(n notice) bool {
+	switch n.frame.(type) {
+	case event.Delta, event.Reasoning, event.TaskProgress:
+		return n.Kind == kindFrame
+	}
+	return false
+}
+
+// joinFrames merges next into prev: one message's streamed text is
+// appended, up to what fits a notice; a card's progress replaces the
+// line before it.
+func joinFrames(prev, next event.Frame) (event.Frame, bool) {
+	switch p := prev.(type) {
+	case event.Delta:
+		if n, ok := next.(event.Delta); ok && n.MessageID == p.MessageID && len(p.Text)+len(n.Text) <= maxNoticeText {
+			return event.Delta{MessageID: p.MessageID, Text: p.Text + n.Text}, true
+		}
+	case event.Reasoning:
+		if n, ok := next.(event.Reasoning); ok && n.MessageID == p.MessageID && len(p.Text)+len(n.Text) <= maxNoticeText {
+			return event.Reasoning{MessageID: p.MessageID, Text: p.Text + n.Text}, true
+		}
+	case event.TaskProgress:
+		if n, ok := next.(event.TaskProgress); ok && n.TaskID == p.TaskID {
+			return n, true
+		}
+	}
+	return nil, false
+}
+
+// encode is ns sealed as payloads, their frames encoded (frameData). The JSON has no HTML escaping (as
 // json.Marshal would): a frame's data then reaches the other instances'
 // clients in the very bytes this instance's get
 // (TestClusterThreadFramesReachEveryInstance).
@@ -626,6 +623,9 @@ func (c *Cluster) encode(ns []notice) []string {
 	e := encoders.Get().(*frameEncoder)
 	defer encoders.Put(e)
 	for i := range ns {
+		if !c.frameData(&ns[i]) {
+			continue
+		}
 		p, err := c.ch.seal(e, &ns[i])
 		if err != nil {
 			c.log.Error("cluster: seal notice", "kind", ns[i].Kind, "type", ns[i].Type, "err", err)

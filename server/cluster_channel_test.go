@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"herd/agent/event"
 	"herd/internal/pgtest"
 	"herd/models"
 )
@@ -54,10 +55,10 @@ func TestChannelOpensOnlyWhatHerdSealed(t *testing.T) {
 	now := time.Now()
 	a, b := testChannel(t, testKeys(1), &now), testChannel(t, testKeys(1), &now)
 	stranger := testChannel(t, testKeys(2), &now)
-	want := notice{Kind: kindDelta, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "r", ID: "m", Text: "secret <b>text</b>"}
+	want := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "r", Type: FrameAIDelta, Data: json.RawMessage(`{"message_id":"m","text":"secret <b>text</b>"}`)}
 	sent := sealOne(t, a, want)
 	var got notice
-	if r := b.open(sent, &got); r != "" || got.Text != want.Text || got.Thread != want.Thread {
+	if r := b.open(sent, &got); r != "" || string(got.Data) != string(want.Data) || got.Thread != want.Thread {
 		t.Fatalf("open: %q, %+v; want %+v", r, got, want)
 	}
 	if raw, _ := base64.RawStdEncoding.DecodeString(sent); strings.Contains(string(raw), "secret") || strings.Contains(string(raw), want.Thread) {
@@ -173,8 +174,8 @@ func TestChannelKeyRotation(t *testing.T) {
 func BenchmarkNoticeSealOpen(b *testing.B) {
 	now := time.Now()
 	sender, receiver := testChannel(b, testKeys(1), &now), testChannel(b, testKeys(1), &now)
-	n := notice{Kind: kindDelta, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", ID: "0190c5b2-7a8e-7d41-9c55-0123456789ad",
-		Text: strings.Repeat("streamed words ", 20)}
+	data, _ := marshalJSON(event.Delta{MessageID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: strings.Repeat("streamed words ", 20)})
+	n := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", Type: FrameAIDelta, Data: data}
 	e := encoders.Get().(*frameEncoder)
 	defer encoders.Put(e)
 	b.Run("sealed", func(b *testing.B) {
@@ -209,8 +210,9 @@ func BenchmarkNoticeSealOpen(b *testing.B) {
 // TestClusterRefusesKindsHerdDoesNotSend: another login NOTIFYs notices
 // sealed with the channel's key (as a newer herd would, or whoever stole
 // the key) whose kind or frame type this herd does not send: an ai_html
-// frame with a link in it, a broadcast other than the settings, a kind
-// unknown. B refuses and counts each; its client of the thread gets none,
+// frame with a link in it, streamed text in a kind of its own (as herd
+// sent it before event.Frame), a broadcast other than the settings, a
+// kind unknown. B refuses and counts each; its client of the thread gets none,
 // and A's next notice reaches it first. The login cannot read the key.
 func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 	dsn, store, th := clusterThread(t)
@@ -232,8 +234,8 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 
 	forged := a.cluster.encode([]notice{
 		{Kind: kindFrame, Thread: th.ID, Type: FrameAIHTML, Data: json.RawMessage(`{"message_id":"m","html":"<a href=\"https://evil.example/login\">Sign in again</a>"}`)},
-		{Kind: kindFrame, Thread: th.ID, Type: FrameAIDelta, Data: json.RawMessage(`{"message_id":"m","text":"forged"}`)},
-		{Kind: kindBroadcast, Type: "reload"},
+		{Kind: "d", Thread: th.ID, Run: "r", ID: "m", Text: "forged"}, // the streamed text of a herd before event.Frame
+		{Kind: kindFrame, Type: "reload"},
 		{Kind: "zz", Thread: th.ID},
 	})
 	for _, p := range forged {
@@ -242,7 +244,7 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 		}
 	}
 	// B takes the channel's notices in order: A's delta comes after.
-	a.cluster.Delta(th.ID, "r", "m", "from A")
+	a.cluster.Publish(th.ID, "r", event.Delta{MessageID: "m", Text: "from A"})
 	for {
 		f, err := readFrame(conn, 10*time.Second)
 		if err != nil {

@@ -6,25 +6,23 @@ import (
 	"time"
 
 	"herd/agent"
-	"herd/models"
+	"herd/agent/event"
 )
 
-// A thread's ephemeral frames beyond streamed text and card progress:
-// a lead's tool call's progress and any call's log lines, the thread's
-// new title and its title call's usage. Each goes to this instance's
-// clients as on one process and to the other instances in a notice of
-// kind kindFrame (its frame type and data), so a page on any instance
-// shows them (docs/DESIGN.md §14). The data of each is bounded by
-// construction (a title, a ledger row, one log line a notice), well
-// under what a notice may carry (TestClusterFramesFitANotice).
+// Ephemeral frames (event.Frame) go to this instance's clients as on one
+// process and to the other instances in notices of kind kindFrame, the
+// frame's type and JSON, so a page on any instance shows them
+// (Cluster.Publish). A receiver decodes them through the same closed set
+// and refuses any other type (Cluster.handle). Streamed text goes in as
+// many notices as it needs, progress is cut, log lines are split; the
+// data of every other frame is bounded by construction (a title, a
+// ledger row), well under what a notice may carry
+// (TestClusterFramesFitANotice).
 
-// threadPages is where a thread's title frames and the settings' frames
-// go: the local hub, or a Cluster that also tells the other instances.
-// *Hub and *Cluster implement it.
+// threadPages is where a thread's frames go: the local hub, or a Cluster
+// that also tells the other instances. *Hub and *Cluster implement it.
 type threadPages interface {
-	Broadcaster
-	TitleUsage(threadID string, call models.UsageEntry)
-	Renamed(threadID, title string)
+	Publish(threadID, runID string, f event.Frame)
 }
 
 // titleCalling tells pages on every instance that a thread's title call is
@@ -34,20 +32,50 @@ type titleCalling interface {
 	TitlePending(threadID string) bool
 }
 
-// ToolProgress implements agent.ToolPublisher.
-func (c *Cluster) ToolProgress(threadID, runID, callID, text string) {
-	c.o.Hub.ToolProgress(threadID, runID, callID, text)
-	text = cutUTF8(text, maxNoticeText) // a status line
-	c.announceFrame(FrameToolProgress, threadID, runID, map[string]string{"tool_call_id": callID, "text": text})
+// announceFrame sends an ephemeral frame to the other instances, in
+// notices that fit.
+func (c *Cluster) announceFrame(threadID, runID string, f event.Frame) {
+	one := func(f event.Frame) { c.announce(notice{Kind: kindFrame, Thread: threadID, Run: runID, frame: f}) }
+	switch f := f.(type) {
+	case event.Delta:
+		for _, part := range splitUTF8(f.Text, maxNoticeText) {
+			one(event.Delta{MessageID: f.MessageID, Text: part})
+		}
+	case event.Reasoning:
+		for _, part := range splitUTF8(f.Text, maxNoticeText) {
+			one(event.Reasoning{MessageID: f.MessageID, Text: part})
+		}
+	case event.TaskProgress: // a status line: cut, not split
+		one(event.TaskProgress{TaskID: f.TaskID, Text: cutUTF8(f.Text, maxNoticeText)})
+	case event.ToolProgress:
+		one(event.ToolProgress{CallID: f.CallID, Text: cutUTF8(f.Text, maxNoticeText)})
+	case event.ToolLog:
+		for _, lines := range splitLines(f.Lines) {
+			one(event.ToolLog{Lines: lines, TaskID: f.TaskID, CallID: f.CallID})
+		}
+	default:
+		one(f)
+	}
 }
 
-// ToolLog implements agent.ToolPublisher. The lines go to the other
-// instances in as many notices as they need (the page appends a frame's
-// lines to the call's); a line is at most 500 runes and its level 16
-// (agent.ToolLog), so one always fits.
-func (c *Cluster) ToolLog(threadID, runID, taskID, callID string, lines []agent.ToolLog) {
-	c.o.Hub.ToolLog(threadID, runID, taskID, callID, lines)
-	const room = maxNoticeBytes - 200 // the ids around the lines
+// splitUTF8 cuts s into parts of at most n bytes, none splitting a
+// character.
+func splitUTF8(s string, n int) []string {
+	var parts []string
+	for s != "" {
+		part := cutUTF8(s, n)
+		s = s[len(part):]
+		parts = append(parts, part)
+	}
+	return parts
+}
+
+// splitLines cuts log lines into runs that fit a notice each (the page
+// appends a frame's lines to the call's); a line is at most 500 runes and
+// its level 16 (agent.ToolLog), so one always fits.
+func splitLines(lines []event.LogLine) [][]event.LogLine {
+	const room = maxNoticeBytes - frameRoom
+	var out [][]event.LogLine
 	for len(lines) > 0 {
 		k, size := 0, 0
 		for k < len(lines) {
@@ -59,58 +87,27 @@ func (c *Cluster) ToolLog(threadID, runID, taskID, callID string, lines []agent.
 			size += n
 			k++
 		}
-		c.announceFrame(FrameToolLog, threadID, runID, map[string]any{"task_id": taskID, "tool_call_id": callID, "lines": lines[:k]})
+		out = append(out, lines[:k])
 		lines = lines[k:]
 	}
+	return out
 }
 
-// Renamed implements threadPages: the thread's pages on every instance
-// show its new title.
-func (c *Cluster) Renamed(threadID, title string) {
-	c.o.Hub.Renamed(threadID, title)
-	c.announceFrame(FrameThreadRenamed, threadID, "", map[string]string{"title": title})
-}
-
-// TitleUsage implements threadPages: the title call's usage reaches the
-// thread's pages on every instance, each under its own token gate.
-func (c *Cluster) TitleUsage(threadID string, call models.UsageEntry) {
-	c.o.Hub.TitleUsage(threadID, call)
-	c.announceFrame(FrameTitleUsage, threadID, "", call)
-}
-
-// clusterFrames are the frame types a kindFrame notice carries, and the
-// only ones a receiver takes (Cluster.handle): the frame goes to its
-// pages as it came.
-var clusterFrames = map[string]bool{FrameToolProgress: true, FrameToolLog: true, FrameThreadRenamed: true, FrameTitleUsage: true}
-
-// announceFrame sends a thread's ephemeral frame to the other instances.
-// Data that does not fit a notice is a bug (each kind's is bounded) and
-// is logged, never sent cut; so is a type the receivers would refuse.
-func (c *Cluster) announceFrame(typ, threadID, runID string, data any) {
-	// Encoded as the hub encodes frames (no HTML escaping), so the other
-	// instances send the very bytes this one does.
-	raw, err := marshalJSON(data)
-	if err != nil || len(raw) > maxNoticeBytes || !clusterFrames[typ] {
-		c.log.Error("cluster: a frame that cannot go in a notice (too long, or a type the others refuse)", "type", typ, "bytes", len(raw), "err", err)
-		return
+// frameData encodes n's frame, if it has one, into its Type and Data, as
+// the hub encodes frames (no HTML escaping), so the other instances send
+// the very bytes this one does. Data that does not fit a notice is a bug
+// (announceFrame bounds each kind's) and is logged, never sent cut.
+func (c *Cluster) frameData(n *notice) bool {
+	if n.frame == nil {
+		return true
 	}
-	c.announce(notice{Kind: kindFrame, Thread: threadID, Run: runID, Type: typ, Data: raw})
-}
-
-// framed hands another instance's ephemeral frame to the local hub.
-func (c *Cluster) framed(n notice) {
-	h := c.o.Hub
-	if n.Type != FrameTitleUsage {
-		h.send(n.Type, n.Thread, n.Run, n.Data)
-		return
+	raw, err := marshalJSON(n.frame)
+	if err != nil || len(raw) > maxNoticeBytes {
+		c.log.Error("cluster: a frame that cannot go in a notice", "type", n.frame.FrameType(), "bytes", len(raw), "err", err)
+		return false
 	}
-	// The usage is framed here, in both token-gate variants.
-	var call models.UsageEntry
-	if err := json.Unmarshal(n.Data, &call); err != nil {
-		c.log.Warn("cluster: unreadable title usage", "thread", n.Thread, "err", err)
-		return
-	}
-	h.TitleUsage(n.Thread, call)
+	n.Type, n.Data = n.frame.FrameType(), raw
+	return true
 }
 
 // TitleCall implements titleCalling: pages of the thread rendered on other
@@ -174,8 +171,8 @@ func (r *remoteTitles) pending(threadID string, now time.Time) bool {
 }
 
 var (
-	_ agent.ToolPublisher     = (*Cluster)(nil)
-	_ agent.ProgressPublisher = (*Cluster)(nil)
-	_ threadPages             = (*Cluster)(nil)
-	_ threadPages             = (*Hub)(nil)
+	_ agent.Publisher = (*Cluster)(nil)
+	_ agent.Publisher = (*Hub)(nil)
+	_ threadPages     = (*Cluster)(nil)
+	_ threadPages     = (*Hub)(nil)
 )

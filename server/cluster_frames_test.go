@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"herd/agent"
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -57,10 +58,10 @@ func TestClusterThreadFramesReachEveryInstance(t *testing.T) {
 	onA, onB := a.watch(t, th.ID), b.watch(t, th.ID)
 
 	lines := longLogLines()
-	a.cluster.ToolProgress(th.ID, "r", "call-1", "step 2 of 4")
-	a.cluster.ToolLog(th.ID, "r", "task-1", "call-1", lines)
-	a.cluster.Renamed(th.ID, "Kyoto <trip> & \"March\"")
-	a.cluster.TitleUsage(th.ID, models.UsageEntry{CallID: "c1", ThreadID: th.ID, ModelName: "gpt-test", HerdModel: "demo-fast", InputTokens: 70, OutputTokens: 6, TotalTokens: 76})
+	a.cluster.Publish(th.ID, "r", event.ToolProgress{CallID: "call-1", Text: "step 2 of 4"})
+	a.cluster.Publish(th.ID, "r", event.ToolLog{Lines: lines, TaskID: "task-1", CallID: "call-1"})
+	a.cluster.Publish(th.ID, "", event.Renamed{Title: "Kyoto <trip> & \"March\""})
+	a.cluster.Publish(th.ID, "", event.TitleUsage{Call: models.UsageEntry{CallID: "c1", ThreadID: th.ID, ModelName: "gpt-test", HerdModel: "demo-fast", InputTokens: 70, OutputTokens: 6, TotalTokens: 76}})
 
 	var want [][]byte
 	for {
@@ -141,16 +142,16 @@ func TestClusterFramesFitANotice(t *testing.T) {
 	c := offlineCluster(t)
 	wide := strings.Repeat("𝄞", maxTitle)
 	ctrl := strings.Repeat("\x01", 500)
-	c.Renamed("t", wide)
-	c.Renamed("t", strings.Repeat("\x01", maxTitle))
-	c.TitleUsage("t", models.UsageEntry{CallID: strings.Repeat("c", 36), ThreadID: strings.Repeat("t", 36), ModelName: strings.Repeat("m", 200), HerdModel: strings.Repeat("h", 200),
-		InputTokens: 1 << 62, OutputTokens: 1 << 62, TotalTokens: 1 << 62, CacheReadTokens: 1 << 62})
-	c.ToolProgress("t", "r", "call", strings.Repeat(ctrl, 40))
+	c.Publish("t", "", event.Renamed{Title: wide})
+	c.Publish("t", "", event.Renamed{Title: strings.Repeat("\x01", maxTitle)})
+	c.Publish("t", "", event.TitleUsage{Call: models.UsageEntry{CallID: strings.Repeat("c", 36), ThreadID: strings.Repeat("t", 36), ModelName: strings.Repeat("m", 200), HerdModel: strings.Repeat("h", 200),
+		InputTokens: 1 << 62, OutputTokens: 1 << 62, TotalTokens: 1 << 62, CacheReadTokens: 1 << 62}})
+	c.Publish("t", "r", event.ToolProgress{CallID: "call", Text: strings.Repeat(ctrl, 40)})
 	var lines []agent.ToolLog
 	for range 50 {
 		lines = append(lines, agent.ToolLog{Level: strings.Repeat("\x01", 16), Text: ctrl})
 	}
-	c.ToolLog("t", "r", "task", "call", lines)
+	c.Publish("t", "r", event.ToolLog{Lines: lines, TaskID: "task", CallID: "call"})
 	var creds []string
 	for i := range 200 {
 		creds = append(creds, sessionCredential(fmt.Sprintf("%064x", i)))
@@ -162,7 +163,7 @@ func TestClusterFramesFitANotice(t *testing.T) {
 		n++
 		raw := c.encode([]notice{nt})
 		if len(raw) != 1 || len(raw[0]) >= 8000 {
-			t.Fatalf("a %s %s notice sealed in %v", nt.Kind, nt.Type, func() []int {
+			t.Fatalf("a %s %T notice sealed in %v", nt.Kind, nt.frame, func() []int {
 				var ls []int
 				for _, r := range raw {
 					ls = append(ls, len(r))
@@ -170,10 +171,8 @@ func TestClusterFramesFitANotice(t *testing.T) {
 				return ls
 			}())
 		}
-		if nt.Type == FrameToolLog {
-			var d struct{ Lines []agent.ToolLog }
-			_ = json.Unmarshal(nt.Data, &d)
-			logged += len(d.Lines)
+		if l, ok := nt.frame.(event.ToolLog); ok {
+			logged += len(l.Lines)
 		}
 	}
 	if n < 9 || logged != len(lines) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -93,30 +94,20 @@ func pingListener(ctx context.Context, conn *models.Listener) error {
 	return nil
 }
 
-// handle acts on another instance's notice. Only the kinds and frame
-// types herd sends are taken (clusterFrames): a frame reaches pages as
-// it came.
+// handle acts on another instance's notice. Only the kinds herd sends
+// are taken, and of frames only the types of event's closed set
+// (receivedFrame): a frame reaches pages as herd would send it.
 func (c *Cluster) handle(n notice) {
 	switch n.Kind {
 	case kindFrame:
-		if !clusterFrames[n.Type] {
-			c.refuse(refusedNotAllowed)
-			return
-		}
-		c.toThread(n)
-	case kindCommit, kindDelta, kindReasoning, kindProgress, kindTitle:
+		c.receivedFrame(n)
+	case kindCommit, kindTitle:
 		// A title call's end too: after the frames it sent went to the
 		// hub, so a page rendered between them and its socket is told to
 		// ask for the title.
 		c.toThread(n)
 	case kindPurge:
 		c.purged(n)
-	case kindBroadcast:
-		if n.Type != FrameSettings {
-			c.refuse(refusedNotAllowed)
-			return
-		}
-		c.broadcasted()
 	case kindStop, kindCancel:
 		if n.To == c.o.InstanceID {
 			c.control(n)
@@ -128,6 +119,28 @@ func (c *Cluster) handle(n notice) {
 	default:
 		c.refuse(refusedNotAllowed)
 	}
+}
+
+// receivedFrame decodes another instance's frame through event's closed
+// set and queues it for its thread's pages. The settings frame names the
+// change only: the reader reads the setting from the database
+// (broadcasted).
+func (c *Cluster) receivedFrame(n notice) {
+	f, err := event.Decode(n.Type, n.Data)
+	if err != nil {
+		c.refuse(refusedNotAllowed)
+		return
+	}
+	if _, ok := f.(event.Settings); ok {
+		c.broadcasted()
+		return
+	}
+	if n.Thread == "" {
+		c.refuse(refusedNotAllowed)
+		return
+	}
+	n.frame, n.Data = f, nil
+	c.toThread(n)
 }
 
 // toThread queues a thread's notice for the reader (readBack).
@@ -407,16 +420,9 @@ func (c *Cluster) streamAll(ns []notice, recs []models.Record) {
 // streamed hands another instance's ephemeral frame to the local hub, or
 // notes that it began or ended naming a thread.
 func (c *Cluster) streamed(n notice) {
-	h := c.o.Hub
 	switch n.Kind {
-	case kindDelta:
-		h.Delta(n.Thread, n.Run, n.ID, n.Text)
-	case kindReasoning:
-		h.Reasoning(n.Thread, n.Run, n.ID, n.Text)
-	case kindProgress:
-		h.Progress(n.Thread, n.Run, n.ID, n.Text)
 	case kindFrame:
-		c.framed(n)
+		c.o.Hub.Publish(n.Thread, n.Run, n.frame)
 	case kindTitle:
 		c.titles.set(n.Thread, n.Last == 1, time.Now())
 	}
@@ -471,7 +477,7 @@ func (c *Cluster) readAgain(ctx context.Context, want rereads) (failed rereads) 
 			c.log.Warn("cluster: read the token switch; trying again", "err", err)
 			failed.settings = true
 		} else if c.o.Settings.adopt(on == "true") {
-			c.o.Hub.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on == "true"})
+			c.o.Hub.Publish("", "", event.Settings{TokenUsage: on == "true"})
 		}
 	}
 	if want.deletes {

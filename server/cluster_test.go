@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	"herd/agent"
 	"herd/agent/demo"
+	"herd/agent/event"
 	"herd/internal/pgtest"
 	"herd/models"
 )
@@ -292,7 +294,7 @@ func TestClusterThreadsInOrder(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				a.cluster.Delta(id, "r", "m", fmt.Sprint("d", r))
+				a.cluster.Publish(id, "r", event.Delta{MessageID: "m", Text: fmt.Sprint("d", r)})
 			}
 		})
 	}
@@ -347,7 +349,7 @@ func TestNoticeTextFitsEscaped(t *testing.T) {
 		for rest := text; rest != ""; {
 			part := cutUTF8(rest, maxNoticeText)
 			rest = rest[len(part):]
-			b.add(notice{Kind: kindDelta, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", ID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: part})
+			b.add(notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", frame: event.Delta{MessageID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: part}})
 		}
 		payloads := c.encode(b.ns)
 		if len(payloads) != len(b.ns) {
@@ -365,13 +367,13 @@ func TestNoticeTextFitsEscaped(t *testing.T) {
 // nothing is lost and no thread's order changes.
 func TestNoticeBatchMerges(t *testing.T) {
 	d := func(th, msg, text string) notice {
-		return notice{Kind: kindDelta, Thread: th, Run: "r", ID: msg, Text: text}
+		return notice{Kind: kindFrame, Thread: th, Run: "r", frame: event.Delta{MessageID: msg, Text: text}}
 	}
 	c := func(th string, first, last int64) notice {
 		return notice{Kind: kindCommit, Thread: th, First: first, Last: last}
 	}
 	p := func(th, task, text string) notice {
-		return notice{Kind: kindProgress, Thread: th, Run: "r", ID: task, Text: text}
+		return notice{Kind: kindFrame, Thread: th, Run: "r", frame: event.TaskProgress{TaskID: task, Text: text}}
 	}
 	long := strings.Repeat("x", maxNoticeText-1)
 	cases := []struct {
@@ -389,10 +391,10 @@ func TestNoticeBatchMerges(t *testing.T) {
 		{"text that would not fit stays apart", []notice{d("t", "m", long), d("t", "m", "ab")}, []notice{d("t", "m", long), d("t", "m", "ab")}},
 		{"commits join", []notice{c("t", 1, 3), c("t", 4, 4), c("u", 2, 2)}, []notice{c("t", 1, 4), c("u", 2, 2)}},
 		{"progress replaces", []notice{p("t", "k", "1/3"), p("t", "k", "2/3")}, []notice{p("t", "k", "2/3")}},
-		{"nothing moves across a broadcast", []notice{d("t", "m", "a"), {Kind: kindBroadcast, Type: "settings"}, d("t", "m", "b")},
-			[]notice{d("t", "m", "a"), {Kind: kindBroadcast, Type: "settings"}, d("t", "m", "b")}},
-		{"a thread's frame separates its own notices only", []notice{d("t", "m", "a"), d("u", "m", "x"), {Kind: kindFrame, Thread: "t", Type: FrameToolLog}, d("t", "m", "b"), d("u", "m", "y")},
-			[]notice{d("t", "m", "a"), d("u", "m", "xy"), {Kind: kindFrame, Thread: "t", Type: FrameToolLog}, d("t", "m", "b")}},
+		{"nothing moves across a broadcast", []notice{d("t", "m", "a"), {Kind: kindFrame, frame: event.Settings{}}, d("t", "m", "b")},
+			[]notice{d("t", "m", "a"), {Kind: kindFrame, frame: event.Settings{}}, d("t", "m", "b")}},
+		{"a thread's frame separates its own notices only", []notice{d("t", "m", "a"), d("u", "m", "x"), {Kind: kindFrame, Thread: "t", frame: event.ToolLog{}}, d("t", "m", "b"), d("u", "m", "y")},
+			[]notice{d("t", "m", "a"), d("u", "m", "xy"), {Kind: kindFrame, Thread: "t", frame: event.ToolLog{}}, d("t", "m", "b")}},
 	}
 	for _, tc := range cases {
 		var b batch
@@ -401,7 +403,7 @@ func TestNoticeBatchMerges(t *testing.T) {
 			b.add(n)
 		}
 		if !slices.EqualFunc(b.ns, tc.want, func(x, y notice) bool {
-			return x.Kind == y.Kind && x.Thread == y.Thread && x.ID == y.ID && x.Text == y.Text && x.First == y.First && x.Last == y.Last
+			return x.Kind == y.Kind && x.Thread == y.Thread && reflect.DeepEqual(x.frame, y.frame) && x.First == y.First && x.Last == y.Last
 		}) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, b.ns, tc.want)
 		}
@@ -412,7 +414,7 @@ func TestNoticeBatchMerges(t *testing.T) {
 // their first bytes; every kind starts so, and no other instance's does.
 func TestOwnNoticesKnownByPrefix(t *testing.T) {
 	a, b := offlineCluster(t), offlineCluster(t)
-	for _, n := range []notice{{Kind: kindCommit, Thread: "t", First: 1, Last: 2}, {Kind: kindBroadcast, Type: FrameSettings}, {Kind: kindDelta, Text: strings.Repeat("x", maxNoticeText)}} {
+	for _, n := range []notice{{Kind: kindCommit, Thread: "t", First: 1, Last: 2}, {Kind: kindFrame, frame: event.Settings{}}, {Kind: kindFrame, frame: event.Delta{Text: strings.Repeat("x", maxNoticeText)}}} {
 		p := a.encode([]notice{n})[0]
 		if !strings.HasPrefix(p, a.ch.own) || strings.HasPrefix(p, b.ch.own) {
 			t.Errorf("notice %s; own prefix %s, another's %s", p, a.ch.own, b.ch.own)
@@ -464,15 +466,15 @@ func heldKinds(c *Cluster) map[string]int {
 func TestClusterControlSurvivesAFullQueue(t *testing.T) {
 	c := offlineCluster(t)
 	for range outQueue {
-		c.Delta("t", "r", "m", "x")
+		c.Publish("t", "r", event.Delta{MessageID: "m", Text: "x"})
 	}
-	c.Delta("t", "r", "m", "dropped")
+	c.Publish("t", "r", event.Delta{MessageID: "m", Text: "dropped"})
 	c.announce(notice{Kind: kindStop, To: "other", Thread: "t", Run: "r"})
 	c.announce(notice{Kind: kindCancel, To: "other", Thread: "t", Run: "r", ID: "task"})
 	c.RelaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{sessionCredential("s")}})
-	c.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: false})
+	c.Publish("", "", event.Settings{TokenUsage: false})
 	got := heldKinds(c)
-	want := map[string]int{kindStop: 1, kindCancel: 1, kindSockets: 1, kindBroadcast: 1}
+	want := map[string]int{kindStop: 1, kindCancel: 1, kindSockets: 1, kindFrame: 1}
 	if !maps.Equal(got, want) {
 		t.Errorf("held past a full queue: %v, want %v", got, want)
 	}
@@ -484,7 +486,7 @@ func TestClusterControlSurvivesAFullQueue(t *testing.T) {
 func TestClusterResendsWhatCouldNotBeSent(t *testing.T) {
 	c := offlineCluster(t)
 	batch := []notice{
-		{Kind: kindDelta, Thread: "t", Text: "x"},
+		{Kind: kindFrame, Thread: "t", frame: event.Delta{Text: "x"}},
 		{Kind: kindCommit, Thread: "t", First: 3, Last: 4},
 		{Kind: kindStop, To: "other", Thread: "t", Run: "r"},
 	}

@@ -8,20 +8,21 @@ import (
 	"time"
 
 	"herd/agent"
+	"herd/agent/event"
 	"herd/models"
 )
 
 // Frame types that are not task frames (docs/API.md).
 const (
 	FrameMessage = "message"
-	FrameAIDelta = "ai_delta"
+	FrameAIDelta = event.TypeDelta
 	// FrameAIReasoning streams reasoning, as ai_delta streams text.
-	FrameAIReasoning = "ai_reasoning_delta"
-	FrameSettings    = "settings"
+	FrameAIReasoning = event.TypeReasoning
+	FrameSettings    = event.TypeSettings
 	FramePing        = "ping"
 	// FrameTaskProgress is a running subagent tool's progress, for the
 	// card's status line; never persisted.
-	FrameTaskProgress = "task_progress"
+	FrameTaskProgress = event.TypeTaskProgress
 	// FrameResync tells a client its cursor is past the thread's end (a
 	// restored backup, another database): it must reload the thread.
 	FrameResync = "resync"

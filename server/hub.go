@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -132,45 +133,29 @@ func (h *Hub) OnCommit(recs []models.Record) {
 	}
 }
 
-// Delta streams text of an AI message being written (agent.Publisher). It
-// goes through the thread's shard, behind the records committed before it.
+// Publish sends an ephemeral frame (agent.Publisher) to the thread's
+// live clients through its shard, behind the records committed before
+// it; nothing when nobody watches the thread. A Settings frame goes to
+// every client of every thread instead.
 //
-// The text is also rendered as it grows (live.go): ai_html frames carry
-// it as the page shows it.
-func (h *Hub) Delta(threadID, runID, messageID, text string) {
-	h.live.append(threadID, runID, messageID, text)
-	h.stream(FrameAIDelta, threadID, runID, "message_id", messageID, text)
-}
-
-// Reasoning streams the model's reasoning for an AI message being written
-// (agent.Publisher), apart from its text: the page shows it in the
-// message's collapsed Thinking block.
-func (h *Hub) Reasoning(threadID, runID, messageID, text string) {
-	h.stream(FrameAIReasoning, threadID, runID, "message_id", messageID, text)
-}
-
-// Progress implements agent.ProgressPublisher: a running tool's progress
-// on task taskID's card, sent only to the thread's live clients.
-func (h *Hub) Progress(threadID, runID, taskID, text string) {
-	h.stream(FrameTaskProgress, threadID, runID, "task_id", taskID, text)
-}
-
-// stream sends an ephemeral frame {key: id, text} to the thread's live
-// clients through its shard, behind the records committed before it;
-// nothing when nobody watches the thread.
-func (h *Hub) stream(typ, threadID, runID, key, id, text string) {
-	if h.watched(threadID) { // before the map: a token of an unwatched thread costs nothing
-		h.sendFrame(threadID, ephemeral(typ, threadID, runID, map[string]string{key: id, "text": text}))
+// A Delta's text is also rendered as it grows (live.go): ai_html frames
+// carry it as the page shows it.
+func (h *Hub) Publish(threadID, runID string, f event.Frame) {
+	switch f := f.(type) {
+	case event.Settings:
+		h.broadcast(f)
+		return
+	case event.Delta:
+		h.live.append(threadID, runID, f.MessageID, f.Text)
 	}
-}
-
-// send sends an ephemeral frame of data to the thread's live clients
-// through its shard, behind the records committed before it; nothing
-// when nobody watches the thread.
-func (h *Hub) send(typ, threadID, runID string, data any) {
-	if h.watched(threadID) {
-		h.sendFrame(threadID, ephemeral(typ, threadID, runID, data))
+	if !h.watched(threadID) { // before encoding: a token of an unwatched thread costs nothing
+		return
 	}
+	if u, ok := f.(event.TitleUsage); ok {
+		h.sendFrame(threadID, usageTitleFrame(threadID, u.Call))
+		return
+	}
+	h.sendFrame(threadID, ephemeral(f.FrameType(), threadID, runID, f))
 }
 
 // sendFrame sends a ready ephemeral frame through the thread's shard.
@@ -258,14 +243,14 @@ func (h *Hub) pingLoop() {
 	}
 }
 
-// Broadcast sends an ephemeral frame to every client of every thread.
-func (h *Hub) Broadcast(typ string, data any) {
+// broadcast sends an ephemeral frame to every client of every thread.
+func (h *Hub) broadcast(f event.Frame) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for threadID, cs := range h.subs {
-		f := ephemeral(typ, threadID, "", data)
+		e := ephemeral(f.FrameType(), threadID, "", f)
 		for c := range cs {
-			c.offer(f)
+			c.offer(e)
 		}
 	}
 }

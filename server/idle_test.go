@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"herd/agent/event"
 )
 
 // TestIdleSocketHoldsOneGoroutine proves what makes 10,000 idle sockets
@@ -32,7 +34,7 @@ func TestIdleSocketHoldsOneGoroutine(t *testing.T) {
 	if got := idle - before; got > n {
 		t.Fatalf("%d idle sockets hold %d goroutines, want at most %d", n, got, n)
 	}
-	a.hub.Broadcast(FrameSettings, map[string]bool{"token_usage_enabled": false})
+	a.hub.Publish("", "", event.Settings{TokenUsage: false})
 	for _, c := range conns {
 		if f, err := readFrame(c, 5*time.Second); err != nil || f.Type != FrameSettings {
 			t.Fatalf("frame %+v, %v; want settings", f, err)

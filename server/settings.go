@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -18,10 +19,10 @@ type SettingStore interface {
 	SetSetting(ctx context.Context, key, value string) error
 }
 
-// Broadcaster sends an ephemeral frame to every open page; the Hub
-// implements it.
+// Broadcaster sends an ephemeral frame to open pages (a Settings frame:
+// to every one); the Hub and the Cluster implement it.
 type Broadcaster interface {
-	Broadcast(typ string, data any)
+	Publish(threadID, runID string, f event.Frame)
 }
 
 // Settings owns the instance-wide settings an admin changes at run time:
@@ -70,7 +71,7 @@ func (s *Settings) SetTokenUsage(ctx context.Context, on bool, pages Broadcaster
 		return err
 	}
 	s.tokens.Store(on)
-	pages.Broadcast(FrameSettings, map[string]bool{settingTokenUsage: on})
+	pages.Publish("", "", event.Settings{TokenUsage: on})
 	return nil
 }
 

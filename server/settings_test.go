@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -34,14 +35,14 @@ func (f *fakeSettingStore) SetSetting(_ context.Context, key, value string) erro
 }
 
 type broadcast struct {
-	typ  string
-	data any
+	threadID string
+	f        event.Frame
 }
 
 type fakeBroadcaster struct{ got []broadcast }
 
-func (f *fakeBroadcaster) Broadcast(typ string, data any) {
-	f.got = append(f.got, broadcast{typ, data})
+func (f *fakeBroadcaster) Publish(threadID, _ string, fr event.Frame) {
+	f.got = append(f.got, broadcast{threadID, fr})
 }
 
 func TestSettingsLoad(t *testing.T) {
@@ -87,8 +88,8 @@ func TestSettingsChange(t *testing.T) {
 	if s.TokenUsage() || store.m[settingTokenUsage] != "false" {
 		t.Errorf("after turning it off: gate %v, stored %q; want false, \"false\"", s.TokenUsage(), store.m[settingTokenUsage])
 	}
-	want := broadcast{FrameSettings, map[string]bool{"token_usage_enabled": false}}
-	if len(pages.got) != 1 || pages.got[0].typ != want.typ || pages.got[0].data.(map[string]bool)["token_usage_enabled"] {
+	want := broadcast{"", event.Settings{TokenUsage: false}}
+	if len(pages.got) != 1 || pages.got[0] != want {
 		t.Errorf("pages were told %+v, want %+v", pages.got, want)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/agent"
+	"herd/agent/event"
 	"herd/models"
 	"herd/views"
 )
@@ -199,7 +200,7 @@ func (s *Server) threadRenameSubmit(c echo.Context) error {
 	if _, err := s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title); err != nil {
 		return err
 	}
-	s.pages.Renamed(t.ID, title)
+	s.pages.Publish(t.ID, "", event.Renamed{Title: title})
 	if c.FormValue("from") == "thread" {
 		return c.Redirect(http.StatusSeeOther, "/threads/"+t.ID)
 	}
@@ -622,7 +623,7 @@ func (s *Server) apiThreadRename(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.pages.Renamed(t.ID, t.Title)
+	s.pages.Publish(t.ID, "", event.Renamed{Title: t.Title})
 	return c.JSON(http.StatusOK, newThreadJSON(t))
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/agent"
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -140,7 +141,7 @@ func (ti *titler) title(t *models.Thread, started agent.Started, content, first 
 	// The call is in the ledger, its title used or not: open pages count
 	// it now. Sent while the call is still pending (isPending), so a page
 	// rendered after done either counts it from the ledger or catches up.
-	ti.pages.TitleUsage(t.ID, answer.Call)
+	ti.pages.Publish(t.ID, "", event.TitleUsage{Call: answer.Call})
 	title := cleanModelTitle(answer.Text)
 	if title == "" || title == first {
 		return
@@ -151,7 +152,7 @@ func (ti *titler) title(t *models.Thread, started agent.Started, content, first 
 		return
 	}
 	if changed {
-		ti.pages.Renamed(t.ID, title)
+		ti.pages.Publish(t.ID, "", event.Renamed{Title: title})
 	}
 }
 
@@ -183,32 +184,23 @@ func cleanModelTitle(raw string) string {
 
 // FrameThreadRenamed tells a thread's open pages its new title (docs/API.md):
 // a model's title, or the owner's rename from another tab.
-const FrameThreadRenamed = "thread.renamed"
+const FrameThreadRenamed = event.TypeRenamed
 
 // FrameTitleUsage tells a thread's open pages the usage of the call that
 // named the thread (docs/API.md): the thread's calls of no run, which the
 // usage panel counts in its lead figure.
-const FrameTitleUsage = "usage.title"
+const FrameTitleUsage = event.TypeTitleUsage
 
-// TitleUsage sends the title call's usage to the thread's live clients, an
-// ephemeral frame; under the token gate it says only that the call was
-// made.
-func (h *Hub) TitleUsage(threadID string, call models.UsageEntry) {
-	if !h.watched(threadID) {
-		return
-	}
+// usageTitleFrame frames a title call's usage (event.TitleUsage) for a
+// thread's live clients; under the token gate it says only that the
+// call was made.
+func usageTitleFrame(threadID string, call models.UsageEntry) *frame {
 	var rep models.UsageReport
 	call.Count(&rep)
 	wire := func(u *models.UsageReport) []byte {
 		return encodeWire(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
 	}
-	h.sendFrame(threadID, &frame{full: wire(&rep), redact: func() []byte { return wire(redaction{hide: true}.titleUsage(&rep)) }})
-}
-
-// Renamed sends the thread's new title to its live clients, an ephemeral
-// frame through its shard.
-func (h *Hub) Renamed(threadID, title string) {
-	h.send(FrameThreadRenamed, threadID, "", map[string]string{"title": title})
+	return &frame{full: wire(&rep), redact: func() []byte { return wire(redaction{hide: true}.titleUsage(&rep)) }}
 }
 
 // titleThread titles an untitled thread whose first run has started: from

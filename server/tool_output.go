@@ -7,30 +7,18 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"herd/agent"
+	"herd/agent/event"
 )
 
 // Frame types of a running tool call (docs/API.md), never persisted.
 const (
 	// FrameToolProgress is the progress of one of the lead's own tool
 	// calls, shown next to the call; a subagent's is task_progress.
-	FrameToolProgress = "tool_progress"
+	FrameToolProgress = event.TypeToolProgress
 	// FrameToolLog carries a running call's new log lines, the lead's or
 	// a subagent's.
-	FrameToolLog = "tool_log"
+	FrameToolLog = event.TypeToolLog
 )
-
-// ToolProgress implements agent.ToolPublisher: the lead's call callID's
-// progress, for the thread's live clients.
-func (h *Hub) ToolProgress(threadID, runID, callID, text string) {
-	h.stream(FrameToolProgress, threadID, runID, "tool_call_id", callID, text)
-}
-
-// ToolLog implements agent.ToolPublisher: new log lines of call callID
-// (of task taskID, or the lead's own when taskID is empty).
-func (h *Hub) ToolLog(threadID, runID, taskID, callID string, lines []agent.ToolLog) {
-	h.send(FrameToolLog, threadID, runID, map[string]any{"task_id": taskID, "tool_call_id": callID, "lines": lines})
-}
 
 // apiToolImage serves an image a tool of the thread returned, to the
 // thread's owner only (docs/API.md). The type is the one the image was

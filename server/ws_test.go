@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -562,7 +563,7 @@ func TestBatchedFrames(t *testing.T) {
 		texts = append(texts, strings.Repeat(string(rune('a'+i)), n))
 	}
 	for _, text := range texts {
-		a.hub.Delta(th, "r", "m", text)
+		a.hub.Publish(th, "r", event.Delta{MessageID: "m", Text: text})
 	}
 	if err := conn.WriteControl(websocket.PingMessage, []byte("hello"), time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
