@@ -29,6 +29,7 @@ import (
 	"herd/models"
 	"herd/server"
 	"herd/server/limits"
+	"herd/server/render"
 	"herd/static"
 )
 
@@ -220,7 +221,7 @@ type base struct {
 	store    *models.Store
 	settings *server.Settings
 	metrics  *server.Metrics
-	md       *server.Markdown
+	md       *render.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
 	owner    *dataDirLock    // the data directory's lock, which records the address
@@ -239,7 +240,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		return nil, err
 	}
 	metrics := server.NewMetrics()
-	md := server.NewMarkdown()
+	md := render.NewMarkdown()
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
 	b := &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub}
 	onCommit := hub.OnCommit

@@ -25,6 +25,9 @@ type Card struct {
 	Error        string      `json:"error"`
 	Version      int64       `json:"version"`
 	LastSeq      int64       `json:"last_seq"`
+	// Refusal is the limit that refused a failed task before it started
+	// (the ToolMessage's subagent_refusal); nil for any other card.
+	Refusal *Refusal `json:"refusal"`
 	// Activity is what a running card is doing, in words, from its latest
 	// step (ActivityText): "Reading notes/plan.md", "Thinking".
 	Activity string `json:"activity"`
@@ -215,6 +218,7 @@ func (c *Card) applyResult(m *models.Message) {
 	}
 	c.Status = md.Status
 	c.StopReason = md.StopReason
+	c.Refusal = md.Refusal
 	if md.ModelName != "" {
 		c.ModelName = md.ModelName
 	}
@@ -234,6 +238,9 @@ func (c *Card) applyResult(m *models.Message) {
 		c.Error = errorText(m.Content)
 		if c.Error == "" {
 			c.Error = md.Error
+		}
+		if c.Refusal == nil && c.Status == StatusFailed {
+			c.Refusal = legacyRefusal(c.Error)
 		}
 	}
 }

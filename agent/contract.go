@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -64,13 +63,6 @@ func capLabel(reason string) string {
 		return "repeated tool-call loop"
 	}
 	return ""
-}
-
-// executionTimedOut is the error of a subagent its execution deadline
-// ended, as the public contract writes it (the ToolMessage texts):
-// a capital E, since it is the ToolMessage's text, not a Go error string.
-func executionTimedOut(timeout time.Duration) string {
-	return fmt.Sprintf("Execution timed out after %d seconds", int(timeout.Seconds()))
 }
 
 // Bounds (docs/DESIGN.md §8, §7).
@@ -203,6 +195,7 @@ type Outcome struct {
 	Error      string
 	ModelName  string
 	Usage      *TokenUsage
+	Refusal    *Refusal // the limit that refused it before it started (failed)
 }
 
 // errContract marks a status or stop reason outside the contract: a
@@ -238,6 +231,9 @@ func (o Outcome) toolContent() (string, error) {
 	if o.StopReason != "" && !validStopReason(o.StopReason) {
 		return "", fmt.Errorf("%w: stop reason %q", errContract, o.StopReason)
 	}
+	if o.Refusal != nil && (o.Status != StatusFailed || !o.Refusal.valid()) {
+		return "", fmt.Errorf("%w: refusal %+v of a %s task", errContract, *o.Refusal, o.Status)
+	}
 	errText := strings.TrimSpace(o.Error)
 	capped := ""
 	if o.StopReason != "" {
@@ -272,6 +268,7 @@ func (o Outcome) toolContent() (string, error) {
 type taskKwargs struct {
 	Error        string      `json:"subagent_error,omitempty"`
 	ModelName    string      `json:"subagent_model_name,omitempty"`
+	Refusal      *Refusal    `json:"subagent_refusal,omitempty"`
 	ResultBrief  string      `json:"subagent_result_brief,omitempty"`
 	ResultSHA256 string      `json:"subagent_result_sha256,omitempty"`
 	Status       string      `json:"subagent_status"`
@@ -281,7 +278,7 @@ type taskKwargs struct {
 
 // kwargs is the metadata of a checked outcome.
 func (o Outcome) kwargs() taskKwargs {
-	k := taskKwargs{Status: o.Status, StopReason: o.StopReason, ModelName: strings.TrimSpace(o.ModelName)}
+	k := taskKwargs{Status: o.Status, StopReason: o.StopReason, ModelName: strings.TrimSpace(o.ModelName), Refusal: o.Refusal}
 	if o.Usage.valid() {
 		k.Usage = o.Usage // read, never changed: a snapshot is the collector's copy
 	}
@@ -315,6 +312,9 @@ func (k taskKwargs) asMap() map[string]any {
 	if k.Usage != nil {
 		m["subagent_token_usage"] = k.Usage.asMap()
 	}
+	if k.Refusal != nil {
+		m["subagent_refusal"] = k.Refusal.asMap()
+	}
 	return m
 }
 
@@ -327,12 +327,14 @@ type taskMetadata struct {
 	ResultSHA256 string
 	ModelName    string
 	Usage        *TokenUsage
+	Refusal      *Refusal
 }
 
 // readMetadata reads a ToolMessage's additional_kwargs tolerantly: legacy
 // status max_turns_reached reads as completed or failed with turn_capped;
 // an unknown or missing status means no metadata (ok false); malformed
-// usage, unknown stop reasons and bad hashes are dropped.
+// usage, unknown stop reasons, bad hashes and a refusal of anything but a
+// failed task are dropped.
 func readMetadata(kwargs map[string]any) (md taskMetadata, ok bool) {
 	str := func(k string) string {
 		s, _ := kwargs[k].(string)
@@ -345,6 +347,7 @@ func readMetadata(kwargs map[string]any) (md taskMetadata, ok bool) {
 		ResultSHA256: str("subagent_result_sha256"),
 		ModelName:    strings.TrimSpace(str("subagent_model_name")),
 		Usage:        normalizeUsage(kwargs["subagent_token_usage"]),
+		Refusal:      readRefusal(kwargs["subagent_refusal"]),
 	}
 	status := str("subagent_status")
 	switch {
@@ -364,6 +367,9 @@ func readMetadata(kwargs map[string]any) (md taskMetadata, ok bool) {
 	}
 	if !isSHA256Hex(md.ResultSHA256) {
 		md.ResultSHA256 = ""
+	}
+	if md.Status != StatusFailed {
+		md.Refusal = nil
 	}
 	return md, true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +84,7 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	}
 	spec, ok := s.agents.byName[args.SubagentType]
 	if !ok {
-		return Outcome{Status: StatusFailed, Error: fmt.Sprintf("Unknown subagent type '%s'. Available: %s", args.SubagentType, strings.Join(s.agents.order, ", "))}, nil
+		return Outcome{Status: StatusFailed, Error: unknownSubagentType(args.SubagentType, s.agents.order)}, nil
 	}
 	e := x.newExecution(s, call.ID, args, spec)
 	x.reg.add(e)
@@ -107,9 +106,7 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	case <-e.done:
 	case <-safety.C:
 		e.cancel(errSafetyNet)
-		e.finish(Outcome{Status: StatusPollingTimedOut, Error: fmt.Sprintf(
-			"Task polling timed out: no terminal state within %d s (execution timeout %d s + %d s safety margin); the subagent was cancelled.",
-			int((spec.timeout).Seconds())+x.cfg.SafetyMarginSeconds, int(spec.timeout.Seconds()), x.cfg.SafetyMarginSeconds)})
+		e.finish(Outcome{Status: StatusPollingTimedOut, Error: pollingTimedOut(spec.timeout, x.cfg.SafetyMarginSeconds)})
 	case <-e.ctx.Done():
 		// Stop or a per-task cancel: give the subagent a bounded grace to
 		// write its own terminal state, then write it for it.

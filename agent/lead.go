@@ -415,8 +415,8 @@ func (r *run) runTools(calls []ToolCall) []Message {
 	for i, call := range calls {
 		if call.Name == ToolTask {
 			perResponse++
-			if refusal := r.admitTask(perResponse); refusal != "" {
-				out[i] = r.finishTask(call, taskRefused(refusal), nil)
+			if refusal := r.admitTask(perResponse); refusal != nil {
+				out[i] = r.finishTask(call, refused(refusal), nil)
 				continue
 			}
 		}
@@ -442,18 +442,17 @@ func (r *run) runTools(calls []ToolCall) []Message {
 // next response. The demo lead does.
 const TaskCallAgain = "call task again for this one after the others finish"
 
-// taskRefused is the outcome of a task call a limit refused.
-func taskRefused(reason string) Outcome { return Outcome{Status: StatusFailed, Error: reason} }
-
-func (r *run) admitTask(nthInResponse int) string {
+// admitTask is the refusal of the nth task call of a response, nil when
+// the call may start.
+func (r *run) admitTask(nthInResponse int) *Refusal {
 	cfg := r.env.exec.cfg
 	if nthInResponse > cfg.MaxConcurrentPerResponse {
-		return fmt.Sprintf("Not started: one response may start at most %d subagents (subagents.max_concurrent_per_response); %s.", cfg.MaxConcurrentPerResponse, TaskCallAgain)
+		return &Refusal{Reason: RefusedPerResponse, Limit: int64(cfg.MaxConcurrentPerResponse)}
 	}
 	if n := r.tasks.Add(1); int(n) > cfg.MaxTotalPerRun {
-		return fmt.Sprintf("Not started: this run already started its limit of %d subagents (subagents.max_total_per_run).", cfg.MaxTotalPerRun)
+		return &Refusal{Reason: RefusedPerRun, Limit: int64(cfg.MaxTotalPerRun)}
 	}
-	return ""
+	return nil
 }
 
 // runTool runs one of the lead's tools (strays.runTool), and says what

@@ -18,6 +18,7 @@ import (
 	"herd/agent/demo"
 	"herd/agent/tools"
 	"herd/models"
+	"herd/server/render"
 	"herd/static"
 )
 
@@ -46,9 +47,9 @@ type appConfig struct {
 	hub       HubOptions
 	tools     []tools.Tool
 	tokens    bool
-	provider  agent.Provider // replaces every configured model's provider
-	markdown  *Markdown      // nil: NewMarkdown()
-	server    func(*Options) // adjusts the server's options (limits)
+	provider  agent.Provider   // replaces every configured model's provider
+	markdown  *render.Markdown // nil: render.NewMarkdown()
+	server    func(*Options)   // adjusts the server's options (limits)
 	lead      agent.LeadConfig
 	mcp       agent.ToolSource
 	demo      map[string][]demo.Option // by model name
@@ -99,7 +100,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	cfg.hub.TokenUsage = a.settings.TokenUsage
 	md := cfg.markdown
 	if md == nil {
-		md = NewMarkdown()
+		md = render.NewMarkdown()
 	}
 	a.hub = NewHub(store, md, cfg.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})

@@ -290,8 +290,9 @@ func label(total int64) string { return views.TokenLabel(&total, true) }
 
 // TestBrowserCardContract loads the card modules in the page and checks them
 // against the contracts, which the Go code is tested against too: every
-// card format example, exactly the statuses, stop reasons and task frame
-// types, and Go's own TokenLabel on values the examples do not cover.
+// card format example, exactly the statuses, stop reasons, refusal reasons
+// and task frame types, how every ToolMessage of the contract reads as a
+// card, and Go's own TokenLabel on values the examples do not cover.
 func TestBrowserCardContract(t *testing.T) {
 	_, b := openEmptyThread(t, "contract")
 
@@ -321,7 +322,7 @@ func TestBrowserCardContract(t *testing.T) {
 	}
 	goLabels, _ := json.Marshal(gos)
 
-	problems := evalAwait[[]string](b, fmt.Sprintf(`(async (format, status, stream, goLabels) => {
+	problems := evalAwait[[]string](b, fmt.Sprintf(`(async (format, status, stream, goLabels, messages) => {
 		const m = { ...(await import("/static/format.js")), ...(await import("/static/metadata.js")), ...(await import("/static/merge.js")) };
 		const problems = [];
 		const check = (ok, what) => { if (!ok) problems.push(what); };
@@ -331,7 +332,7 @@ func TestBrowserCardContract(t *testing.T) {
 		for (const c of format.token_labels) eq(m.tokenLabel(c.total, c.terminal), c.label, "tokenLabel(" + c.total + ", " + c.terminal + ")");
 		for (const c of goLabels) eq(m.tokenLabel(c.total, c.terminal), c.label, "tokenLabel(" + c.total + ", " + c.terminal + ") as Go formats it");
 		for (const c of format.status_texts) eq(m.statusText(c.status, c.activity, c.waiting === true), c.text, "statusText(" + c.status + ", " + c.activity + ", " + (c.waiting === true) + ")");
-		for (const c of format.not_started) eq(m.notStartedText(c.error), c.text, "notStartedText(" + c.error + ")");
+		for (const c of format.not_started) eq(m.notStartedText(c.refusal), c.text, "notStartedText(" + JSON.stringify(c.refusal) + ")");
 		for (const c of format.stop_badges) eq(m.stopLabel(c.stop_reason), c.badge, "stopLabel(" + c.stop_reason + ")");
 		for (const s of format.live_statuses) eq(m.isTerminal(s), false, "isTerminal(" + s + ")");
 		for (const c of format.activities) eq(m.activityText(c.step), c.text, "activityText(" + JSON.stringify(c.step) + ")");
@@ -360,6 +361,27 @@ func TestBrowserCardContract(t *testing.T) {
 			eq(m.stopLabel(r), ok ? "capped: " + status.stop_reason_labels[r] : "", "stopLabel(" + r + ")");
 			eq(m.readMetadata({ subagent_status: "failed", subagent_stop_reason: r })?.stopReason, ok ? r : "", "readMetadata stop reason " + r);
 		}
+		// Refusals: exactly the contract's reasons read as metadata, and only
+		// on a failed task.
+		sameSet(m.REFUSAL_REASONS, status.valid_refusal_reasons, "refusal reasons");
+		for (const r of [...status.valid_refusal_reasons, "", "bogus", "max_running", "toString"]) {
+			const ok = status.valid_refusal_reasons.includes(r);
+			eq(m.readMetadata({ subagent_status: "failed", subagent_refusal: { reason: r, limit: 3 } })?.refusal?.reason ?? "", ok ? r : "", "readMetadata refusal " + r);
+			eq(m.readMetadata({ subagent_status: "completed", subagent_refusal: { reason: r, limit: 3 } })?.refusal ?? null, null, "readMetadata refusal " + r + " of a completed task");
+		}
+		for (const limit of [-1, 2.5, "4", true, null]) eq(m.readMetadata({ subagent_status: "failed", subagent_refusal: { reason: "max_total_per_run", limit } })?.refusal ?? null, null, "readMetadata refusal limit " + JSON.stringify(limit));
+		// The contract's ToolMessages, and the legacy rows, read as a card
+		// as agent.Card reads them, with the status line views writes.
+		check(messages.tool_messages.length > 0 && messages.legacy_messages.length > 0, "the tool message contract has no cases");
+		for (const tc of [...messages.tool_messages, ...messages.legacy_messages]) {
+			const card = m.newCard("r", "t");
+			m.applyToolMessage(card, { content: tc.content, additional_kwargs: tc.additional_kwargs });
+			const w = tc.card;
+			const refusal = (r) => (r ? [r.reason, r.limit] : null);
+			eq(JSON.stringify([card.status, card.stopReason, card.result, card.error, refusal(card.refusal)]), JSON.stringify([w.status, w.stop_reason, w.result, w.error, refusal(w.refusal)]), tc.name);
+			const line = (card.status === "failed" && m.notStartedText(card.refusal)) || m.statusText(card.status, "", false);
+			eq(line, w.status_text, tc.name + ": status line");
+		}
 		// Usage: the contract's three keys, integers >= 0, or nothing.
 		const usage = Object.fromEntries(status.usage_keys.map((k, i) => [k, i + 1]));
 		check(m.normalizeUsage(usage) !== null, "a full usage snapshot is refused");
@@ -383,7 +405,7 @@ func TestBrowserCardContract(t *testing.T) {
 			eq(card.status, s, type + " with status " + s);
 		}
 		return problems;
-	})(%s, %s, %s, %s)`, read("card_format_contract.json"), read("subagent_status_contract.json"), read("run_event_stream_contract.json"), goLabels))
+	})(%s, %s, %s, %s, %s)`, read("card_format_contract.json"), read("subagent_status_contract.json"), read("run_event_stream_contract.json"), goLabels, read("tool_message_contract.json")))
 	for _, p := range problems {
 		t.Error(p)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"herd/agent"
+	"herd/server/render"
 )
 
 // steppedProvider streams each answer in parts: after each part it waits
@@ -110,7 +111,7 @@ func TestBrowserMarkdownStreams(t *testing.T) {
 		if n := evalAs[int](b, `[...document.querySelectorAll("article.msg-ai .msg-body")].at(-1).querySelectorAll("pre.chroma > .code-copy").length`); n != 1 {
 			t.Errorf("%s: %d Copy buttons on the code block, want 1", look.name, n)
 		}
-		style := map[string]string{"light": lightStyle, "dark": darkStyle}[look.theme]
+		style := map[string]string{"light": render.LightStyle, "dark": render.DarkStyle}[look.theme]
 		want := styles.Get(style).Get(chroma.KeywordDeclaration).Colour
 		if got := evalAs[string](b, `getComputedStyle([...document.querySelectorAll("pre.chroma .kd")].at(-1)).color`); got != rgb(want) {
 			t.Errorf("%s: func is %s, want %s (%s)", look.name, got, rgb(want), style)

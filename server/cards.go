@@ -75,6 +75,9 @@ func (s *Server) cardView(c agent.Card, r redaction) *views.CardView {
 	if c.Result != "" {
 		v.ResultHTML = s.md.Render(c.Result)
 	}
+	if c.Refusal != nil {
+		v.RefusalReason, v.RefusalLimit = c.Refusal.Reason, c.Refusal.Limit
+	}
 	return v
 }
 

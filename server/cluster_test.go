@@ -27,6 +27,7 @@ import (
 	"herd/agent/event"
 	"herd/internal/pgtest"
 	"herd/models"
+	"herd/server/render"
 )
 
 // clusterNode is one instance of a cluster in this process: its hub, its
@@ -55,7 +56,7 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &clusterNode{hub: NewHub(store, NewMarkdown(), HubOptions{TokenUsage: settings.TokenUsage})}
+	n := &clusterNode{hub: NewHub(store, render.NewMarkdown(), HubOptions{TokenUsage: settings.TokenUsage})}
 	if o.Store == nil {
 		o.Store = store
 	}
@@ -426,7 +427,7 @@ func TestOwnNoticesKnownByPrefix(t *testing.T) {
 // holds; its database refuses connections at once.
 func offlineCluster(t *testing.T) *Cluster {
 	t.Helper()
-	hub := NewHub(nil, NewMarkdown(), HubOptions{})
+	hub := NewHub(nil, render.NewMarkdown(), HubOptions{})
 	t.Cleanup(func() { _ = hub.Close(context.Background()) })
 	c, err := NewCluster(ClusterOptions{InstanceID: "me", Hub: hub, Lease: 10 * time.Second})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"herd/agent"
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/render"
 )
 
 // Frame types that are not task frames (docs/API.md).
@@ -56,7 +57,7 @@ func rawOr(j models.JSON, def string) json.RawMessage {
 // eventFrame frames a persisted event in both token-gate variants, from
 // the body its producer prepared (prepare.go) or, for an event read back
 // from the database, from its payload.
-func eventFrame(e *models.RunEvent, md *Markdown) (*frame, error) {
+func eventFrame(e *models.RunEvent, md *render.Markdown) (*frame, error) {
 	var p *preparedEvent
 	if lazy, ok := e.Prepared.(*prepared[*preparedEvent]); ok {
 		p = lazy.get()
@@ -90,7 +91,7 @@ type preparedEvent struct {
 	body []byte
 }
 
-func prepareEvent(ev agent.Event, md *Markdown) *preparedEvent {
+func prepareEvent(ev agent.Event, md *render.Markdown) *preparedEvent {
 	html, rendered := "", false
 	p := &preparedEvent{ev: ev, opts: agent.FrameOptions{HTML: func(s string) string {
 		if !rendered {

@@ -10,6 +10,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/render"
 )
 
 // TestFramesCarryHTMLUnescaped: rendered Markdown goes out as is, not with
@@ -83,7 +84,7 @@ func (f journalFunc) Enqueue(_ context.Context, recs ...models.Record) error {
 // nothing, and the frame is the one the hub would have built itself, in
 // both token-gate variants.
 func TestPreparedFrames(t *testing.T) {
-	md := NewMarkdown()
+	md := render.NewMarkdown()
 	step := agent.TaskStep{
 		TaskRef:  agent.TaskRef{TaskID: "call_1", ExecutionID: "e1", RunID: "r1", Version: 2},
 		StepBody: agent.StepBody{Kind: "ai", Text: "**bold** and `code`"},
@@ -97,7 +98,7 @@ func TestPreparedFrames(t *testing.T) {
 		t.Fatalf("write: %v, %d queued", err, queued)
 	}
 	ev.Seq, ev.CreatedAt = 7, time.Now()
-	before := md.renders.Load()
+	before := md.Renders()
 	f, err := eventFrame(ev, md)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestPreparedFrames(t *testing.T) {
 		t.Errorf("the message was not prepared: %#v", msg.Prepared)
 	}
 	full, redacted := f.wire(true), f.wire(false)
-	if n := md.renders.Load() - before; n != 0 {
+	if n := md.Renders() - before; n != 0 {
 		t.Errorf("framing a prepared event rendered Markdown %d times", n)
 	}
 	plain := *ev

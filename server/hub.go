@@ -15,6 +15,7 @@ import (
 
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/render"
 )
 
 // Replayer reads a thread's persisted records after a seq, and its last
@@ -49,7 +50,7 @@ type Hub struct {
 	opts   HubOptions
 	log    *slog.Logger
 	store  Replayer
-	md     *Markdown
+	md     *render.Markdown
 	live   *liveText
 	mu     sync.RWMutex
 	subs   map[string]map[*client]struct{}
@@ -68,7 +69,7 @@ type Hub struct {
 }
 
 // NewHub returns a hub replaying from store.
-func NewHub(store Replayer, md *Markdown, o HubOptions) *Hub {
+func NewHub(store Replayer, md *render.Markdown, o HubOptions) *Hub {
 	if o.SendBuffer <= 0 {
 		o.SendBuffer = 512
 	}

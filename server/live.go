@@ -9,6 +9,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/render"
 )
 
 // FrameAIHTML carries an answer being written, rendered and sanitized by
@@ -53,7 +54,7 @@ type aiHTMLFrame struct {
 // one goroutine (run) that the hub owns: when rendering falls behind,
 // deltas coalesce into fewer renders instead of queueing.
 type liveText struct {
-	md      *Markdown
+	md      *render.Markdown
 	publish func(threadID string, f *frame)
 	watched func(threadID string) bool
 	now     func() time.Time
@@ -77,7 +78,7 @@ type liveAnswer struct {
 	diffBytes       int       // bytes of diffs sent since then
 }
 
-func newLiveText(md *Markdown, publish func(string, *frame), watched func(string) bool) *liveText {
+func newLiveText(md *render.Markdown, publish func(string, *frame), watched func(string) bool) *liveText {
 	return &liveText{md: md, publish: publish, watched: watched, now: time.Now, wake: make(chan struct{}, 1), answers: map[string]*liveAnswer{}}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"herd/server/render"
 )
 
 // benchAnswer is a long answer as a model writes one: prose, lists and
@@ -45,7 +47,7 @@ func BenchmarkLiveRender(b *testing.B) {
 		cpu(b, func() {
 			clock := time.Unix(1e9, 0)
 			frames, bytes = 0, 0
-			l := newLiveText(NewMarkdown(), func(_ string, f *frame) { frames++; bytes += len(f.full) }, func(string) bool { return true })
+			l := newLiveText(render.NewMarkdown(), func(_ string, f *frame) { frames++; bytes += len(f.full) }, func(string) bool { return true })
 			l.now = func() time.Time { return clock }
 			for _, tok := range tokens {
 				l.append("th", "run", "m", tok)
@@ -59,7 +61,7 @@ func BenchmarkLiveRender(b *testing.B) {
 	})
 	b.Run("every-token", func(b *testing.B) {
 		cpu(b, func() {
-			md := NewMarkdown()
+			md := render.NewMarkdown()
 			var text strings.Builder
 			for _, tok := range tokens {
 				text.WriteString(tok)
@@ -68,6 +70,6 @@ func BenchmarkLiveRender(b *testing.B) {
 		})
 	})
 	b.Run("final", func(b *testing.B) {
-		cpu(b, func() { NewMarkdownCache(0).Render(answer) })
+		cpu(b, func() { render.NewMarkdownCache(0).Render(answer) })
 	})
 }

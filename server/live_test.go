@@ -10,6 +10,8 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/render"
+	"herd/server/render/rendertest"
 )
 
 // liveHarness drives a liveText by hand: a fake clock, every frame kept.
@@ -25,7 +27,7 @@ type liveHarness struct {
 	version map[string]int
 }
 
-func newLiveHarness(t *testing.T, md *Markdown) *liveHarness {
+func newLiveHarness(t *testing.T, md *render.Markdown) *liveHarness {
 	h := &liveHarness{t: t, clock: time.Unix(1e9, 0), watched: true, page: map[string][]uint16{}, version: map[string]int{}}
 	h.l = newLiveText(md, func(_ string, f *frame) {
 		var env struct{ Data aiHTMLFrame }
@@ -61,7 +63,7 @@ func (h *liveHarness) shown(id string) string { return string(utf16.Decode(h.pag
 // included), at most once per liveMinGap, with a whole frame at the start
 // and now and then, diffs between them.
 func TestLiveRender(t *testing.T) {
-	md := NewMarkdown()
+	md := render.NewMarkdown()
 	h := newLiveHarness(t, md)
 	answer := "# Plan 🚀\n\nÉtapes :\n\n- one\n- two **bold**\n\n```go\nfunc main() {\n\tfmt.Println(\"日本\")\n}\n```\n\nDone — ok. " + strings.Repeat("More words 🙂 and more. ", 60)
 	var text strings.Builder
@@ -110,7 +112,7 @@ func TestLiveRender(t *testing.T) {
 // ignores diffs until the next whole frame; a subscriber's resend makes the
 // next frame whole at once.
 func TestLiveRenderCatchesUp(t *testing.T) {
-	md := NewMarkdown()
+	md := render.NewMarkdown()
 	h := newLiveHarness(t, md)
 	step := func(s string) {
 		h.l.append("th", "run", "m1", s)
@@ -136,7 +138,7 @@ func TestLiveRenderCatchesUp(t *testing.T) {
 // watches; an answer is forgotten when its message is saved or its run
 // ends; an answer past liveMaxBytes stops being rendered.
 func TestLiveRenderLifecycle(t *testing.T) {
-	h := newLiveHarness(t, NewMarkdown())
+	h := newLiveHarness(t, render.NewMarkdown())
 	h.watched = false
 	h.l.append("th", "run", "m1", "hello")
 	if h.l.renderDue(); len(h.frames) != 0 {
@@ -167,8 +169,8 @@ func TestLiveRenderLifecycle(t *testing.T) {
 // TestLiveRenderIsInert: every frame of a streaming hostile answer, as the
 // page rebuilds it, is as inert as the final render.
 func TestLiveRenderIsInert(t *testing.T) {
-	md := NewMarkdown()
-	for i, src := range xssFixtures {
+	md := render.NewMarkdown()
+	for i, src := range rendertest.XSS {
 		h := newLiveHarness(t, md)
 		id := "m" + string(rune('a'+i))
 		for _, c := range chunks(src, 2) {
@@ -177,7 +179,7 @@ func TestLiveRenderIsInert(t *testing.T) {
 			n := len(h.frames)
 			h.l.renderDue()
 			if len(h.frames) > n {
-				assertInert(t, src, h.shown(id))
+				rendertest.AssertInert(t, src, h.shown(id))
 			}
 		}
 		if len(h.frames) == 0 {

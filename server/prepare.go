@@ -6,6 +6,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/render"
 )
 
 // Preparing returns the runtime's journal, w with one step added: the
@@ -28,7 +29,7 @@ type QueueWriter interface {
 
 type preparing struct {
 	next QueueWriter
-	md   *Markdown
+	md   *render.Markdown
 }
 
 func (p preparing) Write(ctx context.Context, recs ...models.Record) error {
@@ -91,7 +92,7 @@ type messageHTML string
 // an AI or human message, the result of a task (its card shows it as the
 // page does); other tools' output is shown as text. It reads none of the
 // fields the writer sets (seq, time), so it may run during the commit.
-func renderMessage(m *models.Message, md *Markdown) messageHTML {
+func renderMessage(m *models.Message, md *render.Markdown) messageHTML {
 	switch {
 	case m.Type != agent.TypeTool:
 		return messageHTML(md.Render(m.Content))

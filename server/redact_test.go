@@ -9,6 +9,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/render"
 )
 
 // TestOneRedaction: the live frame of every event type and its content in
@@ -17,7 +18,7 @@ import (
 // a message's live frame hides what its API and export form hide. The
 // surfaces end to end are TestTokenGate's.
 func TestOneRedaction(t *testing.T) {
-	md := NewMarkdown()
+	md := render.NewMarkdown()
 	usage := &agent.TokenUsage{InputTokens: 10, OutputTokens: 2, TotalTokens: 12}
 	ref := agent.TaskRef{TaskID: "call_1", ExecutionID: "e1", RunID: "r1", Version: 2}
 	intro := agent.TaskIntro{TaskRef: ref, Description: "d", Prompt: "p", SubagentType: "general"}

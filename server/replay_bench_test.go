@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -11,26 +10,9 @@ import (
 	"github.com/google/uuid"
 
 	"herd/models"
+	"herd/server/render"
+	"herd/server/render/rendertest"
 )
-
-// answerMarkdown is a long, realistic answer: headings, a list, a table,
-// code and links, about 1.6 KB.
-func answerMarkdown(i int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## Step %d: what I found\n\nThe **build** fails because `go vet` reports a *copied lock* in [the hub](https://example.com/hub.go). ", i)
-	b.WriteString("Here is the plan:\n\n")
-	for k := range 6 {
-		fmt.Fprintf(&b, "- item %d: check `file_%d.go`, then run the tests with `-race`\n", k, k)
-	}
-	b.WriteString("\n| file | lines | status |\n|---|---|---|\n")
-	for k := range 6 {
-		fmt.Fprintf(&b, "| hub_%d.go | %d | ok |\n", k, 100*k)
-	}
-	b.WriteString("\n```go\nfunc (h *Hub) Close(ctx context.Context) error {\n\th.mu.Lock()\n\tdefer h.mu.Unlock()\n\treturn nil\n}\n```\n\n")
-	b.WriteString("> Note: the second pass keeps <b>raw HTML</b> as text.\n\nDone; see the ~~old~~ new output above. ")
-	b.WriteString(strings.Repeat("More prose with *emphasis* and `code`. ", 12))
-	return b.String()
-}
 
 // seedConversation writes n exchanges (a human question and a long
 // Markdown answer) to the thread and returns its last seq.
@@ -42,7 +24,7 @@ func (a *testApp) seedConversation(threadID, userID string, n int) int64 {
 	for i := range n {
 		recs = append(recs,
 			models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: threadID, RunID: runID, Type: "human", Content: fmt.Sprintf("question %d", i)}},
-			models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: threadID, RunID: runID, Type: "ai", ModelName: "demo-fast", Content: answerMarkdown(i)}})
+			models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: threadID, RunID: runID, Type: "ai", ModelName: "demo-fast", Content: rendertest.Answer(i)}})
 	}
 	if err := a.writer.Write(context.Background(), recs...); err != nil {
 		a.t.Fatal(err)
@@ -83,11 +65,11 @@ func cpuTime() time.Duration {
 // before) and on (cached). cpu-ms/op is the process's CPU time (server and
 // client share it) per reconnect.
 func BenchmarkReplayStorm(b *testing.B) {
-	b.Run("render-each", func(b *testing.B) { benchReplay(b, NewMarkdownCache(0)) })
-	b.Run("cached", func(b *testing.B) { benchReplay(b, NewMarkdown()) })
+	b.Run("render-each", func(b *testing.B) { benchReplay(b, render.NewMarkdownCache(0)) })
+	b.Run("cached", func(b *testing.B) { benchReplay(b, render.NewMarkdown()) })
 }
 
-func benchReplay(b *testing.B, md *Markdown) {
+func benchReplay(b *testing.B, md *render.Markdown) {
 	a := newApp(b, func(c *appConfig) { c.markdown = md })
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("big")
@@ -97,7 +79,7 @@ func benchReplay(b *testing.B, md *Markdown) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, renders0 := cpuTime(), md.renders.Load()
+	cpu0, renders0 := cpuTime(), md.Renders()
 	for range b.N {
 		if err := u.replayAll(th, last); err != nil {
 			b.Fatal(err)
@@ -105,5 +87,5 @@ func benchReplay(b *testing.B, md *Markdown) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
-	b.ReportMetric(float64(md.renders.Load()-renders0)/float64(b.N), "renders/op")
+	b.ReportMetric(float64(md.Renders()-renders0)/float64(b.N), "renders/op")
 }

@@ -26,6 +26,7 @@ import (
 	"herd/agent/mcp"
 	"herd/models"
 	"herd/server/limits"
+	"herd/server/render"
 	"herd/views"
 )
 
@@ -38,7 +39,7 @@ type Options struct {
 	Settings *Settings
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
-	Markdown *Markdown
+	Markdown *render.Markdown
 	Metrics  *Metrics // nil: no /metrics
 	// MetricsToken serves /metrics on this handler to bearers of the token;
 	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
@@ -107,7 +108,7 @@ type Server struct {
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
 	now           func() time.Time
-	md            *Markdown
+	md            *render.Markdown
 	assets        map[string]string
 	static        fs.FS
 	publicURL     string

@@ -12,6 +12,8 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/render"
+	"herd/server/render/rendertest"
 )
 
 // Step texts of the seeded card: an AI step in Markdown with hostile
@@ -75,7 +77,7 @@ func TestStepsCarryHTML(t *testing.T) {
 	if !strings.Contains(html, "<strong>list</strong>") || !strings.Contains(html, `<span class="kd">func</span>`) {
 		t.Errorf("the AI step's text_html = %q, want its Markdown rendered", html)
 	}
-	assertInert(t, stepMarkdown, html)
+	rendertest.AssertInert(t, stepMarkdown, html)
 	if _, ok := tool["text_html"]; ok || tool["text"] != stepOutput {
 		t.Errorf("the tool step = %v, want its text alone", tool)
 	}
@@ -86,7 +88,7 @@ func TestStepsCarryHTML(t *testing.T) {
 		t.Fatalf("events: %v %v", evs, err)
 	}
 	for i, want := range []string{html, ""} {
-		f, err := eventFrame(&evs[i], NewMarkdown())
+		f, err := eventFrame(&evs[i], render.NewMarkdown())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/render"
 )
 
 type wsFrame struct {
@@ -420,7 +421,7 @@ func TestLiveRunStreams(t *testing.T) {
 	if len(pages) == 0 {
 		t.Fatal("no ai_html frame: the answer was not rendered while it streamed")
 	}
-	md := NewMarkdownCache(0)
+	md := render.NewMarkdownCache(0)
 	renders := map[string]bool{}
 	for _, p := range prefixes {
 		renders[md.Render(p)] = true

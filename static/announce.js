@@ -25,5 +25,5 @@ export function cardAnnouncement(c) {
 	const title = c.description.trim() === "" ? "Subagent task" : c.description;
 	if (c.status === "running") return `${title}: started`;
 	if (!isTerminal(c.status)) return "";
-	return `${title}: ${notStartedText(c.error) || statusText(c.status, "", false)}`;
+	return `${title}: ${notStartedText(c.refusal) || statusText(c.status, "", false)}`;
 }

@@ -30,7 +30,7 @@ export function renderCard(c, view) {
 function renderHead(c, view) {
 	const part = (selector) => c.node.querySelector(selector);
 	part(".card-title").textContent = c.description.trim() === "" ? "Subagent task" : c.description;
-	const notStarted = c.status === "failed" ? notStartedText(c.error) : "";
+	const notStarted = c.status === "failed" ? notStartedText(c.refusal) : "";
 	c.node.dataset.notStarted = notStarted ? "1" : "";
 	part(".card-status").textContent = notStarted || statusText(c.status, c.activity, c.waiting);
 	renderTime(c, now());
@@ -133,4 +133,6 @@ export function readCard(c, node, labels) {
 	c.subagentType = text(".card-meta");
 	c.prompt = text(".card-prompt");
 	c.error = text(".card-error");
+	const reason = node.dataset.refusalReason ?? "";
+	c.refusal = reason === "" ? null : { reason, limit: intAttr(node.dataset.refusalLimit) };
 }

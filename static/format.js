@@ -33,16 +33,18 @@ export function tokenLabel(total, terminal) {
 // a slot of its model (views.WaitingText).
 export const WAITING_TEXT = "Waiting for a slot";
 
-// NOT_STARTED reads the error of a task call a limit refused before it
-// started (views.NotStartedText).
-const NOT_STARTED = /^Not started: (?:one response may start at most (\d+) subagents|this run already started its limit of (\d+) subagents)/;
+// REFUSAL_PLACES names where each refusal reason's limit holds.
+const REFUSAL_PLACES = { max_concurrent_per_response: "per response", max_total_per_run: "per run" };
 
-// notStartedText is the status of a failed card whose task a limit refused
-// before it started; "" for any other error.
-export function notStartedText(error) {
-	const m = NOT_STARTED.exec(error ?? "");
-	if (!m) return "";
-	return m[1] ? `Not started · limit of ${m[1]} per response` : `Not started · limit of ${m[2]} per run`;
+// REFUSAL_REASONS are the values subagent_refusal.reason may take.
+export const REFUSAL_REASONS = Object.keys(REFUSAL_PLACES);
+
+// notStartedText is the status of a card whose task a limit refused before
+// it started, from its refusal {reason, limit} (views.NotStartedText); ""
+// for no refusal or an unknown reason.
+export function notStartedText(refusal) {
+	if (!refusal || !Object.hasOwn(REFUSAL_PLACES, refusal.reason)) return "";
+	return `Not started · limit of ${refusal.limit} ${REFUSAL_PLACES[refusal.reason]}`;
 }
 
 export function statusText(status, activity, waiting) {

@@ -29,7 +29,7 @@ export function applyLiveHTML(body, d) {
 // above keep their nodes (a selection, a code block's Copy button).
 function patch(body, html) {
 	const parsed = document.createElement("template");
-	// The server rendered and sanitized this HTML (server/markdown.go).
+	// The server rendered and sanitized this HTML (server/render).
 	parsed.innerHTML = html;
 	const next = [...parsed.content.childNodes];
 	const current = [...body.childNodes];

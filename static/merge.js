@@ -4,7 +4,7 @@
 // holds the rules as cases that both run. Pure functions: no DOM.
 
 import { activityText, isTerminal, stopLabel } from "./format.js";
-import { afterMarker, normalizeUsage, readMetadata, statusFromContent, str } from "./metadata.js";
+import { afterMarker, legacyRefusal, normalizeUsage, readMetadata, statusFromContent, str } from "./metadata.js";
 
 const TERMINAL_FRAMES = {
 	task_completed: "completed",
@@ -36,6 +36,7 @@ export function newCard(runID, taskID) {
 		result: "",
 		resultHTML: null, // the ToolMessage's sanitized HTML; null: show result as text
 		error: "",
+		refusal: null, // {reason, limit}: the limit that refused it before it started
 		version: 0,
 		lastSeq: 0,
 		steps: 0,
@@ -148,6 +149,7 @@ export function applyToolMessage(card, m) {
 	card.activity = "";
 	card.waiting = false;
 	card.steps = 0;
+	card.refusal = null;
 	let md = readMetadata(m.additional_kwargs);
 	if (!md) {
 		const status = statusFromContent(content);
@@ -158,7 +160,7 @@ export function applyToolMessage(card, m) {
 			card.resultHTML = null;
 			return;
 		}
-		md = { status, stopReason: "", error: "", resultBrief: "", modelName: "", usage: null };
+		md = { status, stopReason: "", error: "", resultBrief: "", modelName: "", usage: null, refusal: null };
 	}
 	card.status = md.status;
 	card.stopReason = md.stopReason;
@@ -179,6 +181,7 @@ function applyOutcome(card, md, content, html) {
 		card.result = "";
 		card.resultHTML = null;
 		card.error = afterMarker(content, "Task ", ". Error: ") || md.error;
+		if (md.status === "failed") card.refusal = md.refusal ?? legacyRefusal(card.error);
 	}
 }
 

@@ -1,7 +1,7 @@
 // Reading what the server sent, tolerantly (agent/contract.go): usage
 // snapshots, a task ToolMessage's metadata and its text.
 
-import { isTerminal, stopLabel } from "./format.js";
+import { REFUSAL_REASONS, isTerminal, stopLabel } from "./format.js";
 
 export function str(v) {
 	return typeof v === "string" ? v : "";
@@ -32,6 +32,7 @@ export function readMetadata(kwargs) {
 		resultBrief: str(kwargs.subagent_result_brief),
 		modelName: str(kwargs.subagent_model_name).trim(),
 		usage: normalizeUsage(kwargs.subagent_token_usage),
+		refusal: readRefusal(kwargs.subagent_refusal),
 	};
 	if (md.status === "max_turns_reached") {
 		md.stopReason = "turn_capped";
@@ -40,7 +41,28 @@ export function readMetadata(kwargs) {
 		return null;
 	}
 	if (stopLabel(md.stopReason) === "") md.stopReason = "";
+	if (md.status !== "failed") md.refusal = null;
 	return md;
+}
+
+// readRefusal reads subagent_refusal as agent.readRefusal: a known reason
+// and a whole limit >= 0, else null.
+export function readRefusal(r) {
+	if (!r || typeof r !== "object" || !REFUSAL_REASONS.includes(r.reason) || !isCount(r.limit)) return null;
+	return { reason: r.reason, limit: r.limit };
+}
+
+// LEGACY_REFUSAL matches the refusals older versions wrote without
+// subagent_refusal (agent.legacyRefusal): the only place their wording is
+// read back.
+const LEGACY_REFUSAL = /^Not started: (?:one response may start at most (\d+) subagents|this run already started its limit of (\d+) subagents)/;
+
+// legacyRefusal recovers the refusal of a failed task's error written
+// before refusals were metadata; null for any other error.
+export function legacyRefusal(error) {
+	const m = LEGACY_REFUSAL.exec(str(error));
+	if (!m) return null;
+	return m[1] ? { reason: "max_concurrent_per_response", limit: Number(m[1]) } : { reason: "max_total_per_run", limit: Number(m[2]) };
 }
 
 // statusFromContent reads a terminal status from a ToolMessage's text,

@@ -64,7 +64,7 @@ function stepElement(step) {
 
 function markdownElement(html) {
 	const div = el("div", "step-md");
-	// The server rendered and sanitized this field (server/markdown.go).
+	// The server rendered and sanitized this field (server/render).
 	div.innerHTML = html;
 	return div;
 }

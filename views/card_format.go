@@ -2,7 +2,6 @@ package views
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -89,30 +88,41 @@ func StatusText(status, activity string, waiting bool) string {
 	return "Running"
 }
 
-// notStarted reads the error of a task call a limit refused before it
-// started (agent's admitTask).
-var notStarted = regexp.MustCompile(`^Not started: (?:one response may start at most (\d+) subagents|this run already started its limit of (\d+) subagents)`)
-
-// NotStartedText is the status of a failed card whose task a limit
-// refused before it started, such as "Not started · limit of 4 per
-// response"; "" for any other error.
-func NotStartedText(errText string) string {
-	m := notStarted.FindStringSubmatch(errText)
-	switch {
-	case m == nil:
-		return ""
-	case m[1] != "":
-		return "Not started · limit of " + m[1] + " per response"
+// NotStartedText is the status of a card whose task a limit refused
+// before it started, from its refusal's reason and limit (the
+// ToolMessage's subagent_refusal), such as "Not started · limit of 4 per
+// response"; "" for any other reason.
+func NotStartedText(reason string, limit int64) string {
+	switch reason {
+	case "max_concurrent_per_response":
+		return "Not started · limit of " + i64(limit) + " per response"
+	case "max_total_per_run":
+		return "Not started · limit of " + i64(limit) + " per run"
 	}
-	return "Not started · limit of " + m[2] + " per run"
+	return ""
+}
+
+// notStarted is the status of card c if a limit refused it, else "".
+func notStarted(c CardView) string {
+	if c.Status != "failed" {
+		return ""
+	}
+	return NotStartedText(c.RefusalReason, c.RefusalLimit)
+}
+
+// refusalLimitAttr is the limit of a refused card for the script; "" for
+// a card no limit refused.
+func refusalLimitAttr(c CardView) string {
+	if c.RefusalReason == "" {
+		return ""
+	}
+	return i64(c.RefusalLimit)
 }
 
 // cardStatus is the status line of card c.
 func cardStatus(c CardView) string {
-	if c.Status == "failed" {
-		if t := NotStartedText(c.Error); t != "" {
-			return t
-		}
+	if t := notStarted(c); t != "" {
+		return t
 	}
 	return StatusText(c.Status, c.Activity, c.Waiting)
 }

@@ -21,8 +21,11 @@ type formatContract struct {
 		Waiting                bool
 	} `json:"status_texts"`
 	NotStarted []struct {
-		Error string `json:"error"`
-		Text  string `json:"text"`
+		Refusal *struct {
+			Reason string `json:"reason"`
+			Limit  int64  `json:"limit"`
+		} `json:"refusal"`
+		Text string `json:"text"`
 	} `json:"not_started"`
 	StopBadges []struct {
 		StopReason string `json:"stop_reason"`
@@ -54,8 +57,13 @@ func TestCardFormatContract(t *testing.T) {
 		}
 	}
 	for _, ns := range c.NotStarted {
-		if got := NotStartedText(ns.Error); got != ns.Text {
-			t.Errorf("NotStartedText(%q) = %q, want %q", ns.Error, got, ns.Text)
+		var reason string
+		var limit int64
+		if ns.Refusal != nil {
+			reason, limit = ns.Refusal.Reason, ns.Refusal.Limit
+		}
+		if got := NotStartedText(reason, limit); got != ns.Text {
+			t.Errorf("NotStartedText(%q, %d) = %q, want %q", reason, limit, got, ns.Text)
 		}
 	}
 	if len(c.NotStarted) == 0 {
@@ -116,8 +124,11 @@ func TestCardMarkup(t *testing.T) {
 			nil},
 		{"queued: its wait so far", CardView{TaskID: "t", RunID: "r", Status: "queued", QueuedAt: queued, Now: queued.Add(3 * time.Second)},
 			[]string{`<span class="card-time" aria-live="off">3s</span>`}, nil},
-		{"not started: no time", CardView{TaskID: "t", RunID: "r", Status: "failed", Error: "Not started: one response may start at most 4 subagents (x).", EndedAt: ended, Now: ended.Add(time.Second)},
-			[]string{`<span class="card-time" aria-live="off"></span>`, "Not started · limit of 4 per response"}, nil},
+		{"not started: no time", CardView{TaskID: "t", RunID: "r", Status: "failed", Error: "over the limit", RefusalReason: "max_concurrent_per_response", RefusalLimit: 4, EndedAt: ended, Now: ended.Add(time.Second)},
+			[]string{`<span class="card-time" aria-live="off"></span>`, `<span class="card-status">Not started · limit of 4 per response</span>`,
+				`data-not-started="1"`, `data-refusal-reason="max_concurrent_per_response"`, `data-refusal-limit="4"`}, nil},
+		{"its wording is not read", CardView{TaskID: "t", RunID: "r", Status: "failed", Error: "Not started: one response may start at most 4 subagents (x)."},
+			[]string{`<span class="card-status">Failed</span>`, `data-not-started=""`, `data-refusal-reason=""`, `data-refusal-limit=""`}, nil},
 		{"capped", CardView{TaskID: "t", RunID: "r", Status: "completed", StopReason: "turn_capped", ShowTokens: true},
 			[]string{`<span class="card-badge">capped: turn budget</span>`}, nil},
 		{"hostile text is escaped", CardView{TaskID: "t", RunID: "r", Status: "failed", Description: "<img src=x onerror=alert(1)>", Error: "<script>x</script>", Prompt: "<b>p</b>"},
@@ -176,5 +187,47 @@ func TestUsagePanelNotReported(t *testing.T) {
 	}
 	if strings.Contains(html, `data-usage="lead">0<`) {
 		t.Error("the silent lead reads 0")
+	}
+}
+
+// TestToolMessageStatusLines: the card of every ToolMessage in
+// contracts/tool_message_contract.json has the status line the contract
+// gives it (agent's texts_test.go checks the card it reads).
+func TestToolMessageStatusLines(t *testing.T) {
+	b, err := os.ReadFile("../contracts/tool_message_contract.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type card struct {
+		Status  string `json:"status"`
+		Refusal *struct {
+			Reason string `json:"reason"`
+			Limit  int64  `json:"limit"`
+		} `json:"refusal"`
+		StatusText string `json:"status_text"`
+	}
+	type message struct {
+		Name string `json:"name"`
+		Card card   `json:"card"`
+	}
+	var c struct {
+		ToolMessages   []message `json:"tool_messages"`
+		LegacyMessages []message `json:"legacy_messages"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	cases := append(c.ToolMessages, c.LegacyMessages...)
+	if len(c.ToolMessages) == 0 || len(c.LegacyMessages) == 0 {
+		t.Fatal("the contract has no tool messages")
+	}
+	for _, tc := range cases {
+		v := CardView{Status: tc.Card.Status}
+		if r := tc.Card.Refusal; r != nil {
+			v.RefusalReason, v.RefusalLimit = r.Reason, r.Limit
+		}
+		if got := cardStatus(v); got != tc.Card.StatusText {
+			t.Errorf("%s: status line %q, want %q", tc.Name, got, tc.Card.StatusText)
+		}
 	}
 }

@@ -307,6 +307,10 @@ type CardView struct {
 	StopReason                string
 	ResultHTML                string // sanitized
 	Error                     string
+	// RefusalReason and RefusalLimit say which limit refused a failed
+	// task before it started, and its value ("" and 0 for any other).
+	RefusalReason string
+	RefusalLimit  int64
 	Version                   int64
 	LastSeq                   int64
 	Steps                     int64

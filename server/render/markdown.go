@@ -1,4 +1,8 @@
-package server
+// Package render turns model and user text into HTML that cannot run
+// script: Markdown (goldmark, GFM), sanitized by bluemonday, its fenced
+// code highlighted with chroma classes, and a bounded cache of what it
+// rendered. It knows nothing of herd.
+package render
 
 import (
 	"bytes"
@@ -25,7 +29,8 @@ import (
 //
 // Rendered HTML is kept in a bounded LRU cache keyed by the source's
 // SHA-256, so replaying a thread to a storm of reconnecting clients
-// renders each message once, not once per client (BenchmarkReplayStorm).
+// renders each message once, not once per client (server's
+// BenchmarkReplayStorm).
 type Markdown struct {
 	md     goldmark.Markdown
 	policy *bluemonday.Policy
@@ -53,7 +58,7 @@ func NewMarkdownCache(maxBytes int) *Markdown {
 	p.AllowAttrs("class").Matching(bluemonday.SpaceSeparatedTokens).OnElements("code", "pre")
 	// Highlighted code is spans of chroma's token classes (highlight.go),
 	// and only those.
-	p.AllowAttrs("class").Matching(tokenClassPattern()).OnElements("span")
+	p.AllowAttrs("class").Matching(TokenClassPattern()).OnElements("span")
 	var code codeBlocks
 	if maxBytes > 0 {
 		code.cache = newHTMLCache(maxBytes / 8)
@@ -71,6 +76,10 @@ func NewMarkdownCache(maxBytes int) *Markdown {
 	}
 	return m
 }
+
+// Renders counts the texts converted, cache hits aside: tests and
+// benchmarks prove with it that a replay renders nothing again.
+func (m *Markdown) Renders() int64 { return m.renders.Load() }
 
 // Render returns sanitized HTML for src.
 func (m *Markdown) Render(src string) string {

@@ -1,12 +1,15 @@
-package server
+package render_test
 
 import (
 	"strings"
 	"testing"
+
+	"herd/server/render"
+	"herd/server/render/rendertest"
 )
 
 func TestMarkdownIsInert(t *testing.T) {
-	md := NewMarkdown()
+	md := render.NewMarkdown()
 	cases := []struct {
 		name     string
 		src      string
@@ -42,9 +45,9 @@ func TestMarkdownIsInert(t *testing.T) {
 // TestMarkdownCache: cached output is the renderer's output, and the cache
 // stays within its byte bound, dropping the least recently used first.
 func TestMarkdownCache(t *testing.T) {
-	plain, cached := NewMarkdownCache(0), NewMarkdownCache(64<<10)
+	plain, cached := render.NewMarkdownCache(0), render.NewMarkdownCache(64<<10)
 	for i := range 3 {
-		src := answerMarkdown(i) + "\n\n<script>alert(1)</script>"
+		src := rendertest.Answer(i) + "\n\n<script>alert(1)</script>"
 		want := plain.Render(src)
 		for range 2 {
 			if got := cached.Render(src); got != want {
@@ -52,55 +55,30 @@ func TestMarkdownCache(t *testing.T) {
 			}
 		}
 	}
-	if got := cached.renders.Load(); got != 3 {
+	if got := cached.Renders(); got != 3 {
 		t.Errorf("%d conversions for 3 texts rendered twice, want 3", got)
 	}
-	hot := answerMarkdown(-1)
+	hot := rendertest.Answer(-1)
 	cached.Render(hot)
 	for i := range 200 {
-		cached.Render(answerMarkdown(i))
+		cached.Render(rendertest.Answer(i))
 		cached.Render(hot) // kept in use: never the least recently used
-		if cached.cache.bytes > 64<<10 {
-			t.Fatalf("cache holds %d bytes, bound %d", cached.cache.bytes, 64<<10)
+		if render.CacheBytes(cached) > 64<<10 {
+			t.Fatalf("cache holds %d bytes, bound %d", render.CacheBytes(cached), 64<<10)
 		}
 	}
-	n := cached.renders.Load()
+	n := cached.Renders()
 	cached.Render(hot)
-	if cached.renders.Load() != n {
+	if cached.Renders() != n {
 		t.Error("the most recently used entry was evicted")
 	}
-	if l := cached.cache.len(); l >= 200 {
+	if l := render.CacheLen(cached); l >= 200 {
 		t.Errorf("cache holds %d entries: nothing was evicted", l)
 	}
 	huge := strings.Repeat("word ", 8<<10)
 	cached.Render(huge)
 	cached.Render(huge)
-	if got := cached.renders.Load() - n; got != 2 {
+	if got := cached.Renders() - n; got != 2 {
 		t.Errorf("a text over a quarter of the cache rendered %d times for 2 calls, want 2 (not cached)", got)
-	}
-}
-
-// TestReplayRendersOnce: reconnecting to a thread does not render its
-// Markdown again; the first replay renders each text once.
-func TestReplayRendersOnce(t *testing.T) {
-	md := NewMarkdown()
-	a := newApp(t, func(c *appConfig) { c.markdown = md })
-	u := a.newUser("ann@example.com", false)
-	th := u.newThread("big")
-	last := a.seedConversation(th, u.id, 20)
-	if err := u.replayAll(th, last); err != nil {
-		t.Fatal(err)
-	}
-	first := md.renders.Load()
-	if first != 40 {
-		t.Errorf("first replay rendered %d texts, want 40", first)
-	}
-	for range 5 {
-		if err := u.replayAll(th, last); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := md.renders.Load(); got != first {
-		t.Errorf("5 reconnects rendered %d more texts, want 0", got-first)
 	}
 }

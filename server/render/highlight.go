@@ -1,4 +1,4 @@
-package server
+package render
 
 import (
 	"cmp"
@@ -174,17 +174,17 @@ func tokenClasses() map[string]chroma.TokenType {
 	return out
 }
 
-// tokenClassPattern matches exactly one token class: the sanitizer lets
+// TokenClassPattern matches exactly one token class: the sanitizer lets
 // spans carry these and nothing else.
-func tokenClassPattern() *regexp.Regexp {
+func TokenClassPattern() *regexp.Regexp {
 	names := slices.Sorted(maps.Keys(tokenClasses()))
 	return regexp.MustCompile(`^(?:` + strings.Join(names, "|") + `)$`)
 }
 
 // The chroma styles static/app.css takes its highlighting colours from.
 const (
-	lightStyle = "github"
-	darkStyle  = "github-dark"
+	LightStyle = "github"
+	DarkStyle  = "github-dark"
 )
 
 // highlightCSS is the highlighting section of static/app.css: one rule per
@@ -193,7 +193,7 @@ const (
 // light, dark and system themes apply without a second stylesheet.
 // TestHighlightCSS keeps app.css equal to it.
 func highlightCSS() string {
-	light, dark := styles.Get(lightStyle), styles.Get(darkStyle)
+	light, dark := styles.Get(LightStyle), styles.Get(DarkStyle)
 	lightBase, darkBase := light.Get(chroma.Background), dark.Get(chroma.Background)
 	classes := tokenClasses()
 	names := slices.SortedFunc(maps.Keys(classes), func(a, b string) int { return cmp.Compare(classes[a], classes[b]) })
