@@ -89,7 +89,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &testApp{t: t, dir: dir, store: store, metrics: NewMetrics()}
+	a := &testApp{t: t, dir: dir, store: store, metrics: NewMetrics(nil)}
 	if cfg.hub.OnDrop == nil {
 		cfg.hub.OnDrop = a.metrics.OnDrop
 	}
@@ -316,17 +316,4 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
-}
-
-// waitFor waits until cond holds, changed on other goroutines with
-// nothing to signal a test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -35,8 +35,10 @@ type Metrics struct {
 	passChecks    *prometheus.CounterVec
 }
 
-// NewMetrics returns a registry with the process and Go collectors.
-func NewMetrics() *Metrics {
+// NewMetrics returns a registry with the process and Go collectors; the
+// notices refused on the instances' channel show from 0 for each of
+// noticeRefusals (the cluster's reasons).
+func NewMetrics(noticeRefusals []string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	f(collectors.NewGoCollector())

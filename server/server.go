@@ -187,7 +187,8 @@ func New(o Options) (*Server, error) {
 		s.pages, s.runs, others = c, c, c
 		// Every instance purges every delete: whichever claims it first
 		// (models.Store.PurgeThread).
-		relaySockets, relayPurge = c.RelaySockets, c.RelayPurge
+		relayPurge = c.RelayPurge
+		relaySockets = func(sc socketClose) { c.RelaySockets(sc.Code, sc.Text, sc.UserID, sc.Creds) }
 	}
 	s.sockets = newSockets(relaySockets)
 	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
