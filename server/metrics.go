@@ -125,7 +125,7 @@ func (m *Metrics) passwordChecked(kind string) {
 func (m *Metrics) OnDrop() { m.wsDropped.Inc() }
 
 // OnNoticeRefused counts a notice refused on the instances' channel
-// (ClusterOptions.OnRefused).
+// (cluster.Options.OnRefused).
 func (m *Metrics) OnNoticeRefused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // OnBatch records one writer batch (models.WriterOptions.OnBatch).
