@@ -178,6 +178,28 @@ func New(o Options) (*Server, error) {
 		runs:          o.Runtime,
 		pages:         o.Hub,
 	}
+	others := s.buildShared(o)
+	s.undoWindow = o.UndoWindow
+	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
+	s.labels = map[string]string{}
+	for _, m := range o.Runtime.Models() {
+		s.labels[m.Name] = m.Label()
+	}
+	s.dummyHash = sync.OnceValue(func() []byte {
+		h, _ := bcrypt.GenerateFromPassword([]byte("herd-dummy-password"), s.bcryptCost)
+		return h
+	})
+	if err := s.startHTTP(o); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// buildShared builds the parts that other instances share, when there
+// are any (o.Cluster): runs, pages and title calls go through them, and
+// the sockets and the purger tell them of each close and delete. It
+// returns the other instances' title calls; nil on one instance.
+func (s *Server) buildShared(o Options) titleCalling {
 	var (
 		relaySockets func(socketClose)
 		relayPurge   func(string, time.Time)
@@ -197,20 +219,7 @@ func New(o Options) (*Server, error) {
 			o.OnThreadPurged(id)
 		}
 	}, relayPurge)
-	s.undoWindow = o.UndoWindow
-	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
-	s.labels = map[string]string{}
-	for _, m := range o.Runtime.Models() {
-		s.labels[m.Name] = m.Label()
-	}
-	s.dummyHash = sync.OnceValue(func() []byte {
-		h, _ := bcrypt.GenerateFromPassword([]byte("herd-dummy-password"), s.bcryptCost)
-		return h
-	})
-	if err := s.startHTTP(o); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return others
 }
 
 // startHTTP makes the static assets' hashes, the form signer and the
