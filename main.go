@@ -29,6 +29,7 @@ import (
 	"herd/models"
 	"herd/server"
 	"herd/server/limits"
+	"herd/server/metrics"
 	"herd/server/render"
 	"herd/static"
 )
@@ -220,7 +221,7 @@ func (l *listeners) close() {
 type base struct {
 	store    *models.Store
 	settings *server.Settings
-	metrics  *server.Metrics
+	metrics  *metrics.Metrics
 	md       *render.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
@@ -239,10 +240,10 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		_ = store.Close()
 		return nil, err
 	}
-	metrics := server.NewMetrics()
+	reg := metrics.New(server.MetricLabels)
 	md := render.NewMarkdown()
-	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
-	b := &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub}
+	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
+	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: hub}
 	onCommit := hub.OnCommit
 	if cfg.Database.Driver == config.DriverPostgres {
 		if b.cluster, err = newCluster(cfg, b, log); err != nil {
@@ -251,7 +252,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		}
 		onCommit = b.cluster.OnCommit
 	}
-	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: metrics.OnBatch, Logger: log})
+	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: reg.OnBatch, Logger: log})
 	return b, nil
 }
 
@@ -358,7 +359,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	b.metrics.Watch(server.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer, MCP: b.mcpStatus()})
+	b.metrics.Watch(metrics.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer, MCP: b.mcpStatus()})
 	if b.cluster != nil {
 		// Other instances' runs are live: the cluster closes only those
 		// of instances whose lease has run out, this one's old self's
@@ -595,7 +596,7 @@ func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.
 }
 
 // metricsMux serves /metrics alone, behind the token when one is set.
-func metricsMux(m *server.Metrics, token string) http.Handler {
+func metricsMux(m *metrics.Metrics, token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler(token))
 	return mux

@@ -19,6 +19,7 @@ import (
 	"herd/agent/tools"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/metrics"
 	"herd/server/render"
 	"herd/static"
 )
@@ -33,7 +34,7 @@ type testApp struct {
 	writer   *models.Writer
 	hub      *Hub
 	settings *Settings
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	rt       *agent.Runtime
 	srv      *Server
 	opts     Options // srv's
@@ -92,7 +93,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &testApp{t: t, dir: dir, store: store, metrics: NewMetrics()}
+	a := &testApp{t: t, dir: dir, store: store, metrics: metrics.New(MetricLabels)}
 	if cfg.hub.OnDrop == nil {
 		cfg.hub.OnDrop = a.metrics.OnDrop
 	}
@@ -132,7 +133,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.metrics.Watch(Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
+	a.metrics.Watch(metrics.Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
 	a.dbPath = filepath.Join(dir, "herd.db")
 	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
 		ThreadsPerMinute: 10000, MaxSocketsPerUser: 10000, WSConnectsPerMinute: 100000}

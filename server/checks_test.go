@@ -2,13 +2,15 @@ package server
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/crypto/bcrypt"
 
 	"herd/server/auth"
@@ -175,9 +177,16 @@ func signupForm(t *testing.T, u *user, email string) url.Values {
 // passwordChecks is herd_password_checks_total{kind}.
 func passwordChecks(t *testing.T, a *testApp, kind string) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := a.metrics.passChecks.WithLabelValues(kind).Write(&m); err != nil {
+	rec := httptest.NewRecorder()
+	a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9180/metrics", nil))
+	series := `herd_password_checks_total{kind="` + kind + `"}`
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(rec.Body.String())
+	if m == nil {
+		t.Fatalf("no series %s in\n%s", series, rec.Body)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetCounter().GetValue()
+	return v
 }

@@ -136,6 +136,6 @@ func (s *Server) ResumeDeletes(ctx context.Context) error {
 // Close stops the server's own background work (pending purges stay in
 // the database). Call it after the HTTP server has stopped.
 func (s *Server) Close() {
-	s.titles.close()
+	s.titles.Close()
 	s.purger.close()
 }

@@ -27,7 +27,9 @@ import (
 	"herd/models"
 	"herd/server/auth"
 	"herd/server/limits"
+	"herd/server/metrics"
 	"herd/server/render"
+	"herd/server/titles"
 	"herd/views"
 )
 
@@ -41,7 +43,7 @@ type Options struct {
 	// Markdown renders text in pages; the hub renders frames with the
 	// same one.
 	Markdown *render.Markdown
-	Metrics  *Metrics // nil: no /metrics
+	Metrics  Metrics // nil: no /metrics
 	// MetricsToken serves /metrics on this handler to bearers of the token;
 	// "" leaves it to the metrics address alone (docs/OPERATIONS.md).
 	MetricsToken string
@@ -95,6 +97,20 @@ type Options struct {
 	Cluster Peers
 }
 
+// Metrics is what the server takes of the registry (metrics.Metrics):
+// /metrics on the main address, and its password checks counted.
+type Metrics interface {
+	Handler(token string) http.Handler
+	PasswordChecked(kind string)
+}
+
+// MetricLabels are the label values of the server's counters, which the
+// registry shows from 0 (metrics.New).
+var MetricLabels = metrics.Labels{
+	NoticeRefusals: noticeRefusals,
+	PasswordChecks: []string{auth.CheckSignIn, auth.CheckPasswordChange},
+}
+
 // DefaultMaxBodyBytes caps a request body unless Options say otherwise.
 const DefaultMaxBodyBytes = 1 << 20
 
@@ -107,7 +123,7 @@ type Server struct {
 	hub           *Hub
 	pages         threadPages // hub, or every instance's (Cluster)
 	settings      *Settings
-	metrics       *Metrics
+	metrics       Metrics
 	metricsToken  string
 	storage       interface{ Fault() *models.StorageFault }
 	log           *slog.Logger
@@ -127,7 +143,7 @@ type Server struct {
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
 	purger        *purger
-	titles        *titler
+	titles        *titles.Titler
 	draining      atomic.Bool // Drain: readyz fails
 	undoWindow    time.Duration
 	mcp           interface{ Status() []mcp.ServerStatus }
@@ -182,7 +198,7 @@ func New(o Options) (*Server, error) {
 		}
 	}, relayPurge)
 	s.undoWindow = o.UndoWindow
-	s.titles = newTitler(o.Runtime, o.Store, s.pages, others, s.log)
+	s.titles = titles.New(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
 	for _, m := range o.Runtime.Models() {
 		s.labels[m.Name] = m.Label()
@@ -201,12 +217,16 @@ func New(o Options) (*Server, error) {
 
 // authOptions are the auth service's options of o; password checks are
 // counted in m (nil: not counted).
-func authOptions(o Options, m *Metrics) auth.Options {
-	return auth.Options{
+func authOptions(o Options, m Metrics) auth.Options {
+	ao := auth.Options{
 		Store: o.Store, PublicURL: o.PublicURL, AllowedHosts: o.AllowedHosts,
 		SessionTTL: o.SessionTTL, LoginPerMinute: o.LoginPerMinute, BcryptCost: o.BcryptCost,
-		Now: o.Now, Logger: o.Logger, Checked: m.passwordChecked,
+		Now: o.Now, Logger: o.Logger,
 	}
+	if m != nil {
+		ao.Checked = m.PasswordChecked
+	}
+	return ao
 }
 
 // startHTTP makes the static assets' hashes and the Echo instance with

@@ -327,7 +327,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		"token_usage_enabled": r.shows(),
 		// The model is naming the thread: the page asks for the title
 		// again once its stream is open, in case the title came between.
-		"title_pending": s.titles.isPending(t.ID),
+		"title_pending": s.titles.Pending(t.ID),
 		// The server's clock, so the page's elapsed times read right
 		// whatever the reader's clock says.
 		"server_time": s.now().UnixMilli(),
