@@ -28,7 +28,9 @@ import (
 	"herd/internal/config"
 	"herd/models"
 	"herd/server"
+	"herd/server/cluster"
 	"herd/server/limits"
+	"herd/server/metrics"
 	"herd/server/render"
 	"herd/static"
 )
@@ -178,7 +180,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if b.cluster != nil {
 		// The cluster hands the other instances' notices to this
 		// instance's runtime, sockets and deletes.
-		h := server.ClusterHandlers{Runs: rt, Sockets: srv, Deletes: srv}
+		h := cluster.Handlers{Runs: rt, Sockets: srv, Deletes: srv}
 		if err := b.cluster.Start(ctx, lns.app.Addr().String(), h); err != nil {
 			return err
 		}
@@ -220,13 +222,13 @@ func (l *listeners) close() {
 type base struct {
 	store    *models.Store
 	settings *server.Settings
-	metrics  *server.Metrics
+	metrics  *metrics.Metrics
 	md       *render.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
-	owner    *dataDirLock    // the data directory's lock, which records the address
-	cluster  *server.Cluster // the other instances on PostgreSQL; nil on SQLite
-	mcp      *mcp.Servers    // nil without mcp.servers
+	owner    *dataDirLock     // the data directory's lock, which records the address
+	cluster  *cluster.Cluster // the other instances on PostgreSQL; nil on SQLite
+	mcp      *mcp.Servers     // nil without mcp.servers
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
@@ -239,10 +241,12 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		_ = store.Close()
 		return nil, err
 	}
-	metrics := server.NewMetrics()
+	labels := server.MetricLabels
+	labels.NoticeRefusals = cluster.RefusalReasons
+	reg := metrics.New(labels)
 	md := render.NewMarkdown()
-	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: metrics.OnDrop, TokenUsage: settings.TokenUsage})
-	b := &base{store: store, settings: settings, metrics: metrics, md: md, hub: hub}
+	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
+	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: hub}
 	onCommit := hub.OnCommit
 	if cfg.Database.Driver == config.DriverPostgres {
 		if b.cluster, err = newCluster(cfg, b, log); err != nil {
@@ -251,16 +255,16 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		}
 		onCommit = b.cluster.OnCommit
 	}
-	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: metrics.OnBatch, Logger: log})
+	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: reg.OnBatch, Logger: log})
 	return b, nil
 }
 
 // newCluster joins the instances on the PostgreSQL database: what this
 // one commits and streams reaches their clients, and theirs its clients
 // (docs/OPERATIONS.md "Several instances").
-func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*server.Cluster, error) {
+func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*cluster.Cluster, error) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
-	return server.NewCluster(server.ClusterOptions{
+	return cluster.New(cluster.Options{
 		InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
 		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
 		OnRefused: b.metrics.OnNoticeRefused,
@@ -358,7 +362,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	b.metrics.Watch(server.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer, MCP: b.mcpStatus()})
+	b.metrics.Watch(metrics.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer, MCP: b.mcpStatus()})
 	if b.cluster != nil {
 		// Other instances' runs are live: the cluster closes only those
 		// of instances whose lease has run out, this one's old self's
@@ -595,7 +599,7 @@ func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.
 }
 
 // metricsMux serves /metrics alone, behind the token when one is set.
-func metricsMux(m *server.Metrics, token string) http.Handler {
+func metricsMux(m *metrics.Metrics, token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler(token))
 	return mux

@@ -226,7 +226,7 @@ func testModelRowsAndTitle(t *testing.T, titleDelay time.Duration) {
 	// The answer's 520 tokens, then the title call's 76, on the open page.
 	b.waitFor("the title call in the lead's figure", `document.querySelector('#usage-panel [data-usage="lead"]')?.textContent === "596"`, 30*time.Second)
 	a.waitIdle(th)
-	a.srv.titles.wg.Wait()
+	a.srv.titles.Wait()
 	if n := len(titleCalls(fake)); n != 1 {
 		t.Fatalf("%d title calls, want 1", n)
 	}

@@ -262,6 +262,23 @@ func (h *Hub) watched(threadID string) bool {
 	return len(h.subs[threadID]) > 0
 }
 
+// Watched reports whether any client here watches the thread: the
+// cluster reads back other instances' records only for those.
+func (h *Hub) Watched(threadID string) bool { return h.watched(threadID) }
+
+// CatchUp has every client read what it missed from the database, from
+// its own last seq: the cluster's listener was away, and the notices sent
+// meanwhile are lost.
+func (h *Hub) CatchUp() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, cs := range h.subs {
+		for cl := range cs {
+			cl.post(func(w *work) { w.catchUp = true })
+		}
+	}
+}
+
 func (h *Hub) publish(threadID string, fs []*frame) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -276,7 +293,7 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 	case r.Message != nil:
 		m := r.Message
 		var html messageHTML
-		if p, ok := m.Prepared.(*prepared[messageHTML]); ok {
+		if p, ok := r.Prepared.(*prepared[messageHTML]); ok {
 			html = p.get()
 		} else {
 			html = renderMessage(m, h.md)
@@ -290,7 +307,7 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{}.message(m, string(html)))
 		return &frame{seq: m.Seq, full: full, redact: redact}, nil
 	case r.Event != nil:
-		f, err := eventFrame(r.Event, h.md)
+		f, err := eventFrame(r, h.md)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", r.Event.Seq, err)
 		}

@@ -16,25 +16,6 @@ import (
 	"herd/agent/openai/openaitest"
 )
 
-func TestCleanModelTitle(t *testing.T) {
-	for in, want := range map[string]string{
-		"Kyoto trip in March":                    "Kyoto trip in March",
-		"\"Kyoto trip in March\".":               "Kyoto trip in March",
-		"**Title:** Kyoto trip in March\n\nHere": "Kyoto trip in March",
-		"# Comparing SQLite and PostgreSQL":      "Comparing SQLite and PostgreSQL",
-		"“Über Instanzen”":                       "Über Instanzen",
-		"\n\n  'Plan: a trip'  \n":               "Plan: a trip",
-		"A very long title that the model made although it was asked for at most eight words": "A very long title that the model made although it was asked…",
-		"...":      "",
-		"":         "",
-		"```\n```": "",
-	} {
-		if got := cleanModelTitle(in); got != want {
-			t.Errorf("cleanModelTitle(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // isTitleCall tells the title call from the lead's by its prompt.
 func isTitleCall(system string) bool { return strings.HasPrefix(system, "You name chat threads.") }
 
@@ -76,7 +57,7 @@ func (u *user) firstMessage(content string) string {
 	}
 	u.mustJSON("POST", "/api/threads", map[string]string{"content": content}, http.StatusCreated, &out)
 	u.a.waitIdle(out.Thread.ID)
-	u.a.srv.titles.wg.Wait()
+	u.a.srv.titles.Wait()
 	return out.Thread.ID
 }
 
@@ -127,7 +108,7 @@ func TestModelTitlesThread(t *testing.T) {
 	}
 	u.startRun(th, "and what about osaka?")
 	a.waitIdle(th)
-	a.srv.titles.wg.Wait()
+	a.srv.titles.Wait()
 	if n := len(titleCalls(fake)); n != 1 {
 		t.Errorf("%d title calls after a second message, want 1", n)
 	}
@@ -174,7 +155,7 @@ func TestModelTitleRenameWins(t *testing.T) {
 	th := out.Thread.ID
 	u.mustJSON("PATCH", "/api/threads/"+th, map[string]string{"title": "Mine"}, http.StatusOK, nil)
 	a.waitIdle(th)
-	a.srv.titles.wg.Wait()
+	a.srv.titles.Wait()
 	if got := u.title(th); got != "Mine" {
 		t.Errorf("title %q after the owner's rename, want theirs", got)
 	}

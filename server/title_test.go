@@ -5,23 +5,6 @@ import (
 	"testing"
 )
 
-func TestTitleFrom(t *testing.T) {
-	for in, want := range map[string]string{
-		"Four jobs:\n- alpha\n- beta":               "Four jobs",
-		"  # Compare **SQLite** and `PostgreSQL`  ": "Compare SQLite and PostgreSQL",
-		"- alpha\n- beta":                           "alpha",
-		"```\ncode first\n```\nthen words":          "code first",
-		"Run `sleep 2 && echo Done`":                "Run sleep 2 && echo Done",
-		"???\n!!!":                                  "",
-		"":                                          "",
-		"Über die Frage, ob herd mit PostgreSQL und vielen Instanzen zurechtkommt, und wie": "Über die Frage, ob herd mit PostgreSQL und vielen Instanzen…",
-	} {
-		if got := titleFrom(in); got != want {
-			t.Errorf("titleFrom(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestThreadWithFirstMessage: POST /api/threads with content creates the
 // thread with its run and titles it from the message; when the message or
 // the run is refused, no thread is left behind. An empty thread made by

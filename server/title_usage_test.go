@@ -50,7 +50,7 @@ func TestTitleUsageFrame(t *testing.T) {
 		t.Errorf("the frame's usage is %+v, want the title call's 76 tokens under the lead and demo-fast", d.Usage)
 	}
 	a.waitIdle(th)
-	a.srv.titles.wg.Wait()
+	a.srv.titles.Wait()
 	if got := u.title(th); got != "Plan a trip" {
 		t.Errorf("title %q", got)
 	}

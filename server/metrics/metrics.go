@@ -1,10 +1,16 @@
-package server
+// Package metrics is herd's Prometheus registry, served at /metrics:
+// counters and histograms fed by hooks (the writer's batches, dropped
+// sockets, refused notices, password checks, instrumented providers) and
+// gauges read at scrape time through the small interfaces declared here.
+package metrics
 
 import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,8 +41,19 @@ type Metrics struct {
 	passChecks    *prometheus.CounterVec
 }
 
-// NewMetrics returns a registry with the process and Go collectors.
-func NewMetrics() *Metrics {
+// Labels are the label values two counters show from 0, before their
+// first count; their owners name them.
+type Labels struct {
+	// NoticeRefusals are the reasons the instances' channel refuses a
+	// notice for (herd_cluster_notices_refused_total).
+	NoticeRefusals []string
+	// PasswordChecks are the kinds of password check
+	// (herd_password_checks_total).
+	PasswordChecks []string
+}
+
+// New returns a registry with the process and Go collectors.
+func New(l Labels) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	f(collectors.NewGoCollector())
@@ -50,11 +67,11 @@ func NewMetrics() *Metrics {
 	m.llmErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_llm_errors_total", Help: "Failed LLM calls by model (cancellations excluded)."}, []string{"model"})
 	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_llm_tokens_total", Help: "Tokens reported by providers, by model and kind."}, []string{"model", "kind"})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_cluster_notices_refused_total", Help: "Notices on the instances' channel refused, by reason: not sealed with the channel key, replayed, too old, or of a kind this herd does not take."}, []string{"reason"})
-	for _, r := range noticeRefusals {
+	for _, r := range l.NoticeRefusals {
 		m.refused.WithLabelValues(r)
 	}
 	m.passChecks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_password_checks_total", Help: "Password checks (bcrypt) started, by kind: sign_in (unknown emails included) and password_change."}, []string{"kind"})
-	for _, k := range []string{checkSignIn, checkPasswordChange} {
+	for _, k := range l.PasswordChecks {
 		m.passChecks.WithLabelValues(k) // shown from 0
 	}
 	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens, m.refused, m.passChecks} {
@@ -89,7 +106,7 @@ func (m *Metrics) Handler(token string) http.Handler {
 // reading the figures.
 func loopbackHostOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopback.Host(normalHost(r.Host)) {
+		if !loopback.Host(hostName(r.Host)) {
 			http.Error(w, "metrics answer to a loopback host name only, such as 127.0.0.1", http.StatusMisdirectedRequest)
 			return
 		}
@@ -97,33 +114,43 @@ func loopbackHostOnly(h http.Handler) http.Handler {
 	})
 }
 
-// connCounts is what the connection gauges read: limits.ConnLimit.
-type connCounts interface {
+// hostName is a Host header's name without port, brackets, case or a
+// final dot, as the server's Host allow-list reads it.
+func hostName(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+}
+
+// Conns is what the connection gauges read: limits.ConnLimit.
+type Conns interface {
 	Open() int
 	Evicted() int64
 }
 
 // WatchConns registers the connection gauges of the listener l limits.
-func (m *Metrics) WatchConns(l connCounts) {
+func (m *Metrics) WatchConns(l Conns) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "herd_http_connections", Help: "HTTP connections held, WebSockets included."}, func() float64 { return float64(l.Open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "herd_http_connections_evicted_total", Help: "Connections outside a request closed to make room at server.max_connections."}, func() float64 { return float64(l.Evicted()) }),
 	)
 }
 
-// passwordChecked counts a password check as it starts; nil counts
+// PasswordChecked counts a password check as it starts; nil counts
 // nothing (a server without metrics).
-func (m *Metrics) passwordChecked(kind string) {
+func (m *Metrics) PasswordChecked(kind string) {
 	if m != nil {
 		m.passChecks.WithLabelValues(kind).Inc()
 	}
 }
 
-// OnDrop counts a WebSocket client cut for not reading (HubOptions.OnDrop).
+// OnDrop counts a WebSocket client cut for not reading (the hub's
+// HubOptions.OnDrop).
 func (m *Metrics) OnDrop() { m.wsDropped.Inc() }
 
 // OnNoticeRefused counts a notice refused on the instances' channel
-// (ClusterOptions.OnRefused).
+// (the cluster's ClusterOptions.OnRefused).
 func (m *Metrics) OnNoticeRefused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // OnBatch records one writer batch (models.WriterOptions.OnBatch).
@@ -140,12 +167,27 @@ func (m *Metrics) OnBatch(st models.BatchStats) {
 
 // Sources are the owners of the live gauges, read at scrape time.
 type Sources struct {
-	Runtime *agent.Runtime
-	Hub     *Hub
-	Writer  *models.Writer
+	Runtime Runtime
+	Hub     Clients
+	Writer  Queue
 	// MCP, when set, gives the MCP servers' figures.
-	MCP interface{ Status() []mcp.ServerStatus }
+	MCP MCP
 }
+
+// Runtime is what the run and executor gauges read: agent.Runtime.
+type Runtime interface {
+	ActiveRuns() int
+	Stats() agent.Stats
+}
+
+// Clients is what the WebSocket gauge reads: the hub.
+type Clients interface{ Clients() int64 }
+
+// Queue is what the writer's queue gauge reads: models.Writer.
+type Queue interface{ QueueLen() int }
+
+// MCP is what the MCP servers' counters read: mcp.Servers.
+type MCP interface{ Status() []mcp.ServerStatus }
 
 // Watch registers the gauges read from src.
 func (m *Metrics) Watch(src Sources) {
@@ -164,9 +206,7 @@ func (m *Metrics) Watch(src Sources) {
 // mcpCollector reads the MCP servers' figures at scrape time. Its only
 // label is a server's configured name (mcp.ServerName): never its URL or
 // an error's text, which may hold secrets (docs/DESIGN.md §4).
-type mcpCollector struct {
-	src interface{ Status() []mcp.ServerStatus }
-}
+type mcpCollector struct{ src MCP }
 
 var descMCPDropped = prometheus.NewDesc("herd_mcp_log_lines_dropped_total", "MCP servers' log lines without an owner that reached no call, since calls of several users or runs were in flight.", []string{"server"}, nil)
 
@@ -179,7 +219,7 @@ func (c *mcpCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // executorCollector reads the executor's registry at scrape time.
-type executorCollector struct{ rt *agent.Runtime }
+type executorCollector struct{ rt Runtime }
 
 var (
 	descSubagents = prometheus.NewDesc("herd_subagents", "Live subagent executions by status.", []string{"status"}, nil)

@@ -1,4 +1,9 @@
-package server
+// Package titles names threads: at once from the first message (From),
+// then by one short call of the run's model (Titler), whose answer
+// replaces that first title unless the owner renamed the thread
+// meanwhile. It owns the calls in flight; the store, the pages and the
+// other instances are reached through the interfaces declared here.
+package titles
 
 import (
 	"context"
@@ -6,11 +11,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/labstack/echo/v4"
 
 	"herd/agent"
 	"herd/agent/event"
@@ -20,11 +22,11 @@ import (
 // titleRunes is how long a title made from a message may be.
 const titleRunes = 60
 
-// titleFrom makes a thread's title from its first message: the first line
+// From makes a thread's title from its first message: the first line
 // with words, without Markdown's markers (headings, list bullets,
 // emphasis, code ticks) or a trailing colon, cut at a word boundary.
 // "Four jobs:\n- alpha" is "Four jobs"; a message of only symbols gives "".
-func titleFrom(content string) string {
+func From(content string) string {
 	for line := range strings.Lines(content) {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "```") || strings.HasPrefix(line, "~~~") {
@@ -58,23 +60,21 @@ func cutWords(s string, n int) string {
 	return strings.TrimRight(cut, " ,;:.") + "…"
 }
 
-// titler names threads with their model: after a thread's first message
-// is accepted (its run started, its title the one titleFrom gave it), one
+// Titler names threads with their model: after a thread's first message
+// is accepted (its run started, its title the one From gave it), one
 // short call of the run's model (agent.Runtime.Title) proposes a better
 // title beside the run. A clean answer replaces the first title unless
 // the owner renamed the thread meanwhile; open pages of the thread get it
-// at once (FrameThreadRenamed), on every instance. Any failure keeps the
-// first title. The calls are the titler's goroutines, which close cancels
+// at once (event.Renamed), on every instance. Any failure keeps the
+// first title. The calls are the Titler's goroutines, which Close cancels
 // and waits for.
-type titler struct {
-	rt interface {
-		Title(ctx context.Context, req agent.TitleRequest) (agent.TitleAnswer, error)
-	}
-	store *models.Store
-	pages threadPages
+type Titler struct {
+	model Model
+	store Store
+	pages Pages
 	// others, with several instances, hears of the calls in flight
 	// elsewhere and tells them of this one's; nil on one.
-	others titleCalling
+	others Others
 	log    *slog.Logger
 
 	ctx    context.Context
@@ -88,14 +88,40 @@ type titler struct {
 	pending map[string]bool
 }
 
-func newTitler(rt *agent.Runtime, store *models.Store, pages threadPages, others titleCalling, log *slog.Logger) *titler {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &titler{rt: rt, store: store, pages: pages, others: others, log: log, ctx: ctx, cancel: cancel, pending: map[string]bool{}}
+// Model answers a title call: agent.Runtime.
+type Model interface {
+	Title(ctx context.Context, req agent.TitleRequest) (agent.TitleAnswer, error)
 }
 
-// start asks for thread t's title from its first message, which titleFrom
+// Store keeps a model's title unless the thread's title is no longer
+// from: models.Store.
+type Store interface {
+	RetitleThread(ctx context.Context, userID, id, from, to string) (bool, error)
+}
+
+// Pages are a thread's open pages, on every instance: they count the
+// title call's usage (event.TitleUsage) and show the new title
+// (event.Renamed).
+type Pages interface {
+	Publish(threadID, runID string, f event.Frame)
+}
+
+// Others are the other instances: they hear of this one's title calls in
+// flight and answer for theirs.
+type Others interface {
+	TitleCall(threadID string, pending bool)
+	TitlePending(threadID string) bool
+}
+
+// New returns a Titler calling model; others is nil on one instance.
+func New(model Model, store Store, pages Pages, others Others, log *slog.Logger) *Titler {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Titler{model: model, store: store, pages: pages, others: others, log: log, ctx: ctx, cancel: cancel, pending: map[string]bool{}}
+}
+
+// Start asks for thread t's title from its first message, which From
 // turned into first ("" when it gave none).
-func (ti *titler) start(t *models.Thread, started agent.Started, content, first string) {
+func (ti *Titler) Start(t *models.Thread, started agent.Started, content, first string) {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
 	if ti.closed {
@@ -111,7 +137,7 @@ func (ti *titler) start(t *models.Thread, started agent.Started, content, first 
 	})
 }
 
-func (ti *titler) done(threadID string) {
+func (ti *Titler) done(threadID string) {
 	ti.mu.Lock()
 	delete(ti.pending, threadID)
 	ti.mu.Unlock()
@@ -120,17 +146,17 @@ func (ti *titler) done(threadID string) {
 	}
 }
 
-// isPending reports whether thread id's title call is in flight, here or
+// Pending reports whether thread id's title call is in flight, here or
 // on another instance.
-func (ti *titler) isPending(id string) bool {
+func (ti *Titler) Pending(id string) bool {
 	ti.mu.Lock()
 	here := ti.pending[id]
 	ti.mu.Unlock()
 	return here || (ti.others != nil && ti.others.TitlePending(id))
 }
 
-func (ti *titler) title(t *models.Thread, started agent.Started, content, first string) {
-	answer, err := ti.rt.Title(ti.ctx, agent.TitleRequest{ThreadID: t.ID, Model: started.ModelName, Content: content})
+func (ti *Titler) title(t *models.Thread, started agent.Started, content, first string) {
+	answer, err := ti.model.Title(ti.ctx, agent.TitleRequest{ThreadID: t.ID, Model: started.ModelName, Content: content})
 	switch {
 	case errors.Is(err, agent.ErrNoTitleCall):
 		return
@@ -139,7 +165,7 @@ func (ti *titler) title(t *models.Thread, started agent.Started, content, first 
 		return
 	}
 	// The call is in the ledger, its title used or not: open pages count
-	// it now. Sent while the call is still pending (isPending), so a page
+	// it now. Sent while the call is still pending (Pending), so a page
 	// rendered after done either counts it from the ledger or catches up.
 	ti.pages.Publish(t.ID, "", event.TitleUsage{Call: answer.Call})
 	title := cleanModelTitle(answer.Text)
@@ -156,8 +182,12 @@ func (ti *titler) title(t *models.Thread, started agent.Started, content, first 
 	}
 }
 
-// close cancels the title calls in flight and waits for them.
-func (ti *titler) close() {
+// Wait waits for the title calls in flight to end, without cancelling
+// them: tests read their outcome after it.
+func (ti *Titler) Wait() { ti.wg.Wait() }
+
+// Close cancels the title calls in flight and waits for them.
+func (ti *Titler) Close() {
 	ti.mu.Lock()
 	ti.closed = true
 	ti.mu.Unlock()
@@ -169,7 +199,7 @@ func (ti *titler) close() {
 // words, without Markdown, quotes, a "Title:" label or a closing full
 // stop, cut to titleRunes at a word. "" when nothing usable is left.
 func cleanModelTitle(raw string) string {
-	line := titleFrom(raw)
+	line := From(raw)
 	if label, rest, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(label), "title") {
 		line = strings.TrimSpace(rest)
 	}
@@ -180,39 +210,4 @@ func cleanModelTitle(raw string) string {
 		return ""
 	}
 	return cutWords(line, titleRunes)
-}
-
-// FrameThreadRenamed tells a thread's open pages its new title (docs/API.md):
-// a model's title, or the owner's rename from another tab.
-const FrameThreadRenamed = event.TypeRenamed
-
-// FrameTitleUsage tells a thread's open pages the usage of the call that
-// named the thread (docs/API.md): the thread's calls of no run, which the
-// usage panel counts in its lead figure.
-const FrameTitleUsage = event.TypeTitleUsage
-
-// usageTitleFrame frames a title call's usage (event.TitleUsage) for a
-// thread's live clients; under the token gate it says only that the
-// call was made.
-func usageTitleFrame(threadID string, call models.UsageEntry) *frame {
-	var rep models.UsageReport
-	call.Count(&rep)
-	wire := func(u *models.UsageReport) []byte {
-		return encodeWire(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
-	}
-	return &frame{full: wire(&rep), redact: func() []byte { return wire(redaction{hide: true}.titleUsage(&rep)) }}
-}
-
-// titleThread titles an untitled thread whose first run has started: from
-// its first message at once, then by its model (titler) when the model
-// makes calls.
-func (s *Server) titleThread(c echo.Context, t *models.Thread, started agent.Started, content string) {
-	first := titleFrom(content)
-	if first != "" {
-		if _, err := s.store.RenameThread(c.Request().Context(), t.UserID, t.ID, first); err != nil {
-			s.log.Warn("title a thread from its first message", "thread", t.ID, "err", err)
-			return
-		}
-	}
-	s.titles.start(t, started, content, first)
 }
