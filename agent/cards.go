@@ -208,7 +208,7 @@ func (c *Card) applyResult(m *models.Message) {
 	}
 	md, ok := readMetadata(kw)
 	if !ok {
-		status, known := statusFromContent(m.Content)
+		status, known := legacyStatus(m.Content)
 		if !known {
 			// A legacy result with no recognisable shape: it did return.
 			c.Status, c.Result = StatusCompleted, m.Content
@@ -235,7 +235,7 @@ func (c *Card) applyResult(m *models.Message) {
 		c.Error = strings.TrimSpace(m.Content)
 	default:
 		c.Result = ""
-		c.Error = errorText(m.Content)
+		c.Error, _ = textAfterPhrase(m.Content, md.Status)
 		if c.Error == "" {
 			c.Error = md.Error
 		}
@@ -245,21 +245,13 @@ func (c *Card) applyResult(m *models.Message) {
 	}
 }
 
-// TaskResultText is the full result in a task ToolMessage's content
-// ("Task Succeeded… Result: R"), or "" for any other outcome.
+// TaskResultText is the full result in a completed task's ToolMessage
+// content (the metadata holds a bounded brief of it), or "" for any other
+// outcome: what follows the head the contract writes
+// (contracts/tool_message_contract.json), not a search for a marker.
 func TaskResultText(content string) string {
-	if _, r, ok := strings.Cut(content, ". Result: "); ok && strings.HasPrefix(content, "Task Succeeded") {
-		return r
-	}
-	return ""
-}
-
-// errorText is the error in a "Task failed… Error: E" content.
-func errorText(content string) string {
-	if _, e, ok := strings.Cut(content, ". Error: "); ok && strings.HasPrefix(content, "Task ") {
-		return e
-	}
-	return ""
+	r, _ := textAfterPhrase(content, StatusCompleted)
+	return r
 }
 
 // LeadWaiting reports whether the lead of run runID waits for a slot of

@@ -235,30 +235,60 @@ func (o Outcome) toolContent() (string, error) {
 		return "", fmt.Errorf("%w: refusal %+v of a %s task", errContract, *o.Refusal, o.Status)
 	}
 	errText := strings.TrimSpace(o.Error)
+	phrase := statusPhrase(o.Status, o.StopReason)
+	switch {
+	case o.Status == StatusCompleted:
+		return phrase + resultMark + strings.TrimSpace(o.Result), nil
+	case errText == "":
+		return phrase + ".", nil
+	case o.Status == StatusPollingTimedOut:
+		return errText, nil // the safety net's error says it all
+	}
+	return phrase + errorMark + errText, nil
+}
+
+// What separates a ToolMessage's status phrase from its result or error.
+const (
+	resultMark = ". Result: "
+	errorMark  = ". Error: "
+)
+
+// statusPhrase is how a ToolMessage's content starts for a status and
+// stop reason: "Task Succeeded (capped: token budget)", "Task failed",
+// "Task cancelled by user", "Task timed out", "Task polling timed out".
+func statusPhrase(status, stopReason string) string {
 	capped := ""
-	if o.StopReason != "" {
-		capped = " (capped: " + capLabel(o.StopReason) + ")"
+	if stopReason != "" {
+		capped = " (capped: " + capLabel(stopReason) + ")"
 	}
-	withErr := func(prefix string) string {
-		if errText == "" {
-			return prefix + "."
-		}
-		return prefix + ". Error: " + errText
-	}
-	switch o.Status {
+	switch status {
 	case StatusCompleted:
-		return "Task Succeeded" + capped + ". Result: " + strings.TrimSpace(o.Result), nil
+		return "Task Succeeded" + capped
 	case StatusFailed:
-		return withErr("Task failed" + capped), nil
+		return "Task failed" + capped
 	case StatusCancelled:
-		return withErr("Task cancelled by user"), nil
+		return "Task cancelled by user"
 	case StatusTimedOut:
-		return withErr("Task timed out"), nil
+		return "Task timed out"
 	}
-	if errText == "" { // StatusPollingTimedOut
-		return "Task polling timed out.", nil
+	return "Task polling timed out"
+}
+
+// textAfterPhrase is the full result (completed) or error in content:
+// what follows the head toolContent writes for status, with or without a
+// cap, since a legacy status's content may lack its cap; ok is false when
+// content has no such head.
+func textAfterPhrase(content, status string) (text string, ok bool) {
+	mark := errorMark
+	if status == StatusCompleted {
+		mark = resultMark
 	}
-	return errText, nil
+	for _, reason := range append([]string{""}, stopReasons()...) {
+		if text, ok := strings.CutPrefix(content, statusPhrase(status, reason)+mark); ok {
+			return text, true
+		}
+	}
+	return "", false
 }
 
 // taskKwargs is a task ToolMessage's additional_kwargs. Its fields are in
@@ -387,9 +417,12 @@ func isSHA256Hex(s string) bool {
 	return true
 }
 
-// statusFromContent reads a terminal status from a ToolMessage's text, for
-// rows without usable metadata. ok is false when the text says nothing.
-func statusFromContent(content string) (status string, ok bool) {
+// legacyStatus reads a terminal status from a ToolMessage's text, for
+// rows without usable metadata (written before it, or with a status
+// outside the contract): the one place the status is read from wording
+// (static/metadata.js legacyStatus is its twin). ok is false when the
+// text says nothing.
+func legacyStatus(content string) (status string, ok bool) {
 	c := strings.TrimSpace(content)
 	switch {
 	case strings.HasPrefix(c, "Task Succeeded"):

@@ -268,12 +268,12 @@ func TestReadMetadata(t *testing.T) {
 		"Task Succeeded. Result: x": "completed", "Task Succeeded (capped: turn budget). Result: x": "completed",
 		"Task failed.": "failed", "Task cancelled by user.": "cancelled", "Task timed out. Error: e": "timed_out",
 	} {
-		if got, ok := statusFromContent(content); !ok || got != want {
-			t.Errorf("statusFromContent(%q) = %q, %v; want %q", content, got, ok, want)
+		if got, ok := legacyStatus(content); !ok || got != want {
+			t.Errorf("legacyStatus(%q) = %q, %v; want %q", content, got, ok, want)
 		}
 	}
-	if _, ok := statusFromContent("[Subagent: bash] something"); ok {
-		t.Error("statusFromContent reads a status from unrelated text")
+	if _, ok := legacyStatus("[Subagent: bash] something"); ok {
+		t.Error("legacyStatus reads a status from unrelated text")
 	}
 }
 

@@ -376,7 +376,8 @@ func DecodeContent(b []byte) (map[string]any, error) {
 
 // eventRecord validates an event at the producer and wraps it for the
 // journal, encoded once; a malformed event is an error and never written.
-// The record keeps the value, so the live path builds the frame from it.
+// The record keeps the value (Payload), so the live path builds the frame
+// from it.
 func eventRecord(threadID, taskID string, ev Event) (models.Record, error) {
 	if err := validate(ev); err != nil {
 		return models.Record{}, fmt.Errorf("agent: %w", err)
@@ -387,8 +388,8 @@ func eventRecord(threadID, taskID string, ev Event) (models.Record, error) {
 	}
 	return models.Record{Event: &models.RunEvent{
 		ThreadID: threadID, RunID: runIDOf(ev), TaskID: taskID, EventType: ev.EventType(),
-		Category: categoryOf(ev.EventType()), Content: models.JSON(b), Payload: ev,
-	}}, nil
+		Category: categoryOf(ev.EventType()), Content: models.JSON(b),
+	}, Payload: ev}, nil
 }
 
 func runIDOf(ev Event) string {
@@ -405,14 +406,19 @@ func runIDOf(ev Event) string {
 	return ""
 }
 
-// PayloadOf returns a persisted event's payload: the value the producer
-// built when the row was just committed, else the row decoded. As
+// EventOf returns the event of a record: the value the producer built,
+// on a record just committed, else its row decoded (PayloadOf).
+func EventOf(r models.Record) (Event, error) {
+	if ev, ok := r.Payload.(Event); ok {
+		return ev, nil
+	}
+	return PayloadOf(r.Event)
+}
+
+// PayloadOf returns a persisted event's payload, its row decoded. As
 // everywhere a row is read, a malformed usage reads as absent rather than
 // losing the rest of the event.
 func PayloadOf(e *models.RunEvent) (Event, error) {
-	if ev, ok := e.Payload.(Event); ok {
-		return ev, nil
-	}
 	ev, err := decodeEvent(e.EventType, e.Content)
 	if err == nil {
 		return ev, nil

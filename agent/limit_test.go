@@ -163,7 +163,7 @@ func waits(recs []models.Record) (tasks map[string]bool, leads map[string]bool) 
 		if r.Event == nil {
 			continue
 		}
-		switch p := r.Event.Payload.(type) {
+		switch p := r.Payload.(type) {
 		case TaskWait:
 			tasks[p.TaskID] = p.Waiting
 		case RunWait:
@@ -241,7 +241,7 @@ func TestWaitingForTheModel(t *testing.T) {
 			if r.Event == nil {
 				continue
 			}
-			if e, ok := r.Event.Payload.(TaskEnd); ok && e.TaskID == cancelled {
+			if e, ok := r.Payload.(TaskEnd); ok && e.TaskID == cancelled {
 				return true
 			}
 		}
@@ -388,7 +388,7 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 			h.until("the waiting card's end", func(recs []models.Record) bool {
 				for _, r := range recs {
 					if r.Event != nil {
-						if e, ok := r.Event.Payload.(TaskEnd); ok && e.TaskID == waiting {
+						if e, ok := r.Payload.(TaskEnd); ok && e.TaskID == waiting {
 							return true
 						}
 					}

@@ -41,6 +41,10 @@ type toolMessageContract struct {
 		Name string `json:"name"`
 		contractMessage
 	} `json:"legacy_messages"`
+	BoundedMessages []struct {
+		Name string `json:"name"`
+		contractMessage
+	} `json:"bounded_messages"`
 }
 
 // contractMessage is a task ToolMessage of the contract and the card a
@@ -84,7 +88,7 @@ func mustJSON(v any) string {
 func TestToolMessageContract(t *testing.T) {
 	var c toolMessageContract
 	loadContract(t, "tool_message_contract.json", &c)
-	if len(c.ToolMessages) == 0 || len(c.LegacyMessages) == 0 || len(c.ExecutionTimedOut) == 0 || len(c.PollingTimedOut) == 0 || len(c.UnknownSubagentType) == 0 {
+	if len(c.ToolMessages) == 0 || len(c.LegacyMessages) == 0 || len(c.BoundedMessages) == 0 || len(c.ExecutionTimedOut) == 0 || len(c.PollingTimedOut) == 0 || len(c.UnknownSubagentType) == 0 {
 		t.Fatal("the contract lacks a section")
 	}
 	for _, tc := range c.ExecutionTimedOut {
@@ -139,6 +143,9 @@ func TestToolMessageContract(t *testing.T) {
 	}
 	for _, tc := range c.LegacyMessages {
 		t.Run("legacy: "+tc.Name, tc.checkCard)
+	}
+	for _, tc := range c.BoundedMessages {
+		t.Run("bounded: "+tc.Name, tc.checkCard)
 	}
 }
 

@@ -114,10 +114,6 @@ type Message struct {
 	Usage            JSON
 	ModelName        string
 	CreatedAt        time.Time
-	// Prepared is what the server built for the message's live frame
-	// before it was queued (its rendered HTML), kept in memory like
-	// RunEvent.Payload; nil on rows read back from the database.
-	Prepared any `gorm:"-"`
 }
 
 // Run is one user message and everything the lead does for it.
@@ -156,13 +152,6 @@ type RunEvent struct {
 	Content   JSON
 	Metadata  JSON
 	CreatedAt time.Time
-	// Payload is the typed value Content was encoded from, kept in memory
-	// from producer to broadcast so the live path never decodes Content;
-	// nil on rows read back from the database.
-	Payload any `gorm:"-"`
-	// Prepared is the event's live frame body, built by the server on the
-	// producer's goroutine before the event was queued; nil if not.
-	Prepared any `gorm:"-"`
 }
 
 // UsageEntry is one LLM call in the usage ledger, keyed by the call id so

@@ -25,6 +25,27 @@ type Record struct {
 	Event   *RunEvent
 	Usage   *UsageEntry // inserted once per call id; a repeat is ignored
 	Run     *Run        // inserted, or its status, error and end time updated
+
+	// What the layers above attach for the commit, never stored: the
+	// Writer hands it to OnCommit as it came, and records read back from
+	// the database have none.
+	Payload  Payload  // the typed value Event.Content was encoded from
+	Prepared Prepared // the record's broadcast body, built before the commit
+}
+
+// Payload is the typed value an event's Content was encoded from
+// (agent.Event implements it), carried on its record from the producer to
+// OnCommit so that the live path never decodes Content.
+type Payload interface {
+	EventType() string
+}
+
+// Prepared is a record's broadcast body that the layer above attaches
+// before queuing the record, and finds on it in OnCommit (the hub's
+// journal decorator, server/prepare.go). Prepare builds it now unless it
+// was built already.
+type Prepared interface {
+	Prepare()
 }
 
 // ThreadID is the thread the record belongs to.

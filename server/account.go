@@ -5,12 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"herd/models"
+	"herd/server/auth"
 	"herd/views"
 )
 
@@ -56,7 +56,7 @@ func (s *Server) revokeToken(ctx context.Context, userID, id string) error {
 	if err != nil {
 		return err
 	}
-	s.sockets.close(closeTokenRevoked, tokenCredential(hash))
+	s.sockets.close(closeTokenRevoked, auth.TokenCredential(hash))
 	return nil
 }
 
@@ -65,7 +65,7 @@ func (s *Server) endSession(ctx context.Context, id string) error {
 	if err := s.store.DeleteSession(ctx, id); err != nil {
 		return err
 	}
-	s.sockets.close(closeSignedOut, sessionCredential(id))
+	s.sockets.close(closeSignedOut, auth.SessionCredential(id))
 	return nil
 }
 
@@ -77,7 +77,7 @@ func (s *Server) endSessions(ctx context.Context, userID string, reason closeRea
 	}
 	creds := make([]string, len(ids))
 	for i, id := range ids {
-		creds[i] = sessionCredential(id)
+		creds[i] = auth.SessionCredential(id)
 	}
 	s.sockets.close(reason, creds...)
 	return nil
@@ -102,11 +102,11 @@ type sessionJSON struct {
 }
 
 func (s *Server) mySessions(c echo.Context) ([]sessionJSON, error) {
-	ss, err := s.store.Sessions(c.Request().Context(), currentUser(c).ID)
+	ss, err := s.store.Sessions(c.Request().Context(), auth.User(c).ID)
 	if err != nil {
 		return nil, err
 	}
-	cur := currentSession(c)
+	cur := auth.Session(c)
 	out := make([]sessionJSON, len(ss))
 	for i, x := range ss {
 		out[i] = sessionJSON{ID: publicSessionID(x.ID), CreatedAt: x.CreatedAt.UTC(), LastSeenAt: x.LastSeenAt, UserAgent: x.UserAgent, IP: x.IP, Current: cur != nil && cur.ID == x.ID}
@@ -118,7 +118,7 @@ func (s *Server) mySessions(c echo.Context) ([]sessionJSON, error) {
 // the current one signs this browser out too.
 func (s *Server) endMySession(c echo.Context, pub string) (current bool, err error) {
 	ctx := c.Request().Context()
-	u := currentUser(c)
+	u := auth.User(c)
 	ss, err := s.store.Sessions(ctx, u.ID)
 	if err != nil {
 		return false, err
@@ -130,7 +130,7 @@ func (s *Server) endMySession(c echo.Context, pub string) (current bool, err err
 		if err := s.endSession(ctx, x.ID); err != nil {
 			return false, err
 		}
-		cur := currentSession(c)
+		cur := auth.Session(c)
 		return cur != nil && cur.ID == x.ID, nil
 	}
 	return false, errNotFound("session")
@@ -138,43 +138,21 @@ func (s *Server) endMySession(c echo.Context, pub string) (current bool, err err
 
 // signOutEverywhere ends every session of the user, this one included.
 func (s *Server) signOutEverywhere(c echo.Context) error {
-	if err := s.endSessions(c.Request().Context(), currentUser(c).ID, closeSignedOut); err != nil {
+	if err := s.endSessions(c.Request().Context(), auth.User(c).ID, closeSignedOut); err != nil {
 		return err
 	}
-	s.clearCookie(c, sessionCookie)
+	s.auth.ClearSession(c)
 	return nil
 }
 
-var errWrongPassword = &apiError{http.StatusForbidden, "wrong_password", "the current password is wrong"}
-
-// changePassword sets the user's password after checking the current
-// one under the sign-in limits (checks.go), so a borrowed session cannot
-// guess it faster than the sign-in page: the check reserves a failure of
-// the address before it hashes and runs alone for the address and the
-// account, with the new password's hash. Then every other session is
-// signed out. API tokens stay: they
-// are revoked one by one on the settings page.
+// changePassword sets the user's password once auth has checked the
+// current one under the sign-in limits and hashed the new one
+// (auth.Service.NewPasswordHash); then every other session is signed
+// out. API tokens stay: they are revoked one by one on the settings page.
 func (s *Server) changePassword(c echo.Context, current, next string) error {
-	u := currentUser(c)
+	u := auth.User(c)
 	ctx := c.Request().Context()
-	// Its own back-off key: failed sign-ins by others must not keep the
-	// signed-in owner from changing the password.
-	done, ae := s.limits.reserve(c, passwordCheck{
-		addr: c.RealIP(), account: strings.ToLower(u.Email), strike: "password-change:" + u.ID,
-		what: "wrong passwords",
-	})
-	if ae != nil {
-		return ae
-	}
-	right := len(current) <= maxPasswordBytes && s.passwordMatches(checkPasswordChange, []byte(u.PasswordHash), current)
-	defer done(right) // the new password's hash runs in the slot too
-	if !right {
-		return errWrongPassword
-	}
-	if ae := checkPassword(next); ae != nil {
-		return ae
-	}
-	hash, err := s.hashPassword(next)
+	hash, err := s.auth.NewPasswordHash(c, u, current, next)
 	if err != nil {
 		return err
 	}
@@ -182,7 +160,7 @@ func (s *Server) changePassword(c echo.Context, current, next string) error {
 		return err
 	}
 	var keep []string
-	if sess := currentSession(c); sess != nil {
+	if sess := auth.Session(c); sess != nil {
 		keep = append(keep, sess.ID)
 	}
 	return s.endSessions(ctx, u.ID, closeSessionEnded, keep...)
@@ -204,7 +182,7 @@ func (s *Server) apiSessionDelete(c echo.Context) error {
 		return err
 	}
 	if current {
-		s.clearCookie(c, sessionCookie)
+		s.auth.ClearSession(c)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -264,7 +242,7 @@ func (s *Server) passwordSubmit(c echo.Context) error {
 func (s *Server) sessionDeleteSubmit(c echo.Context) error {
 	current, err := s.endMySession(c, c.Param("id"))
 	if err == nil && current {
-		s.clearCookie(c, sessionCookie)
+		s.auth.ClearSession(c)
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	return formResult(c, err, "Session signed out.", s.renderAccount)

@@ -330,7 +330,7 @@ func TestPasswordChange(t *testing.T) {
 		t.Fatalf("the account is not in a back-off window (%d): the next check proves nothing", r.status)
 	}
 	u.mustJSON("POST", "/api/account/password", map[string]string{"current_password": "password123", "new_password": strongPassword}, http.StatusNoContent, nil)
-	a.srv.limits = newAuthLimits(1000, time.Now)
+	a.reauth(nil) // fresh limits
 	anon := a.anonymous()
 	if r := loginAs(anon, "ann@example.com", "password123", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("old password: %d", r.status)

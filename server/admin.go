@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/models"
+	"herd/server/auth"
 	"herd/views"
 )
 
@@ -45,7 +47,7 @@ func (s *Server) apiModels(c echo.Context) error {
 	for i, m := range ms {
 		out[i] = modelJSON{Name: m.Name, DisplayName: m.Label(), Provider: m.Provider}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": s.defaultModel(currentUser(c)), "token_usage_enabled": s.settings.TokenUsage()})
+	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": s.defaultModel(auth.User(c)), "token_usage_enabled": s.settings.TokenUsage()})
 }
 
 // Users.
@@ -60,8 +62,8 @@ type userRequest struct {
 func validRole(r string) bool { return r == models.RoleUser || r == models.RoleAdmin }
 
 func (s *Server) createUser(ctx context.Context, email, password, role string) (*models.User, error) {
-	if ae := firstErr(checkEmail(email), checkPassword(password)); ae != nil {
-		return nil, ae
+	if err := cmp.Or(auth.CheckEmail(email), auth.CheckPassword(password)); err != nil {
+		return nil, err
 	}
 	if role == "" {
 		role = models.RoleUser
@@ -69,7 +71,7 @@ func (s *Server) createUser(ctx context.Context, email, password, role string) (
 	if !validRole(role) {
 		return nil, errUnprocessable("role must be user or admin")
 	}
-	u, err := s.storeUser(ctx, email, password, role, false)
+	u, err := s.auth.StoreUser(ctx, email, password, role, false)
 	if errors.Is(err, models.ErrConflict) {
 		return nil, errConflict("a user with this email already exists")
 	}
@@ -217,7 +219,7 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	if err != nil {
 		return err
 	}
-	me := currentUser(c)
+	me := auth.User(c)
 	users := make([]views.UserView, len(us))
 	for i, u := range us {
 		users[i] = views.UserView{ID: u.ID, Email: u.Email, Role: u.Role, Disabled: u.Disabled, CreatedAt: u.CreatedAt, Self: u.ID == me.ID}
@@ -228,13 +230,13 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 }
 
 // formResult answers a page's form with the page again: with flash when
-// err is nil, with the message of an apiError; other errors go up.
+// err is nil, with the message of a known error (knownError); other
+// errors go up.
 func formResult(c echo.Context, err error, flash string, render func(c echo.Context, status int, flash, errMsg string) error) error {
 	if err == nil {
 		return render(c, http.StatusOK, flash, "")
 	}
-	var ae *apiError
-	if errors.As(err, &ae) {
+	if ae := knownError(err, c); ae != nil {
 		return render(c, ae.Status, "", ae.Message)
 	}
 	return err

@@ -18,6 +18,7 @@ import (
 	"herd/agent/demo"
 	"herd/agent/tools"
 	"herd/models"
+	"herd/server/auth"
 	"herd/server/metrics"
 	"herd/server/render"
 	"herd/static"
@@ -36,6 +37,7 @@ type testApp struct {
 	metrics  *metrics.Metrics
 	rt       *agent.Runtime
 	srv      *Server
+	opts     Options // srv's
 	dbPath   string
 	http     *httptest.Server
 }
@@ -48,9 +50,10 @@ type appConfig struct {
 	hub       HubOptions
 	tools     []tools.Tool
 	tokens    bool
-	provider  agent.Provider   // replaces every configured model's provider
-	markdown  *render.Markdown // nil: render.NewMarkdown()
-	server    func(*Options)   // adjusts the server's options (limits)
+	provider  agent.Provider      // replaces every configured model's provider
+	markdown  *render.Markdown    // nil: render.NewMarkdown()
+	server    func(*Options)      // adjusts the server's options (limits)
+	auth      func(*auth.Options) // adjusts its auth service's (a clock)
 	lead      agent.LeadConfig
 	mcp       agent.ToolSource
 	demo      map[string][]demo.Option // by model name
@@ -137,6 +140,14 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if cfg.server != nil {
 		cfg.server(&so)
 	}
+	if cfg.auth != nil {
+		ao := authOptions(so.withDefaults(), a.metrics)
+		cfg.auth(&ao)
+		if so.Auth, err = auth.New(context.Background(), ao); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.opts = so
 	a.srv, err = New(so)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +194,7 @@ func (a *testApp) newUser(email string, admin bool) *user {
 	if admin {
 		role = models.RoleAdmin
 	}
-	hash, err := a.srv.hashPassword("password123")
+	hash, err := a.srv.auth.HashPassword("password123")
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -331,3 +342,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// withAuth builds the app's auth service from the server's options,
+// changed by f.
+func withAuth(f func(*auth.Options)) appOption { return func(c *appConfig) { c.auth = f } }
+
+// reauth gives a's server a new auth service from its options, changed
+// by f if set (fresh limits, a new set-up token, the same form key), and
+// the routes that use it.
+func (a *testApp) reauth(f func(*auth.Options)) {
+	a.t.Helper()
+	o := a.opts.withDefaults()
+	ao := authOptions(o, a.metrics)
+	if f != nil {
+		f(&ao)
+	}
+	svc, err := auth.New(context.Background(), ao)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.srv.auth = svc
+	if err := a.srv.startHTTP(o); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// The cookies' names on the wire (without __Host-).
+const (
+	sessionCookie = "herd_session"
+	preCSRFCookie = "herd_csrf"
+)

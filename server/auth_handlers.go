@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/models"
+	"herd/server/auth"
 	"herd/views"
 )
 
@@ -54,13 +57,11 @@ func (s *Server) setupPage(c echo.Context) error {
 	switch tok := c.QueryParam("token"); {
 	case tok == "":
 		return s.renderSetup(c, http.StatusOK, "", "", "") // how to get the link
-	case !s.setup.valid(tok):
-		return s.renderSetup(c, http.StatusForbidden, "", "", errSetupToken.Message)
+	case !s.auth.SetupValid(tok):
+		return s.renderSetup(c, http.StatusForbidden, "", "", auth.ErrSetupToken.Error())
 	}
 	return s.renderSetup(c, http.StatusOK, c.QueryParam("token"), "", "")
 }
-
-var errSetupToken = &apiError{http.StatusForbidden, "setup_token", "this set-up link is not valid: open the one herd printed when it started"}
 
 func (s *Server) renderSetup(c echo.Context, status int, token, email, errMsg string) error {
 	p := s.page(c, "Set up herd")
@@ -78,66 +79,40 @@ func (s *Server) setupSubmit(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")
-	leave, ae := s.limitAttempt(c, "setup")
-	if ae != nil {
+	leave, err := s.auth.LimitAttempt(c, "setup")
+	if ae := knownError(err, c); ae != nil {
 		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
 	}
 	defer leave()
-	if !s.setup.valid(tok) {
-		return s.renderSetup(c, errSetupToken.Status, "", "", errSetupToken.Message)
+	if !s.auth.SetupValid(tok) {
+		return s.renderSetup(c, http.StatusForbidden, "", "", auth.ErrSetupToken.Error())
 	}
-	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
+	if ae := knownError(checkNewAccount(email, pw, c.FormValue("password_confirm")), c); ae != nil {
 		return s.renderSetup(c, ae.Status, tok, email, ae.Message)
 	}
-	u, err := s.storeUser(c.Request().Context(), email, pw, models.RoleAdmin, true)
+	u, err := s.auth.StoreUser(c.Request().Context(), email, pw, models.RoleAdmin, true)
 	if errors.Is(err, models.ErrConflict) {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	if err != nil {
 		return err
 	}
-	s.setup.use()
-	if _, err := s.signIn(c, u); err != nil {
+	s.auth.UseSetup()
+	if _, err := s.auth.SignIn(c, u); err != nil {
 		return err
 	}
 	s.log.Info("admin created at set-up", "user", u.ID)
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 
-// limitAttempt counts a set-up or sign-up (form) against the address's
-// limit, and refuses it past the limit or while another password check
-// or hash of the address runs (checks.go). leave frees the address once
-// the attempt has hashed its password.
-func (s *Server) limitAttempt(c echo.Context, form string) (leave func(), ae *apiError) {
-	ip := c.RealIP()
-	leave, ok := s.limits.checking.enter(addressSlot(ip))
-	if !ok {
-		return nil, rateLimited(c, busyRetry, "another password check from your address is under way")
-	}
-	if key := form + ":" + ip; !s.limits.attempts.Allow(key) {
-		leave()
-		return nil, rateLimited(c, s.limits.attempts.RetryAfter(key), "too many attempts from your address")
-	}
-	return leave, nil
-}
-
 // checkNewAccount checks the form that creates an account: a valid email
 // and a good password, typed the same twice.
-func checkNewAccount(email, pw, confirm string) *apiError {
-	if ae := firstErr(checkEmail(email), checkPassword(pw)); ae != nil {
-		return ae
+func checkNewAccount(email, pw, confirm string) error {
+	if err := cmp.Or(auth.CheckEmail(email), auth.CheckPassword(pw)); err != nil {
+		return err
 	}
 	if pw != confirm {
 		return errUnprocessable("the passwords do not match")
-	}
-	return nil
-}
-
-func firstErr(errs ...*apiError) *apiError {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
 	}
 	return nil
 }
@@ -148,7 +123,7 @@ func (s *Server) loginPage(c echo.Context) error {
 	} else if empty {
 		return c.Redirect(http.StatusSeeOther, "/setup")
 	}
-	if currentUser(c) != nil {
+	if auth.User(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
 	p := s.page(c, "Sign in")
@@ -163,17 +138,17 @@ const signedUpNotice = "If this address had no account, it has one now: sign in 
 
 func (s *Server) loginSubmit(c echo.Context) error {
 	email, next := c.FormValue("email"), safeNext(c.FormValue("next"))
-	u, err := s.verifyLogin(c, email, c.FormValue("password"))
+	u, err := s.auth.VerifyLogin(c, email, c.FormValue("password"))
 	if err != nil {
-		var ae *apiError
-		if !errors.As(err, &ae) {
+		ae := knownError(err, c)
+		if ae == nil {
 			return err
 		}
 		p := s.page(c, "Sign in")
 		p.Error = ae.Message
 		return s.render(c, ae.Status, views.Login(views.LoginPage{Page: p, Email: email, AllowSignup: s.allowSignup, Next: next}))
 	}
-	if _, err := s.signIn(c, u); err != nil {
+	if _, err := s.auth.SignIn(c, u); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, next)
@@ -209,15 +184,15 @@ func (s *Server) signupSubmit(c echo.Context) error {
 		p.Error = ae.Message
 		return s.render(c, ae.Status, views.Signup(views.SignupPage{Page: p, Email: email}))
 	}
-	leave, ae := s.limitAttempt(c, "signup")
-	if ae != nil {
+	leave, err := s.auth.LimitAttempt(c, "signup")
+	if ae := knownError(err, c); ae != nil {
 		return fail(ae)
 	}
 	defer leave()
-	if ae := checkNewAccount(email, pw, c.FormValue("password_confirm")); ae != nil {
+	if ae := knownError(checkNewAccount(email, pw, c.FormValue("password_confirm")), c); ae != nil {
 		return fail(ae)
 	}
-	_, err := s.storeUser(c.Request().Context(), email, pw, models.RoleUser, false)
+	_, err = s.auth.StoreUser(c.Request().Context(), email, pw, models.RoleUser, false)
 	if err != nil && !errors.Is(err, models.ErrConflict) {
 		return err
 	}
@@ -236,11 +211,11 @@ func (s *Server) apiLogin(c echo.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	u, err := s.verifyLogin(c, req.Email, req.Password)
+	u, err := s.auth.VerifyLogin(c, req.Email, req.Password)
 	if err != nil {
 		return err
 	}
-	tok, err := s.signIn(c, u)
+	tok, err := s.auth.SignIn(c, u)
 	if err != nil {
 		return err
 	}
@@ -255,8 +230,8 @@ func (s *Server) apiLogout(c echo.Context) error {
 }
 
 func (s *Server) apiMe(c echo.Context) error {
-	out := map[string]any{"user": newUserJSON(currentUser(c))}
-	if sess := currentSession(c); sess != nil {
+	out := map[string]any{"user": newUserJSON(auth.User(c))}
+	if sess := auth.Session(c); sess != nil {
 		out["csrf_token"] = sess.CSRFToken
 	}
 	return c.JSON(http.StatusOK, out)
@@ -269,14 +244,14 @@ func (s *Server) EnsureAdmin(ctx context.Context, email, password string) error 
 	if email == "" && password == "" {
 		return nil
 	}
-	if ae := firstErr(checkEmail(email), checkPassword(password)); ae != nil {
-		return fmt.Errorf("HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD: %s", ae.Message)
+	if err := cmp.Or(auth.CheckEmail(email), auth.CheckPassword(password)); err != nil {
+		return fmt.Errorf("HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD: %s", err)
 	}
 	n, err := s.store.CountUsers(ctx)
 	if err != nil || n > 0 {
 		return err
 	}
-	u, err := s.storeUser(ctx, email, password, models.RoleAdmin, true)
+	u, err := s.auth.StoreUser(ctx, email, password, models.RoleAdmin, true)
 	if errors.Is(err, models.ErrConflict) {
 		return nil
 	}
@@ -285,4 +260,39 @@ func (s *Server) EnsureAdmin(ctx context.Context, email, password string) error 
 	}
 	s.log.Info("admin created from the environment", "user", u.ID, "email", u.Email)
 	return nil
+}
+
+// signOut ends this request's session and closes its sockets.
+func (s *Server) signOut(c echo.Context) error {
+	if id := s.auth.SessionID(c.Request()); id != "" {
+		if err := s.endSession(c.Request().Context(), id); err != nil {
+			return err
+		}
+	}
+	s.auth.ClearSession(c)
+	return nil
+}
+
+// SetupURL is the link that creates the first admin, with its one-time
+// token, on base (such as http://127.0.0.1:8080); "" once any user
+// exists. main prints it at start.
+func (s *Server) SetupURL(ctx context.Context, base string) (string, error) {
+	return s.auth.SetupURL(ctx, base)
+}
+
+// BrowsableAddr turns a listen address into one a browser on this machine
+// can open: a wildcard host (0.0.0.0, [::]) becomes the loopback address.
+func BrowsableAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip.To4() != nil {
+			host = "127.0.0.1"
+		} else {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"herd/models"
+	"herd/server/auth"
 	"herd/server/limits"
 )
 
 func TestLoginRateLimit(t *testing.T) {
-	a := newApp(t)
-	a.srv.limits = newAuthLimits(3, time.Now)
+	a := newApp(t, withServer(func(o *Options) { o.LoginPerMinute = 3 }))
 	a.newUserNoLogin("ann@example.com")
 	anon := a.anonymous()
 	var statuses []int
@@ -39,7 +41,7 @@ func TestLoginRateLimit(t *testing.T) {
 
 func (a *testApp) newUserNoLogin(email string) {
 	a.t.Helper()
-	hash, _ := a.srv.hashPassword("password123")
+	hash, _ := a.srv.auth.HashPassword("password123")
 	if _, err := a.store.CreateUser(context.Background(), email, hash, models.RoleUser, false); err != nil {
 		a.t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func TestSessionCookieAndRotation(t *testing.T) {
 	if first == second {
 		t.Error("signing in again kept the session id")
 	}
-	if _, _, err := a.store.SessionUser(context.Background(), hashToken(first)); err == nil {
+	if _, _, err := a.store.SessionUser(context.Background(), auth.HashToken(first)); err == nil {
 		t.Error("the previous session still works after a new sign-in")
 	}
 	// Sign-out ends the session.
@@ -279,9 +281,18 @@ func tokenOf(link string) string { return mustURL(link).Query().Get("token") }
 // to the cookie a signed-out page set in its jar.
 func preCSRFOf(t *testing.T, u *user) string {
 	t.Helper()
+	return boundToCookie(t, u, u.a.srv.auth)
+}
+
+// boundToCookie is the signed-out form token svc gives u's browser now,
+// by its cookie.
+func boundToCookie(t *testing.T, u *user, svc *auth.Service) string {
+	t.Helper()
 	for _, c := range u.c.Jar.Cookies(mustURL(u.a.http.URL)) {
 		if c.Name == preCSRFCookie {
-			return u.a.srv.signer.bind(c.Value, time.Now())
+			req := httptest.NewRequest("GET", "/login", nil)
+			req.AddCookie(c)
+			return svc.PageCSRF(echo.New().NewContext(req, httptest.NewRecorder()))
 		}
 	}
 	t.Fatal("no pre-sign-in CSRF cookie")
@@ -357,6 +368,12 @@ func TestPreSignInCSRFIsBound(t *testing.T) {
 	a := newApp(t)
 	a.srv.allowSignup = true
 	link := a.setupLink()
+	// A service on the same key whose clock is 25 hours behind: the
+	// tokens it binds have expired.
+	past, err := auth.New(context.Background(), auth.Options{Store: a.store, Now: func() time.Time { return time.Now().Add(-25 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	forms := []struct {
 		page, action string
 		fields       url.Values
@@ -384,7 +401,6 @@ func TestPreSignInCSRFIsBound(t *testing.T) {
 				}
 				return victim.do("POST", f.action, form).status
 			}
-			now := time.Now()
 			tampered := own[:len(own)-1] + "A"
 			if strings.HasSuffix(own, "A") {
 				tampered = own[:len(own)-1] + "B"
@@ -393,7 +409,7 @@ func TestPreSignInCSRFIsBound(t *testing.T) {
 				{"a token from another browser", stolen},
 				{"the cookie as its own token", cookie},
 				{"a tampered token", tampered},
-				{"an expired token", a.srv.signer.bind(cookie, now.Add(-25*time.Hour))},
+				{"an expired token", boundToCookie(t, victim, past)},
 				{"no token", ""},
 			} {
 				if got := post(c.tok); got != http.StatusForbidden {
@@ -423,10 +439,16 @@ func TestPreSignInCSRFIsBound(t *testing.T) {
 	anon := a.anonymous()
 	tok := formToken(t, anon.do("GET", "/login", nil))
 	restarted := a.newServer(func(*Options) {})
+	form := url.Values{"email": {"nobody@example.com"}, "password": {strongPassword}, "_csrf": {tok}}
+	req := httptest.NewRequest("POST", "http://127.0.0.1/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	for _, c := range anon.c.Jar.Cookies(mustURL(a.http.URL)) {
-		if c.Name == preCSRFCookie && !restarted.signer.boundTo(c.Value, tok, time.Now()) {
-			t.Error("a token issued before the restart is refused after it")
-		}
+		req.AddCookie(c)
+	}
+	rec := httptest.NewRecorder()
+	restarted.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("a token issued before the restart, after it: %d, want 401 (the sign-in checked, not refused as CSRF)", rec.Code)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"herd/agent"
+	"herd/server/auth"
 )
 
 // Accessibility in a real browser (issue 13 point 10): axe-core on every
@@ -555,13 +556,13 @@ func TestBrowserPasswordRules(t *testing.T) {
 			const rules = document.getElementById(input.getAttribute("aria-describedby"));
 			return rules && rules.checkVisibility() ? rules.textContent : "";
 		})()`)
-		for _, want := range []string{"At least " + strconv.Itoa(minPassword) + " characters", strconv.Itoa(maxPasswordBytes) + " bytes", "common password"} {
+		for _, want := range []string{"At least " + strconv.Itoa(auth.MinPassword) + " characters", strconv.Itoa(auth.MaxPasswordBytes) + " bytes", "common password"} {
 			if !strings.Contains(rules, want) {
 				t.Errorf("%s: the password's description %q does not say %q", page, rules, want)
 			}
 		}
-		if got := evalAs[string](b, `document.querySelector('input[name="password"]').getAttribute("minlength")`); got != strconv.Itoa(minPassword) {
-			t.Errorf("%s: the password field's minlength is %q, want %d", page, got, minPassword)
+		if got := evalAs[string](b, `document.querySelector('input[name="password"]').getAttribute("minlength")`); got != strconv.Itoa(auth.MinPassword) {
+			t.Errorf("%s: the password field's minlength is %q, want %d", page, got, auth.MinPassword)
 		}
 		b.do("a short password", chromedp.SendKeys(`input[name="password"]`, "short"))
 		if evalAs[bool](b, `document.querySelector('input[name="password"]').checkValidity()`) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"herd/server/auth"
+
 	"github.com/chromedp/chromedp"
 )
 
@@ -98,7 +100,7 @@ func TestBrowserSignInPostsOnce(t *testing.T) {
 		setTimeout(() => button.click(), 30);
 	})()`)
 	b.waitNewPage("signed in", `location.pathname === "/"`, 10*time.Second)
-	if got := passwordChecks(t, a, checkSignIn); got != 1 {
+	if got := passwordChecks(t, a, auth.CheckSignIn); got != 1 {
 		t.Errorf("%v passwords checked for one sign-in, want 1", got)
 	}
 }

@@ -372,8 +372,8 @@ func TestBrowserCardContract(t *testing.T) {
 		for (const limit of [-1, 2.5, "4", true, null]) eq(m.readMetadata({ subagent_status: "failed", subagent_refusal: { reason: "max_total_per_run", limit } })?.refusal ?? null, null, "readMetadata refusal limit " + JSON.stringify(limit));
 		// The contract's ToolMessages, and the legacy rows, read as a card
 		// as agent.Card reads them, with the status line views writes.
-		check(messages.tool_messages.length > 0 && messages.legacy_messages.length > 0, "the tool message contract has no cases");
-		for (const tc of [...messages.tool_messages, ...messages.legacy_messages]) {
+		check(messages.tool_messages.length > 0 && messages.legacy_messages.length > 0 && messages.bounded_messages.length > 0, "the tool message contract has no cases");
+		for (const tc of [...messages.tool_messages, ...messages.legacy_messages, ...messages.bounded_messages]) {
 			const card = m.newCard("r", "t");
 			m.applyToolMessage(card, { content: tc.content, additional_kwargs: tc.additional_kwargs });
 			const w = tc.card;

@@ -3,9 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"herd/agent"
 	"testing"
 	"time"
+
+	"herd/agent"
 
 	"github.com/chromedp/chromedp"
 )

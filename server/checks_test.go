@@ -13,23 +13,24 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"herd/server/auth"
 	"herd/server/limits"
 )
 
-// heldChecks makes a's password checks wait until released (at the
-// latest when the test ends), and reports each as it starts: a test can
-// look at the limits while a check is in flight.
-func heldChecks(t *testing.T, a *testApp) (started <-chan struct{}, release func()) {
+// heldChecks is a password check (auth.Options.Compare) that waits until
+// released (at the latest when the test ends), and reports each check as
+// it starts: a test can look at the limits while a check is in flight.
+func heldChecks(t *testing.T) (compare func(hash, password []byte) error, started <-chan struct{}, release func()) {
 	st := make(chan struct{}, 64)
 	gate := make(chan struct{})
-	a.srv.compare = func(hash, password []byte) error {
+	compare = func(hash, password []byte) error {
 		st <- struct{}{}
 		<-gate
 		return bcrypt.CompareHashAndPassword(hash, password)
 	}
 	release = sync.OnceFunc(func() { close(gate) })
 	t.Cleanup(release)
-	return st, release
+	return compare, st, release
 }
 
 // inBackground sends a request on its own goroutine; the answer comes
@@ -70,20 +71,14 @@ func expectBusy(t *testing.T, what string, r response) {
 // back.
 func TestPasswordChecksReserveFirst(t *testing.T) {
 	a := newApp(t)
-	a.srv.limits = newAuthLimits(2, time.Now)
+	compare, started, release := heldChecks(t)
+	a.reauth(func(o *auth.Options) { o.LoginPerMinute, o.Compare = 2, compare })
 	a.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	a.newUserNoLogin("ann@example.com")
 	a.newUserNoLogin("bob@example.com")
-	started, release := heldChecks(t, a)
 
 	first := inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "guess-password", "203.0.113.1") })
 	<-started
-	if tokens := a.srv.limits.failures.Tokens("login:203.0.113.1"); int(tokens) != 1 {
-		t.Errorf("the address has %v of 2 failures left while its first check runs, want 1: the failure is taken before the hash", tokens)
-	}
-	if n := a.srv.limits.accounts.strikes("ann@example.com"); n != 1 {
-		t.Errorf("the account has %d strikes while its first check runs, want 1", n)
-	}
 	sameAddress := inBackground(func() response { return loginAs(a.anonymous(), "bob@example.com", "guess-password", "203.0.113.1") })
 	expectBusy(t, "another account from the same address", answeredAtOnce(t, "another account from the same address", sameAddress))
 	sameAccount := inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "password123", "198.51.100.7") })
@@ -106,9 +101,6 @@ func TestPasswordChecksReserveFirst(t *testing.T) {
 	if r := <-other; r.status != http.StatusOK {
 		t.Errorf("the other account's right password: %d, want 200", r.status)
 	}
-	if n := a.srv.limits.checking.len(); n != 0 {
-		t.Errorf("%d check slots still held after every answer", n)
-	}
 
 	// The address has one failure left: a right password spends it and
 	// gives it back, so one more wrong one is still checked, and the next
@@ -130,17 +122,14 @@ func TestPasswordChecksReserveFirst(t *testing.T) {
 func TestPasswordChangeReservesFirst(t *testing.T) {
 	a := newApp(t)
 	u := a.newUser("ann@example.com", false)
-	a.srv.limits = newAuthLimits(2, time.Now)
-	started, release := heldChecks(t, a)
+	compare, started, release := heldChecks(t)
+	a.reauth(func(o *auth.Options) { o.LoginPerMinute, o.Compare = 2, compare })
 
 	change := func(current string) response {
 		return u.do("POST", "/api/account/password", map[string]string{"current_password": current, "new_password": strongPassword})
 	}
 	first := inBackground(func() response { return change("wrong-password") })
 	<-started
-	if tokens := a.srv.limits.failures.Tokens("login:127.0.0.1"); int(tokens) != 1 {
-		t.Errorf("the address has %v of 2 failures left while the check runs, want 1", tokens)
-	}
 	expectBusy(t, "a second change at once", answeredAtOnce(t, "a second change", inBackground(func() response { return change("password123") })))
 	expectBusy(t, "a sign-in to the account at once", answeredAtOnce(t, "a sign-in", inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "password123", "") })))
 	release()
@@ -161,31 +150,22 @@ func TestPasswordChangeReservesFirst(t *testing.T) {
 // address's attempts.
 func TestSignupOneHashPerAddress(t *testing.T) {
 	a := newApp(t)
+	compare, started, release := heldChecks(t)
+	a.reauth(func(o *auth.Options) { o.LoginPerMinute, o.Compare = 1, compare })
 	a.srv.allowSignup = true
-	a.srv.limits = newAuthLimits(1, time.Now)
-	leave, ok := a.srv.limits.checking.enter(addressSlot("127.0.0.1"))
-	if !ok {
-		t.Fatal("the address's slot is taken")
-	}
+	a.newUserNoLogin("ann@example.com")
+	// A sign-in's check holds the address's slot.
+	first := inBackground(func() response { return loginAs(a.anonymous(), "ann@example.com", "guess-password", "") })
+	<-started
 	anon := a.anonymous()
 	anon.do("GET", "/signup", nil)
 	form := signupForm(t, anon, "new@example.com")
 	expectBusy(t, "a sign-up while another hashes", anon.do("POST", "/signup", form))
-	leave()
+	release()
+	<-first
 	if r := anon.do("POST", "/signup", form); r.status != http.StatusSeeOther {
 		t.Errorf("the sign-up after: %d, want 303 (the refused one took no attempt)", r.status)
 	}
-}
-
-// strikes is key's count of failures.
-func (b *backoff) strikes(key string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s, ok := b.keys.Peek(key)
-	if !ok {
-		return 0
-	}
-	return s.n
 }
 
 // signupForm is a filled-in sign-up form for email, with u's form token.
@@ -209,36 +189,4 @@ func passwordChecks(t *testing.T, a *testApp, kind string) float64 {
 		t.Fatal(err)
 	}
 	return v
-}
-
-// TestCheckGateHoldsCoresAndNetworks: however many addresses a burst
-// comes from, at most max checks run at once (the rest answered at
-// once), and the addresses of one IPv6 /64 count as one.
-func TestCheckGateHoldsCoresAndNetworks(t *testing.T) {
-	g := newCheckGate(2)
-	leaveA, okA := g.enter(addressSlot("198.51.100.1"))
-	_, okB := g.enter(addressSlot("198.51.100.2"))
-	if _, okC := g.enter(addressSlot("198.51.100.3")); !okA || !okB || okC {
-		t.Fatalf("entered: %v %v %v; want a third address refused while two checks run", okA, okB, okC)
-	}
-	leaveA()
-	if leave, ok := g.enter(addressSlot("198.51.100.3")); !ok {
-		t.Error("a check after one ended was refused")
-	} else {
-		leave()
-	}
-	cases := []struct{ a, b string }{
-		{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff"},
-		{"198.51.100.7", "198.51.100.7"},
-	}
-	for _, c := range cases {
-		if clientNet(c.a) != clientNet(c.b) {
-			t.Errorf("%s and %s count apart: %s, %s", c.a, c.b, clientNet(c.a), clientNet(c.b))
-		}
-	}
-	for _, c := range [][2]string{{"2001:db8:1:2::1", "2001:db8:1:3::1"}, {"198.51.100.7", "198.51.100.8"}, {"::ffff:198.51.100.7", "::ffff:198.51.100.8"}} {
-		if clientNet(c[0]) == clientNet(c[1]) {
-			t.Errorf("%s and %s count as one: %s", c[0], c[1], clientNet(c[0]))
-		}
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"herd/agent"
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/auth"
 )
 
 // readRaw reads the next frame that is not a keepalive, as it came.
@@ -154,7 +155,7 @@ func TestClusterFramesFitANotice(t *testing.T) {
 	c.Publish("t", "r", event.ToolLog{Lines: lines, TaskID: "task", CallID: "call"})
 	var creds []string
 	for i := range 200 {
-		creds = append(creds, sessionCredential(fmt.Sprintf("%064x", i)))
+		creds = append(creds, auth.SessionCredential(fmt.Sprintf("%064x", i)))
 	}
 	c.RelaySockets(socketClose{Code: 4401, Text: closeAccountChanged.text, Creds: creds})
 	close(c.out)

@@ -27,6 +27,7 @@ import (
 	"herd/agent/event"
 	"herd/internal/pgtest"
 	"herd/models"
+	"herd/server/auth"
 	"herd/server/render"
 )
 
@@ -198,23 +199,23 @@ func TestSocketsRevalidate(t *testing.T) {
 		t.Cleanup(done)
 		return ctx
 	}
-	live := open("user", sessionCredential("a"))
-	gone := open("user", sessionCredential("b"))
-	promoted := open("user", tokenCredential("t"))
-	promotedLater := open("admin", tokenCredential("t"))
-	unknown := open("user", sessionCredential("c"))
+	live := open("user", auth.SessionCredential("a"))
+	gone := open("user", auth.SessionCredential("b"))
+	promoted := open("user", auth.TokenCredential("t"))
+	promotedLater := open("admin", auth.TokenCredential("t"))
+	unknown := open("user", auth.SessionCredential("c"))
 	r.revalidate(func(userID, cred string) (string, error) {
 		switch {
 		case userID != "u1":
-			return "", errCredentialGone
-		case cred == sessionCredential("a"):
+			return "", auth.ErrCredentialGone
+		case cred == auth.SessionCredential("a"):
 			return "user", nil
-		case cred == tokenCredential("t"):
+		case cred == auth.TokenCredential("t"):
 			return "admin", nil
-		case cred == sessionCredential("c"):
+		case cred == auth.SessionCredential("c"):
 			return "", errors.New("connection refused")
 		}
-		return "", errCredentialGone
+		return "", auth.ErrCredentialGone
 	})
 	for name, ctx := range map[string]context.Context{"live session": live, "opened after the promotion": promotedLater, "unverifiable": unknown} {
 		if ctx.Err() != nil {
@@ -472,7 +473,7 @@ func TestClusterControlSurvivesAFullQueue(t *testing.T) {
 	c.Publish("t", "r", event.Delta{MessageID: "m", Text: "dropped"})
 	c.announce(notice{Kind: kindStop, To: "other", Thread: "t", Run: "r"})
 	c.announce(notice{Kind: kindCancel, To: "other", Thread: "t", Run: "r", ID: "task"})
-	c.RelaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{sessionCredential("s")}})
+	c.RelaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{auth.SessionCredential("s")}})
 	c.Publish("", "", event.Settings{TokenUsage: false})
 	got := heldKinds(c)
 	want := map[string]int{kindStop: 1, kindCancel: 1, kindSockets: 1, kindFrame: 1}

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"herd/models"
+	"herd/server/auth"
 	"herd/views"
 )
 
@@ -35,12 +37,47 @@ func errTooLarge(msg string) *apiError {
 	return &apiError{http.StatusRequestEntityTooLarge, "payload_too_large", msg}
 }
 
-var (
-	errUnauthorized = &apiError{http.StatusUnauthorized, "unauthorized", "sign in first"}
-	errForbidden    = &apiError{http.StatusForbidden, "forbidden", "admins only"}
-	errCSRF         = &apiError{http.StatusForbidden, "csrf", "missing or wrong CSRF token; reload the page"}
-	errRateLimited  = &apiError{http.StatusTooManyRequests, "rate_limited", "too many attempts; wait a minute and try again"}
-)
+// authErrors are the statuses and codes of auth's sentinels; each one's
+// text is its message.
+var authErrors = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{auth.ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{auth.ErrInvalidToken, http.StatusUnauthorized, "unauthorized"},
+	{auth.ErrBadCredentials, http.StatusUnauthorized, "invalid_credentials"},
+	{auth.ErrForbidden, http.StatusForbidden, "forbidden"},
+	{auth.ErrSessionRequired, http.StatusForbidden, "session_required"},
+	{auth.ErrCSRF, http.StatusForbidden, "csrf"},
+	{auth.ErrDisabled, http.StatusForbidden, "disabled"},
+	{auth.ErrWrongPassword, http.StatusForbidden, "wrong_password"},
+	{auth.ErrSetupToken, http.StatusForbidden, "setup_token"},
+	{auth.ErrWeakPassword, http.StatusUnprocessableEntity, "weak_password"},
+	{auth.ErrInvalidEmail, http.StatusUnprocessableEntity, "unprocessable"},
+	{auth.ErrUnknownHost, http.StatusMisdirectedRequest, "unknown_host"},
+	{auth.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+}
+
+// knownError is the answer to err when it is one a user may read (an
+// *apiError, or one of auth's), with Retry-After set on c for a rate
+// limit; nil for any other error.
+func knownError(err error, c echo.Context) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var rl *auth.RateLimitError
+	if errors.As(err, &rl) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(rl.Seconds()))
+	}
+	for _, m := range authErrors {
+		if errors.Is(err, m.err) {
+			return &apiError{m.status, m.code, err.Error()}
+		}
+	}
+	return nil
+}
 
 // errorHandler maps every error once, at the edge: JSON for /api, a page
 // otherwise. Unknown errors are logged and shown as a generic 500.
@@ -68,8 +105,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 }
 
 func (s *Server) toAPIError(err error, c echo.Context) *apiError {
-	var ae *apiError
-	if errors.As(err, &ae) {
+	if ae := knownError(err, c); ae != nil {
 		return ae
 	}
 	var he *echo.HTTPError

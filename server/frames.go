@@ -54,15 +54,16 @@ func rawOr(j models.JSON, def string) json.RawMessage {
 	return json.RawMessage(j)
 }
 
-// eventFrame frames a persisted event in both token-gate variants, from
-// the body its producer prepared (prepare.go) or, for an event read back
-// from the database, from its payload.
-func eventFrame(e *models.RunEvent, md *render.Markdown) (*frame, error) {
+// eventFrame frames a persisted event (r.Event) in both token-gate
+// variants, from the body its producer prepared (prepare.go) or else from
+// its payload (agent.EventOf: read back from the database, decoded).
+func eventFrame(r models.Record, md *render.Markdown) (*frame, error) {
+	e := r.Event
 	var p *preparedEvent
-	if lazy, ok := e.Prepared.(*prepared[*preparedEvent]); ok {
+	if lazy, ok := r.Prepared.(*prepared[*preparedEvent]); ok {
 		p = lazy.get()
 	} else {
-		ev, err := agent.PayloadOf(e)
+		ev, err := agent.EventOf(r)
 		if err != nil {
 			return nil, err
 		}

@@ -90,29 +90,29 @@ func TestPreparedFrames(t *testing.T) {
 		StepBody: agent.StepBody{Kind: "ai", Text: "**bold** and `code`"},
 		Usage:    &agent.TokenUsage{InputTokens: 10, OutputTokens: 2, TotalTokens: 12},
 	}
-	ev := &models.RunEvent{ThreadID: "th", RunID: "r1", TaskID: "call_1", EventType: "subagent.step", Payload: step}
+	ev := &models.RunEvent{ThreadID: "th", RunID: "r1", TaskID: "call_1", EventType: "subagent.step"}
 	msg := &models.Message{ThreadID: "th", RunID: "r1", Type: agent.TypeAI, Content: "# Title\n\n- item"}
-	var queued int
-	j := (&Hub{md: md}).Preparing(journalFunc(func(recs []models.Record) { queued += len(recs) }))
-	if err := j.Write(context.Background(), models.Record{Event: ev}, models.Record{Message: msg}); err != nil || queued != 2 {
-		t.Fatalf("write: %v, %d queued", err, queued)
+	var queued []models.Record
+	j := (&Hub{md: md}).Preparing(journalFunc(func(recs []models.Record) { queued = append(queued, recs...) }))
+	if err := j.Write(context.Background(), models.Record{Event: ev, Payload: step}, models.Record{Message: msg}); err != nil || len(queued) != 2 {
+		t.Fatalf("write: %v, %d queued", err, len(queued))
 	}
 	ev.Seq, ev.CreatedAt = 7, time.Now()
 	before := md.Renders()
-	f, err := eventFrame(ev, md)
+	f, err := eventFrame(queued[0], md)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := msg.Prepared.(*prepared[messageHTML]); !ok || p.build != nil || !strings.Contains(string(p.v), "<h1") {
-		t.Errorf("the message was not prepared: %#v", msg.Prepared)
+	if p, ok := queued[1].Prepared.(*prepared[messageHTML]); !ok || p.build != nil || !strings.Contains(string(p.v), "<h1") {
+		t.Errorf("the message was not prepared: %#v", queued[1].Prepared)
 	}
 	full, redacted := f.wire(true), f.wire(false)
 	if n := md.Renders() - before; n != 0 {
 		t.Errorf("framing a prepared event rendered Markdown %d times", n)
 	}
-	plain := *ev
+	plain := queued[0]
 	plain.Prepared = nil
-	g, err := eventFrame(&plain, md)
+	g, err := eventFrame(plain, md)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herd/models"
+	"herd/server/auth"
 	"herd/server/render"
 	"herd/static"
 )
@@ -55,8 +56,9 @@ func (a *testApp) newServer(change func(*Options)) *Server {
 // TestHostAllowList: a DNS-rebinding page reaches herd under its own name;
 // every route but the health probes refuses a Host herd does not serve.
 func TestHostAllowList(t *testing.T) {
-	a := newApp(t)
-	a.srv.hosts = newHostGuard("https://herd.example.com", []string{"herd.lan", "192.168.1.20"})
+	a := newApp(t, withAuth(func(o *auth.Options) {
+		o.PublicURL, o.AllowedHosts = "https://herd.example.com", []string{"herd.lan", "192.168.1.20"}
+	}))
 	cases := []struct {
 		host, path string
 		want       int
@@ -151,7 +153,7 @@ func TestSetupToken(t *testing.T) {
 func TestSetupChecksUsersFirst(t *testing.T) {
 	a := newApp(t)
 	a.newUserNoLogin("ann@example.com")
-	a.srv.bcryptCost = 15
+	a.reauth(func(o *auth.Options) { o.BcryptCost = 15 })
 	anon := a.anonymous()
 	anon.do("GET", "/login", nil)
 	start := time.Now()

@@ -276,7 +276,7 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 	case r.Message != nil:
 		m := r.Message
 		var html messageHTML
-		if p, ok := m.Prepared.(*prepared[messageHTML]); ok {
+		if p, ok := r.Prepared.(*prepared[messageHTML]); ok {
 			html = p.get()
 		} else {
 			html = renderMessage(m, h.md)
@@ -290,7 +290,7 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{}.message(m, string(html)))
 		return &frame{seq: m.Seq, full: full, redact: redact}, nil
 	case r.Event != nil:
-		f, err := eventFrame(r.Event, h.md)
+		f, err := eventFrame(r, h.md)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", r.Event.Seq, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/models"
+	"herd/server/auth"
 )
 
 // Page sizes of the thread list and of a thread's messages (docs/API.md
@@ -72,7 +73,7 @@ func (s *Server) threadsPageOf(c echo.Context) ([]models.Thread, string, error) 
 	if err != nil {
 		return nil, "", err
 	}
-	ts, more, err := s.store.ThreadsPage(c.Request().Context(), currentUser(c).ID, after, limit)
+	ts, more, err := s.store.ThreadsPage(c.Request().Context(), auth.User(c).ID, after, limit)
 	if err != nil || !more {
 		return ts, "", err
 	}

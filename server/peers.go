@@ -25,7 +25,7 @@ func (s *Server) CloseSockets(sc socketClose) { s.sockets.apply(sc) }
 
 // RecheckSockets closes the sockets whose credential ended, or whose
 // user's role changed, while this instance could not hear of it.
-func (s *Server) RecheckSockets() { s.sockets.revalidate(s.credentialRole) }
+func (s *Server) RecheckSockets() { s.sockets.revalidate(s.auth.CredentialRole) }
 
 // ScheduleDelete purges thread id at at here: another instance took its
 // delete, and whichever instance claims it first removes it.

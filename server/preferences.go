@@ -9,6 +9,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/auth"
 )
 
 // Preferences are a user's own settings: the colour scheme of every page
@@ -37,11 +38,11 @@ func (s *Server) setPreferences(c echo.Context, theme, model *string) error {
 	if model != nil && *model != "" && !s.hasModel(*model) {
 		return errUnprocessable("unknown model %q; GET /api/models lists the available ones (or send \"\" for the server's default)", *model)
 	}
-	u, err := s.store.UpdateUser(c.Request().Context(), currentUser(c).ID, models.UserUpdate{Theme: theme, DefaultModel: model})
+	u, err := s.store.UpdateUser(c.Request().Context(), auth.User(c).ID, models.UserUpdate{Theme: theme, DefaultModel: model})
 	if err != nil {
 		return err
 	}
-	c.Set(ctxUser, u)
+	auth.SetUser(c, u)
 	return nil
 }
 
@@ -59,7 +60,7 @@ func (s *Server) defaultModel(u *models.User) string {
 }
 
 func (s *Server) apiPreferences(c echo.Context) error {
-	return c.JSON(http.StatusOK, preferencesOf(currentUser(c)))
+	return c.JSON(http.StatusOK, preferencesOf(auth.User(c)))
 }
 
 func (s *Server) apiPreferencesUpdate(c echo.Context) error {
@@ -76,7 +77,7 @@ func (s *Server) apiPreferencesUpdate(c echo.Context) error {
 	if err := s.setPreferences(c, req.Theme, req.DefaultModel); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, preferencesOf(currentUser(c)))
+	return c.JSON(http.StatusOK, preferencesOf(auth.User(c)))
 }
 
 func (s *Server) preferencesSubmit(c echo.Context) error {

@@ -46,39 +46,45 @@ func (p preparing) Enqueue(ctx context.Context, recs ...models.Record) error {
 	return err
 }
 
-// attach gives each record that will be framed its builder, before the
-// record is queued: the hub finds it there after the commit. build runs
-// them on the calling goroutine.
+// attach gives each record that will be framed its builder
+// (models.Record.Prepared), before the record is queued: the hub finds it
+// there after the commit. build runs them on the calling goroutine.
 func (p preparing) attach(recs []models.Record) (build func()) {
-	var gets []func()
-	for _, r := range recs {
+	var gets []models.Prepared
+	for i, r := range recs {
 		switch {
 		case r.Message != nil:
 			m := r.Message
-			lazy := &prepared[messageHTML]{build: func() messageHTML { return renderMessage(m, p.md) }}
-			m.Prepared, gets = lazy, append(gets, func() { lazy.get() })
+			recs[i].Prepared = &prepared[messageHTML]{build: func() messageHTML { return renderMessage(m, p.md) }}
 		case r.Event != nil:
-			if ev, ok := r.Event.Payload.(agent.Event); ok {
-				lazy := &prepared[*preparedEvent]{build: func() *preparedEvent { return prepareEvent(ev, p.md) }}
-				r.Event.Prepared, gets = lazy, append(gets, func() { lazy.get() })
+			if ev, ok := r.Payload.(agent.Event); ok {
+				recs[i].Prepared = &prepared[*preparedEvent]{build: func() *preparedEvent { return prepareEvent(ev, p.md) }}
 			}
+		}
+		if recs[i].Prepared != nil {
+			gets = append(gets, recs[i].Prepared)
 		}
 	}
 	return func() {
 		for _, get := range gets {
-			get()
+			get.Prepare()
 		}
 	}
 }
 
 // prepared is a frame body built once, by whichever needs it first: its
 // producer after queuing the record, or the hub's shard after the commit,
-// which then waits for the producer instead of building it again.
+// which then waits for the producer instead of building it again. It is
+// the models.Prepared the hub attaches; recordFrame reads it back as the
+// type it attached for the record's kind.
 type prepared[T any] struct {
 	once  sync.Once
 	build func() T
 	v     T
 }
+
+// Prepare implements models.Prepared.
+func (p *prepared[T]) Prepare() { p.get() }
 
 func (p *prepared[T]) get() T {
 	p.once.Do(func() { p.v, p.build = p.build(), nil })

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"herd/server/auth"
 	"herd/server/limits"
 )
 
@@ -42,8 +42,7 @@ func loginAs(u *user, email, password, xff string) response {
 // TestForgedForwardedFor: from a peer that is not a trusted proxy, an
 // X-Forwarded-For does not change the key the limit counts by.
 func TestForgedForwardedFor(t *testing.T) {
-	a := newApp(t)
-	a.srv.limits = newAuthLimits(3, time.Now)
+	a := newApp(t, withServer(func(o *Options) { o.LoginPerMinute = 3 }))
 	a.newUserNoLogin("ann@example.com")
 	anon := a.anonymous()
 	var statuses []int
@@ -62,8 +61,7 @@ func TestForgedForwardedFor(t *testing.T) {
 
 	// Behind a trusted proxy the client is the last untrusted hop: what it
 	// prepends is skipped, and other clients keep their own budget.
-	b := newApp(t)
-	b.srv.limits = newAuthLimits(3, time.Now)
+	b := newApp(t, withServer(func(o *Options) { o.LoginPerMinute = 3 }))
 	b.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	anon = b.anonymous()
 	statuses = nil
@@ -85,9 +83,8 @@ func TestForgedForwardedFor(t *testing.T) {
 // back-off window ends, which the answer names; a guesser who keeps going
 // for ten minutes gets few guesses checked.
 func TestOwnerNotLockedOut(t *testing.T) {
-	a := newApp(t)
 	clock := newFakeClock()
-	a.srv.limits = newAuthLimits(10, clock.now)
+	a := newApp(t, withAuth(func(o *auth.Options) { o.LoginPerMinute, o.Now = 10, clock.now }))
 	a.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	a.newUserNoLogin("ann@example.com")
 	laptop := a.anonymous()
@@ -152,8 +149,7 @@ func ownerSignsIn(t *testing.T, owner *user, clock *fakeClock) {
 
 // TestOnlyFailuresCount: successful sign-ins never use up the limit.
 func TestOnlyFailuresCount(t *testing.T) {
-	a := newApp(t)
-	a.srv.limits = newAuthLimits(2, time.Now)
+	a := newApp(t, withServer(func(o *Options) { o.LoginPerMinute = 2 }))
 	a.newUserNoLogin("ann@example.com")
 	anon := a.anonymous()
 	for i := range 10 {
@@ -163,66 +159,11 @@ func TestOnlyFailuresCount(t *testing.T) {
 	}
 }
 
-// TestBackoffGrowsAndForgets: the window doubles per failure past the
-// free ones, is capped, and a success resets it.
-func TestBackoffGrowsAndForgets(t *testing.T) {
-	clock := newFakeClock()
-	b := newBackoff(clock.now)
-	var waits []time.Duration
-	for range 14 {
-		b.fail("k")
-		waits = append(waits, b.wait("k"))
-	}
-	want := []time.Duration{0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 60, 60, 60}
-	for i := range want {
-		if waits[i] != want[i]*time.Second {
-			t.Fatalf("waits %v, want %v seconds", waits, want)
-		}
-	}
-	clock.advance(time.Minute)
-	if w := b.wait("k"); w != 0 {
-		t.Errorf("after the window: wait %v", w)
-	}
-	b.reset("k")
-	b.fail("k")
-	if w := b.wait("k"); w != 0 {
-		t.Errorf("after a success the first failure is free again; wait %v", w)
-	}
-}
-
-// TestBackoffMemoryBounded: 100,000 distinct keys leave at most
-// limits.Capacity behind, and a few megabytes.
-func TestBackoffMemoryBounded(t *testing.T) {
-	b := newBackoff(time.Now)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := range 100000 {
-		b.fail("ip:" + strconv.Itoa(i))
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if b.len() > limits.Capacity {
-		t.Errorf("back-off keeps %d keys; cap %d", b.len(), limits.Capacity)
-	}
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 32<<20 {
-		t.Errorf("heap grew by %d MB for 100k keys", grew>>20)
-	}
-	// The newest keys are the ones kept.
-	if _, ok := b.keys.Peek("ip:99999"); !ok {
-		t.Error("the newest key was evicted")
-	}
-	if _, ok := b.keys.Peek("ip:0"); ok {
-		t.Error("the oldest key was kept")
-	}
-}
-
 // TestFormsLimitedPerAddress: set-up and sign-up count every attempt per
 // real address; a forged X-Forwarded-For does not reset the count.
 func TestFormsLimitedPerAddress(t *testing.T) {
-	a := newApp(t)
+	a := newApp(t, withServer(func(o *Options) { o.LoginPerMinute = 3 }))
 	a.srv.allowSignup = true
-	a.srv.limits = newAuthLimits(3, time.Now)
 	for _, path := range []string{"/setup", "/signup"} {
 		anon := a.anonymous()
 		anon.do("GET", path, nil)

@@ -39,8 +39,8 @@ func TestOneRedaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := &models.RunEvent{Seq: int64(i + 1), ThreadID: "th", RunID: "r1", EventType: ev.EventType(), Content: content, Payload: ev, CreatedAt: time.Now()}
-		f, err := eventFrame(e, md)
+		e := &models.RunEvent{Seq: int64(i + 1), ThreadID: "th", RunID: "r1", EventType: ev.EventType(), Content: content, CreatedAt: time.Now()}
+		f, err := eventFrame(models.Record{Event: e, Payload: ev}, md)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/auth"
 )
 
 type runRequest struct {
@@ -68,7 +69,7 @@ func (s *Server) checkNewWork(c echo.Context) error {
 	if f := s.storage.Fault(); f != nil {
 		return storageUnavailable(f)
 	}
-	if !s.runLimiter.Allow("user:" + currentUser(c).ID) {
+	if !s.runLimiter.Allow("user:" + auth.User(c).ID) {
 		return &apiError{http.StatusTooManyRequests, "rate_limited", "too many messages in a minute; wait a moment and send again"}
 	}
 	return nil
@@ -78,7 +79,7 @@ func (s *Server) checkNewWork(c echo.Context) error {
 // checkMessage); replace, if given, makes the run a Retry or an Edit
 // (answers.go). An untitled thread is titled from its first message.
 func (s *Server) startRun(c echo.Context, t *models.Thread, content, model string, replace ...func(*agent.StartRequest)) (agent.Started, error) {
-	u := currentUser(c)
+	u := auth.User(c)
 	if model == "" {
 		model = s.defaultModel(u)
 	}

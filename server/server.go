@@ -12,7 +12,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"time"
@@ -20,11 +19,11 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"golang.org/x/crypto/bcrypt"
 
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/models"
+	"herd/server/auth"
 	"herd/server/limits"
 	"herd/server/metrics"
 	"herd/server/purge"
@@ -63,6 +62,9 @@ type Options struct {
 	// rule).
 	CommandsAdminOnly bool
 
+	// Auth is the authentication service; nil builds one from PublicURL,
+	// AllowedHosts, SessionTTL, LoginPerMinute and BcryptCost.
+	Auth *auth.Service
 	// PublicURL is the origin behind a TLS proxy ("" = the request's host).
 	PublicURL string
 	// AllowedHosts are Host names served beside loopback and PublicURL's.
@@ -73,7 +75,7 @@ type Options struct {
 	SessionTTL         time.Duration
 	LoginPerMinute     int
 	RunsPerMinute      int
-	BcryptCost         int // 0 = DefaultBcryptCost; tests lower it
+	BcryptCost         int // 0 = auth.DefaultBcryptCost; tests lower it
 	MaxContentBytes    int // a message's content; 0 = 100 KB
 	MaxBodyBytes       int64
 	WebSocketReadLimit int64
@@ -105,7 +107,7 @@ type Metrics interface {
 // registry shows from 0 (metrics.New).
 var MetricLabels = metrics.Labels{
 	NoticeRefusals: noticeRefusals,
-	PasswordChecks: []string{checkSignIn, checkPasswordChange},
+	PasswordChecks: []string{auth.CheckSignIn, auth.CheckPasswordChange},
 }
 
 // DefaultMaxBodyBytes caps a request body unless Options say otherwise.
@@ -128,24 +130,13 @@ type Server struct {
 	md            *render.Markdown
 	assets        map[string]string
 	static        fs.FS
-	publicURL     string
-	secureCookies bool
+	auth          *auth.Service
 	allowSignup   bool
-	sessionTTL    time.Duration
-	hosts         hostGuard
-	setup         *setupGate
-	signer        *formSigner
-	limits        *authLimits
 	sockets       *sockets
 	runLimiter    *limits.Limiter
 	threadLimiter *limits.Limiter
 	connLimiter   *limits.Limiter
 	socketCap     *limits.SocketCounter
-	bcryptCost    int
-	dummyHash     func() []byte
-	// compare is bcrypt's check (checks.go); tests hold it to look at a
-	// check in flight.
-	compare       func(hash, password []byte) error
 	labels        map[string]string // model name → display name
 	maxContent    int
 	maxBody       int64
@@ -175,19 +166,11 @@ func New(o Options) (*Server, error) {
 		now:           o.Now,
 		md:            o.Markdown,
 		static:        o.Static,
-		publicURL:     strings.TrimRight(o.PublicURL, "/"),
-		secureCookies: strings.HasPrefix(o.PublicURL, "https://"),
 		allowSignup:   o.AllowSignup,
-		sessionTTL:    o.SessionTTL,
-		hosts:         newHostGuard(o.PublicURL, o.AllowedHosts),
-		setup:         newSetupGate(),
-		limits:        newAuthLimits(o.LoginPerMinute, o.Now),
 		runLimiter:    limits.NewLimiter(o.RunsPerMinute, o.Now),
 		threadLimiter: limits.NewLimiter(o.ThreadsPerMinute, o.Now),
 		connLimiter:   limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
 		socketCap:     limits.NewSocketCounter(o.MaxSocketsPerUser),
-		bcryptCost:    o.BcryptCost,
-		compare:       bcrypt.CompareHashAndPassword,
 		maxContent:    o.MaxContentBytes,
 		maxBody:       o.MaxBodyBytes,
 		adminCommands: o.CommandsAdminOnly,
@@ -219,10 +202,12 @@ func New(o Options) (*Server, error) {
 	for _, m := range o.Runtime.Models() {
 		s.labels[m.Name] = m.Label()
 	}
-	s.dummyHash = sync.OnceValue(func() []byte {
-		h, _ := bcrypt.GenerateFromPassword([]byte("herd-dummy-password"), s.bcryptCost)
-		return h
-	})
+	if s.auth = o.Auth; s.auth == nil {
+		var err error
+		if s.auth, err = auth.New(context.Background(), authOptions(o, s.metrics)); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.startHTTP(o); err != nil {
 		return nil, err
 	}
@@ -236,17 +221,28 @@ func (s *Server) Close() {
 	s.purger.Close()
 }
 
-// startHTTP makes the static assets' hashes, the form signer and the
-// Echo instance with its routes.
+// authOptions are the auth service's options of o; password checks are
+// counted in m (nil: not counted).
+func authOptions(o Options, m Metrics) auth.Options {
+	ao := auth.Options{
+		Store: o.Store, PublicURL: o.PublicURL, AllowedHosts: o.AllowedHosts,
+		SessionTTL: o.SessionTTL, LoginPerMinute: o.LoginPerMinute, BcryptCost: o.BcryptCost,
+		Now: o.Now, Logger: o.Logger,
+	}
+	if m != nil {
+		ao.Checked = m.PasswordChecked
+	}
+	return ao
+}
+
+// startHTTP makes the static assets' hashes and the Echo instance with
+// its routes.
 func (s *Server) startHTTP(o Options) error {
 	assets, err := hashAssets(o.Static)
 	if err != nil {
 		return err
 	}
 	s.assets = assets
-	if s.signer, err = loadFormSigner(context.Background(), o.Store); err != nil {
-		return err
-	}
 	s.e = echo.New()
 	if s.e.IPExtractor, err = limits.IPExtractor(o.TrustedProxies); err != nil {
 		return err
@@ -272,12 +268,6 @@ func (o Options) withDefaults() Options {
 	if o.Storage == nil {
 		o.Storage = noFaults{}
 	}
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = 30 * 24 * time.Hour
-	}
-	if o.LoginPerMinute <= 0 {
-		o.LoginPerMinute = 10
-	}
 	if o.RunsPerMinute <= 0 {
 		o.RunsPerMinute = 30
 	}
@@ -289,9 +279,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WSConnectsPerMinute <= 0 {
 		o.WSConnectsPerMinute = 60
-	}
-	if o.BcryptCost == 0 {
-		o.BcryptCost = DefaultBcryptCost
 	}
 	if o.MaxContentBytes <= 0 {
 		o.MaxContentBytes = 100 << 10
@@ -320,7 +307,7 @@ func (s *Server) routes() {
 	e.Use(middleware.RequestID())
 	e.Use(s.recoverPanics)
 	e.Use(s.logRequests)
-	e.Use(s.checkHost)
+	e.Use(s.auth.CheckHost)
 	e.Use(securityHeaders)
 	e.Use(noStoreAPI)
 	e.Use(limitBody(s.maxBody))
@@ -332,7 +319,7 @@ func (s *Server) routes() {
 	}
 	e.GET("/static/*", s.serveStatic)
 
-	app := e.Group("", s.authenticate, s.csrf)
+	app := e.Group("", s.auth.Authenticate, s.auth.CSRF)
 	s.pageRoutes(app)
 	s.apiRoutes(app.Group("/api"))
 }
@@ -346,70 +333,70 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.GET("/signup", s.signupPage)
 	app.POST("/signup", s.signupSubmit)
 	app.POST("/logout", s.logoutSubmit)
-	app.GET("/", s.threadListPage, requireUser)
-	app.GET("/threads/new", s.threadNewPage, requireUser)
-	app.GET("/threads/:id", s.threadPage, requireUser)
-	app.GET("/threads/:id/messages", s.threadMessagesFragment, requireUser)
-	app.POST("/threads/:id/rename", s.threadRenameSubmit, requireUser)
-	app.POST("/threads/:id/delete", s.threadDeleteSubmit, requireUser)
-	app.POST("/threads/:id/restore", s.threadRestoreSubmit, requireUser)
-	app.GET("/settings", s.settingsPage, requireUser, requireSession)
-	app.POST("/settings/preferences", s.preferencesSubmit, requireUser)
-	app.POST("/settings/tokens", s.tokenCreateSubmit, requireUser, requireSession)
-	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, requireUser, requireSession)
-	app.GET("/account", s.accountPage, requireUser, requireSession)
-	app.POST("/account/password", s.passwordSubmit, requireUser, requireSession)
-	app.POST("/account/sessions/delete", s.sessionsDeleteSubmit, requireUser, requireSession)
-	app.POST("/account/sessions/:id/delete", s.sessionDeleteSubmit, requireUser, requireSession)
-	app.GET("/admin", s.adminPage, requireAdmin)
-	app.GET("/admin/usage", s.adminUsagePage, requireAdmin)
-	app.POST("/admin/settings", s.adminSettingsSubmit, requireAdmin)
-	app.POST("/admin/users", s.adminUserCreateSubmit, requireAdmin)
-	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, requireAdmin)
-	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, requireAdmin)
+	app.GET("/", s.threadListPage, auth.RequireUser)
+	app.GET("/threads/new", s.threadNewPage, auth.RequireUser)
+	app.GET("/threads/:id", s.threadPage, auth.RequireUser)
+	app.GET("/threads/:id/messages", s.threadMessagesFragment, auth.RequireUser)
+	app.POST("/threads/:id/rename", s.threadRenameSubmit, auth.RequireUser)
+	app.POST("/threads/:id/delete", s.threadDeleteSubmit, auth.RequireUser)
+	app.POST("/threads/:id/restore", s.threadRestoreSubmit, auth.RequireUser)
+	app.GET("/settings", s.settingsPage, auth.RequireUser, auth.RequireSession)
+	app.POST("/settings/preferences", s.preferencesSubmit, auth.RequireUser)
+	app.POST("/settings/tokens", s.tokenCreateSubmit, auth.RequireUser, auth.RequireSession)
+	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, auth.RequireUser, auth.RequireSession)
+	app.GET("/account", s.accountPage, auth.RequireUser, auth.RequireSession)
+	app.POST("/account/password", s.passwordSubmit, auth.RequireUser, auth.RequireSession)
+	app.POST("/account/sessions/delete", s.sessionsDeleteSubmit, auth.RequireUser, auth.RequireSession)
+	app.POST("/account/sessions/:id/delete", s.sessionDeleteSubmit, auth.RequireUser, auth.RequireSession)
+	app.GET("/admin", s.adminPage, auth.RequireAdmin)
+	app.GET("/admin/usage", s.adminUsagePage, auth.RequireAdmin)
+	app.POST("/admin/settings", s.adminSettingsSubmit, auth.RequireAdmin)
+	app.POST("/admin/users", s.adminUserCreateSubmit, auth.RequireAdmin)
+	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, auth.RequireAdmin)
+	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, auth.RequireAdmin)
 }
 
 // apiRoutes lists the JSON API (docs/API.md) under api, the /api group.
 func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/auth/login", s.apiLogin)
-	api.POST("/auth/logout", s.apiLogout, requireUser)
-	api.GET("/auth/me", s.apiMe, requireUser)
-	api.POST("/account/password", s.apiPassword, requireUser, requireSession)
-	api.GET("/account/preferences", s.apiPreferences, requireUser)
-	api.PUT("/account/preferences", s.apiPreferencesUpdate, requireUser)
-	api.GET("/account/sessions", s.apiSessions, requireUser, requireSession)
-	api.DELETE("/account/sessions", s.apiSessionsDelete, requireUser, requireSession)
-	api.DELETE("/account/sessions/:id", s.apiSessionDelete, requireUser, requireSession)
-	api.GET("/models", s.apiModels, requireUser)
-	api.GET("/settings", s.apiSettings, requireUser)
-	api.PUT("/admin/settings", s.apiAdminSettings, requireAdmin)
-	api.GET("/admin/usage", s.apiAdminUsage, requireAdmin)
-	api.GET("/admin/mcp", s.apiAdminMCP, requireAdmin)
-	api.GET("/threads", s.apiThreads, requireUser)
-	api.POST("/threads", s.apiThreadCreate, requireUser)
-	api.GET("/threads/:id", s.apiThread, requireUser)
-	api.GET("/threads/:id/messages", s.apiThreadMessages, requireUser)
-	api.GET("/threads/:id/export", s.apiThreadExport, requireUser)
-	api.PATCH("/threads/:id", s.apiThreadRename, requireUser)
-	api.DELETE("/threads/:id", s.apiThreadDelete, requireUser)
-	api.POST("/threads/:id/restore", s.apiThreadRestore, requireUser)
-	api.POST("/threads/:id/runs", s.apiRunStart, requireUser)
-	api.POST("/threads/:id/runs/:run_id/cancel", s.apiRunCancel, requireUser)
-	api.POST("/threads/:id/runs/:run_id/retry", s.apiRunRetry, requireUser)
-	api.POST("/threads/:id/messages/:message_id/edit", s.apiMessageEdit, requireUser)
-	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, requireUser)
-	api.GET("/threads/:id/events", s.apiEvents, requireUser)
-	api.GET("/threads/:id/usage", s.apiUsage, requireUser)
-	api.GET("/threads/:id/tool-images/:name", s.apiToolImage, requireUser)
-	api.GET("/threads/:id/stream", s.stream, s.limitConnects, requireUser)
-	api.GET("/tokens", s.apiTokens, requireUser, requireSession)
-	api.POST("/tokens", s.apiTokenCreate, requireUser, requireSession)
-	api.DELETE("/tokens/current", s.apiTokenRevokeSelf, requireUser)
-	api.DELETE("/tokens/:id", s.apiTokenDelete, requireUser, requireSession)
-	api.GET("/admin/users", s.apiAdminUsers, requireAdmin)
-	api.POST("/admin/users", s.apiAdminUserCreate, requireAdmin)
-	api.PATCH("/admin/users/:id", s.apiAdminUserUpdate, requireAdmin)
-	api.DELETE("/admin/users/:id", s.apiAdminUserDelete, requireAdmin)
+	api.POST("/auth/logout", s.apiLogout, auth.RequireUser)
+	api.GET("/auth/me", s.apiMe, auth.RequireUser)
+	api.POST("/account/password", s.apiPassword, auth.RequireUser, auth.RequireSession)
+	api.GET("/account/preferences", s.apiPreferences, auth.RequireUser)
+	api.PUT("/account/preferences", s.apiPreferencesUpdate, auth.RequireUser)
+	api.GET("/account/sessions", s.apiSessions, auth.RequireUser, auth.RequireSession)
+	api.DELETE("/account/sessions", s.apiSessionsDelete, auth.RequireUser, auth.RequireSession)
+	api.DELETE("/account/sessions/:id", s.apiSessionDelete, auth.RequireUser, auth.RequireSession)
+	api.GET("/models", s.apiModels, auth.RequireUser)
+	api.GET("/settings", s.apiSettings, auth.RequireUser)
+	api.PUT("/admin/settings", s.apiAdminSettings, auth.RequireAdmin)
+	api.GET("/admin/usage", s.apiAdminUsage, auth.RequireAdmin)
+	api.GET("/admin/mcp", s.apiAdminMCP, auth.RequireAdmin)
+	api.GET("/threads", s.apiThreads, auth.RequireUser)
+	api.POST("/threads", s.apiThreadCreate, auth.RequireUser)
+	api.GET("/threads/:id", s.apiThread, auth.RequireUser)
+	api.GET("/threads/:id/messages", s.apiThreadMessages, auth.RequireUser)
+	api.GET("/threads/:id/export", s.apiThreadExport, auth.RequireUser)
+	api.PATCH("/threads/:id", s.apiThreadRename, auth.RequireUser)
+	api.DELETE("/threads/:id", s.apiThreadDelete, auth.RequireUser)
+	api.POST("/threads/:id/restore", s.apiThreadRestore, auth.RequireUser)
+	api.POST("/threads/:id/runs", s.apiRunStart, auth.RequireUser)
+	api.POST("/threads/:id/runs/:run_id/cancel", s.apiRunCancel, auth.RequireUser)
+	api.POST("/threads/:id/runs/:run_id/retry", s.apiRunRetry, auth.RequireUser)
+	api.POST("/threads/:id/messages/:message_id/edit", s.apiMessageEdit, auth.RequireUser)
+	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, auth.RequireUser)
+	api.GET("/threads/:id/events", s.apiEvents, auth.RequireUser)
+	api.GET("/threads/:id/usage", s.apiUsage, auth.RequireUser)
+	api.GET("/threads/:id/tool-images/:name", s.apiToolImage, auth.RequireUser)
+	api.GET("/threads/:id/stream", s.stream, s.limitConnects, auth.RequireUser)
+	api.GET("/tokens", s.apiTokens, auth.RequireUser, auth.RequireSession)
+	api.POST("/tokens", s.apiTokenCreate, auth.RequireUser, auth.RequireSession)
+	api.DELETE("/tokens/current", s.apiTokenRevokeSelf, auth.RequireUser)
+	api.DELETE("/tokens/:id", s.apiTokenDelete, auth.RequireUser, auth.RequireSession)
+	api.GET("/admin/users", s.apiAdminUsers, auth.RequireAdmin)
+	api.POST("/admin/users", s.apiAdminUserCreate, auth.RequireAdmin)
+	api.PATCH("/admin/users/:id", s.apiAdminUserUpdate, auth.RequireAdmin)
+	api.DELETE("/admin/users/:id", s.apiAdminUserDelete, auth.RequireAdmin)
 	api.Any("/*", func(echo.Context) error { return errNotFound("route") })
 }
 
@@ -518,8 +505,8 @@ func (s *Server) render(c echo.Context, status int, comp templ.Component) error 
 
 // page is what every page needs.
 func (s *Server) page(c echo.Context, title string) views.Page {
-	p := views.Page{Title: title, Assets: s.assets, CSRF: s.pageCSRF(c)}
-	if u := currentUser(c); u != nil {
+	p := views.Page{Title: title, Assets: s.assets, CSRF: s.auth.PageCSRF(c)}
+	if u := auth.User(c); u != nil {
 		p.User = &views.User{ID: u.ID, Email: u.Email, Admin: u.IsAdmin()}
 		p.Theme = u.Theme
 	}

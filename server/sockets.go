@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/labstack/echo/v4"
 
-	"herd/models"
+	"herd/server/auth"
 )
 
 // closeReason is how a socket is told that its credential ended. 4401 is
@@ -28,11 +26,6 @@ var (
 	closeAccountChanged = closeReason{4401, "your account was changed; sign in again"}
 	closeTokenRevoked   = closeReason{4401, "API token revoked"}
 )
-
-// Credentials name what signed a request in: a session (by the hash of
-// its cookie) or an API token (by its hash).
-func sessionCredential(id string) string { return "session:" + id }
-func tokenCredential(hash string) string { return "token:" + hash }
 
 // sockets knows every open stream by user and credential, so that ending
 // a session, revoking a token or changing an account closes its sockets
@@ -123,15 +116,11 @@ func (r *sockets) closeUser(reason closeReason, userID string) {
 	}
 }
 
-// errCredentialGone is role's answer for a credential that no longer
-// signs its user in: signed out, expired, revoked, the user disabled or
-// deleted.
-var errCredentialGone = errors.New("credential ended")
-
-// revalidate asks role about the credential of every open socket and
-// closes those that ended, and those whose user's role changed since they
-// opened, as the instance that made the change closed its own: a Cluster
-// calls it when it may have missed another instance's word of a sign-out,
+// revalidate asks role (auth.Service.CredentialRole) about the
+// credential of every open socket and closes those that ended, and those
+// whose user's role changed since they opened, as the instance that
+// made the change closed its own: a Cluster calls it when it may have
+// missed another instance's word of a sign-out,
 // a revoked token or a changed account (its listener reconnected). Each
 // credential is asked about once. A credential that cannot be checked
 // now (the database unreachable) keeps its sockets: an outage is not a
@@ -149,7 +138,7 @@ func (r *sockets) revalidate(role func(userID, credential string) (string, error
 	ended := map[string]bool{}
 	for cred, userID := range owners {
 		switch now, err := role(userID, cred); {
-		case errors.Is(err, errCredentialGone):
+		case errors.Is(err, auth.ErrCredentialGone):
 			ended[cred] = true
 		case err == nil:
 			roles[cred] = now
@@ -198,51 +187,4 @@ func (r *sockets) closeWhere(reason closeReason, match func(*socket) bool) {
 // hub's writer; each is one whole Write on the socket.
 func sayClose(conn *websocket.Conn, reason closeReason) {
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(reason.code, reason.text), time.Now().Add(time.Second))
-}
-
-// credentialRole is the role of userID as credential (a session or a
-// token) signs them in now, read from the database: a socket's check long
-// after its request (sockets.revalidate). errCredentialGone when it signs
-// them in no more; another error when the database could not say.
-func (s *Server) credentialRole(userID, credential string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
-	defer cancel()
-	var u *models.User
-	var err error
-	if id, ok := strings.CutPrefix(credential, "session:"); ok {
-		_, u, err = s.store.SessionUser(ctx, id)
-	} else if hash, ok := strings.CutPrefix(credential, "token:"); ok {
-		u, err = s.store.TokenUser(ctx, hash)
-	} else {
-		return "", errCredentialGone
-	}
-	switch {
-	case errors.Is(err, models.ErrNotFound):
-		return "", errCredentialGone
-	case err != nil:
-		return "", err
-	case u.ID != userID:
-		return "", errCredentialGone
-	}
-	return u.Role, nil
-}
-
-// credentialValid re-reads the request's credential: still there, and
-// the user's rights unchanged.
-func (s *Server) credentialValid(c echo.Context) func() bool {
-	u := currentUser(c)
-	return func() bool {
-		ctx := context.WithoutCancel(c.Request().Context())
-		if sess := currentSession(c); sess != nil {
-			_, now, err := s.store.SessionUser(ctx, sess.ID)
-			return err == nil && now.Role == u.Role
-		}
-		cred, _ := c.Get(ctxCredential).(string)
-		hash, ok := strings.CutPrefix(cred, "token:")
-		if !ok {
-			return false
-		}
-		now, err := s.store.TokenUser(ctx, hash)
-		return err == nil && now.Role == u.Role
-	}
 }

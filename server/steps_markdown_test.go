@@ -88,7 +88,7 @@ func TestStepsCarryHTML(t *testing.T) {
 		t.Fatalf("events: %v %v", evs, err)
 	}
 	for i, want := range []string{html, ""} {
-		f, err := eventFrame(&evs[i], render.NewMarkdown())
+		f, err := eventFrame(models.Record{Event: &evs[i]}, render.NewMarkdown())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
+
+	"herd/server/auth"
 )
 
 // stream upgrades GET /api/threads/{id}/stream?after_seq=N (docs/API.md).
@@ -21,7 +21,7 @@ func (s *Server) stream(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	bearer := c.Get(ctxBearer) != nil
+	bearer := auth.Bearer(c)
 	up := websocket.Upgrader{
 		// A client only sends pings, and the hub writes its frames on the
 		// socket itself (Hub.Serve): an idle socket holds a small read
@@ -29,17 +29,17 @@ func (s *Server) stream(c echo.Context) error {
 		ReadBufferSize:  socketReadBuffer,
 		WriteBufferPool: socketWriteBuffers,
 		CheckOrigin: func(r *http.Request) bool {
-			return bearer || s.sameOrigin(r)
+			return bearer || s.auth.SameOrigin(r)
 		},
 	}
-	if !bearer && !s.sameOrigin(c.Request()) {
+	if !bearer && !s.auth.SameOrigin(c.Request()) {
 		return &apiError{http.StatusForbidden, "bad_origin", "cross-origin WebSocket refused"}
 	}
 	// The slot is held until the socket has closed, so the count is
 	// exact. The socket outlives this handler (Hub.Serve returns once it
 	// is connected), so it keeps nothing of the request: not its context,
 	// which ends with the handler, nor its user.
-	u := currentUser(c)
+	u := auth.User(c)
 	uid := u.ID
 	upgrade := func() (*websocket.Conn, error) { return up.Upgrade(c.Response(), c.Request(), nil) }
 	if !s.socketCap.Acquire(u.ID) {
@@ -50,8 +50,7 @@ func (s *Server) stream(c echo.Context) error {
 		return nil
 	}
 	// The socket lives only as long as what signed it in (sockets.go).
-	cred, _ := c.Get(ctxCredential).(string)
-	ctx, upgrade, done := s.sockets.track(context.Background(), uid, u.Role, cred, upgrade, s.credentialValid(c))
+	ctx, upgrade, done := s.sockets.track(context.Background(), uid, u.Role, auth.Credential(c), upgrade, s.auth.CredentialValid(c))
 	closed := func() {
 		done()
 		s.socketCap.Release(uid)
@@ -87,21 +86,4 @@ func refuseSocket(upgrade func() (*websocket.Conn, error)) {
 	}
 	defer conn.Close()
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseTooManySockets, tooManySockets), time.Now().Add(time.Second))
-}
-
-// sameOrigin accepts a request whose Origin is this server: the configured
-// public URL, or else the request's own Host.
-func (s *Server) sameOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return false
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	if s.publicURL != "" {
-		return strings.EqualFold(u.Scheme+"://"+u.Host, s.publicURL)
-	}
-	return strings.EqualFold(u.Host, r.Host)
 }

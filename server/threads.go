@@ -16,6 +16,7 @@ import (
 	"herd/agent"
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/auth"
 	"herd/views"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) ownThread(c echo.Context) (*models.Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.Thread(c.Request().Context(), currentUser(c).ID, id)
+	t, err := s.store.Thread(c.Request().Context(), auth.User(c).ID, id)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, errNotFound("thread")
 	}
@@ -140,7 +141,7 @@ func (s *Server) threadListPage(c echo.Context) error {
 	var next string
 	var err error
 	if q != "" {
-		ts, err = s.store.SearchThreads(c.Request().Context(), currentUser(c).ID, q, maxSearchResults)
+		ts, err = s.store.SearchThreads(c.Request().Context(), auth.User(c).ID, q, maxSearchResults)
 	} else {
 		ts, next, err = s.threadsPageOf(c)
 	}
@@ -181,7 +182,7 @@ func flashText(key string) string {
 // createThread creates a thread for the current user, within their
 // thread-creation rate.
 func (s *Server) createThread(c echo.Context, title string) (*models.Thread, error) {
-	u := currentUser(c)
+	u := auth.User(c)
 	if !s.threadLimiter.Allow("user:" + u.ID) {
 		return nil, &apiError{http.StatusTooManyRequests, "rate_limited", "too many new threads in a minute; wait a moment and try again"}
 	}
@@ -197,7 +198,7 @@ func (s *Server) threadRenameSubmit(c echo.Context) error {
 	if ae != nil {
 		return ae
 	}
-	if _, err := s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title); err != nil {
+	if _, err := s.store.RenameThread(c.Request().Context(), auth.User(c).ID, t.ID, title); err != nil {
 		return err
 	}
 	s.pages.Publish(t.ID, "", event.Renamed{Title: title})
@@ -247,7 +248,7 @@ func (s *Server) restoreThread(c echo.Context) (*models.Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.RestoreThread(c.Request().Context(), currentUser(c).ID, id)
+	t, err := s.store.RestoreThread(c.Request().Context(), auth.User(c).ID, id)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, &apiError{http.StatusNotFound, "not_found", "the thread is gone: it can be restored only in the seconds after its delete"}
 	}
@@ -345,10 +346,10 @@ func (s *Server) threadPage(c echo.Context) error {
 		// The same figures for the script, which adds what frames report.
 		state["usage"] = u
 	}
-	if page.DefaultModel, err = s.threadModel(c.Request().Context(), t.ID, currentUser(c)); err != nil {
+	if page.DefaultModel, err = s.threadModel(c.Request().Context(), t.ID, auth.User(c)); err != nil {
 		return err
 	}
-	page.CommandsOff = s.commandsOff(currentUser(c))
+	page.CommandsOff = s.commandsOff(auth.User(c))
 	b, err := json.Marshal(state)
 	if err != nil {
 		return err
@@ -361,7 +362,7 @@ func (s *Server) threadPage(c echo.Context) error {
 // Sending creates the thread with its run (POST /api/threads with content),
 // so no empty thread is ever left behind.
 func (s *Server) threadNewPage(c echo.Context) error {
-	u := currentUser(c)
+	u := auth.User(c)
 	sidebar, err := s.sidebar(c)
 	if err != nil {
 		return err
@@ -377,7 +378,7 @@ func (s *Server) threadNewPage(c echo.Context) error {
 
 // sidebar is the current user's most recently active threads.
 func (s *Server) sidebar(c echo.Context) ([]views.ThreadItem, error) {
-	ts, _, err := s.store.ThreadsPage(c.Request().Context(), currentUser(c).ID, nil, sidebarThreads)
+	ts, _, err := s.store.ThreadsPage(c.Request().Context(), auth.User(c).ID, nil, sidebarThreads)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +500,7 @@ func nullIfZero[T comparable](v T) any {
 // listJSON answers {key: [...]}: the rows list returns for the current
 // user (an admin's list of users ignores the id), each as toJSON makes it.
 func listJSON[T, J any](c echo.Context, key string, list func(ctx context.Context, userID string) ([]T, error), toJSON func(*T) J) error {
-	rows, err := list(c.Request().Context(), currentUser(c).ID)
+	rows, err := list(c.Request().Context(), auth.User(c).ID)
 	if err != nil {
 		return err
 	}
@@ -619,7 +620,7 @@ func (s *Server) apiThreadRename(c echo.Context) error {
 	if ae != nil {
 		return ae
 	}
-	t, err = s.store.RenameThread(c.Request().Context(), currentUser(c).ID, t.ID, title)
+	t, err = s.store.RenameThread(c.Request().Context(), auth.User(c).ID, t.ID, title)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/models"
+	"herd/server/auth"
 	"herd/views"
 )
 
@@ -34,8 +35,8 @@ func (s *Server) createToken(c echo.Context, name string) (*models.APIToken, str
 	if name == "" || utf8.RuneCountInString(name) > 100 {
 		return nil, "", errUnprocessable("give the token a name of 1 to 100 characters")
 	}
-	tok := tokenPrefix + randomToken()
-	t := &models.APIToken{UserID: currentUser(c).ID, Name: name, Hash: hashToken(tok), Prefix: tok[:len(tokenPrefix)+6]}
+	tok := tokenPrefix + auth.RandomToken()
+	t := &models.APIToken{UserID: auth.User(c).ID, Name: name, Hash: auth.HashToken(tok), Prefix: tok[:len(tokenPrefix)+6]}
 	if err := s.store.CreateAPIToken(c.Request().Context(), t); err != nil {
 		return nil, "", err
 	}
@@ -65,7 +66,7 @@ func (s *Server) apiTokenDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.revokeToken(c.Request().Context(), currentUser(c).ID, id); err != nil {
+	if err := s.revokeToken(c.Request().Context(), auth.User(c).ID, id); err != nil {
 		if errors.Is(err, models.ErrNotFound) {
 			return errNotFound("token")
 		}
@@ -82,13 +83,12 @@ var errNotAToken = errBadRequest("this request is not signed in with an API toke
 // script, or whoever found it leaked — and gains nothing by it: it is the
 // one thing a token may do to the account's credentials.
 func (s *Server) apiTokenRevokeSelf(c echo.Context) error {
-	cred, _ := c.Get(ctxCredential).(string)
-	hash, ok := strings.CutPrefix(cred, "token:")
-	if c.Get(ctxBearer) == nil || !ok {
+	hash, ok := auth.TokenHash(c)
+	if !ok {
 		return errNotAToken
 	}
 	ctx := c.Request().Context()
-	ts, err := s.store.APITokens(ctx, currentUser(c).ID)
+	ts, err := s.store.APITokens(ctx, auth.User(c).ID)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ type settingsForm struct {
 }
 
 func (s *Server) renderSettings(c echo.Context, status int, f settingsForm) error {
-	ts, err := s.store.APITokens(c.Request().Context(), currentUser(c).ID)
+	ts, err := s.store.APITokens(c.Request().Context(), auth.User(c).ID)
 	if err != nil {
 		return err
 	}
@@ -124,10 +124,10 @@ func (s *Server) renderSettings(c echo.Context, status int, f settingsForm) erro
 	}
 	p := s.page(c, "Settings")
 	p.Flash, p.Error = f.flash, f.errMsg
-	prefs := preferencesOf(currentUser(c))
+	prefs := preferencesOf(auth.User(c))
 	return s.render(c, status, views.Settings(views.SettingsPage{
 		Page: p, Tokens: items, NewToken: f.newToken, NewName: f.newName,
-		Theme: prefs.Theme, DefaultModel: s.defaultModel(currentUser(c)), Models: s.modelOptions(),
+		Theme: prefs.Theme, DefaultModel: s.defaultModel(auth.User(c)), Models: s.modelOptions(),
 	}))
 }
 
@@ -148,7 +148,7 @@ func (s *Server) tokenDeleteSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.revokeToken(c.Request().Context(), currentUser(c).ID, id); err != nil && !errors.Is(err, models.ErrNotFound) {
+	if err := s.revokeToken(c.Request().Context(), auth.User(c).ID, id); err != nil && !errors.Is(err, models.ErrNotFound) {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings")

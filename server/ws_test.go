@@ -20,6 +20,7 @@ import (
 
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/auth"
 	"herd/server/render"
 )
 
@@ -236,7 +237,7 @@ func TestSlowClientIsCut(t *testing.T) {
 	}()
 	start := time.Now()
 	for range total {
-		m := &models.Message{ID: randomToken(), ThreadID: th, Type: "human", Content: big}
+		m := &models.Message{ID: auth.RandomToken(), ThreadID: th, Type: "human", Content: big}
 		if err := a.writer.Enqueue(ctx, models.Record{Message: m}); err != nil {
 			t.Fatal(err)
 		}

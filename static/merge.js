@@ -4,7 +4,7 @@
 // holds the rules as cases that both run. Pure functions: no DOM.
 
 import { activityText, isTerminal, stopLabel } from "./format.js";
-import { afterMarker, legacyRefusal, normalizeUsage, readMetadata, statusFromContent, str } from "./metadata.js";
+import { legacyRefusal, legacyStatus, normalizeUsage, readMetadata, str, textAfterPhrase } from "./metadata.js";
 
 const TERMINAL_FRAMES = {
 	task_completed: "completed",
@@ -152,7 +152,7 @@ export function applyToolMessage(card, m) {
 	card.refusal = null;
 	let md = readMetadata(m.additional_kwargs);
 	if (!md) {
-		const status = statusFromContent(content);
+		const status = legacyStatus(content);
 		if (status === "") {
 			// A legacy result with no recognisable shape: it did return.
 			card.status = "completed";
@@ -171,7 +171,7 @@ export function applyToolMessage(card, m) {
 
 function applyOutcome(card, md, content, html) {
 	if (md.status === "completed") {
-		const result = afterMarker(content, "Task Succeeded", ". Result: ");
+		const result = textAfterPhrase(content, "completed");
 		card.result = result || md.resultBrief;
 		card.resultHTML = result !== "" && html !== "" ? html : null;
 		card.error = "";
@@ -180,7 +180,7 @@ function applyOutcome(card, md, content, html) {
 	} else {
 		card.result = "";
 		card.resultHTML = null;
-		card.error = afterMarker(content, "Task ", ". Error: ") || md.error;
+		card.error = textAfterPhrase(content, md.status) || md.error;
 		if (md.status === "failed") card.refusal = md.refusal ?? legacyRefusal(card.error);
 	}
 }

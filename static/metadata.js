@@ -1,7 +1,7 @@
 // Reading what the server sent, tolerantly (agent/contract.go): usage
 // snapshots, a task ToolMessage's metadata and its text.
 
-import { REFUSAL_REASONS, isTerminal, stopLabel } from "./format.js";
+import { REFUSAL_REASONS, STOP_LABELS, isTerminal, stopLabel } from "./format.js";
 
 export function str(v) {
 	return typeof v === "string" ? v : "";
@@ -65,9 +65,10 @@ export function legacyRefusal(error) {
 	return m[1] ? { reason: "max_concurrent_per_response", limit: Number(m[1]) } : { reason: "max_total_per_run", limit: Number(m[2]) };
 }
 
-// statusFromContent reads a terminal status from a ToolMessage's text,
-// for rows without usable metadata ("" when the text says nothing).
-export function statusFromContent(content) {
+// legacyStatus reads a terminal status from a ToolMessage's text, for rows
+// without usable metadata (agent.legacyStatus): the one place the status
+// is read from wording ("" when the text says nothing).
+export function legacyStatus(content) {
 	const c = str(content).trim();
 	if (c.startsWith("Task Succeeded")) return "completed";
 	if (c.startsWith("Task failed")) return "failed";
@@ -76,9 +77,31 @@ export function statusFromContent(content) {
 	return "";
 }
 
-// afterMarker is what follows marker in content ("Task …. Result: R"),
-// or "" when content does not start with prefix or has no marker.
-export function afterMarker(content, prefix, marker) {
-	const i = content.indexOf(marker);
-	return content.startsWith(prefix) && i >= 0 ? content.slice(i + marker.length) : "";
+// PHRASES are how a ToolMessage's content starts per status, before its
+// cap (agent.statusPhrase).
+const PHRASES = {
+	completed: "Task Succeeded",
+	failed: "Task failed",
+	cancelled: "Task cancelled by user",
+	timed_out: "Task timed out",
+	polling_timed_out: "Task polling timed out",
+};
+
+// statusPhrase is the head of a ToolMessage's content for a status and
+// stop reason: "Task Succeeded (capped: token budget)".
+export function statusPhrase(status, stopReason) {
+	const capped = stopLabel(stopReason) !== "" && (status === "completed" || status === "failed") ? ` (${stopLabel(stopReason)})` : "";
+	return (PHRASES[status] ?? PHRASES.polling_timed_out) + capped;
+}
+
+// textAfterPhrase is the full result (completed) or error in content:
+// what follows the head the server writes for status, with or without a
+// cap (agent.textAfterPhrase); "" when content has no such head.
+export function textAfterPhrase(content, status) {
+	const mark = status === "completed" ? ". Result: " : ". Error: ";
+	for (const reason of ["", ...Object.keys(STOP_LABELS)]) {
+		const head = statusPhrase(status, reason) + mark;
+		if (content.startsWith(head)) return content.slice(head.length);
+	}
+	return "";
 }

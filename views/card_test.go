@@ -211,13 +211,14 @@ func TestToolMessageStatusLines(t *testing.T) {
 		Card card   `json:"card"`
 	}
 	var c struct {
-		ToolMessages   []message `json:"tool_messages"`
-		LegacyMessages []message `json:"legacy_messages"`
+		ToolMessages    []message `json:"tool_messages"`
+		LegacyMessages  []message `json:"legacy_messages"`
+		BoundedMessages []message `json:"bounded_messages"`
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
-	cases := append(c.ToolMessages, c.LegacyMessages...)
+	cases := append(append(c.ToolMessages, c.LegacyMessages...), c.BoundedMessages...)
 	if len(c.ToolMessages) == 0 || len(c.LegacyMessages) == 0 {
 		t.Fatal("the contract has no tool messages")
 	}

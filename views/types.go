@@ -307,13 +307,13 @@ type CardView struct {
 	StopReason                string
 	ResultHTML                string // sanitized
 	Error                     string
+	Version                   int64
+	LastSeq                   int64
+	Steps                     int64
 	// RefusalReason and RefusalLimit say which limit refused a failed
 	// task before it started, and its value ("" and 0 for any other).
 	RefusalReason string
 	RefusalLimit  int64
-	Version                   int64
-	LastSeq                   int64
-	Steps                     int64
 	// QueuedAt, StartedAt and EndedAt are agent.Card's; Now is when the
 	// page was rendered, for the time so far of a live card.
 	QueuedAt, StartedAt, EndedAt *time.Time

@@ -1,7 +1,7 @@
 // Package limits holds herd's generic limits: per-key token buckets in
 // bounded memory, the per-user socket count, the listener's connection
-// cap, and the client address they count by. It knows nothing of who a
-// user is or why a key is limited.
+// cap, and the client address they count by. It knows nothing of auth:
+// its keys are strings its callers choose.
 package limits
 
 import (
@@ -117,8 +117,8 @@ func (l *Limiter) Allow(key string) bool {
 	return true
 }
 
-// Refund gives back an event Allow took: a password check reserves its
-// failure before it runs and is refunded when the password was right.
+// Refund gives back an event Allow took, never past a full bucket: an
+// event taken ahead that turned out not to count.
 func (l *Limiter) Refund(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

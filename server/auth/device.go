@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 )
 
 // A device cookie marks a browser that has signed in to an account
-// before. The account's back-off (ratelimit.go) does not apply to it, so
+// before. The account's back-off (limits.go) does not apply to it, so
 // however many failures others cause, from however many addresses, the
 // owner signs in at once from a browser they used before; only new
 // browsers wait out the back-off. The cookie is signed, names the account
@@ -27,7 +27,7 @@ func deviceKey(email string) string {
 
 // knownDevice reports whether the request carries this server's device
 // cookie for email.
-func (s *Server) knownDevice(c echo.Context, email string) bool {
+func (s *Service) knownDevice(c echo.Context, email string) bool {
 	ck, err := c.Request().Cookie(s.cookieName(deviceCookie))
 	if err != nil {
 		return false
@@ -37,7 +37,7 @@ func (s *Server) knownDevice(c echo.Context, email string) bool {
 }
 
 // rememberDevice marks this browser as one that signed in to email.
-func (s *Server) rememberDevice(c echo.Context, email string) {
+func (s *Service) rememberDevice(c echo.Context, email string) {
 	now := s.now()
 	c.SetCookie(s.cookie(deviceCookie, s.signer.sign(purposeDevice, deviceKey(email), now), now.Add(deviceTTL)))
 }

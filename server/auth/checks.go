@@ -1,14 +1,12 @@
-package server
+package auth
 
 import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/labstack/echo/v4"
 )
 
-// Password checks under the limits (docs/DESIGN.md §10). A bcrypt check
+// Password checks under the limits. A bcrypt check
 // costs a core about a quarter of a second, so the limits hold before it
 // runs, not after it: a check takes its address's failure and its
 // account's strike first and gives them back only when the password was
@@ -16,10 +14,10 @@ import (
 // burst is then answered at once, not hashed in parallel, and can never
 // have more passwords checked than the limit allows.
 
-// Kinds of password check, as herd_password_checks_total counts them.
+// Kinds of password check, as Options.Checked is told them.
 const (
-	checkSignIn         = "sign_in"
-	checkPasswordChange = "password_change"
+	CheckSignIn         = "sign_in"
+	CheckPasswordChange = "password_change"
 )
 
 // checkGate lets one password check (or new password's hash) run at a
@@ -111,25 +109,25 @@ func (pc passwordCheck) failureKey() string { return "login:" + clientNet(pc.add
 // slots of its address and account, one failure of the address and a
 // strike against the account. done(right) gives the failure and the
 // strike back when the password was right, and frees the slots. A check
-// the limits refuse, or that finds another under way, is answered 429 at
+// the limits refuse, or that finds another under way, is refused at
 // once: waiting would let a burst hold a connection per attempt, and a
 // person signs in once at a time (the forms disable their button while
 // they post).
-func (l *authLimits) reserve(c echo.Context, pc passwordCheck) (done func(right bool), err *apiError) {
+func (l *authLimits) reserve(pc passwordCheck) (done func(right bool), err error) {
 	// A refused attempt never touches the slots, so a flood of refusals
 	// cannot keep the owner's check from its account's slot.
-	if ae := l.refusal(c, pc); ae != nil {
-		return nil, ae
+	if err := l.refusal(pc); err != nil {
+		return nil, err
 	}
 	leave, ok := l.checking.enter(addressSlot(pc.addr), accountSlot(pc.account))
 	if !ok {
-		return nil, rateLimited(c, busyRetry, "another password check from your address or for this account, or many on this server, is under way")
+		return nil, rateLimited(busyRetry, "another password check from your address or for this account, or many on this server, is under way")
 	}
 	// Again, now that no other check can spend what the address and the
 	// account have left.
-	if ae := l.refusal(c, pc); ae != nil {
+	if err := l.refusal(pc); err != nil {
 		leave()
-		return nil, ae
+		return nil, err
 	}
 	l.failures.Allow(pc.failureKey())
 	l.accounts.fail(pc.strike)
@@ -142,22 +140,21 @@ func (l *authLimits) reserve(c echo.Context, pc passwordCheck) (done func(right 
 	}, nil
 }
 
-// refusal is the 429 of a check the limits do not allow now, or nil.
-func (l *authLimits) refusal(c echo.Context, pc passwordCheck) *apiError {
+// refusal is the *RateLimitError of a check the limits do not allow
+// now, or nil.
+func (l *authLimits) refusal(pc passwordCheck) error {
 	if key := pc.failureKey(); !l.failures.Ready(key) {
-		return rateLimited(c, l.failures.RetryAfter(key), "too many "+pc.what+" from your address")
+		return rateLimited(l.failures.RetryAfter(key), "too many "+pc.what+" from your address")
 	}
 	if wait := l.accounts.wait(pc.strike); wait > 0 && !pc.skipWait {
-		return rateLimited(c, wait, "too many "+pc.what+" for this account")
+		return rateLimited(wait, "too many "+pc.what+" for this account")
 	}
 	return nil
 }
 
 // passwordMatches runs one bcrypt check of password against hash and
-// counts it (herd_password_checks_total) as it starts.
-func (s *Server) passwordMatches(kind string, hash []byte, password string) bool {
-	if s.metrics != nil {
-		s.metrics.PasswordChecked(kind)
-	}
+// counts it (Options.Checked) as it starts.
+func (s *Service) passwordMatches(kind string, hash []byte, password string) bool {
+	s.checked(kind)
 	return s.compare(hash, []byte(password)) == nil
 }

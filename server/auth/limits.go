@@ -1,13 +1,9 @@
-package server
+package auth
 
 import (
-	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"herd/server/limits"
 )
@@ -85,7 +81,7 @@ func (b *backoff) len() int {
 }
 
 // authLimits are the limits of the signed-out forms and of the password
-// checks (checks.go), all keyed by the client's real address (clientIP)
+// checks (checks.go), all keyed by the client's real address (c.RealIP)
 // or by account.
 type authLimits struct {
 	// failures counts failed sign-ins per address: the limit that stops a
@@ -102,19 +98,4 @@ type authLimits struct {
 
 func newAuthLimits(perMinute int, now func() time.Time) *authLimits {
 	return &authLimits{failures: limits.NewLimiter(perMinute, now), accounts: newBackoff(now), attempts: limits.NewLimiter(perMinute, now), checking: newCheckGate(max(2, runtime.GOMAXPROCS(0)))}
-}
-
-// rateLimited answers 429 saying why and how long to wait, also as
-// Retry-After (whole seconds, at least one).
-func rateLimited(c echo.Context, wait time.Duration, why string) *apiError {
-	secs := max(int((wait+time.Second-1)/time.Second), 1)
-	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-	after := fmt.Sprintf("%d seconds", secs)
-	switch {
-	case secs == 1:
-		after = "a second"
-	case secs >= 90:
-		after = fmt.Sprintf("%d minutes", (secs+59)/60)
-	}
-	return &apiError{errRateLimited.Status, errRateLimited.Code, why + "; try again in " + after}
 }

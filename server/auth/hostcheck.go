@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"context"
@@ -28,49 +28,43 @@ func newHostGuard(publicURL string, allowed []string) hostGuard {
 		g[h] = true
 	}
 	if u, err := url.Parse(publicURL); err == nil && u.Hostname() != "" {
-		g[normalHost(u.Hostname())] = true
+		g[NormalHost(u.Hostname())] = true
 	}
 	for _, h := range allowed {
-		g[normalHost(h)] = true
+		g[NormalHost(h)] = true
 	}
 	return g
 }
 
-// normalHost is a Host header's name without port, brackets, case or a
+// NormalHost is a Host header's name without port, brackets, case or a
 // final dot.
-func normalHost(h string) string {
+func NormalHost(h string) string {
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		h = host
 	}
 	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
 }
 
-func (g hostGuard) allows(host string) bool { return host != "" && g[normalHost(host)] }
+func (g hostGuard) allows(host string) bool { return host != "" && g[NormalHost(host)] }
 
-// checkHost answers 421 Misdirected Request to a Host herd does not serve,
-// before any other handler runs. The health probes are exempt: an
-// orchestrator probes by address, and their answers tell nothing.
-func (s *Server) checkHost(next echo.HandlerFunc) echo.HandlerFunc {
+// CheckHost refuses a Host herd does not serve with a *HostError,
+// before any other handler runs: as JSON under /api/, else as plain text
+// here (pages render with the request's Host). The health probes are
+// exempt: an orchestrator probes by address, and their answers tell
+// nothing.
+func (s *Service) CheckHost(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		if s.hosts.allows(req.Host) || req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
 			return next(c)
 		}
-		msg := "herd does not answer to the host " + strconvQuote(req.Host) + ": browse to it by a configured name, or add this one to server.allowed_hosts"
+		err := &HostError{Host: req.Host}
 		c.Response().Header().Set("Cache-Control", "no-store")
 		if strings.HasPrefix(req.URL.Path, "/api/") {
-			return &apiError{http.StatusMisdirectedRequest, "unknown_host", msg}
+			return err
 		}
-		return c.String(http.StatusMisdirectedRequest, msg+"\n")
+		return c.String(http.StatusMisdirectedRequest, err.Error()+"\n")
 	}
-}
-
-// strconvQuote quotes a header value for a message, cut to a sane length.
-func strconvQuote(s string) string {
-	if len(s) > 100 {
-		s = s[:100] + "…"
-	}
-	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
 }
 
 // setupGate holds the one-time token of the set-up page. It lives in
@@ -82,7 +76,7 @@ type setupGate struct {
 	token string // "" once used
 }
 
-func newSetupGate() *setupGate { return &setupGate{token: randomToken()} }
+func newSetupGate() *setupGate { return &setupGate{token: RandomToken()} }
 
 // valid compares tok with the token in constant time (both hashed first,
 // so their lengths tell nothing either).
@@ -106,7 +100,7 @@ func (g *setupGate) use() {
 // SetupURL is the link that creates the first admin, with its one-time
 // token, on base (such as http://127.0.0.1:8080); "" once any user
 // exists. main prints it at start.
-func (s *Server) SetupURL(ctx context.Context, base string) (string, error) {
+func (s *Service) SetupURL(ctx context.Context, base string) (string, error) {
 	n, err := s.store.CountUsers(ctx)
 	if err != nil || n > 0 {
 		return "", err
@@ -119,19 +113,8 @@ func (s *Server) SetupURL(ctx context.Context, base string) (string, error) {
 	return strings.TrimRight(base, "/") + "/setup?token=" + url.QueryEscape(s.setup.token), nil
 }
 
-// BrowsableAddr turns a listen address into one a browser on this machine
-// can open: a wildcard host (0.0.0.0, [::]) becomes the loopback address.
-func BrowsableAddr(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if ip.To4() != nil {
-			host = "127.0.0.1"
-		} else {
-			host = "::1"
-		}
-	}
-	return net.JoinHostPort(host, port)
-}
+// SetupValid reports whether tok is the set-up link's token, unused.
+func (s *Service) SetupValid(tok string) bool { return s.setup.valid(tok) }
+
+// UseSetup spends the set-up token: the first admin exists.
+func (s *Service) UseSetup() { s.setup.use() }
