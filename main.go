@@ -28,6 +28,7 @@ import (
 	"herd/internal/config"
 	"herd/models"
 	"herd/server"
+	"herd/server/cluster"
 	"herd/server/limits"
 	"herd/server/metrics"
 	"herd/server/render"
@@ -179,7 +180,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if b.cluster != nil {
 		// The cluster hands the other instances' notices to this
 		// instance's runtime, sockets and deletes.
-		h := server.ClusterHandlers{Runs: rt, Sockets: srv, Deletes: srv}
+		h := cluster.Handlers{Runs: rt, Sockets: srv, Deletes: srv}
 		if err := b.cluster.Start(ctx, lns.app.Addr().String(), h); err != nil {
 			return err
 		}
@@ -225,9 +226,9 @@ type base struct {
 	md       *render.Markdown
 	hub      *server.Hub
 	writer   *models.Writer
-	owner    *dataDirLock    // the data directory's lock, which records the address
-	cluster  *server.Cluster // the other instances on PostgreSQL; nil on SQLite
-	mcp      *mcp.Servers    // nil without mcp.servers
+	owner    *dataDirLock     // the data directory's lock, which records the address
+	cluster  *cluster.Cluster // the other instances on PostgreSQL; nil on SQLite
+	mcp      *mcp.Servers     // nil without mcp.servers
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
@@ -240,7 +241,9 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		_ = store.Close()
 		return nil, err
 	}
-	reg := metrics.New(server.MetricLabels)
+	labels := server.MetricLabels
+	labels.NoticeRefusals = cluster.RefusalReasons
+	reg := metrics.New(labels)
 	md := render.NewMarkdown()
 	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
 	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: hub}
@@ -259,9 +262,9 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 // newCluster joins the instances on the PostgreSQL database: what this
 // one commits and streams reaches their clients, and theirs its clients
 // (docs/OPERATIONS.md "Several instances").
-func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*server.Cluster, error) {
+func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*cluster.Cluster, error) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
-	return server.NewCluster(server.ClusterOptions{
+	return cluster.New(cluster.Options{
 		InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
 		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
 		OnRefused: b.metrics.OnNoticeRefused,

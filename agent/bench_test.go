@@ -159,8 +159,9 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 	rt := env.rt
 	r := &run{
 		env: &rt.runEnv, box: rt.withCommands, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.defModel,
-		done: make(chan struct{}), usage: map[string]*models.UsageEntry{},
+		done: make(chan struct{}),
 	}
+	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	if err := r.begin(context.Background(), rt.newID(), "benchmark"); err != nil {
 		b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"herd/models"
 )
 
-// taskSink is what an execution needs from the run it belongs to: persist
+// taskSink is what an execution needs from its run's sink (runSink): persist
 // its events, its end with its ToolMessage (returning once committed), and
 // record an LLM call in the usage ledger, once per call; each even after
 // the task or its run was stopped. callOutput shows a tool call of the

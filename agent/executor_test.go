@@ -356,7 +356,8 @@ func TestDelegateReleasesTheContext(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("done", nil), nil
 	}))}})
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000ab", threadID: h.thread, model: h.rt.defModel, usage: map[string]*models.UsageEntry{}, done: make(chan struct{})}
+	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000ab", threadID: h.thread, model: h.rt.defModel, done: make(chan struct{})}
+	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	o, release := h.rt.exec.delegate(r.scope(), taskCall("over", "finish", SubagentGeneral))
@@ -382,7 +383,8 @@ func TestFirstTerminalWins(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("x", nil), nil
 	}))}})
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.defModel, usage: map[string]*models.UsageEntry{}, done: make(chan struct{})}
+	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.defModel, done: make(chan struct{})}
+	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	outcomes := []Outcome{

@@ -20,29 +20,12 @@ import (
 	"herd/models"
 )
 
-// Journal persists what runs produce, in order; models.Writer implements
-// it. Write returns once the records are committed (and broadcast);
-// Enqueue returns once they are queued.
-type Journal interface {
-	Write(ctx context.Context, recs ...models.Record) error
-	Enqueue(ctx context.Context, recs ...models.Record) error
-}
-
 // History reads a thread's messages for the lead's prompt; models.Store
 // implements it.
 type History interface {
 	Messages(ctx context.Context, threadID string) ([]models.Message, error)
 	// Runs lists the thread's runs, oldest first: which replaced what.
 	Runs(ctx context.Context, threadID string) ([]models.Run, error)
-}
-
-// Publisher streams what is not persisted: the text of the AI message
-// being written and apart from it the model's reasoning, tool calls'
-// progress and log lines, each one frame of event's closed set. The
-// server's hub implements it (through the cluster when there is one); it
-// must not block.
-type Publisher interface {
-	Publish(threadID, runID string, f event.Frame)
 }
 
 // runEnv is what every run needs, built once by New and read-only after
@@ -143,19 +126,22 @@ type run struct {
 	// retryOf and editOf are what the run replaces (StartRequest).
 	retryOf, editOf string
 
-	mu    sync.Mutex
-	usage map[string]*models.UsageEntry // every LLM call of the run, by call id; never changed
-	log   atomic.Pointer[slog.Logger]   // logger(), built once
+	// sink is where the run and its tasks write (events, messages,
+	// ledger rows, tools' live output) and what holds its usage.
+	sink *runSink
 }
 
-// logger is the run's logger; every task call asks for it (scope).
-func (r *run) logger() *slog.Logger {
-	if l := r.log.Load(); l != nil {
-		return l
+// logger is the run's logger.
+func (r *run) logger() *slog.Logger { return r.sink.logger() }
+
+// newSink is the sink of run runID of thread threadID: what of env its
+// writes need, and its usage book.
+func (env *runEnv) newSink(threadID, runID string) *runSink {
+	return &runSink{
+		threadID: threadID, runID: runID,
+		journal: env.journal, shared: env.persistShared, newID: env.newID, pub: env.pub, images: env.images, baseLog: env.log,
+		usage: map[string]*models.UsageEntry{},
 	}
-	l := r.env.log.With("thread", r.threadID, "run", r.id)
-	r.log.Store(l)
-	return l
 }
 
 // begin persists the run row, run.start and the user's message; a run
@@ -240,10 +226,10 @@ func (r *run) converse(log *slog.Logger) ending {
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
 			return failed(err.Error(), r.failureNotice(err))
 		}
-		r.recordUsage("", r.model.Config.Name, resp)
+		r.sink.recordUsage("", r.model.Config.Name, resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
 		final := len(resp.ToolCalls) == 0
-		if err := r.persist(&models.Message{
+		if err := r.sink.persist(&models.Message{
 			ID: msgID, Type: TypeAI, Content: resp.Text, ToolCalls: toolCallsJSON(resp.ToolCalls),
 			// The herd model's name, as on the run and the cards, so that the
 			// meta line can show its display name; the provider's own name
@@ -384,7 +370,7 @@ const kwargToolOutput = "tool_output"
 // model, or has got one (withModelWait); nothing once the run is stopping.
 func (r *run) emitWaiting(waiting bool) {
 	if r.ctx.Err() == nil {
-		r.emit("", RunWait{RunID: r.id, Waiting: waiting})
+		r.sink.emit("", RunWait{RunID: r.id, Waiting: waiting})
 	}
 }
 
@@ -396,7 +382,7 @@ func (r *run) keepPartial(msgID string, p partial, trimmed *fitReport, byUser bo
 	if strings.TrimSpace(p.text) == "" && strings.TrimSpace(p.reasoning) == "" {
 		return
 	}
-	err := r.persist(&models.Message{
+	err := r.sink.persist(&models.Message{
 		ID: msgID, Type: TypeAI, Content: p.text, ModelName: r.model.Config.Name,
 		AdditionalKwargs: answerKwargs(answerState{stopped: byUser, incomplete: !byUser}, trimmed, p.reasoning),
 	})
@@ -462,7 +448,7 @@ func (r *run) runTool(call ToolCall) (string, *ToolOutput) {
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", ")), nil
 	}
-	out := r.callOutput("", call.ID)
+	out := r.sink.callOutput("", call.ID)
 	result := r.env.strays.runTool(r.ctx, r.logger(), t, out.env(r.workspace, r.userID, r.id), call)
 	return result, out.finish()
 }
@@ -475,7 +461,7 @@ func (r *run) finishTool(call ToolCall, result string, output *ToolOutput) Messa
 	if output != nil {
 		kwargs = models.MustJSON(map[string]any{kwargToolOutput: output})
 	}
-	if err := r.persist(&models.Message{ID: r.env.newID(), Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name, AdditionalKwargs: kwargs}); err != nil {
+	if err := r.sink.persist(&models.Message{ID: r.env.newID(), Type: TypeTool, Content: result, ToolCallID: call.ID, Name: call.Name, AdditionalKwargs: kwargs}); err != nil {
 		r.logger().Error("persist tool message", "tool", call.Name, "err", err)
 	}
 	return m
@@ -489,125 +475,27 @@ func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
 	var content string
 	if release != nil {
 		release()
-		content = r.taskContent(call.ID, o) // the metadata went with the end
+		content = r.sink.taskContent(call.ID, o) // the metadata went with the end
 	} else {
 		var kwargs taskKwargs
-		content, kwargs = r.taskOutcome(call.ID, o)
-		if err := r.persist(r.taskMessage(call.ID, content, kwargs, o)); err != nil {
+		content, kwargs = r.sink.taskOutcome(call.ID, o)
+		if err := r.sink.persist(r.sink.taskMessage(call.ID, content, kwargs, o)); err != nil {
 			r.logger().Error("persist task result", "task", call.ID, "err", err)
 		}
 	}
 	return Message{Type: TypeTool, Content: content, ToolCallID: call.ID, Name: ToolTask}
 }
 
-// deliver persists a task's end and its ToolMessage in one commit
-// (taskSink): the end is what a card shows, the message what the lead and
-// a reload read, and one commit instead of two halves the writer's work
-// on the task tool's hand-off (docs/PERFORMANCE.md).
-func (r *run) deliver(end TaskEnd, o Outcome) {
-	content, kwargs := r.taskOutcome(end.TaskID, o)
-	recs := make([]models.Record, 0, 2)
-	if ev, err := eventRecord(r.threadID, end.TaskID, end); err != nil {
-		r.logger().Error("event rejected at the producer", "type", end.EventType(), "task", end.TaskID, "err", err)
-	} else {
-		recs = append(recs, ev)
-	}
-	recs = append(recs, models.Record{Message: r.taskMessage(end.TaskID, content, kwargs, o)})
-	if err := r.env.journal.Write(r.env.persistShared(), recs...); err != nil {
-		r.logger().Error("persist task end", "task", end.TaskID, "err", err)
-	}
-}
-
-// taskOutcome is a task's ToolMessage content and metadata; an outcome
-// outside the status contract is a bug, and reads as an internal failure
-// rather than a lost result.
-func (r *run) taskOutcome(taskID string, o Outcome) (string, taskKwargs) {
-	content, kwargs, err := o.toolMessage()
-	if err != nil {
-		r.logger().Error("task outcome outside the contract", "task", taskID, "err", err)
-		content, kwargs, _ = internalFailure(err).toolMessage()
-	}
-	return content, kwargs
-}
-
-// taskContent is taskOutcome's content alone, for the lead once the
-// metadata is persisted.
-func (r *run) taskContent(taskID string, o Outcome) string {
-	content, err := o.toolContent()
-	if err != nil {
-		r.logger().Error("task outcome outside the contract", "task", taskID, "err", err)
-		content, _ = internalFailure(err).toolContent()
-	}
-	return content
-}
-
-// internalFailure is the outcome that stands for one outside the contract.
-func internalFailure(err error) Outcome {
-	return Outcome{Status: StatusFailed, Error: "internal error: " + err.Error()}
-}
-
-func (r *run) taskMessage(taskID, content string, kwargs taskKwargs, o Outcome) *models.Message {
-	return &models.Message{
-		ID: r.env.newID(), ThreadID: r.threadID, RunID: r.id, Type: TypeTool, Content: content,
-		ToolCallID: taskID, Name: ToolTask, AdditionalKwargs: models.MustJSON(kwargs), ModelName: o.ModelName,
-	}
-}
-
-// persist writes one message of the run, even after the run was stopped.
-func (r *run) persist(m *models.Message) error {
-	m.ThreadID, m.RunID = r.threadID, r.id
-	return r.env.journal.Write(r.env.persistShared(), models.Record{Message: m})
-}
-
 // scope is what the executor needs of this run for a task call.
 func (r *run) scope() taskScope {
-	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r}
-}
-
-// emit validates and queues one event of task taskID for the writer
-// (taskSink), even after the run was stopped.
-func (r *run) emit(taskID string, ev Event) {
-	rec, err := eventRecord(r.threadID, taskID, ev)
-	if err != nil {
-		r.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
-		return
-	}
-	if err := r.env.journal.Enqueue(r.env.persistShared(), rec); err != nil {
-		r.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
-	}
-}
-
-// recordUsage writes an LLM call to the ledger (once, by call id), usage
-// reported or not, and keeps it for the run's totals (taskSink; the lead's
-// own calls have no task); model is the herd model that made it.
-func (r *run) recordUsage(taskID, model string, resp Response) *models.UsageEntry {
-	e := ledgerEntry(r.threadID, r.id, taskID, model, resp)
-	r.mu.Lock()
-	r.usage[e.CallID] = e
-	r.mu.Unlock()
-	row := *e // the writer stamps its own copy; callers keep reading e
-	if err := r.env.journal.Enqueue(r.env.persistShared(), models.Record{Usage: &row}); err != nil {
-		r.logger().Error("record usage", "call", e.CallID, "err", err)
-	}
-	return e
-}
-
-// totals aggregates the run's calls as the ledger would.
-func (r *run) totals() models.UsageReport {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rep := models.UsageReport{ByModel: map[string]models.UsageTotals{}}
-	for _, e := range r.usage {
-		e.Count(&rep)
-	}
-	return rep
+	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r.sink}
 }
 
 // end writes the run's final status and run.end.
 func (r *run) end(e ending) {
 	r.ending.Store(true)
 	now := r.env.now().UTC()
-	totals := r.totals()
+	totals := r.sink.totals()
 	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, Usage: &totals})
 	if err != nil {
 		r.logger().Error("run.end outside the contract", "err", err)

@@ -329,7 +329,8 @@ func TestJanitor(t *testing.T) {
 		return reply("x", nil), nil
 	}))}})
 	h.rt.exec.janitorGrace = 50 * time.Millisecond
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel, usage: map[string]*models.UsageEntry{}}
+	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel}
+	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.withCommands.agents.byName[SubagentGeneral])

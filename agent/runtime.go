@@ -253,10 +253,10 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		userID:   req.UserID,
 		model:    model,
 		done:     make(chan struct{}),
-		usage:    map[string]*models.UsageEntry{},
 		retryOf:  req.RetryOf,
 		editOf:   req.EditOf,
 	}
+	r.sink = rt.runEnv.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	r.ctx = withRun(r.ctx)
 	return r

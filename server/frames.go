@@ -241,10 +241,6 @@ func (e *frameEncoder) body(data any, typ *string) []byte {
 type frameEncoder struct {
 	buf bytes.Buffer
 	enc *json.Encoder
-	// A sealed notice's payload and nonce (channel.seal), kept here as a
-	// nonce handed to the cipher would be allocated for each.
-	b64   []byte
-	nonce [12]byte
 }
 
 var encoders = sync.Pool{New: func() any {

@@ -262,6 +262,23 @@ func (h *Hub) watched(threadID string) bool {
 	return len(h.subs[threadID]) > 0
 }
 
+// Watched reports whether any client here watches the thread: the
+// cluster reads back other instances' records only for those.
+func (h *Hub) Watched(threadID string) bool { return h.watched(threadID) }
+
+// CatchUp has every client read what it missed from the database, from
+// its own last seq: the cluster's listener was away, and the notices sent
+// meanwhile are lost.
+func (h *Hub) CatchUp() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, cs := range h.subs {
+		for cl := range cs {
+			cl.post(func(w *work) { w.catchUp = true })
+		}
+	}
+}
+
 func (h *Hub) publish(threadID string, fs []*frame) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()

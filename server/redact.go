@@ -12,7 +12,7 @@ import (
 // the accounting on the usage page. This file is the one definition of
 // what the gate hides: the keys below, per kind of record, and redaction,
 // through which every surface goes — live frames (Hub.recordFrame,
-// eventFrame, Hub.TitleUsage), the events API, the messages API, export
+// eventFrame, usageTitleFrame), the events API, the messages API, export
 // and pages (cards, the usage panel).
 const (
 	// usageKey carries the figures of a message (its usage column, kept

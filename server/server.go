@@ -1,5 +1,7 @@
-// Package server is herd's HTTP side: Echo routes and handlers, auth, and
-// the WebSocket hub. Handlers are thin: parse, call one thing, respond.
+// Package server is herd's HTTP side: Echo routes and handlers and the
+// WebSocket hub; who a request is comes from server/auth, the generic
+// limits from server/limits. Handlers are thin: parse, call one thing,
+// respond; errors.go maps every package's errors to a status.
 package server
 
 import (
@@ -26,6 +28,7 @@ import (
 	"herd/server/auth"
 	"herd/server/limits"
 	"herd/server/metrics"
+	"herd/server/purge"
 	"herd/server/render"
 	"herd/server/titles"
 	"herd/views"
@@ -105,7 +108,6 @@ type Metrics interface {
 // MetricLabels are the label values of the server's counters, which the
 // registry shows from 0 (metrics.New).
 var MetricLabels = metrics.Labels{
-	NoticeRefusals: noticeRefusals,
 	PasswordChecks: []string{auth.CheckSignIn, auth.CheckPasswordChange},
 }
 
@@ -140,7 +142,7 @@ type Server struct {
 	maxContent    int
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
-	purger        *purger
+	purger        *purge.Purger
 	titles        *titles.Titler
 	draining      atomic.Bool // Drain: readyz fails
 	undoWindow    time.Duration
@@ -177,24 +179,7 @@ func New(o Options) (*Server, error) {
 		runs:          o.Runtime,
 		pages:         o.Hub,
 	}
-	var (
-		relaySockets func(socketClose)
-		relayPurge   func(string, time.Time)
-		others       titleCalling
-	)
-	if c := o.Cluster; c != nil {
-		s.pages, s.runs, others = c, c, c
-		// Every instance purges every delete: whichever claims it first
-		// (models.Store.PurgeThread).
-		relaySockets, relayPurge = c.RelaySockets, c.RelayPurge
-	}
-	s.sockets = newSockets(relaySockets)
-	s.purger = newPurger(o.Store, s.now, s.log, func(id string) {
-		s.removeWorkspace(id)
-		if o.OnThreadPurged != nil {
-			o.OnThreadPurged(id)
-		}
-	}, relayPurge)
+	others := s.buildShared(o)
 	s.undoWindow = o.UndoWindow
 	s.titles = titles.New(o.Runtime, o.Store, s.pages, others, s.log)
 	s.labels = map[string]string{}
@@ -225,6 +210,40 @@ func authOptions(o Options, m Metrics) auth.Options {
 		ao.Checked = m.PasswordChecked
 	}
 	return ao
+}
+
+// Close stops the server's own background work (pending purges stay in
+// the database). Call it after the HTTP server has stopped.
+func (s *Server) Close() {
+	s.titles.Close()
+	s.purger.Close()
+}
+
+// buildShared builds the parts that other instances share, when there
+// are any (o.Cluster): runs, pages and title calls go through them, and
+// the sockets and the purger tell them of each close and delete. It
+// returns the other instances' title calls; nil on one instance.
+func (s *Server) buildShared(o Options) titleCalling {
+	var (
+		relaySockets func(socketClose)
+		relayPurge   func(string, time.Time)
+		others       titleCalling
+	)
+	if c := o.Cluster; c != nil {
+		s.pages, s.runs, others = c, c, c
+		// Every instance purges every delete: whichever claims it first
+		// (models.Store.PurgeThread).
+		relayPurge = c.RelayPurge
+		relaySockets = func(sc socketClose) { c.RelaySockets(sc.Code, sc.Text, sc.UserID, sc.Creds) }
+	}
+	s.sockets = newSockets(relaySockets)
+	s.purger = purge.New(o.Store, s.now, s.log, func(id string) {
+		s.removeWorkspace(id)
+		if o.OnThreadPurged != nil {
+			o.OnThreadPurged(id)
+		}
+	}, relayPurge)
+	return others
 }
 
 // startHTTP makes the static assets' hashes and the Echo instance with

@@ -75,10 +75,16 @@ func (s *Settings) SetTokenUsage(ctx context.Context, on bool, pages Broadcaster
 	return nil
 }
 
-// adopt applies a token gate another instance stored (Cluster), which
-// tells the pages itself, and reports whether it changed here.
-func (s *Settings) adopt(on bool) bool {
+// Reload reads the token gate from the store and applies it: another
+// instance changed it (the cluster, which tells the pages itself when it
+// changed here). A gate never stored is an error, as is a failed read.
+func (s *Settings) Reload(ctx context.Context) (on, changed bool, err error) {
+	v, err := s.store.Setting(ctx, settingTokenUsage)
+	if err != nil {
+		return false, false, err
+	}
+	on = v == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tokens.Swap(on) != on
+	return on, s.tokens.Swap(on) != on, nil
 }

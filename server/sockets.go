@@ -38,12 +38,13 @@ type sockets struct {
 	relay func(socketClose)
 }
 
-// socketClose is a close of sockets as it travels between instances.
+// socketClose is a close of sockets: of the credentials Creds, or of
+// every socket of UserID.
 type socketClose struct {
-	Code   int      `json:"c"`
-	Text   string   `json:"w"`
-	UserID string   `json:"u,omitempty"`
-	Creds  []string `json:"r,omitempty"`
+	Code   int
+	Text   string
+	UserID string
+	Creds  []string
 }
 
 type socket struct {

@@ -237,7 +237,7 @@ func (s *Server) deleteThread(c echo.Context) (*models.Thread, error) {
 		}
 		return nil, err
 	}
-	s.purger.schedule(t.ID, at)
+	s.purger.Schedule(t.ID, at)
 	return t, nil
 }
 
@@ -255,7 +255,7 @@ func (s *Server) restoreThread(c echo.Context) (*models.Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.purger.cancel(id)
+	s.purger.Cancel(id)
 	return t, nil
 }
 

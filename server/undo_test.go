@@ -76,13 +76,13 @@ func TestDeleteUndo(t *testing.T) {
 	// A purge the server did not get to is finished by the next start.
 	other := u.newThread("left behind")
 	u.mustJSON("DELETE", "/api/threads/"+other, nil, http.StatusNoContent, nil)
-	a.srv.purger.cancel(other) // as if the server stopped before its timer
+	a.srv.purger.Cancel(other) // as if the server stopped before its timer
 	time.Sleep(400 * time.Millisecond)
 	if _, err := a.store.RestoreThread(context.Background(), u.id, other); err != nil {
 		t.Fatalf("the pending thread should still be in the database: %v", err)
 	}
 	u.mustJSON("DELETE", "/api/threads/"+other, nil, http.StatusNoContent, nil)
-	a.srv.purger.cancel(other)
+	a.srv.purger.Cancel(other)
 	time.Sleep(400 * time.Millisecond)
 	if err := a.srv.ResumeDeletes(context.Background()); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,8 @@ type Store interface {
 	SetSetting(ctx context.Context, key, value string) error
 }
 
+var _ Store = (*models.Store)(nil)
+
 // DefaultBcryptCost is the cost of stored password hashes.
 const DefaultBcryptCost = 12
 

@@ -1,4 +1,12 @@
-package server
+// Package cluster joins the herd instances serving one PostgreSQL
+// database (docs/DESIGN.md §14): it owns their leases and failover, the
+// fan-out of what each commits and streams to the others' clients, the
+// routing of control (Stop, a card's cancel) to the instance running the
+// work, and the sealed notices, of typed kinds, they send each other on
+// one NOTIFY channel. It reaches this instance's hub, runtime, sockets,
+// deletes and settings only through the interfaces declared here, and
+// the database only through models.
+package cluster
 
 import (
 	"context"
@@ -18,32 +26,28 @@ import (
 	"herd/models"
 )
 
-// Several instances on one PostgreSQL database (docs/DESIGN.md §14).
-//
 // A Cluster sits between this instance's parts and the others': it wraps
-// the Writer's OnCommit, the runtime's Publisher and the Settings'
-// Broadcaster, handing everything to the local hub as before and
-// announcing it on one NOTIFY channel; a dedicated connection LISTENs on
-// that channel and feeds what the other instances announce into the same
-// hub entry points. A notification carries only what fits (PostgreSQL
-// caps a payload at 8000 bytes): for committed records the thread and the
-// seq range, which the receiver reads back from the database, so a frame
-// is still committed before any instance broadcasts it; for ephemeral
+// the Writer's OnCommit and the runtime's Publisher, handing everything
+// to the local hub as before and announcing it on one NOTIFY channel; a
+// dedicated connection (models.Listener) LISTENs on that channel and
+// feeds what the other instances announce into the same hub entry
+// points. A notification carries only what fits (PostgreSQL caps a
+// payload at 8000 bytes): for committed records the thread and the seq
+// range, which the receiver reads back from the database, so a frame is
+// still committed before any instance broadcasts it; for ephemeral
 // frames (streamed text, progress, settings) the frame itself. The same
 // channel carries control addressed to the instance executing a run
 // (Stop, a card's cancel) and the end of sessions and tokens, whose
 // sockets may be open on any instance. Every notice is sealed with the
-// database's channel key (cluster_channel.go): any login can LISTEN and
-// NOTIFY, only herd's role can read the key.
+// database's channel key (channel.go): any login can LISTEN and NOTIFY,
+// only herd's role can read the key.
 
-// ClusterStore is what a Cluster reads and leases; models.Store
-// implements it.
-type ClusterStore interface {
+// Store is what a Cluster reads and leases; models.Store implements it.
+type Store interface {
 	agent.RecoveryStore
 	InRanges(ctx context.Context, rs []models.SeqRange) ([]models.Record, error)
 	ActiveRun(ctx context.Context, threadID string) (*models.Run, error)
 	Run(ctx context.Context, threadID, id string) (*models.Run, error)
-	Setting(ctx context.Context, key string) (string, error)
 	RegisterInstance(ctx context.Context, id, addr string, lease time.Duration) error
 	RenewLease(ctx context.Context, id string, lease time.Duration) error
 	RetireInstance(ctx context.Context, id string) error
@@ -57,12 +61,32 @@ type ClusterStore interface {
 	NewNotifier(channel string) *models.Notifier
 }
 
-// ClusterOptions builds a Cluster.
-type ClusterOptions struct {
+// Hub is this instance's live clients; *server.Hub implements it.
+type Hub interface {
+	// OnCommit sends committed records to the clients of their threads.
+	OnCommit(recs []models.Record)
+	// Publish sends an ephemeral frame to a thread's clients (to every
+	// client for a thread-less frame).
+	Publish(threadID, runID string, f event.Frame)
+	// Watched reports whether any client here watches the thread.
+	Watched(threadID string) bool
+	// CatchUp has every client read what it missed from the database.
+	CatchUp()
+}
+
+// Settings are this instance's settings; *server.Settings implements it.
+type Settings interface {
+	// Reload reads the token switch from the database, applies it, and
+	// reports what it is and whether it changed here.
+	Reload(ctx context.Context) (on, changed bool, err error)
+}
+
+// Options builds a Cluster.
+type Options struct {
 	InstanceID string
-	Store      ClusterStore
-	Hub        *Hub
-	Settings   *Settings
+	Store      Store
+	Hub        Hub
+	Settings   Settings
 	// Lease is how long an instance lives without renewing; it renews
 	// every Renew.
 	Lease, Renew time.Duration
@@ -71,38 +95,42 @@ type ClusterOptions struct {
 	ListenIdle time.Duration
 	Logger     *slog.Logger
 	// OnRefused counts a notice refused on the channel, by reason
-	// (Metrics.OnNoticeRefused).
+	// (RefusalReasons).
 	OnRefused func(reason string)
 }
 
-// ClusterHandlers are this instance's parts that act on the other
-// instances' notices, given to Start.
-type ClusterHandlers struct {
-	Runs    LocalRuns
-	Sockets LocalSockets
-	Deletes LocalDeletes
+// Handlers are this instance's parts that act on the other instances'
+// notices, given to Start.
+type Handlers struct {
+	Runs    Runs
+	Sockets Sockets
+	Deletes Deletes
 }
 
-// LocalRuns is this instance's runtime: the runs the cluster stops for
-// other instances, and its failover of dead instances' runs.
-// *agent.Runtime implements it.
-type LocalRuns interface {
-	runControl
+// Runs is this instance's runtime: the runs the cluster stops for other
+// instances, and its failover of dead instances' runs. *agent.Runtime
+// implements it.
+type Runs interface {
+	ActiveRun(threadID string) (string, bool)
+	Cancel(threadID, runID string) error
+	CancelTask(threadID, taskID string) error
+	Wait(ctx context.Context, threadID string) error
 	Failover(ctx context.Context, st agent.RecoveryStore, runs []models.Run) (int, error)
 }
 
-// LocalSockets are this instance's open sockets; *Server implements it.
-type LocalSockets interface {
-	// CloseSockets closes those another instance ended.
-	CloseSockets(sc socketClose)
+// Sockets are this instance's open sockets; *server.Server implements it.
+type Sockets interface {
+	// CloseSockets closes, with code and text, the sockets another
+	// instance ended: those of the credentials creds, or of user userID.
+	CloseSockets(code int, text, userID string, creds []string)
 	// RecheckSockets closes those whose credential ended, or whose user's
 	// role changed, while the listener was away.
 	RecheckSockets()
 }
 
-// LocalDeletes are this instance's timers of thread deletes; *Server
-// implements it.
-type LocalDeletes interface {
+// Deletes are this instance's timers of thread deletes;
+// *server.Server implements it.
+type Deletes interface {
 	// ScheduleDelete purges thread id at at, here.
 	ScheduleDelete(id string, at time.Time)
 	// UnscheduleDelete forgets id's purge here.
@@ -112,11 +140,11 @@ type LocalDeletes interface {
 }
 
 // Cluster connects this instance to the others serving its database.
-// Build it with NewCluster before the runtime and the server (they are
+// Build it with New before the runtime and the server (they are
 // handed its wrappers), Start it with their handlers once they exist and
 // Close it after the Writer.
 type Cluster struct {
-	o       ClusterOptions
+	o       Options
 	log     *slog.Logger
 	channel string
 	ch      *channel // seals and opens the notices
@@ -126,7 +154,7 @@ type Cluster struct {
 	refusedLogged time.Time
 
 	// h acts on the other instances' notices here; given to Start.
-	h ClusterHandlers
+	h Handlers
 
 	out    chan notice
 	kick   chan struct{} // a commit notice was dropped (missed)
@@ -224,8 +252,8 @@ const listenWait = 30 * time.Second
 // outQueue is how many notices may wait for the sender.
 const outQueue = 8192
 
-// NewCluster prepares the cluster; nothing connects before Start.
-func NewCluster(o ClusterOptions) (*Cluster, error) {
+// New prepares the cluster; nothing connects before Start.
+func New(o Options) (*Cluster, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -257,7 +285,7 @@ func (c *Cluster) Lost() <-chan error {
 // dead instances (a restart's own included: its old lease has run out or
 // soon will), and starts listening, sending and renewing; h acts on what
 // the other instances announce.
-func (c *Cluster) Start(ctx context.Context, addr string, h ClusterHandlers) error {
+func (c *Cluster) Start(ctx context.Context, addr string, h Handlers) error {
 	if h.Runs == nil || h.Sockets == nil || h.Deletes == nil {
 		return errors.New("cluster: Start needs the runtime, the sockets and the deletes")
 	}
@@ -369,9 +397,20 @@ func (c *Cluster) Publish(threadID, runID string, f event.Frame) {
 	c.announceFrame(threadID, runID, f)
 }
 
-// RelaySockets tells the other instances to close sockets (sockets.relay),
-// in notices that fit.
-func (c *Cluster) RelaySockets(sc socketClose) {
+// socketClose is a close of sockets as it travels between instances
+// (Sockets.CloseSockets).
+type socketClose struct {
+	Code   int      `json:"c"`
+	Text   string   `json:"w"`
+	UserID string   `json:"u,omitempty"`
+	Creds  []string `json:"r,omitempty"`
+}
+
+// RelaySockets tells the other instances to close, with code and text,
+// the sockets of the credentials creds, or of user userID, in notices
+// that fit.
+func (c *Cluster) RelaySockets(code int, text, userID string, creds []string) {
+	sc := socketClose{Code: code, Text: text, UserID: userID, Creds: creds}
 	const perNotice = 64 // credentials are ~72 bytes
 	for first := true; first || len(sc.Creds) > 0; first = false {
 		part := sc
@@ -620,7 +659,7 @@ func joinFrames(prev, next event.Frame) (event.Frame, bool) {
 // (TestClusterThreadFramesReachEveryInstance).
 func (c *Cluster) encode(ns []notice) []string {
 	out := make([]string, 0, len(ns))
-	e := encoders.Get().(*frameEncoder)
+	e := encoders.Get().(*noticeEncoder)
 	defer encoders.Put(e)
 	for i := range ns {
 		if !c.frameData(&ns[i]) {

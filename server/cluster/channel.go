@@ -1,6 +1,7 @@
-package server
+package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -9,9 +10,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,8 +92,9 @@ const (
 	refusedNotAllowed = "not_allowed" // a kind or frame type this instance does not take
 )
 
-// noticeRefusals are the reasons, each a series from the start.
-var noticeRefusals = []string{refusedPlaintext, refusedMalformed, refusedUnknownKey, refusedForged, refusedStale, refusedReplayed, refusedNotAllowed}
+// RefusalReasons are the reasons a notice is refused for, the values of
+// Options.OnRefused's reason: each a metric series from the start.
+var RefusalReasons = []string{refusedPlaintext, refusedMalformed, refusedUnknownKey, refusedForged, refusedStale, refusedReplayed, refusedNotAllowed}
 
 // refusalHints say what an operator should make of each reason.
 var refusalHints = map[string]string{
@@ -222,12 +226,50 @@ func (ch *channel) dbNow() time.Time {
 	return ch.now().Add(time.Duration(ch.offset.Load()))
 }
 
+// noticeEncoder is an encoder, its buffer, and a sealed notice's payload
+// and nonce (channel.seal), reused: a nonce handed to the cipher would
+// otherwise be allocated for each notice. Its JSON has no HTML escaping,
+// as the hub's frames have none (server's marshalJSON): a frame's data
+// then reaches the other instances' clients in the very bytes this
+// instance's get.
+type noticeEncoder struct {
+	buf   bytes.Buffer
+	enc   *json.Encoder
+	b64   []byte
+	nonce [12]byte
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &noticeEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+// marshalJSON encodes v as noticeEncoder does.
+func marshalJSON(v any) ([]byte, error) {
+	e := encoders.Get().(*noticeEncoder)
+	defer encoders.Put(e)
+	b, err := e.encode(v)
+	return bytes.Clone(b), err
+}
+
+// encode encodes v into the encoder's buffer; the bytes are good until
+// the next use.
+func (e *noticeEncoder) encode(v any) ([]byte, error) {
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")), nil
+}
+
 var errNoticeTooLong = errors.New("cluster: a notice longer than a payload")
 
 // seal encodes and seals n with e: one allocation, the payload. Notices
 // are bounded to fit (maxNoticeBytes, maxNoticeText); one that does not
 // is an error, never cut.
-func (ch *channel) seal(e *frameEncoder, n *notice) (string, error) {
+func (ch *channel) seal(e *noticeEncoder, n *notice) (string, error) {
 	ks := ch.keys.Load()
 	if ks == nil {
 		return "", errors.New("cluster: no channel key read yet")

@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"bytes"
@@ -27,14 +27,14 @@ import (
 	"herd/agent/event"
 	"herd/internal/pgtest"
 	"herd/models"
-	"herd/server/auth"
+	"herd/server"
 	"herd/server/render"
 )
 
 // clusterNode is one instance of a cluster in this process: its hub, its
 // writer announcing through the cluster, a runtime and a stream endpoint.
 type clusterNode struct {
-	hub     *Hub
+	hub     *server.Hub
 	writer  *models.Writer
 	rt      *agent.Runtime
 	cluster *Cluster
@@ -47,22 +47,24 @@ func newClusterNode(t *testing.T, dsn string, store *models.Store, id string) *c
 
 func newClusterNodeRenewing(t *testing.T, dsn string, store *models.Store, id string, renew time.Duration) *clusterNode {
 	t.Helper()
-	return newClusterNodeWith(t, store, ClusterOptions{InstanceID: id, Lease: 10 * time.Second, Renew: renew})
+	return newClusterNodeWith(t, store, Options{InstanceID: id, Lease: 10 * time.Second, Renew: renew})
 }
 
-func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *clusterNode {
+func newClusterNodeWith(t *testing.T, store *models.Store, o Options) *clusterNode {
 	t.Helper()
 	id := o.InstanceID
-	settings, err := NewSettings(context.Background(), store, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &clusterNode{hub: NewHub(store, render.NewMarkdown(), HubOptions{TokenUsage: settings.TokenUsage})}
 	if o.Store == nil {
 		o.Store = store
 	}
+	// The settings read the token switch through the cluster's store, so
+	// a test can fail those reads (failingReads).
+	settings, err := server.NewSettings(context.Background(), o.Store.(server.SettingStore), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &clusterNode{hub: server.NewHub(store, render.NewMarkdown(), server.HubOptions{TokenUsage: settings.TokenUsage})}
 	o.Hub, o.Settings = n.hub, settings
-	n.cluster, err = NewCluster(o)
+	n.cluster, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o ClusterOptions) *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.cluster.Start(context.Background(), "127.0.0.1:0", ClusterHandlers{Runs: n.rt, Sockets: testSockets{newSockets(nil)}, Deletes: noDeletes{}}); err != nil {
+	if err := n.cluster.Start(context.Background(), "127.0.0.1:0", Handlers{Runs: n.rt, Sockets: noSockets{}, Deletes: noDeletes{}}); err != nil {
 		t.Fatal(err)
 	}
 	up := websocket.Upgrader{}
@@ -187,48 +189,6 @@ func TestClusterCatchUpAfterReconnect(t *testing.T) {
 	}
 }
 
-// TestSocketsRevalidate: after a listener reconnects, the sockets whose
-// credential ended meanwhile (a sign-out on another instance whose word
-// was lost) are closed, and those whose user's role changed (an API
-// token outlives a promotion), and only those; a credential the database
-// cannot check now keeps its sockets (an outage is not a sign-out).
-func TestSocketsRevalidate(t *testing.T) {
-	r := newSockets(nil)
-	open := func(role, cred string) context.Context {
-		ctx, _, done := r.track(context.Background(), "u1", role, cred, nil, func() bool { return true })
-		t.Cleanup(done)
-		return ctx
-	}
-	live := open("user", auth.SessionCredential("a"))
-	gone := open("user", auth.SessionCredential("b"))
-	promoted := open("user", auth.TokenCredential("t"))
-	promotedLater := open("admin", auth.TokenCredential("t"))
-	unknown := open("user", auth.SessionCredential("c"))
-	r.revalidate(func(userID, cred string) (string, error) {
-		switch {
-		case userID != "u1":
-			return "", auth.ErrCredentialGone
-		case cred == auth.SessionCredential("a"):
-			return "user", nil
-		case cred == auth.TokenCredential("t"):
-			return "admin", nil
-		case cred == auth.SessionCredential("c"):
-			return "", errors.New("connection refused")
-		}
-		return "", auth.ErrCredentialGone
-	})
-	for name, ctx := range map[string]context.Context{"live session": live, "opened after the promotion": promotedLater, "unverifiable": unknown} {
-		if ctx.Err() != nil {
-			t.Errorf("the %s socket was closed", name)
-		}
-	}
-	for name, ctx := range map[string]context.Context{"ended session": gone, "promoted user's token": promoted} {
-		if ctx.Err() == nil {
-			t.Errorf("the %s socket stayed open", name)
-		}
-	}
-}
-
 // TestClusterLeaseLost: an instance that finds its lease gone when it
 // renews (the others declared it dead and closed its runs) says so on
 // Lost, for main to stop it.
@@ -326,7 +286,7 @@ func collectInOrder(conn *websocket.Conn, n int, timeout time.Duration) ([]strin
 		switch {
 		case f.Seq != nil:
 			got = append(got, fmt.Sprint(*f.Seq))
-		case f.Type == FrameAIDelta:
+		case f.Type == server.FrameAIDelta:
 			var d struct{ Text string }
 			if err := json.Unmarshal(f.Data, &d); err != nil {
 				return got, err
@@ -428,9 +388,9 @@ func TestOwnNoticesKnownByPrefix(t *testing.T) {
 // holds; its database refuses connections at once.
 func offlineCluster(t *testing.T) *Cluster {
 	t.Helper()
-	hub := NewHub(nil, render.NewMarkdown(), HubOptions{})
+	hub := server.NewHub(nil, render.NewMarkdown(), server.HubOptions{})
 	t.Cleanup(func() { _ = hub.Close(context.Background()) })
-	c, err := NewCluster(ClusterOptions{InstanceID: "me", Hub: hub, Lease: 10 * time.Second})
+	c, err := New(Options{InstanceID: "me", Hub: hub, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +433,7 @@ func TestClusterControlSurvivesAFullQueue(t *testing.T) {
 	c.Publish("t", "r", event.Delta{MessageID: "m", Text: "dropped"})
 	c.announce(notice{Kind: kindStop, To: "other", Thread: "t", Run: "r"})
 	c.announce(notice{Kind: kindCancel, To: "other", Thread: "t", Run: "r", ID: "task"})
-	c.RelaySockets(socketClose{Code: 4401, Text: "signed out", Creds: []string{auth.SessionCredential("s")}})
+	c.RelaySockets(4401, "signed out", "", []string{sessionCredential("s")})
 	c.Publish("", "", event.Settings{TokenUsage: false})
 	got := heldKinds(c)
 	want := map[string]int{kindStop: 1, kindCancel: 1, kindSockets: 1, kindFrame: 1}
@@ -528,7 +488,7 @@ func TestClusterListenerNoticesADeadConnection(t *testing.T) {
 	dsn, store, th := clusterThread(t)
 	px := newFreezingProxy(t, dsn)
 	a := newClusterNode(t, dsn, store, "a")
-	b := newClusterNodeWith(t, store, ClusterOptions{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, ListenIdle: 300 * time.Millisecond, Store: px.channelOf(t, store)})
+	b := newClusterNodeWith(t, store, Options{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, ListenIdle: 300 * time.Millisecond, Store: px.channelOf(t, store)})
 	conn := b.watch(t, th.ID)
 	a.writeStarts(t, th.ID, 3)
 	seqs, err := collect(conn, 3, 10*time.Second)
@@ -652,7 +612,7 @@ func (px *freezingProxy) freeze() {
 // channelOf is store with its channel's connections (the schema's read,
 // the listener, the sender) through the proxy, as a herd whose DSN named
 // the proxy would have them.
-func (px *freezingProxy) channelOf(t *testing.T, store *models.Store) ClusterStore {
+func (px *freezingProxy) channelOf(t *testing.T, store *models.Store) Store {
 	t.Helper()
 	via, err := models.OpenPostgres(px.dsn, models.Options{})
 	if err != nil {
@@ -677,12 +637,11 @@ func (p proxiedChannel) NewNotifier(channel string) *models.Notifier {
 	return p.via.NewNotifier(channel)
 }
 
-// testSockets is a node's sockets without a server: closes apply, and
-// there are no credentials to recheck.
-type testSockets struct{ *sockets }
+// noSockets is a node without sockets to close.
+type noSockets struct{}
 
-func (s testSockets) CloseSockets(sc socketClose) { s.apply(sc) }
-func (testSockets) RecheckSockets()               {}
+func (noSockets) CloseSockets(int, string, string, []string) {}
+func (noSockets) RecheckSockets()                            {}
 
 // noDeletes is a node without deletes to schedule.
 type noDeletes struct{}

@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"herd/agent"
 	"herd/agent/event"
 	"herd/models"
-	"herd/server/auth"
+	"herd/server"
 )
 
 // readRaw reads the next frame that is not a keepalive, as it came.
@@ -95,14 +95,14 @@ func TestClusterThreadFramesReachEveryInstance(t *testing.T) {
 			Data struct{ Lines []agent.ToolLog }
 		}
 		_ = json.Unmarshal(f, &fr)
-		if fr.Type == FrameToolLog {
+		if fr.Type == server.FrameToolLog {
 			logged = append(logged, fr.Data.Lines...)
 		}
 	}
 	if len(logged) != len(lines) || logged[0] != lines[0] || logged[len(lines)-1] != lines[len(lines)-1] {
 		t.Errorf("tool_log frames carried %d lines, want the %d written, in order", len(logged), len(lines))
 	}
-	for _, typ := range []string{FrameToolProgress, FrameToolLog, FrameThreadRenamed, FrameTitleUsage} {
+	for _, typ := range []string{server.FrameToolProgress, server.FrameToolLog, server.FrameThreadRenamed, server.FrameTitleUsage} {
 		if !bytes.Contains(bytes.Join(want, nil), []byte(`"type":"`+typ+`"`)) {
 			t.Errorf("no %s frame reached the clients", typ)
 		}
@@ -123,7 +123,7 @@ func logItems(frames [][]byte) []string {
 			}
 		}
 		_ = json.Unmarshal(f, &fr)
-		if fr.Type != FrameToolLog {
+		if fr.Type != server.FrameToolLog {
 			out = append(out, string(f))
 			continue
 		}
@@ -155,9 +155,9 @@ func TestClusterFramesFitANotice(t *testing.T) {
 	c.Publish("t", "r", event.ToolLog{Lines: lines, TaskID: "task", CallID: "call"})
 	var creds []string
 	for i := range 200 {
-		creds = append(creds, auth.SessionCredential(fmt.Sprintf("%064x", i)))
+		creds = append(creds, sessionCredential(fmt.Sprintf("%064x", i)))
 	}
-	c.RelaySockets(socketClose{Code: 4401, Text: closeAccountChanged.text, Creds: creds})
+	c.RelaySockets(4401, "your account was changed; sign in again", "", creds)
 	close(c.out)
 	n, logged := 0, 0
 	for nt := range c.out {
@@ -214,7 +214,7 @@ func TestClusterReadBackRetried(t *testing.T) {
 	dsn, store, th := clusterThread(t)
 	a := newClusterNode(t, dsn, store, "a")
 	reads := &failingReads{Store: store}
-	b := newClusterNodeWith(t, store, ClusterOptions{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
+	b := newClusterNodeWith(t, store, Options{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
 	conn := b.watch(t, th.ID)
 	a.writeStarts(t, th.ID, 2)
 	if seqs, err := collect(conn, 2, 10*time.Second); err != nil {
@@ -247,12 +247,13 @@ func TestClusterRereadRetried(t *testing.T) {
 	ctx := context.Background()
 	newClusterNode(t, dsn, store, "a")
 	reads := &failingReads{Store: store}
-	b := newClusterNodeWith(t, store, ClusterOptions{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
+	b := newClusterNodeWith(t, store, Options{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, Store: reads})
 	conn := b.watch(t, th.ID)
-	if err := store.SetSetting(ctx, settingTokenUsage, "false"); err != nil {
+	if err := store.SetSetting(ctx, "token_usage_enabled", "false"); err != nil {
 		t.Fatal(err)
 	}
 	reads.settingFails.Store(2)
+	before := reads.settingCalls.Load() // B's settings read it at start
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -264,16 +265,16 @@ func TestClusterRereadRetried(t *testing.T) {
 	for {
 		f, err := readFrame(conn, 15*time.Second)
 		if err != nil {
-			t.Fatalf("no settings frame on B: %v (%d reads of the setting)", err, reads.settingCalls.Load())
+			t.Fatalf("no settings frame on B: %v (%d reads of the setting)", err, reads.settingCalls.Load()-before)
 		}
-		if f.Type == FrameSettings {
+		if f.Type == server.FrameSettings {
 			if string(f.Data) != `{"token_usage_enabled":false}` {
 				t.Errorf("settings frame on B: %s", f.Data)
 			}
 			break
 		}
 	}
-	if n := reads.settingCalls.Load(); n != 3 {
+	if n := reads.settingCalls.Load() - before; n != 3 {
 		t.Errorf("%d reads of the setting, want the two that failed and one more", n)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"context"
@@ -9,16 +9,6 @@ import (
 	"herd/agent"
 	"herd/models"
 )
-
-// runControl stops and watches runs: the local runtime's alone, or with a
-// Cluster every instance's (a Stop on one instance reaches the run on
-// another). *agent.Runtime implements it.
-type runControl interface {
-	ActiveRun(threadID string) (string, bool)
-	Cancel(threadID, runID string) error
-	CancelTask(threadID, taskID string) error
-	Wait(ctx context.Context, threadID string) error
-}
 
 // lookupTimeout bounds the database read behind a control request.
 const lookupTimeout = 5 * time.Second
@@ -242,7 +232,7 @@ func (c *Cluster) RelayPurge(id string, at time.Time) {
 	if c.channel != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 		defer cancel()
-		e := encoders.Get().(*frameEncoder)
+		e := encoders.Get().(*noticeEncoder)
 		payload, err := c.ch.seal(e, &n)
 		encoders.Put(e)
 		if err == nil {

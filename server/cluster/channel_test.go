@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"herd/agent/event"
 	"herd/internal/pgtest"
 	"herd/models"
+	"herd/server"
 )
 
 // testChannel is a channel on keys, its clocks at now (both machines'
@@ -37,7 +38,7 @@ func testChannel(t testing.TB, keys models.ChannelKeys, now *time.Time) *channel
 
 func sealOne(t testing.TB, ch *channel, n notice) string {
 	t.Helper()
-	e := encoders.Get().(*frameEncoder)
+	e := encoders.Get().(*noticeEncoder)
 	defer encoders.Put(e)
 	p, err := ch.seal(e, &n)
 	if err != nil {
@@ -55,7 +56,7 @@ func TestChannelOpensOnlyWhatHerdSealed(t *testing.T) {
 	now := time.Now()
 	a, b := testChannel(t, testKeys(1), &now), testChannel(t, testKeys(1), &now)
 	stranger := testChannel(t, testKeys(2), &now)
-	want := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "r", Type: FrameAIDelta, Data: json.RawMessage(`{"message_id":"m","text":"secret <b>text</b>"}`)}
+	want := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "r", Type: server.FrameAIDelta, Data: json.RawMessage(`{"message_id":"m","text":"secret <b>text</b>"}`)}
 	sent := sealOne(t, a, want)
 	var got notice
 	if r := b.open(sent, &got); r != "" || string(got.Data) != string(want.Data) || got.Thread != want.Thread {
@@ -175,8 +176,8 @@ func BenchmarkNoticeSealOpen(b *testing.B) {
 	now := time.Now()
 	sender, receiver := testChannel(b, testKeys(1), &now), testChannel(b, testKeys(1), &now)
 	data, _ := marshalJSON(event.Delta{MessageID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: strings.Repeat("streamed words ", 20)})
-	n := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", Type: FrameAIDelta, Data: data}
-	e := encoders.Get().(*frameEncoder)
+	n := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", Type: server.FrameAIDelta, Data: data}
+	e := encoders.Get().(*noticeEncoder)
 	defer encoders.Put(e)
 	b.Run("sealed", func(b *testing.B) {
 		b.ReportAllocs()
@@ -219,7 +220,7 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 	ctx := context.Background()
 	refused := make(chan string, 16)
 	a := newClusterNode(t, dsn, store, "a")
-	b := newClusterNodeWith(t, store, ClusterOptions{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, OnRefused: func(r string) { refused <- r }})
+	b := newClusterNodeWith(t, store, Options{InstanceID: "b", Lease: 10 * time.Second, Renew: 3 * time.Second, OnRefused: func(r string) { refused <- r }})
 	conn := b.watch(t, th.ID)
 	stranger, err := pgx.Connect(ctx, pgtest.Stranger(t, dsn))
 	if err != nil {
@@ -233,7 +234,7 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 	}
 
 	forged := a.cluster.encode([]notice{
-		{Kind: kindFrame, Thread: th.ID, Type: FrameAIHTML, Data: json.RawMessage(`{"message_id":"m","html":"<a href=\"https://evil.example/login\">Sign in again</a>"}`)},
+		{Kind: kindFrame, Thread: th.ID, Type: server.FrameAIHTML, Data: json.RawMessage(`{"message_id":"m","html":"<a href=\"https://evil.example/login\">Sign in again</a>"}`)},
 		{Kind: "d", Thread: th.ID, Run: "r", ID: "m", Text: "forged"}, // the streamed text of a herd before event.Frame
 		{Kind: kindFrame, Type: "reload"},
 		{Kind: "zz", Thread: th.ID},
@@ -250,16 +251,16 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no delta from A on B: %v", err)
 		}
-		if f.Type == FramePing {
+		if f.Type == server.FramePing {
 			continue
 		}
 		// B renders A's delta too: its ai_html may come first, and is
 		// A's as well.
-		fromA := (f.Type == FrameAIDelta || f.Type == FrameAIHTML) && strings.Contains(string(f.Data), "from A")
+		fromA := (f.Type == server.FrameAIDelta || f.Type == server.FrameAIHTML) && strings.Contains(string(f.Data), "from A")
 		if !fromA {
 			t.Fatalf("B's client got %s %s before A's delta", f.Type, f.Data)
 		}
-		if f.Type == FrameAIDelta {
+		if f.Type == server.FrameAIDelta {
 			break
 		}
 	}
@@ -342,7 +343,7 @@ func TestClusterWarnsOfKeyReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log syncLog
-	newClusterNodeWith(t, store, ClusterOptions{InstanceID: "a", Lease: 10 * time.Second, Renew: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	newClusterNodeWith(t, store, Options{InstanceID: "a", Lease: 10 * time.Second, Renew: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if !strings.Contains(log.String(), "other roles can read the channel key") || !strings.Contains(log.String(), cc.User) {
 		t.Errorf("log at start:\n%s\nwant a warning naming %s", log.String(), cc.User)
 	}

@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"context"
@@ -114,7 +114,7 @@ func (c *Cluster) handle(n notice) {
 		}
 	case kindSockets:
 		if n.Close != nil {
-			c.h.Sockets.CloseSockets(*n.Close)
+			c.h.Sockets.CloseSockets(n.Close.Code, n.Close.Text, n.Close.UserID, n.Close.Creds)
 		}
 	default:
 		c.refuse(refusedNotAllowed)
@@ -324,7 +324,7 @@ func (c *Cluster) toRead(thread string, ns []notice) (models.SeqRange, bool) {
 		return models.SeqRange{}, false
 	}
 	c.wakeWaiters(thread)
-	if !c.o.Hub.watched(thread) {
+	if !c.o.Hub.Watched(thread) {
 		c.setLast(thread, -1)
 		return models.SeqRange{}, false
 	}
@@ -447,14 +447,7 @@ func (c *Cluster) catchUp(ctx context.Context) {
 	c.threadMu.Lock()
 	clear(c.last)
 	c.threadMu.Unlock()
-	h := c.o.Hub
-	h.mu.RLock()
-	for _, cs := range h.subs {
-		for cl := range cs {
-			cl.post(func(w *work) { w.catchUp = true })
-		}
-	}
-	h.mu.RUnlock()
+	c.o.Hub.CatchUp()
 	c.waitMu.Lock()
 	for thread := range c.waiters {
 		c.wakeWaitersLocked(thread)
@@ -473,11 +466,11 @@ func (c *Cluster) catchUp(ctx context.Context) {
 // (a delete announced while the listener was away is purged here too).
 func (c *Cluster) readAgain(ctx context.Context, want rereads) (failed rereads) {
 	if want.settings {
-		if on, err := c.o.Store.Setting(ctx, settingTokenUsage); err != nil {
+		if on, changed, err := c.o.Settings.Reload(ctx); err != nil {
 			c.log.Warn("cluster: read the token switch; trying again", "err", err)
 			failed.settings = true
-		} else if c.o.Settings.adopt(on == "true") {
-			c.o.Hub.Publish("", "", event.Settings{TokenUsage: on == "true"})
+		} else if changed {
+			c.o.Hub.Publish("", "", event.Settings{TokenUsage: on})
 		}
 	}
 	if want.deletes {

@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"encoding/json"
@@ -18,19 +18,6 @@ import (
 // data of every other frame is bounded by construction (a title, a
 // ledger row), well under what a notice may carry
 // (TestClusterFramesFitANotice).
-
-// threadPages is where a thread's frames go: the local hub, or a Cluster
-// that also tells the other instances. *Hub and *Cluster implement it.
-type threadPages interface {
-	Publish(threadID, runID string, f event.Frame)
-}
-
-// titleCalling tells pages on every instance that a thread's title call is
-// in flight (titler); *Cluster implements it.
-type titleCalling interface {
-	TitleCall(threadID string, pending bool)
-	TitlePending(threadID string) bool
-}
 
 // announceFrame sends an ephemeral frame to the other instances, in
 // notices that fit.
@@ -110,7 +97,8 @@ func (c *Cluster) frameData(n *notice) bool {
 	return true
 }
 
-// TitleCall implements titleCalling: pages of the thread rendered on other
+// TitleCall tells the other instances that this one began or ended
+// naming a thread (server's titler): pages of the thread rendered on other
 // instances while the call is in flight ask for the title once their
 // stream is open, as this instance's do (titler.isPending).
 func (c *Cluster) TitleCall(threadID string, pending bool) {
@@ -170,9 +158,4 @@ func (r *remoteTitles) pending(threadID string, now time.Time) bool {
 	return ok && now.Sub(at) <= remoteTitleMax
 }
 
-var (
-	_ agent.Publisher = (*Cluster)(nil)
-	_ agent.Publisher = (*Hub)(nil)
-	_ threadPages     = (*Cluster)(nil)
-	_ threadPages     = (*Hub)(nil)
-)
+var _ agent.Publisher = (*Cluster)(nil)
