@@ -52,6 +52,7 @@ func TestBrowserEightItems(t *testing.T) {
 				completed: cards.filter((c) => c.dataset.status === "completed").length,
 				held: held.length,
 				text: held.map((c) => c.querySelector(".card-status").textContent),
+				refusal: held.map((c) => c.dataset.refusalReason + "/" + c.dataset.refusalLimit),
 			};
 		})()`)
 		if got["completed"] != float64(8) || got["held"] != float64(4) {
@@ -60,6 +61,13 @@ func TestBrowserEightItems(t *testing.T) {
 		for _, s := range got["text"].([]any) {
 			if s != "Not started · limit of 4 per response" {
 				t.Errorf("%s: a held-back card says %q", when, s)
+			}
+		}
+		// The card carries the refusal's fields, built live as the page
+		// writes them.
+		for _, r := range got["refusal"].([]any) {
+			if r != "max_concurrent_per_response/4" {
+				t.Errorf("%s: a held-back card's refusal is %q", when, r)
 			}
 		}
 	}

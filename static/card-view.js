@@ -32,6 +32,10 @@ function renderHead(c, view) {
 	part(".card-title").textContent = c.description.trim() === "" ? "Subagent task" : c.description;
 	const notStarted = c.status === "failed" ? notStartedText(c.refusal) : "";
 	c.node.dataset.notStarted = notStarted ? "1" : "";
+	// The refusal as the page writes it (views/card.templ), so a card built
+	// live reads back the same after a merge as after a reload.
+	c.node.dataset.refusalReason = c.refusal?.reason ?? "";
+	c.node.dataset.refusalLimit = c.refusal ? String(c.refusal.limit) : "";
 	part(".card-status").textContent = notStarted || statusText(c.status, c.activity, c.waiting);
 	renderTime(c, now());
 	const model = part(".card-model");
