@@ -26,6 +26,7 @@ import (
 	"herd/agent/mcp"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 	"herd/server/limits"
 	"herd/server/metrics"
 	"herd/server/purge"
@@ -38,7 +39,7 @@ import (
 type Options struct {
 	Store   *models.Store
 	Runtime *agent.Runtime
-	Hub     *Hub
+	Hub     *hub.Hub
 	// Settings is the token gate's owner; the hub reads the same one.
 	Settings *Settings
 	// Markdown renders text in pages; the hub renders frames with the
@@ -120,7 +121,7 @@ type Server struct {
 	store         *models.Store
 	rt            *agent.Runtime
 	runs          runControl // rt's runs, or every instance's (Cluster)
-	hub           *Hub
+	hub           *hub.Hub
 	pages         threadPages // hub, or every instance's (Cluster)
 	settings      *Settings
 	metrics       Metrics
@@ -133,7 +134,7 @@ type Server struct {
 	static        fs.FS
 	auth          *auth.Service
 	allowSignup   bool
-	sockets       *sockets
+	sockets       *hub.Sockets
 	runLimiter    *limits.Limiter
 	threadLimiter *limits.Limiter
 	connLimiter   *limits.Limiter
@@ -225,7 +226,7 @@ func (s *Server) Close() {
 // returns the other instances' title calls; nil on one instance.
 func (s *Server) buildShared(o Options) titleCalling {
 	var (
-		relaySockets func(socketClose)
+		relaySockets func(hub.SocketClose)
 		relayPurge   func(string, time.Time)
 		others       titleCalling
 	)
@@ -234,9 +235,9 @@ func (s *Server) buildShared(o Options) titleCalling {
 		// Every instance purges every delete: whichever claims it first
 		// (models.Store.PurgeThread).
 		relayPurge = c.RelayPurge
-		relaySockets = func(sc socketClose) { c.RelaySockets(sc.Code, sc.Text, sc.UserID, sc.Creds) }
+		relaySockets = func(sc hub.SocketClose) { c.RelaySockets(sc.Code, sc.Text, sc.UserID, sc.Creds) }
 	}
-	s.sockets = newSockets(relaySockets)
+	s.sockets = hub.NewSockets(relaySockets)
 	s.purger = purge.New(o.Store, s.now, s.log, func(id string) {
 		s.removeWorkspace(id)
 		if o.OnThreadPurged != nil {

@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"context"
@@ -301,10 +301,10 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		var redact func() []byte
 		if messageHasFigures(m) {
 			redact = func() []byte {
-				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{hide: true}.message(m, string(html)))
+				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, Redaction{Hide: true}.Message(m, string(html)))
 			}
 		}
-		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{}.message(m, string(html)))
+		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, Redaction{}.Message(m, string(html)))
 		return &frame{seq: m.Seq, full: full, redact: redact}, nil
 	case r.Event != nil:
 		f, err := eventFrame(r, h.md)
