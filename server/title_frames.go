@@ -9,9 +9,10 @@ import (
 	"herd/server/titles"
 )
 
-// The server's side of thread titles: the frames that carry a new title
-// and a title call's usage to open pages (titles.Pages publishes them),
-// and the start of titling when a thread's first run starts.
+// The server's side of thread titles: the frame type that carries a new
+// title to open pages (titles.Pages publishes it; a title call's usage
+// frame is the hub's, hub.FrameTitleUsage), and the start of titling when
+// a thread's first run starts.
 
 // FrameThreadRenamed tells a thread's open pages its new title (docs/API.md):
 // a model's title, or the owner's rename from another tab.
