@@ -35,7 +35,7 @@ type HubOptions struct {
 	Logger       *slog.Logger
 	// OnDrop is told when a client that stopped reading is cut.
 	OnDrop func()
-	// TokenUsage is the token gate (Settings.TokenUsage): whether token
+	// TokenUsage is the token gate (server.Settings.TokenUsage): whether token
 	// figures may reach any client, admins included. It is read as each
 	// frame is written, so a toggle applies to the next frame of every
 	// client; nil keeps them from everyone.

@@ -7,7 +7,7 @@ import (
 	"herd/models"
 )
 
-// The token gate (Settings.TokenUsage) keeps every token figure out of
+// The token gate (server.Settings.TokenUsage) keeps every token figure out of
 // chat views while it is off, for users and admins alike; an admin reads
 // the accounting on the usage page. This file is the one definition of
 // what the gate hides: the keys below, per kind of record, and Redaction,
