@@ -246,7 +246,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 	labels.NoticeRefusals = cluster.RefusalReasons
 	reg := metrics.New(labels)
 	md := render.NewMarkdown()
-	h := hub.NewHub(store, md, hub.HubOptions{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
+	h := hub.New(store, md, hub.Options{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
 	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: h}
 	onCommit := h.OnCommit
 	if cfg.Database.Driver == config.DriverPostgres {

@@ -54,7 +54,7 @@ type appOption func(*appConfig)
 type appConfig struct {
 	models    []agent.ModelConfig
 	subagents agent.SubagentsConfig
-	hub       hub.HubOptions
+	hub       hub.Options
 	tools     []tools.Tool
 	tokens    bool
 	provider  agent.Provider      // replaces every configured model's provider
@@ -80,7 +80,7 @@ func withDemo(name string, opts ...demo.Option) appOption {
 	}
 }
 
-func withHub(o hub.HubOptions) appOption { return func(c *appConfig) { c.hub = o } }
+func withHub(o hub.Options) appOption { return func(c *appConfig) { c.hub = o } }
 
 func demoModel(name string, latencyMS, chunkMS int) agent.ModelConfig {
 	return agent.ModelConfig{Name: name, DisplayName: strings.ToUpper(name[:1]) + name[1:], Provider: "demo", Model: name, LatencyMS: latencyMS, ChunkMS: chunkMS}
@@ -113,7 +113,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if md == nil {
 		md = render.NewMarkdown()
 	}
-	a.hub = hub.NewHub(store, md, cfg.hub)
+	a.hub = hub.New(store, md, cfg.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms := make([]*agent.Model, 0, len(cfg.models))
 	for _, c := range cfg.models {
@@ -343,19 +343,6 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
-}
-
-// waitFor waits until cond holds, changed on other goroutines with
-// nothing to signal a test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // withAuth builds the app's auth service from the server's options,

@@ -208,7 +208,7 @@ func TestSecurityHeaders(t *testing.T) {
 }
 
 func TestPing(t *testing.T) {
-	a := newApp(t, withHub(hub.HubOptions{PingInterval: 50 * time.Millisecond}))
+	a := newApp(t, withHub(hub.Options{PingInterval: 50 * time.Millisecond}))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("t")
 	conn, err := u.dial(th, 0)

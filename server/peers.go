@@ -58,10 +58,6 @@ var (
 	_ threadPages     = (*hub.Hub)(nil)
 )
 
-// lookupTimeout bounds the database read behind a check made for another
-// instance (credentialRole).
-const lookupTimeout = 5 * time.Second
-
 // CloseSockets closes the sockets another instance ended (a sign-out, a
 // revoked token, an account changed there): those of creds, or of userID.
 func (s *Server) CloseSockets(code int, text, userID string, creds []string) {

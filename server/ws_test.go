@@ -108,7 +108,7 @@ func TestReplayWhileWriting(t *testing.T) {
 }
 
 func testReplayWhileWriting(t *testing.T, queue int) {
-	a := newApp(t, withHub(hub.HubOptions{SendBuffer: queue}))
+	a := newApp(t, withHub(hub.Options{SendBuffer: queue}))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("busy")
 	const total = 1500
@@ -203,7 +203,7 @@ func TestSlowClientIsCut(t *testing.T) {
 	dropped := make(chan struct{}, 1)
 	// The write timeout is what cuts a client; 2 s leaves the fast client
 	// room on a machine busy enough to starve its reader for a while.
-	a := newApp(t, withHub(hub.HubOptions{SendBuffer: 16, WriteTimeout: 2 * time.Second, OnDrop: func() {
+	a := newApp(t, withHub(hub.Options{SendBuffer: 16, WriteTimeout: 2 * time.Second, OnDrop: func() {
 		// Never block the hub: a second drop (the fast client cut too, on
 		// a loaded machine) must fail the test, not hang its cleanup.
 		select {
@@ -493,7 +493,7 @@ func TestEnvelopeContract(t *testing.T) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
-	a := newApp(t, withHub(hub.HubOptions{PingInterval: 100 * time.Millisecond}))
+	a := newApp(t, withHub(hub.Options{PingInterval: 100 * time.Millisecond}))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("t")
 	u.startRun(th, "Compare:\n- a\n- b")

@@ -63,7 +63,7 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o Options) *clusterNo
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &clusterNode{hub: hub.NewHub(store, render.NewMarkdown(), hub.HubOptions{TokenUsage: settings.TokenUsage})}
+	n := &clusterNode{hub: hub.New(store, render.NewMarkdown(), hub.Options{TokenUsage: settings.TokenUsage})}
 	o.Hub, o.Settings = n.hub, settings
 	n.cluster, err = New(o)
 	if err != nil {
@@ -389,7 +389,7 @@ func TestOwnNoticesKnownByPrefix(t *testing.T) {
 // holds; its database refuses connections at once.
 func offlineCluster(t *testing.T) *Cluster {
 	t.Helper()
-	h := hub.NewHub(nil, render.NewMarkdown(), hub.HubOptions{})
+	h := hub.New(nil, render.NewMarkdown(), hub.Options{})
 	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	c, err := New(Options{InstanceID: "me", Hub: h, Lease: 10 * time.Second})
 	if err != nil {

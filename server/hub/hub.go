@@ -25,8 +25,8 @@ type Replayer interface {
 	LastSeq(ctx context.Context, threadID string) (int64, error)
 }
 
-// HubOptions tunes a Hub.
-type HubOptions struct {
+// Options tunes a Hub.
+type Options struct {
 	SendBuffer   int           // frames a client may lag before it is cut
 	PingInterval time.Duration // docs/API.md: 30 s
 	WriteTimeout time.Duration
@@ -47,7 +47,7 @@ type HubOptions struct {
 // is full falls back to reading the database, and one that stops reading
 // is cut by the write deadline.
 type Hub struct {
-	opts   HubOptions
+	opts   Options
 	log    *slog.Logger
 	store  Replayer
 	md     *render.Markdown
@@ -68,8 +68,8 @@ type Hub struct {
 	shardsDone sync.WaitGroup
 }
 
-// NewHub returns a hub replaying from store.
-func NewHub(store Replayer, md *render.Markdown, o HubOptions) *Hub {
+// New returns a hub replaying from store.
+func New(store Replayer, md *render.Markdown, o Options) *Hub {
 	if o.SendBuffer <= 0 {
 		o.SendBuffer = 512
 	}
