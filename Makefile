@@ -11,7 +11,7 @@ export CGO_ENABLED = 1
 # seed corpora already run with `make test`.
 FUZZTIME ?= 60s
 FUZZ = ./agent:FuzzNormalizeUsage ./agent:FuzzReadMetadata ./agent:FuzzValidateEvent \
-	./server:FuzzClientFrame ./internal/config:FuzzLoad
+	./server/hub:FuzzClientFrame ./internal/config:FuzzLoad
 
 run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
 	$(GO) run . --data-dir $(DATA_DIR)

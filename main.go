@@ -29,6 +29,7 @@ import (
 	"herd/models"
 	"herd/server"
 	"herd/server/cluster"
+	"herd/server/hub"
 	"herd/server/limits"
 	"herd/server/metrics"
 	"herd/server/render"
@@ -224,7 +225,7 @@ type base struct {
 	settings *server.Settings
 	metrics  *metrics.Metrics
 	md       *render.Markdown
-	hub      *server.Hub
+	hub      *hub.Hub
 	writer   *models.Writer
 	owner    *dataDirLock     // the data directory's lock, which records the address
 	cluster  *cluster.Cluster // the other instances on PostgreSQL; nil on SQLite
@@ -245,9 +246,9 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 	labels.NoticeRefusals = cluster.RefusalReasons
 	reg := metrics.New(labels)
 	md := render.NewMarkdown()
-	hub := server.NewHub(store, md, server.HubOptions{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
-	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: hub}
-	onCommit := hub.OnCommit
+	h := hub.New(store, md, hub.Options{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
+	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: h}
+	onCommit := h.OnCommit
 	if cfg.Database.Driver == config.DriverPostgres {
 		if b.cluster, err = newCluster(cfg, b, log); err != nil {
 			_ = store.Close()
@@ -580,7 +581,7 @@ type httpServer struct {
 // newHTTPServer builds a server on ln with the configured timeouts and at
 // most maxConns connections (docs/OPERATIONS.md "Connection limits"). The
 // timeouts bound plain requests only: a WebSocket upgrade clears the
-// connection's deadlines and the hub sets its own (server/hub.go), and a
+// connection's deadlines and the hub sets its own (server/hub/hub.go), and a
 // hijacked socket keeps its slot until it closes.
 func newHTTPServer(ln net.Listener, c config.ServerConfig, maxConns int, h http.Handler, log *slog.Logger) *httpServer {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }

@@ -42,7 +42,7 @@ type Payload interface {
 
 // Prepared is a record's broadcast body that the layer above attaches
 // before queuing the record, and finds on it in OnCommit (the hub's
-// journal decorator, server/prepare.go). Prepare builds it now unless it
+// journal decorator, server/hub/prepare.go). Prepare builds it now unless it
 // was built already.
 type Prepared interface {
 	Prepare()

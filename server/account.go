@@ -11,6 +11,7 @@ import (
 
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 	"herd/views"
 )
 
@@ -23,7 +24,7 @@ import (
 // has already deleted their sessions in the change's transaction, so no
 // request is served with the old rights after it.
 func (s *Server) revokeUser(ctx context.Context, userID string) error {
-	s.sockets.closeUser(closeAccountChanged, userID)
+	s.sockets.CloseUser(hub.CloseAccountChanged, userID)
 	ts, err := s.store.Threads(ctx, userID)
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func (s *Server) revokeToken(ctx context.Context, userID, id string) error {
 	if err != nil {
 		return err
 	}
-	s.sockets.close(closeTokenRevoked, auth.TokenCredential(hash))
+	s.sockets.Close(hub.CloseTokenRevoked, auth.TokenCredential(hash))
 	return nil
 }
 
@@ -65,12 +66,12 @@ func (s *Server) endSession(ctx context.Context, id string) error {
 	if err := s.store.DeleteSession(ctx, id); err != nil {
 		return err
 	}
-	s.sockets.close(closeSignedOut, auth.SessionCredential(id))
+	s.sockets.Close(hub.CloseSignedOut, auth.SessionCredential(id))
 	return nil
 }
 
 // endSessions deletes userID's sessions but keep and closes their sockets.
-func (s *Server) endSessions(ctx context.Context, userID string, reason closeReason, keep ...string) error {
+func (s *Server) endSessions(ctx context.Context, userID string, reason hub.CloseReason, keep ...string) error {
 	ids, err := s.store.DeleteUserSessions(ctx, userID, keep...)
 	if err != nil {
 		return err
@@ -79,7 +80,7 @@ func (s *Server) endSessions(ctx context.Context, userID string, reason closeRea
 	for i, id := range ids {
 		creds[i] = auth.SessionCredential(id)
 	}
-	s.sockets.close(reason, creds...)
+	s.sockets.Close(reason, creds...)
 	return nil
 }
 
@@ -138,7 +139,7 @@ func (s *Server) endMySession(c echo.Context, pub string) (current bool, err err
 
 // signOutEverywhere ends every session of the user, this one included.
 func (s *Server) signOutEverywhere(c echo.Context) error {
-	if err := s.endSessions(c.Request().Context(), auth.User(c).ID, closeSignedOut); err != nil {
+	if err := s.endSessions(c.Request().Context(), auth.User(c).ID, hub.CloseSignedOut); err != nil {
 		return err
 	}
 	s.auth.ClearSession(c)
@@ -163,7 +164,7 @@ func (s *Server) changePassword(c echo.Context, current, next string) error {
 	if sess := auth.Session(c); sess != nil {
 		keep = append(keep, sess.ID)
 	}
-	return s.endSessions(ctx, u.ID, closeSessionEnded, keep...)
+	return s.endSessions(ctx, u.ID, hub.CloseSessionEnded, keep...)
 }
 
 // JSON API.

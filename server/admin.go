@@ -11,6 +11,7 @@ import (
 
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 	"herd/views"
 )
 
@@ -134,7 +135,7 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 	}
 	// Their runs were stopped above and their threads are gone with them:
 	// only their sockets are left to close.
-	s.sockets.closeUser(closeAccountChanged, id)
+	s.sockets.CloseUser(hub.CloseAccountChanged, id)
 	for _, t := range ts {
 		s.removeWorkspace(t.ID)
 	}

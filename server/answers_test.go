@@ -10,19 +10,20 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/hub"
 )
 
 // shownMessages is the thread's messages as its JSON page shows them.
-func (u *user) shownMessages(threadID string) []messageJSON {
+func (u *user) shownMessages(threadID string) []hub.MessageJSON {
 	u.a.t.Helper()
 	var page struct {
-		Messages []messageJSON `json:"messages"`
+		Messages []hub.MessageJSON `json:"messages"`
 	}
 	u.mustJSON("GET", "/api/threads/"+threadID+"/messages", nil, http.StatusOK, &page)
 	return page.Messages
 }
 
-func humans(ms []messageJSON) []string {
+func humans(ms []hub.MessageJSON) []string {
 	var out []string
 	for _, m := range ms {
 		if m.Type == agent.TypeHuman {
@@ -207,7 +208,7 @@ func TestRetryFrames(t *testing.T) {
 				t.Fatalf("waiting for %s: %v", typ, err)
 			}
 			if f.Type == "message" && typ != "message" {
-				var m messageJSON
+				var m hub.MessageJSON
 				_ = json.Unmarshal(f.Data, &m)
 				if m.Type == agent.TypeHuman && m.RunID != first {
 					t.Errorf("a retry sent a human message: %s", f.Data)

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"herd/agent/tools"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 	"herd/server/metrics"
 	"herd/server/render"
 	"herd/static"
@@ -32,7 +35,7 @@ type testApp struct {
 	dir      string // the data directory: herd.db and workspaces/
 	store    *models.Store
 	writer   *models.Writer
-	hub      *Hub
+	hub      *hub.Hub
 	settings *Settings
 	metrics  *metrics.Metrics
 	rt       *agent.Runtime
@@ -40,6 +43,10 @@ type testApp struct {
 	opts     Options // srv's
 	dbPath   string
 	http     *httptest.Server
+	// hijacked are the connections handed to WebSocket upgrades: dropAll
+	// cuts them.
+	hijackedMu sync.Mutex
+	hijacked   []net.Conn
 }
 
 type appOption func(*appConfig)
@@ -47,7 +54,7 @@ type appOption func(*appConfig)
 type appConfig struct {
 	models    []agent.ModelConfig
 	subagents agent.SubagentsConfig
-	hub       HubOptions
+	hub       hub.Options
 	tools     []tools.Tool
 	tokens    bool
 	provider  agent.Provider      // replaces every configured model's provider
@@ -73,7 +80,7 @@ func withDemo(name string, opts ...demo.Option) appOption {
 	}
 }
 
-func withHub(o HubOptions) appOption { return func(c *appConfig) { c.hub = o } }
+func withHub(o hub.Options) appOption { return func(c *appConfig) { c.hub = o } }
 
 func demoModel(name string, latencyMS, chunkMS int) agent.ModelConfig {
 	return agent.ModelConfig{Name: name, DisplayName: strings.ToUpper(name[:1]) + name[1:], Provider: "demo", Model: name, LatencyMS: latencyMS, ChunkMS: chunkMS}
@@ -106,7 +113,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if md == nil {
 		md = render.NewMarkdown()
 	}
-	a.hub = NewHub(store, md, cfg.hub)
+	a.hub = hub.New(store, md, cfg.hub)
 	a.writer = store.NewWriter(models.WriterOptions{OnCommit: a.hub.OnCommit, OnBatch: a.metrics.OnBatch})
 	llms := make([]*agent.Model, 0, len(cfg.models))
 	for _, c := range cfg.models {
@@ -152,7 +159,15 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.http = httptest.NewServer(a.srv)
+	a.http = httptest.NewUnstartedServer(a.srv)
+	a.http.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateHijacked {
+			a.hijackedMu.Lock()
+			a.hijacked = append(a.hijacked, c)
+			a.hijackedMu.Unlock()
+		}
+	}
+	a.http.Start()
 	t.Cleanup(a.close)
 	return a
 }
@@ -328,19 +343,6 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
-}
-
-// waitFor waits until cond holds, changed on other goroutines with
-// nothing to signal a test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // withAuth builds the app's auth service from the server's options,

@@ -14,6 +14,7 @@ import (
 
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 	"herd/server/limits"
 )
 
@@ -207,7 +208,7 @@ func TestSecurityHeaders(t *testing.T) {
 }
 
 func TestPing(t *testing.T) {
-	a := newApp(t, withHub(HubOptions{PingInterval: 50 * time.Millisecond}))
+	a := newApp(t, withHub(hub.Options{PingInterval: 50 * time.Millisecond}))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("t")
 	conn, err := u.dial(th, 0)
@@ -216,7 +217,7 @@ func TestPing(t *testing.T) {
 	}
 	defer conn.Close()
 	f, err := readFrame(conn, 2*time.Second)
-	if err != nil || f.Type != FramePing || f.Seq != nil {
+	if err != nil || f.Type != hub.FramePing || f.Seq != nil {
 		t.Fatalf("first frame %+v, %v; want a ping with seq null", f, err)
 	}
 }

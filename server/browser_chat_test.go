@@ -153,7 +153,7 @@ func TestBrowserReconnect(t *testing.T) {
 	a.waitIdle(th) // the answer shows before the run writes its end
 
 	for round := range 3 {
-		a.hub.dropAll()
+		a.dropAll()
 		// Meanwhile, the conversation goes on without this page.
 		if _, err := a.rt.Start(context.Background(), agent.StartRequest{ThreadID: th, UserID: u.id, Content: fmt.Sprintf("while you were away %d", round)}); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/alecthomas/chroma/v2"
 	"github.com/alecthomas/chroma/v2/styles"
@@ -141,4 +142,18 @@ func (b *browser) inert(when string) {
 
 func rgb(c chroma.Colour) string {
 	return fmt.Sprintf("rgb(%d, %d, %d)", c.Red(), c.Green(), c.Blue())
+}
+
+// chunks cuts s into pieces of about n bytes, never inside a character.
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > 0 {
+		k := min(n, len(s))
+		for k < len(s) && !utf8.RuneStart(s[k]) {
+			k++
+		}
+		out = append(out, s[:k])
+		s = s[k:]
+	}
+	return out
 }

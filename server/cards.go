@@ -6,6 +6,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/hub"
 	"herd/views"
 )
 
@@ -54,21 +55,21 @@ func viewTotals(t models.UsageTotals) views.UsageTotals {
 	return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls, Unreported: t.UnreportedCalls}
 }
 
-func (s *Server) cardJSON(c agent.Card, r redaction) cardJSON {
-	return cardJSON{Card: c, DisplayModel: s.modelLabel(c.ModelName), Usage: r.card(c)}
+func (s *Server) cardJSON(c agent.Card, r hub.Redaction) cardJSON {
+	return cardJSON{Card: c, DisplayModel: s.modelLabel(c.ModelName), Usage: r.Card(c)}
 }
 
-func (s *Server) cardView(c agent.Card, r redaction) *views.CardView {
+func (s *Server) cardView(c agent.Card, r hub.Redaction) *views.CardView {
 	v := &views.CardView{
 		TaskID: c.TaskID, RunID: c.RunID, ExecutionID: c.ExecutionID,
 		Description: c.Description, Prompt: c.Prompt, SubagentType: c.SubagentType,
 		Status: c.Status, Activity: c.Activity, Waiting: c.Waiting,
 		ModelName: c.ModelName, ModelLabel: s.modelLabel(c.ModelName),
-		ShowTokens: r.shows(), StopReason: c.StopReason, Error: c.Error,
+		ShowTokens: r.Shows(), StopReason: c.StopReason, Error: c.Error,
 		Version: c.Version, LastSeq: c.LastSeq, Steps: c.Steps,
 		QueuedAt: c.QueuedAt, StartedAt: c.StartedAt, EndedAt: c.EndedAt, Now: s.now(),
 	}
-	if p := r.card(c); p != nil {
+	if p := r.Card(c); p != nil {
 		u := *p
 		v.TotalTokens, v.InputTokens, v.OutputTokens = &u.TotalTokens, &u.InputTokens, &u.OutputTokens
 	}

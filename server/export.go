@@ -11,6 +11,7 @@ import (
 
 	"herd/agent"
 	"herd/models"
+	"herd/server/hub"
 )
 
 // apiThreadExport downloads a whole thread (GET /api/threads/{id}/export
@@ -39,9 +40,9 @@ func (s *Server) apiThreadExport(c echo.Context) error {
 	name := exportName(t)
 	if format == "json" {
 		r := s.redaction()
-		out := make([]messageJSON, len(msgs))
+		out := make([]hub.MessageJSON, len(msgs))
 		for i := range msgs {
-			out[i] = r.message(&msgs[i], "")
+			out[i] = r.Message(&msgs[i], "")
 		}
 		c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.json"`, name))
 		return c.JSONPretty(http.StatusOK, map[string]any{

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"herd/server/hub"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,15 +34,15 @@ func TestThreadExport(t *testing.T) {
 	}
 
 	var doc struct {
-		Thread   threadJSON    `json:"thread"`
-		Messages []messageJSON `json:"messages"`
+		Thread   threadJSON        `json:"thread"`
+		Messages []hub.MessageJSON `json:"messages"`
 	}
 	r = u.do("GET", "/api/threads/"+th+"/export?format=json", nil)
 	if r.status != http.StatusOK || json.Unmarshal(r.body, &doc) != nil {
 		t.Fatalf("json export: %d %s", r.status, r.body)
 	}
 	var all struct {
-		Messages []messageJSON `json:"messages"`
+		Messages []hub.MessageJSON `json:"messages"`
 	}
 	u.mustJSON("GET", "/api/threads/"+th+"?limit=200", nil, http.StatusOK, &all)
 	if doc.Thread.ID != th || len(doc.Messages) != len(all.Messages) || len(doc.Messages) != 5 {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"herd/internal/pgtest"
+	"herd/server/hub"
 )
 
 // TestMain checks that no test leaves a goroutine behind. regexp2 (chroma's
@@ -38,9 +39,9 @@ func TestRunAnswersAndPersists(t *testing.T) {
 	a.waitIdle(th)
 
 	var got struct {
-		Messages []messageJSON `json:"messages"`
-		Active   *runJSON      `json:"active_run"`
-		LastSeq  int64         `json:"last_seq"`
+		Messages []hub.MessageJSON `json:"messages"`
+		Active   *runJSON          `json:"active_run"`
+		LastSeq  int64             `json:"last_seq"`
 	}
 	u.mustJSON("GET", "/api/threads/"+th, nil, http.StatusOK, &got)
 	if len(got.Messages) != 2 || got.Messages[0].Type != "human" || got.Messages[1].Type != "ai" {

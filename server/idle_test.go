@@ -8,6 +8,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"herd/agent/event"
+	"herd/server/hub"
 )
 
 // TestIdleSocketHoldsOneGoroutine proves what makes 10,000 idle sockets
@@ -36,7 +37,7 @@ func TestIdleSocketHoldsOneGoroutine(t *testing.T) {
 	}
 	a.hub.Publish("", "", event.Settings{TokenUsage: false})
 	for _, c := range conns {
-		if f, err := readFrame(c, 5*time.Second); err != nil || f.Type != FrameSettings {
+		if f, err := readFrame(c, 5*time.Second); err != nil || f.Type != hub.FrameSettings {
 			t.Fatalf("frame %+v, %v; want settings", f, err)
 		}
 	}

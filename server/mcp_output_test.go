@@ -20,6 +20,7 @@ import (
 
 	"herd/agent"
 	"herd/agent/mcp"
+	"herd/server/hub"
 )
 
 // tinyPNG is a real 48×32 PNG: a gradient with a dot.
@@ -114,7 +115,7 @@ func TestLeadMCPCallShowsProgressLogsAndImage(t *testing.T) {
 	var progress []string
 	var first, last time.Time
 	var logs []agent.ToolLog
-	var toolMsg messageJSON
+	var toolMsg hub.MessageJSON
 	for toolMsg.ID == "" {
 		f, err := readFrame(conn, 20*time.Second)
 		if err != nil {
@@ -144,8 +145,8 @@ func TestLeadMCPCallShowsProgressLogsAndImage(t *testing.T) {
 				t.Fatalf("tool_log %s: want an unpersisted frame of the lead's call", f.Data)
 			}
 			logs = append(logs, d.Lines...)
-		case FrameMessage:
-			var m messageJSON
+		case hub.FrameMessage:
+			var m hub.MessageJSON
 			if err := json.Unmarshal(f.Data, &m); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"herd/agent"
 	"herd/agent/mcp"
+	"herd/server/hub"
 )
 
 // A subagent's MCP tool that reports progress shows it live on the card's
@@ -63,7 +64,7 @@ func TestMCPProgressReachesTheCard(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no progress frames (got %q): %v", progress, err)
 		}
-		if f.Type != FrameTaskProgress {
+		if f.Type != hub.FrameTaskProgress {
 			continue
 		}
 		var d struct{ Text string }

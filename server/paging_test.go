@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"herd/server/hub"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -18,10 +19,10 @@ type threadsPageJSON struct {
 }
 
 type messagesPageJSON struct {
-	Messages []messageJSON `json:"messages"`
-	Tasks    []cardJSON    `json:"tasks"`
-	HasMore  bool          `json:"has_more"`
-	Next     *int64        `json:"next"`
+	Messages []hub.MessageJSON `json:"messages"`
+	Tasks    []cardJSON        `json:"tasks"`
+	HasMore  bool              `json:"has_more"`
+	Next     *int64            `json:"next"`
 }
 
 // TestThreadListPagination pages the thread list through the API and the

@@ -6,6 +6,7 @@ import (
 
 	"herd/agent"
 	"herd/agent/event"
+	"herd/server/hub"
 )
 
 // The seam between the server and the other instances (a cluster.Cluster),
@@ -40,7 +41,7 @@ type runControl interface {
 }
 
 // threadPages is where a thread's frames go: the local hub, or Peers
-// that also tell the other instances. *Hub implements it.
+// that also tell the other instances. *hub.Hub implements it.
 type threadPages interface {
 	Publish(threadID, runID string, f event.Frame)
 }
@@ -53,23 +54,19 @@ type titleCalling interface {
 }
 
 var (
-	_ agent.Publisher = (*Hub)(nil)
-	_ threadPages     = (*Hub)(nil)
+	_ agent.Publisher = (*hub.Hub)(nil)
+	_ threadPages     = (*hub.Hub)(nil)
 )
-
-// lookupTimeout bounds the database read behind a check made for another
-// instance (credentialRole).
-const lookupTimeout = 5 * time.Second
 
 // CloseSockets closes the sockets another instance ended (a sign-out, a
 // revoked token, an account changed there): those of creds, or of userID.
 func (s *Server) CloseSockets(code int, text, userID string, creds []string) {
-	s.sockets.apply(socketClose{Code: code, Text: text, UserID: userID, Creds: creds})
+	s.sockets.Apply(hub.SocketClose{Code: code, Text: text, UserID: userID, Creds: creds})
 }
 
 // RecheckSockets closes the sockets whose credential ended, or whose
 // user's role changed, while this instance could not hear of it.
-func (s *Server) RecheckSockets() { s.sockets.revalidate(s.auth.CredentialRole) }
+func (s *Server) RecheckSockets() { s.sockets.Revalidate(s.auth.CredentialRole) }
 
 // ScheduleDelete purges thread id at at here: another instance took its
 // delete, and whichever instance claims it first removes it.

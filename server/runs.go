@@ -14,6 +14,7 @@ import (
 	"herd/agent"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 )
 
 type runRequest struct {
@@ -227,13 +228,13 @@ func (s *Server) apiEvents(c echo.Context) error {
 			s.log.Warn("unreadable event content", "thread", t.ID, "seq", e.Seq, "err", err)
 			content = map[string]any{}
 		}
-		r.eventContent(content)
+		r.EventContent(content)
 		if html := agent.StepTextHTML(e.EventType, content, s.md.Render); html != "" {
 			content["text_html"] = html // the card shows the step as Markdown
 		}
 		out = append(out, eventJSON{
 			Seq: e.Seq, ThreadID: e.ThreadID, RunID: e.RunID, EventType: e.EventType, Category: e.Category,
-			TaskID: e.TaskID, Content: content, Metadata: rawOr(e.Metadata, "{}"), CreatedAt: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
+			TaskID: e.TaskID, Content: content, Metadata: hub.RawOr(e.Metadata, "{}"), CreatedAt: e.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
 		})
 		next = e.Seq
 	}
@@ -247,7 +248,7 @@ func (s *Server) apiUsage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !s.redaction().shows() {
+	if !s.redaction().Shows() {
 		return c.JSON(http.StatusOK, map[string]any{"token_usage_enabled": false})
 	}
 	ctx := c.Request().Context()

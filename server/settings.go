@@ -9,6 +9,7 @@ import (
 
 	"herd/agent/event"
 	"herd/models"
+	"herd/server/hub"
 )
 
 const settingTokenUsage = "token_usage_enabled"
@@ -60,6 +61,10 @@ func NewSettings(ctx context.Context, store SettingStore, tokenUsageDefault bool
 // TokenUsage reports whether token figures may reach chat views: pages,
 // cards, frames, message metadata and the thread JSON, for everyone.
 func (s *Settings) TokenUsage() bool { return s.tokens.Load() }
+
+// redaction is the token gate's current verdict (hub.Redaction), read
+// once per response.
+func (s *Server) redaction() hub.Redaction { return hub.Redaction{Hide: !s.settings.TokenUsage()} }
 
 // SetTokenUsage stores the token gate, applies it and tells every open
 // page at once, through pages. (The hub that pages reach is built with

@@ -12,7 +12,6 @@ import (
 
 	"herd/agent"
 	"herd/models"
-	"herd/server/render"
 	"herd/server/render/rendertest"
 )
 
@@ -87,23 +86,36 @@ func TestStepsCarryHTML(t *testing.T) {
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("events: %v %v", evs, err)
 	}
-	for i, want := range []string{html, ""} {
-		f, err := eventFrame(models.Record{Event: &evs[i]}, render.NewMarkdown())
+	// Read back over the socket: the replay frames them from the database.
+	conn, err := u.dial(th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	want := map[int64]string{evs[0].Seq: html, evs[1].Seq: ""}
+	for len(want) > 0 {
+		f, err := readFrame(conn, 10*time.Second)
 		if err != nil {
+			t.Fatalf("steps' frames %v not read: %v", want, err)
+		}
+		if f.Seq == nil {
+			continue
+		}
+		wantHTML, ok := want[*f.Seq]
+		if !ok {
+			continue
+		}
+		delete(want, *f.Seq)
+		var data struct {
+			Step struct {
+				TextHTML string `json:"text_html"`
+			} `json:"step"`
+		}
+		if err := json.Unmarshal(f.Data, &data); err != nil {
 			t.Fatal(err)
 		}
-		var env struct {
-			Data struct {
-				Step struct {
-					TextHTML string `json:"text_html"`
-				} `json:"step"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(payloadOf(f), &env); err != nil {
-			t.Fatal(err)
-		}
-		if env.Data.Step.TextHTML != want {
-			t.Errorf("step %d's frame has text_html %q, want %q", i, env.Data.Step.TextHTML, want)
+		if data.Step.TextHTML != wantHTML {
+			t.Errorf("step %d's frame has text_html %q, want %q", *f.Seq, data.Step.TextHTML, wantHTML)
 		}
 	}
 }

@@ -79,7 +79,7 @@ func TestReconnectStorm(t *testing.T) {
 		took <- time.Since(start)
 	}()
 	time.Sleep(300 * time.Millisecond) // mid-run
-	a.hub.dropAll()
+	a.dropAll()
 	wg.Wait()
 	for i := range clients {
 		conn := connect(i)
@@ -105,7 +105,7 @@ func TestReconnectStorm(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	a.hub.dropAll()
+	a.dropAll()
 	wg.Wait()
 	want := make([]int64, last)
 	for i := range want {

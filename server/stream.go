@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/server/auth"
+	"herd/server/hub"
 )
 
 // stream upgrades GET /api/threads/{id}/stream?after_seq=N (docs/API.md).
@@ -49,15 +50,15 @@ func (s *Server) stream(c echo.Context) error {
 		refuseSocket(upgrade)
 		return nil
 	}
-	// The socket lives only as long as what signed it in (sockets.go).
-	ctx, upgrade, done := s.sockets.track(context.Background(), uid, u.Role, auth.Credential(c), upgrade, s.auth.CredentialValid(c))
+	// The socket lives only as long as what signed it in (hub/sockets.go).
+	ctx, upgrade, done := s.sockets.Track(context.Background(), uid, u.Role, auth.Credential(c), upgrade, s.auth.CredentialValid(c))
 	closed := func() {
 		done()
 		s.socketCap.Release(uid)
 	}
-	if err := s.hub.Serve(ctx, upgrade, t.ID, after, closed); errors.Is(err, errCredentialEnded) {
-		return err
-	} else if errors.Is(err, ErrClosed) {
+	if err := s.hub.Serve(ctx, upgrade, t.ID, after, closed); errors.Is(err, hub.ErrCredentialEnded) {
+		return &apiError{http.StatusUnauthorized, "unauthorized", "sign in first"}
+	} else if errors.Is(err, hub.ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	}
 	return nil // the upgrader has answered its own errors

@@ -17,6 +17,7 @@ import (
 	"herd/agent/event"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 	"herd/views"
 )
 
@@ -324,7 +325,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		"thread_id":           t.ID,
 		"last_seq":            v.lastSeq,
 		"active_run_id":       nil,
-		"token_usage_enabled": r.shows(),
+		"token_usage_enabled": r.Shows(),
 		// The model is naming the thread: the page asks for the title
 		// again once its stream is open, in case the title came between.
 		"title_pending": s.titles.Pending(t.ID),
@@ -337,7 +338,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		page.LeadWaiting = v.leadWaiting
 		state["active_run_id"] = v.active.ID
 	}
-	if r.shows() {
+	if r.Shows() {
 		u, err := s.threadUsage(c.Request().Context(), t.ID, v.runs)
 		if err != nil {
 			return err
@@ -401,7 +402,7 @@ func (s *Server) threadMessagesFragment(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.OlderMessages(views.MessagesPage{ThreadID: v.thread.ID, Messages: msgs, Older: v.next}))
 }
 
-func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, r redaction) []views.MessageView {
+func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, r hub.Redaction) []views.MessageView {
 	byCall := make(map[string]*agent.Card, len(cards))
 	for i := range cards {
 		byCall[cards[i].RunID+"\x00"+cards[i].TaskID] = &cards[i]
@@ -589,9 +590,9 @@ func (s *Server) apiThreadMessages(c echo.Context) error {
 // calls, with the cursor of the next older page.
 func (s *Server) messagesPageJSON(v *threadView) map[string]any {
 	r := s.redaction()
-	msgs := make([]messageJSON, len(v.messages))
+	msgs := make([]hub.MessageJSON, len(v.messages))
 	for i := range v.messages {
-		msgs[i] = r.message(&v.messages[i], "")
+		msgs[i] = r.Message(&v.messages[i], "")
 	}
 	tasks := make([]cardJSON, len(v.cards))
 	for i, card := range v.cards {

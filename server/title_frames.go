@@ -1,8 +1,6 @@
 package server
 
 import (
-	"time"
-
 	"github.com/labstack/echo/v4"
 
 	"herd/agent"
@@ -11,30 +9,14 @@ import (
 	"herd/server/titles"
 )
 
-// The server's side of thread titles: the frames that carry a new title
-// and a title call's usage to open pages (titles.Pages publishes them),
-// and the start of titling when a thread's first run starts.
+// The server's side of thread titles: the frame type that carries a new
+// title to open pages (titles.Pages publishes it; a title call's usage
+// frame is the hub's, hub.FrameTitleUsage), and the start of titling when
+// a thread's first run starts.
 
 // FrameThreadRenamed tells a thread's open pages its new title (docs/API.md):
 // a model's title, or the owner's rename from another tab.
 const FrameThreadRenamed = event.TypeRenamed
-
-// FrameTitleUsage tells a thread's open pages the usage of the call that
-// named the thread (docs/API.md): the thread's calls of no run, which the
-// usage panel counts in its lead figure.
-const FrameTitleUsage = event.TypeTitleUsage
-
-// usageTitleFrame frames a title call's usage (event.TitleUsage) for a
-// thread's live clients; under the token gate it says only that the
-// call was made.
-func usageTitleFrame(threadID string, call models.UsageEntry) *frame {
-	var rep models.UsageReport
-	call.Count(&rep)
-	wire := func(u *models.UsageReport) []byte {
-		return encodeWire(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
-	}
-	return &frame{full: wire(&rep), redact: func() []byte { return wire(redaction{hide: true}.titleUsage(&rep)) }}
-}
 
 // titleThread titles an untitled thread whose first run has started: from
 // its first message at once, then by its model (titles.Titler) when the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"herd/models"
+	"herd/server/hub"
 )
 
 // titleUsageFrame reads frames until the usage.title frame and returns
@@ -23,7 +24,7 @@ func titleUsageFrame(t *testing.T, u *user, th string) (json.RawMessage, wsFrame
 		if err != nil {
 			t.Fatalf("no usage.title frame: %v", err)
 		}
-		if f.Type == FrameTitleUsage {
+		if f.Type == hub.FrameTitleUsage {
 			return f.Data, f
 		}
 	}

@@ -15,12 +15,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/gorilla/websocket"
 
 	"herd/agent/event"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/hub"
 	"herd/server/render"
 )
 
@@ -106,7 +108,7 @@ func TestReplayWhileWriting(t *testing.T) {
 }
 
 func testReplayWhileWriting(t *testing.T, queue int) {
-	a := newApp(t, withHub(HubOptions{SendBuffer: queue}))
+	a := newApp(t, withHub(hub.Options{SendBuffer: queue}))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("busy")
 	const total = 1500
@@ -201,7 +203,7 @@ func TestSlowClientIsCut(t *testing.T) {
 	dropped := make(chan struct{}, 1)
 	// The write timeout is what cuts a client; 2 s leaves the fast client
 	// room on a machine busy enough to starve its reader for a while.
-	a := newApp(t, withHub(HubOptions{SendBuffer: 16, WriteTimeout: 2 * time.Second, OnDrop: func() {
+	a := newApp(t, withHub(hub.Options{SendBuffer: 16, WriteTimeout: 2 * time.Second, OnDrop: func() {
 		// Never block the hub: a second drop (the fast client cut too, on
 		// a loaded machine) must fail the test, not hang its cleanup.
 		select {
@@ -265,7 +267,7 @@ func TestSlowClientIsCut(t *testing.T) {
 	}
 }
 
-func waitClients(t testing.TB, h *Hub, n int64) {
+func waitClients(t testing.TB, h *hub.Hub, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for h.Clients() != n {
@@ -354,6 +356,39 @@ func TestStreamRefusals(t *testing.T) {
 	}
 }
 
+// aiHTML is an ai_html frame's data (docs/API.md).
+type aiHTML struct {
+	MessageID string `json:"message_id"`
+	Version   int    `json:"version"`
+	Keep      int    `json:"keep"`
+	HTML      string `json:"html"`
+}
+
+// livePage is what a page holds per message while an answer streams: the
+// HTML it rebuilt from the ai_html frames, as UTF-16 (JavaScript
+// strings), and its version.
+type livePage struct {
+	page    map[string][]uint16
+	version map[string]int
+}
+
+// apply is static/markdown-live.js's rule: a whole frame replaces, a diff
+// applies only on the version it follows.
+func (p *livePage) apply(d aiHTML) {
+	html := utf16.Encode([]rune(d.HTML))
+	switch {
+	case d.Keep == 0:
+		p.page[d.MessageID] = html
+	case p.version[d.MessageID] == d.Version-1:
+		p.page[d.MessageID] = append(p.page[d.MessageID][:d.Keep:d.Keep], html...)
+	default:
+		return
+	}
+	p.version[d.MessageID] = d.Version
+}
+
+func (p *livePage) shown(id string) string { return string(utf16.Decode(p.page[id])) }
+
 // TestLiveRunStreams watches a real run over the socket: run.start, the
 // human message, ai_reasoning_delta frames (the demo lead's reasoning),
 // ai_delta frames, the AI message, run.end.
@@ -368,24 +403,24 @@ func TestLiveRunStreams(t *testing.T) {
 	// The answer as a page rebuilds it from ai_html frames, and the text
 	// after each delta: every rebuilt page is the render of one of them.
 	var pages, prefixes []string
-	page := newLiveHarness(t, nil)
+	page := livePage{page: map[string][]uint16{}, version: map[string]int{}}
 	for {
 		f, err := readFrame(conn, 10*time.Second)
 		if err != nil {
 			t.Fatalf("after %v: %v", types, err)
 		}
-		if f.Type == FrameAIHTML {
-			var d aiHTMLFrame
+		if f.Type == hub.FrameAIHTML {
+			var d aiHTML
 			_ = json.Unmarshal(f.Data, &d)
 			page.apply(d)
 			pages = append(pages, page.shown(d.MessageID))
 			continue
 		}
-		if f.Type == FrameAIDelta || f.Type == FrameAIReasoning {
+		if f.Type == hub.FrameAIDelta || f.Type == hub.FrameAIReasoning {
 			var d struct{ Text string }
 			_ = json.Unmarshal(f.Data, &d)
-			map[string]*strings.Builder{FrameAIDelta: &deltas, FrameAIReasoning: &reasoning}[f.Type].WriteString(d.Text)
-			if f.Type == FrameAIDelta {
+			map[string]*strings.Builder{hub.FrameAIDelta: &deltas, hub.FrameAIReasoning: &reasoning}[f.Type].WriteString(d.Text)
+			if f.Type == hub.FrameAIDelta {
 				prefixes = append(prefixes, deltas.String())
 			}
 			if len(types) == 0 || types[len(types)-1] != f.Type {
@@ -394,8 +429,8 @@ func TestLiveRunStreams(t *testing.T) {
 			continue
 		}
 		types = append(types, f.Type)
-		if f.Type == FrameMessage {
-			var m messageJSON
+		if f.Type == hub.FrameMessage {
+			var m hub.MessageJSON
 			_ = json.Unmarshal(f.Data, &m)
 			if m.Type == "ai" && m.Content != deltas.String() {
 				t.Errorf("streamed %q, persisted %q", deltas.String(), m.Content)
@@ -435,14 +470,13 @@ func TestLiveRunStreams(t *testing.T) {
 }
 
 // dropAll cuts every client's socket, as a network failure would.
-func (h *Hub) dropAll() {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, cs := range h.subs {
-		for c := range cs {
-			_ = c.conn.NetConn().Close()
-		}
+func (a *testApp) dropAll() {
+	a.hijackedMu.Lock()
+	defer a.hijackedMu.Unlock()
+	for _, c := range a.hijacked {
+		_ = c.Close()
 	}
+	a.hijacked = nil
 }
 
 // TestEnvelopeContract: every frame carries exactly the envelope fields of
@@ -459,7 +493,7 @@ func TestEnvelopeContract(t *testing.T) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
-	a := newApp(t, withHub(HubOptions{PingInterval: 100 * time.Millisecond}))
+	a := newApp(t, withHub(hub.Options{PingInterval: 100 * time.Millisecond}))
 	u := a.newUser("ann@example.com", false)
 	th := u.newThread("t")
 	u.startRun(th, "Compare:\n- a\n- b")
@@ -496,58 +530,6 @@ func TestEnvelopeContract(t *testing.T) {
 	}
 }
 
-// TestWireFrame writes frames of every length encoding (7, 16 and
-// 64 bits, on each boundary) in one Write, as the hub's writer does, and
-// reads them back with gorilla's client.
-func TestWireFrame(t *testing.T) {
-	sizes := []int{0, 1, 125, 126, 127, 0xffff, 0x10000, 0x10001, 300_000}
-	payload := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i)), sizes[i])) }
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer conn.Close()
-		var out []byte
-		for i, n := range sizes {
-			// RFC 6455 §5.2: the length in the fewest bytes, which
-			// browsers insist on.
-			header := 2
-			switch {
-			case n > 0xffff:
-				header = 10
-			case n > 125:
-				header = 4
-			}
-			f := wireFrame(0, func(b []byte) []byte { return append(b, payload(i)...) })
-			if got := len(f) - n; got != header {
-				t.Errorf("%d bytes: header of %d bytes, want %d", n, got, header)
-			}
-			out = append(out, f...)
-		}
-		if _, err := conn.NetConn().Write(out); err != nil {
-			t.Error(err)
-		}
-		_, _, _ = conn.ReadMessage() // until the client hangs up
-	}))
-	defer srv.Close()
-	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for i := range sizes {
-		typ, got, err := readFrameErr(conn, 5*time.Second)
-		if err != nil {
-			t.Fatalf("frame %d (%d bytes): %v", i, sizes[i], err)
-		}
-		if typ != websocket.TextMessage || string(got) != string(payload(i)) {
-			t.Fatalf("frame %d: type %d, %d bytes; want text, %d bytes", i, typ, len(got), sizes[i])
-		}
-	}
-}
-
 // TestBatchedFrames publishes a burst of ephemeral frames, small and
 // large, so the client's writer sends several per write: the client must
 // read every one, intact and in order, and a ping it sends meanwhile is
@@ -572,14 +554,14 @@ func TestBatchedFrames(t *testing.T) {
 	}
 	for i, want := range texts {
 		f, err := readFrame(conn, 5*time.Second)
-		for err == nil && f.Type == FrameAIHTML { // the text rendered (live.go): not this test's
+		for err == nil && f.Type == hub.FrameAIHTML { // the text rendered (hub/live.go): not this test's
 			f, err = readFrame(conn, 5*time.Second)
 		}
 		if err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
 		var d struct{ Text string }
-		if err := json.Unmarshal(f.Data, &d); err != nil || f.Type != FrameAIDelta || d.Text != want {
+		if err := json.Unmarshal(f.Data, &d); err != nil || f.Type != hub.FrameAIDelta || d.Text != want {
 			t.Fatalf("frame %d: %s with %d bytes of text (%v), want ai_delta with %d", i, f.Type, len(d.Text), err, len(want))
 		}
 	}
@@ -619,7 +601,7 @@ func TestCloseDuringHandshake(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		upgrade := func() (*websocket.Conn, error) {
 			go func() { closed <- a.hub.Close(context.Background()) }()
-			<-a.hub.closing // the hub takes no new client from here on
+			waitClosing(a.hub) // the hub takes no new client from here on
 			return (&websocket.Upgrader{}).Upgrade(w, r, nil)
 		}
 		if err := a.hub.Serve(context.WithoutCancel(r.Context()), upgrade, th, 0, func() {}); err != nil {
@@ -648,6 +630,20 @@ func TestCloseDuringHandshake(t *testing.T) {
 	}
 }
 
+// waitClosing returns once h has begun to close: it then refuses a
+// client (hub.ErrClosed) before calling its upgrade, which until then
+// fails the probe harmlessly.
+func waitClosing(h *hub.Hub) {
+	notYet := errors.New("not closing yet")
+	for {
+		err := h.Serve(context.Background(), func() (*websocket.Conn, error) { return nil, notYet }, "probe", 0, func() {})
+		if errors.Is(err, hub.ErrClosed) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A cursor past the thread's end (as after restoring a backup) is not
 // trusted: the client gets a resync frame with the real last seq and is
 // served from there, so it drops nothing that follows.
@@ -667,7 +663,7 @@ func TestCursorPastTheEndResyncs(t *testing.T) {
 	}
 	defer conn.Close()
 	f, err := readFrame(conn, 2*time.Second)
-	if err != nil || f.Type != FrameResync || f.Seq != nil {
+	if err != nil || f.Type != hub.FrameResync || f.Seq != nil {
 		t.Fatalf("first frame %+v, %v; want a resync with seq null", f, err)
 	}
 	var d struct {
@@ -690,7 +686,7 @@ func TestCursorPastTheEndResyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn2.Close()
-	if f, err := readFrame(conn2, 2*time.Second); err != nil || f.Type == FrameResync {
+	if f, err := readFrame(conn2, 2*time.Second); err != nil || f.Type == hub.FrameResync {
 		t.Errorf("cursor within the thread: first frame %+v, %v; want the records after it", f, err)
 	}
 }

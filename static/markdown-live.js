@@ -1,6 +1,6 @@
 // An answer while it streams, rendered as it arrives: the server renders
 // the text so far with the same renderer and sanitizer as a saved message
-// and sends it in ai_html frames (server/live.go, docs/API.md), a whole
+// and sends it in ai_html frames (server/hub/live.go, docs/API.md), a whole
 // HTML now and then and otherwise a diff of the previous frame. The saved
 // message's HTML is the render of the whole text, so it replaces the
 // bubble without a jump.

@@ -20,7 +20,7 @@ import (
 	"herd/agent/event"
 	"herd/internal/pgtest"
 	"herd/models"
-	"herd/server"
+	"herd/server/hub"
 )
 
 // testChannel is a channel on keys, its clocks at now (both machines'
@@ -56,7 +56,7 @@ func TestChannelOpensOnlyWhatHerdSealed(t *testing.T) {
 	now := time.Now()
 	a, b := testChannel(t, testKeys(1), &now), testChannel(t, testKeys(1), &now)
 	stranger := testChannel(t, testKeys(2), &now)
-	want := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "r", Type: server.FrameAIDelta, Data: json.RawMessage(`{"message_id":"m","text":"secret <b>text</b>"}`)}
+	want := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "r", Type: hub.FrameAIDelta, Data: json.RawMessage(`{"message_id":"m","text":"secret <b>text</b>"}`)}
 	sent := sealOne(t, a, want)
 	var got notice
 	if r := b.open(sent, &got); r != "" || string(got.Data) != string(want.Data) || got.Thread != want.Thread {
@@ -176,7 +176,7 @@ func BenchmarkNoticeSealOpen(b *testing.B) {
 	now := time.Now()
 	sender, receiver := testChannel(b, testKeys(1), &now), testChannel(b, testKeys(1), &now)
 	data, _ := marshalJSON(event.Delta{MessageID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: strings.Repeat("streamed words ", 20)})
-	n := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", Type: server.FrameAIDelta, Data: data}
+	n := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", Type: hub.FrameAIDelta, Data: data}
 	e := encoders.Get().(*noticeEncoder)
 	defer encoders.Put(e)
 	b.Run("sealed", func(b *testing.B) {
@@ -234,7 +234,7 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 	}
 
 	forged := a.cluster.encode([]notice{
-		{Kind: kindFrame, Thread: th.ID, Type: server.FrameAIHTML, Data: json.RawMessage(`{"message_id":"m","html":"<a href=\"https://evil.example/login\">Sign in again</a>"}`)},
+		{Kind: kindFrame, Thread: th.ID, Type: hub.FrameAIHTML, Data: json.RawMessage(`{"message_id":"m","html":"<a href=\"https://evil.example/login\">Sign in again</a>"}`)},
 		{Kind: "d", Thread: th.ID, Run: "r", ID: "m", Text: "forged"}, // the streamed text of a herd before event.Frame
 		{Kind: kindFrame, Type: "reload"},
 		{Kind: "zz", Thread: th.ID},
@@ -251,16 +251,16 @@ func TestClusterRefusesKindsHerdDoesNotSend(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no delta from A on B: %v", err)
 		}
-		if f.Type == server.FramePing {
+		if f.Type == hub.FramePing {
 			continue
 		}
 		// B renders A's delta too: its ai_html may come first, and is
 		// A's as well.
-		fromA := (f.Type == server.FrameAIDelta || f.Type == server.FrameAIHTML) && strings.Contains(string(f.Data), "from A")
+		fromA := (f.Type == hub.FrameAIDelta || f.Type == hub.FrameAIHTML) && strings.Contains(string(f.Data), "from A")
 		if !fromA {
 			t.Fatalf("B's client got %s %s before A's delta", f.Type, f.Data)
 		}
-		if f.Type == server.FrameAIDelta {
+		if f.Type == hub.FrameAIDelta {
 			break
 		}
 	}

@@ -61,7 +61,7 @@ type Store interface {
 	NewNotifier(channel string) *models.Notifier
 }
 
-// Hub is this instance's live clients; *server.Hub implements it.
+// Hub is this instance's live clients; *hub.Hub implements it.
 type Hub interface {
 	// OnCommit sends committed records to the clients of their threads.
 	OnCommit(recs []models.Record)

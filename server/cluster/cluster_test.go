@@ -28,13 +28,14 @@ import (
 	"herd/internal/pgtest"
 	"herd/models"
 	"herd/server"
+	"herd/server/hub"
 	"herd/server/render"
 )
 
 // clusterNode is one instance of a cluster in this process: its hub, its
 // writer announcing through the cluster, a runtime and a stream endpoint.
 type clusterNode struct {
-	hub     *server.Hub
+	hub     *hub.Hub
 	writer  *models.Writer
 	rt      *agent.Runtime
 	cluster *Cluster
@@ -62,7 +63,7 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o Options) *clusterNo
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &clusterNode{hub: server.NewHub(store, render.NewMarkdown(), server.HubOptions{TokenUsage: settings.TokenUsage})}
+	n := &clusterNode{hub: hub.New(store, render.NewMarkdown(), hub.Options{TokenUsage: settings.TokenUsage})}
 	o.Hub, o.Settings = n.hub, settings
 	n.cluster, err = New(o)
 	if err != nil {
@@ -286,7 +287,7 @@ func collectInOrder(conn *websocket.Conn, n int, timeout time.Duration) ([]strin
 		switch {
 		case f.Seq != nil:
 			got = append(got, fmt.Sprint(*f.Seq))
-		case f.Type == server.FrameAIDelta:
+		case f.Type == hub.FrameAIDelta:
 			var d struct{ Text string }
 			if err := json.Unmarshal(f.Data, &d); err != nil {
 				return got, err
@@ -388,9 +389,9 @@ func TestOwnNoticesKnownByPrefix(t *testing.T) {
 // holds; its database refuses connections at once.
 func offlineCluster(t *testing.T) *Cluster {
 	t.Helper()
-	hub := server.NewHub(nil, render.NewMarkdown(), server.HubOptions{})
-	t.Cleanup(func() { _ = hub.Close(context.Background()) })
-	c, err := New(Options{InstanceID: "me", Hub: hub, Lease: 10 * time.Second})
+	h := hub.New(nil, render.NewMarkdown(), hub.Options{})
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	c, err := New(Options{InstanceID: "me", Hub: h, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"herd/agent/event"
 	"herd/models"
 	"herd/server"
+	"herd/server/hub"
 )
 
 // readRaw reads the next frame that is not a keepalive, as it came.
@@ -102,7 +103,7 @@ func TestClusterThreadFramesReachEveryInstance(t *testing.T) {
 	if len(logged) != len(lines) || logged[0] != lines[0] || logged[len(lines)-1] != lines[len(lines)-1] {
 		t.Errorf("tool_log frames carried %d lines, want the %d written, in order", len(logged), len(lines))
 	}
-	for _, typ := range []string{server.FrameToolProgress, server.FrameToolLog, server.FrameThreadRenamed, server.FrameTitleUsage} {
+	for _, typ := range []string{server.FrameToolProgress, server.FrameToolLog, server.FrameThreadRenamed, hub.FrameTitleUsage} {
 		if !bytes.Contains(bytes.Join(want, nil), []byte(`"type":"`+typ+`"`)) {
 			t.Errorf("no %s frame reached the clients", typ)
 		}
@@ -267,7 +268,7 @@ func TestClusterRereadRetried(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no settings frame on B: %v (%d reads of the setting)", err, reads.settingCalls.Load()-before)
 		}
-		if f.Type == server.FrameSettings {
+		if f.Type == hub.FrameSettings {
 			if string(f.Data) != `{"token_usage_enabled":false}` {
 				t.Errorf("settings frame on B: %s", f.Data)
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"herd/server"
+	"herd/server/hub"
 )
 
 // What the cluster's tests read of the hub's clients, as server's own
@@ -17,7 +17,7 @@ import (
 // maxTitle): a renamed frame's title is at most this long.
 const maxTitle = 200
 
-// sessionCredential names a session's sockets as server's sockets.go does.
+// sessionCredential names a session's sockets as server/hub's sockets.go does.
 func sessionCredential(id string) string { return "session:" + id }
 
 type wsFrame struct {
@@ -58,7 +58,7 @@ func collect(conn *websocket.Conn, want int64, timeout time.Duration) ([]int64, 
 	}
 }
 
-func waitClients(t testing.TB, h *server.Hub, n int64) {
+func waitClients(t testing.TB, h *hub.Hub, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for h.Clients() != n {

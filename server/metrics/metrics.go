@@ -145,8 +145,7 @@ func (m *Metrics) PasswordChecked(kind string) {
 	}
 }
 
-// OnDrop counts a WebSocket client cut for not reading (the hub's
-// HubOptions.OnDrop).
+// OnDrop counts a WebSocket client cut for not reading (hub.Options.OnDrop).
 func (m *Metrics) OnDrop() { m.wsDropped.Inc() }
 
 // OnNoticeRefused counts a notice refused on the instances' channel

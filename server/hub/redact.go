@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"encoding/json"
@@ -7,13 +7,13 @@ import (
 	"herd/models"
 )
 
-// The token gate (Settings.TokenUsage) keeps every token figure out of
+// The token gate (server.Settings.TokenUsage) keeps every token figure out of
 // chat views while it is off, for users and admins alike; an admin reads
 // the accounting on the usage page. This file is the one definition of
-// what the gate hides: the keys below, per kind of record, and redaction,
+// what the gate hides: the keys below, per kind of record, and Redaction,
 // through which every surface goes — live frames (Hub.recordFrame,
-// eventFrame, usageTitleFrame), the events API, the messages API, export
-// and pages (cards, the usage panel).
+// eventFrame, usageTitleFrame) here, and in package server the events
+// API, the messages API, export and pages (cards, the usage panel).
 const (
 	// usageKey carries the figures of a message (its usage column, kept
 	// as null), of an event payload that has any (eventHasFigures: left
@@ -24,28 +24,25 @@ const (
 	subagentUsageKey = "subagent_token_usage"
 )
 
-// redaction is the token gate as one view sees it: hide leaves every
+// Redaction is the token gate as one view sees it: Hide leaves every
 // token figure out. The zero value shows them.
-type redaction struct{ hide bool }
+type Redaction struct{ Hide bool }
 
-// redaction is the gate's current verdict, read once per response.
-func (s *Server) redaction() redaction { return redaction{hide: !s.settings.TokenUsage()} }
-
-// shows reports whether figures reach this view: pages then render the
+// Shows reports whether figures reach this view: pages then render the
 // usage panel and cards their tokens, and the usage API answers.
-func (r redaction) shows() bool { return !r.hide }
+func (r Redaction) Shows() bool { return !r.Hide }
 
-// message converts a stored message for the wire (docs/API.md), its
+// Message converts a stored message for the wire (docs/API.md), its
 // usage null and its additional_kwargs without subagentUsageKey when
 // hidden.
-func (r redaction) message(m *models.Message, html string) messageJSON {
-	out := messageJSON{
+func (r Redaction) Message(m *models.Message, html string) MessageJSON {
+	out := MessageJSON{
 		ID: m.ID, Seq: m.Seq, RunID: m.RunID, Type: m.Type, Content: m.Content,
-		ToolCalls: rawOr(m.ToolCalls, "[]"), ToolCallID: m.ToolCallID, Name: m.Name,
-		AdditionalKwargs: rawOr(m.AdditionalKwargs, "{}"), Usage: rawOr(m.Usage, "null"),
+		ToolCalls: RawOr(m.ToolCalls, "[]"), ToolCallID: m.ToolCallID, Name: m.Name,
+		AdditionalKwargs: RawOr(m.AdditionalKwargs, "{}"), Usage: RawOr(m.Usage, "null"),
 		ModelName: m.ModelName, CreatedAt: m.CreatedAt, HTML: html,
 	}
-	if r.hide {
+	if r.Hide {
 		out.Usage = json.RawMessage("null")
 		out.AdditionalKwargs = withoutKeys(out.AdditionalKwargs, subagentUsageKey)
 	}
@@ -58,18 +55,18 @@ func messageHasFigures(m *models.Message) bool {
 	return len(m.Usage) > 0 || len(m.AdditionalKwargs) > 0
 }
 
-// eventContent leaves the figures out of an event's stored content, as
+// EventContent leaves the figures out of an event's stored content, as
 // the events API returns it.
-func (r redaction) eventContent(content map[string]any) {
-	if r.hide {
+func (r Redaction) EventContent(content map[string]any) {
+	if r.Hide {
 		delete(content, usageKey)
 	}
 }
 
 // eventFrame returns the options that frame an event payload as this
 // view may see it: the payload's own Frame leaves usageKey out.
-func (r redaction) eventFrame(o agent.FrameOptions) agent.FrameOptions {
-	o.Redact = r.hide
+func (r Redaction) eventFrame(o agent.FrameOptions) agent.FrameOptions {
+	o.Redact = r.Hide
 	return o
 }
 
@@ -83,10 +80,10 @@ func eventHasFigures(ev agent.Event) bool {
 	return false
 }
 
-// card returns a card's usage as this view may see it: nil, left out of
+// Card returns a card's usage as this view may see it: nil, left out of
 // the card's JSON and view, when hidden.
-func (r redaction) card(c agent.Card) *agent.TokenUsage {
-	if r.hide {
+func (r Redaction) Card(c agent.Card) *agent.TokenUsage {
+	if r.Hide {
 		return nil
 	}
 	return c.Usage
@@ -94,8 +91,8 @@ func (r redaction) card(c agent.Card) *agent.TokenUsage {
 
 // titleUsage returns a title call's usage as this view may see it: nil
 // when hidden, so the frame says only that the call was made.
-func (r redaction) titleUsage(rep *models.UsageReport) *models.UsageReport {
-	if r.hide {
+func (r Redaction) titleUsage(rep *models.UsageReport) *models.UsageReport {
+	if r.Hide {
 		return nil
 	}
 	return rep

@@ -1,4 +1,10 @@
-package server
+package hub
+
+// This file holds the client and the raw RFC 6455 frame writer
+// (appendTextHeader, flush) together on purpose: the client writes the
+// frames the hub encoded straight on the socket, under gorilla, so the
+// header encoding and the only code that writes frames must be read and
+// changed as one (frames.go's wireFrame builds what flush writes).
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // token outlives a promotion), and only those; a credential the database
 // cannot check now keeps its sockets (an outage is not a sign-out).
 func TestSocketsRevalidate(t *testing.T) {
-	r := newSockets(nil)
+	r := NewSockets(nil)
 	open := func(role, cred string) context.Context {
-		ctx, _, done := r.track(context.Background(), "u1", role, cred, nil, func() bool { return true })
+		ctx, _, done := r.Track(context.Background(), "u1", role, cred, nil, func() bool { return true })
 		t.Cleanup(done)
 		return ctx
 	}
@@ -25,7 +25,7 @@ func TestSocketsRevalidate(t *testing.T) {
 	promoted := open("user", auth.TokenCredential("t"))
 	promotedLater := open("admin", auth.TokenCredential("t"))
 	unknown := open("user", auth.SessionCredential("c"))
-	r.revalidate(func(userID, cred string) (string, error) {
+	r.Revalidate(func(userID, cred string) (string, error) {
 		switch {
 		case userID != "u1":
 			return "", auth.ErrCredentialGone

@@ -1,7 +1,8 @@
-package server
+package hub
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,4 +73,11 @@ func BenchmarkLiveRender(b *testing.B) {
 	b.Run("final", func(b *testing.B) {
 		cpu(b, func() { render.NewMarkdownCache(0).Render(answer) })
 	})
+}
+
+// cpuTime is the process's CPU time, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"bytes"
@@ -27,11 +27,15 @@ const (
 	// FrameResync tells a client its cursor is past the thread's end (a
 	// restored backup, another database): it must reload the thread.
 	FrameResync = "resync"
+	// FrameTitleUsage tells a thread's open pages the usage of the call
+	// that named the thread (docs/API.md): the thread's calls of no run,
+	// which the usage panel counts in its lead figure.
+	FrameTitleUsage = event.TypeTitleUsage
 )
 
-// messageJSON is a message on the wire (docs/API.md), plus html: the content
+// MessageJSON is a message on the wire (docs/API.md), plus html: the content
 // rendered and sanitized by the server, so pages never render Markdown.
-type messageJSON struct {
+type MessageJSON struct {
 	ID               string          `json:"id"`
 	Seq              int64           `json:"seq"`
 	RunID            string          `json:"run_id"`
@@ -47,7 +51,8 @@ type messageJSON struct {
 	HTML             string          `json:"html,omitempty"`
 }
 
-func rawOr(j models.JSON, def string) json.RawMessage {
+// RawOr is j as raw JSON, or def when j is empty.
+func RawOr(j models.JSON, def string) json.RawMessage {
 	if len(j) == 0 {
 		return json.RawMessage(def)
 	}
@@ -72,7 +77,7 @@ func eventFrame(r models.Record, md *render.Markdown) (*frame, error) {
 	var redact func() []byte
 	if eventHasFigures(p.ev) {
 		redact = func() []byte {
-			typ, data := p.ev.Frame(redaction{hide: true}.eventFrame(p.opts))
+			typ, data := p.ev.Frame(Redaction{Hide: true}.eventFrame(p.opts))
 			return encodeWire(e.Seq, e.CreatedAt, typ, e.ThreadID, e.RunID, data)
 		}
 	}
@@ -253,4 +258,16 @@ var encoders = sync.Pool{New: func() any {
 // ephemeral builds a frame that is not persisted (seq null).
 func ephemeral(typ, threadID, runID string, data any) *frame {
 	return &frame{full: encodeWire(0, time.Time{}, typ, threadID, runID, data)}
+}
+
+// usageTitleFrame frames a title call's usage (event.TitleUsage) for a
+// thread's live clients; under the token gate it says only that the
+// call was made.
+func usageTitleFrame(threadID string, call models.UsageEntry) *frame {
+	var rep models.UsageReport
+	call.Count(&rep)
+	wire := func(u *models.UsageReport) []byte {
+		return encodeWire(0, time.Time{}, FrameTitleUsage, threadID, "", map[string]*models.UsageReport{"usage": u})
+	}
+	return &frame{full: wire(&rep), redact: func() []byte { return wire(Redaction{Hide: true}.titleUsage(&rep)) }}
 }

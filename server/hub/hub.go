@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"context"
@@ -25,8 +25,8 @@ type Replayer interface {
 	LastSeq(ctx context.Context, threadID string) (int64, error)
 }
 
-// HubOptions tunes a Hub.
-type HubOptions struct {
+// Options tunes a Hub.
+type Options struct {
 	SendBuffer   int           // frames a client may lag before it is cut
 	PingInterval time.Duration // docs/API.md: 30 s
 	WriteTimeout time.Duration
@@ -35,7 +35,7 @@ type HubOptions struct {
 	Logger       *slog.Logger
 	// OnDrop is told when a client that stopped reading is cut.
 	OnDrop func()
-	// TokenUsage is the token gate (Settings.TokenUsage): whether token
+	// TokenUsage is the token gate (server.Settings.TokenUsage): whether token
 	// figures may reach any client, admins included. It is read as each
 	// frame is written, so a toggle applies to the next frame of every
 	// client; nil keeps them from everyone.
@@ -47,7 +47,7 @@ type HubOptions struct {
 // is full falls back to reading the database, and one that stops reading
 // is cut by the write deadline.
 type Hub struct {
-	opts   HubOptions
+	opts   Options
 	log    *slog.Logger
 	store  Replayer
 	md     *render.Markdown
@@ -68,8 +68,8 @@ type Hub struct {
 	shardsDone sync.WaitGroup
 }
 
-// NewHub returns a hub replaying from store.
-func NewHub(store Replayer, md *render.Markdown, o HubOptions) *Hub {
+// New returns a hub replaying from store.
+func New(store Replayer, md *render.Markdown, o Options) *Hub {
 	if o.SendBuffer <= 0 {
 		o.SendBuffer = 512
 	}
@@ -301,10 +301,10 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 		var redact func() []byte
 		if messageHasFigures(m) {
 			redact = func() []byte {
-				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{hide: true}.message(m, string(html)))
+				return encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, Redaction{Hide: true}.Message(m, string(html)))
 			}
 		}
-		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, redaction{}.message(m, string(html)))
+		full := encodeWire(m.Seq, m.CreatedAt, FrameMessage, m.ThreadID, m.RunID, Redaction{}.Message(m, string(html)))
 		return &frame{seq: m.Seq, full: full, redact: redact}, nil
 	case r.Event != nil:
 		f, err := eventFrame(r, h.md)

@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"encoding/json"
@@ -56,8 +56,8 @@ func TestOneRedaction(t *testing.T) {
 		}
 		shown, _ := agent.DecodeContent(content)
 		hidden, _ := agent.DecodeContent(content)
-		redaction{}.eventContent(shown)
-		redaction{hide: true}.eventContent(hidden)
+		Redaction{}.EventContent(shown)
+		Redaction{Hide: true}.EventContent(hidden)
 		if got := gone(t, shown, hidden); !slices.Equal(got, wantGone) {
 			t.Errorf("%s in the events API: redaction left out %v, want %v", e.EventType, got, wantGone)
 		}
@@ -74,7 +74,7 @@ func TestOneRedaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := json.Marshal(redaction{hide: true}.message(m, ""))
+	api, err := json.Marshal(Redaction{Hide: true}.Message(m, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

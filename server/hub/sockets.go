@@ -1,9 +1,8 @@
-package server
+package hub
 
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
@@ -12,35 +11,36 @@ import (
 	"herd/server/auth"
 )
 
-// closeReason is how a socket is told that its credential ended. 4401 is
+// CloseReason is how a socket is told that its credential ended. 4401 is
 // one of the codes static/socket.js treats as final ("Session ended"):
 // reconnecting cannot help.
-type closeReason struct {
+type CloseReason struct {
 	code int
 	text string
 }
 
+// The reasons package server closes sockets for.
 var (
-	closeSignedOut      = closeReason{4401, "signed out"}
-	closeSessionEnded   = closeReason{4401, "session ended; sign in again"}
-	closeAccountChanged = closeReason{4401, "your account was changed; sign in again"}
-	closeTokenRevoked   = closeReason{4401, "API token revoked"}
+	CloseSignedOut      = CloseReason{4401, "signed out"}
+	CloseSessionEnded   = CloseReason{4401, "session ended; sign in again"}
+	CloseAccountChanged = CloseReason{4401, "your account was changed; sign in again"}
+	CloseTokenRevoked   = CloseReason{4401, "API token revoked"}
 )
 
-// sockets knows every open stream by user and credential, so that ending
+// Sockets knows every open stream by user and credential, so that ending
 // a session, revoking a token or changing an account closes its sockets
 // at once (docs/DESIGN.md §10).
-type sockets struct {
+type Sockets struct {
 	mu   sync.Mutex
 	open map[*socket]struct{}
 	// relay, when set, tells the other instances (Cluster.RelaySockets),
 	// whose sockets of the same credentials and user must close too.
-	relay func(socketClose)
+	relay func(SocketClose)
 }
 
-// socketClose is a close of sockets: of the credentials Creds, or of
+// SocketClose is a close of sockets: of the credentials Creds, or of
 // every socket of UserID.
-type socketClose struct {
+type SocketClose struct {
 	Code   int
 	Text   string
 	UserID string
@@ -53,22 +53,22 @@ type socket struct {
 	credential string
 	cancel     context.CancelFunc
 	conn       *websocket.Conn // nil until upgraded
-	ended      *closeReason    // set once closed
+	ended      *CloseReason    // set once closed
 }
 
-// newSockets is the registry; relay tells the other instances of each
+// NewSockets is the registry; relay tells the other instances of each
 // close, nil on one instance.
-func newSockets(relay func(socketClose)) *sockets {
-	return &sockets{open: map[*socket]struct{}{}, relay: relay}
+func NewSockets(relay func(SocketClose)) *Sockets {
+	return &Sockets{open: map[*socket]struct{}{}, relay: relay}
 }
 
-// track registers a stream of userID, whose role is role, signed in by
+// Track registers a stream of userID, whose role is role, signed in by
 // credential before its upgrade. It returns the context to serve it with, which ends when the
 // credential does, the upgrade to use instead, and a func to call when
 // the stream is over. The wrapped upgrade refuses a credential that
 // ended between the request's sign-in and its registration (stillValid),
 // so no socket slips past a revocation.
-func (r *sockets) track(ctx context.Context, userID, role, credential string, upgrade func() (*websocket.Conn, error), stillValid func() bool) (context.Context, func() (*websocket.Conn, error), func()) {
+func (r *Sockets) Track(ctx context.Context, userID, role, credential string, upgrade func() (*websocket.Conn, error), stillValid func() bool) (context.Context, func() (*websocket.Conn, error), func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	sk := &socket{userID: userID, role: role, credential: credential, cancel: cancel}
 	r.mu.Lock()
@@ -76,7 +76,7 @@ func (r *sockets) track(ctx context.Context, userID, role, credential string, up
 	r.mu.Unlock()
 	wrapped := func() (*websocket.Conn, error) {
 		if !stillValid() {
-			return nil, errCredentialEnded
+			return nil, ErrCredentialEnded
 		}
 		conn, err := upgrade()
 		if err != nil {
@@ -99,25 +99,27 @@ func (r *sockets) track(ctx context.Context, userID, role, credential string, up
 	return ctx, wrapped, done
 }
 
-var errCredentialEnded = &apiError{http.StatusUnauthorized, "unauthorized", "sign in first"}
+// ErrCredentialEnded is the upgrade's error when the socket's credential
+// ended before it was registered: the handler answers 401.
+var ErrCredentialEnded = errors.New("hub: credential ended")
 
-// close closes every socket signed in by one of credentials.
-func (r *sockets) close(reason closeReason, credentials ...string) {
-	r.apply(socketClose{Code: reason.code, Text: reason.text, Creds: credentials})
+// Close closes every socket signed in by one of credentials.
+func (r *Sockets) Close(reason CloseReason, credentials ...string) {
+	r.Apply(SocketClose{Code: reason.code, Text: reason.text, Creds: credentials})
 	if r.relay != nil {
-		r.relay(socketClose{Code: reason.code, Text: reason.text, Creds: credentials})
+		r.relay(SocketClose{Code: reason.code, Text: reason.text, Creds: credentials})
 	}
 }
 
-// closeUser closes every socket of userID, whatever signed it in.
-func (r *sockets) closeUser(reason closeReason, userID string) {
-	r.apply(socketClose{Code: reason.code, Text: reason.text, UserID: userID})
+// CloseUser closes every socket of userID, whatever signed it in.
+func (r *Sockets) CloseUser(reason CloseReason, userID string) {
+	r.Apply(SocketClose{Code: reason.code, Text: reason.text, UserID: userID})
 	if r.relay != nil {
-		r.relay(socketClose{Code: reason.code, Text: reason.text, UserID: userID})
+		r.relay(SocketClose{Code: reason.code, Text: reason.text, UserID: userID})
 	}
 }
 
-// revalidate asks role (auth.Service.CredentialRole) about the
+// Revalidate asks role (auth.Service.CredentialRole) about the
 // credential of every open socket and closes those that ended, and those
 // whose user's role changed since they opened, as the instance that
 // made the change closed its own: a Cluster calls it when it may have
@@ -126,7 +128,7 @@ func (r *sockets) closeUser(reason closeReason, userID string) {
 // credential is asked about once. A credential that cannot be checked
 // now (the database unreachable) keeps its sockets: an outage is not a
 // sign-out, and 4401 would tell the page to give up.
-func (r *sockets) revalidate(role func(userID, credential string) (string, error)) {
+func (r *Sockets) Revalidate(role func(userID, credential string) (string, error)) {
 	r.mu.Lock()
 	owners := map[string]string{} // credential → user
 	for sk := range r.open {
@@ -146,18 +148,18 @@ func (r *sockets) revalidate(role func(userID, credential string) (string, error
 		}
 	}
 	if len(ended) > 0 {
-		r.closeWhere(closeSessionEnded, func(sk *socket) bool { return ended[sk.credential] })
+		r.closeWhere(CloseSessionEnded, func(sk *socket) bool { return ended[sk.credential] })
 	}
-	r.closeWhere(closeAccountChanged, func(sk *socket) bool {
+	r.closeWhere(CloseAccountChanged, func(sk *socket) bool {
 		now, ok := roles[sk.credential]
 		return ok && now != sk.role
 	})
 }
 
-// apply closes this instance's sockets that sc names: a user's, or those
+// Apply closes this instance's sockets that sc names: a user's, or those
 // of the credentials.
-func (r *sockets) apply(sc socketClose) {
-	reason := closeReason{sc.Code, sc.Text}
+func (r *Sockets) Apply(sc SocketClose) {
+	reason := CloseReason{sc.Code, sc.Text}
 	if sc.UserID != "" {
 		r.closeWhere(reason, func(sk *socket) bool { return sk.userID == sc.UserID })
 		return
@@ -169,7 +171,7 @@ func (r *sockets) apply(sc socketClose) {
 	r.closeWhere(reason, func(sk *socket) bool { return want[sk.credential] })
 }
 
-func (r *sockets) closeWhere(reason closeReason, match func(*socket) bool) {
+func (r *Sockets) closeWhere(reason CloseReason, match func(*socket) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for sk := range r.open {
@@ -186,6 +188,6 @@ func (r *sockets) closeWhere(reason closeReason, match func(*socket) bool) {
 
 // sayClose sends the close frame. gorilla allows WriteControl beside the
 // hub's writer; each is one whole Write on the socket.
-func sayClose(conn *websocket.Conn, reason closeReason) {
+func sayClose(conn *websocket.Conn, reason CloseReason) {
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(reason.code, reason.text), time.Now().Add(time.Second))
 }

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"herd/server/auth"
+)
+
+// routes lists every route in one place: the middleware and the routes
+// outside the app's session here, then the pages (pageRoutes) and the
+// JSON API (apiRoutes), each listed whole just below.
+func (s *Server) routes() {
+	e := s.e
+	e.Use(middleware.RequestID())
+	e.Use(s.recoverPanics)
+	e.Use(s.logRequests)
+	e.Use(s.auth.CheckHost)
+	e.Use(securityHeaders)
+	e.Use(noStoreAPI)
+	e.Use(limitBody(s.maxBody))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	if s.metrics != nil && s.metricsToken != "" {
+		e.GET("/metrics", echo.WrapHandler(s.metrics.Handler(s.metricsToken)))
+	}
+	e.GET("/static/*", s.serveStatic)
+
+	app := e.Group("", s.auth.Authenticate, s.auth.CSRF)
+	s.pageRoutes(app)
+	s.apiRoutes(app.Group("/api"))
+}
+
+// pageRoutes lists the pages and the forms they post.
+func (s *Server) pageRoutes(app *echo.Group) {
+	app.GET("/setup", s.setupPage)
+	app.POST("/setup", s.setupSubmit)
+	app.GET("/login", s.loginPage)
+	app.POST("/login", s.loginSubmit)
+	app.GET("/signup", s.signupPage)
+	app.POST("/signup", s.signupSubmit)
+	app.POST("/logout", s.logoutSubmit)
+	app.GET("/", s.threadListPage, auth.RequireUser)
+	app.GET("/threads/new", s.threadNewPage, auth.RequireUser)
+	app.GET("/threads/:id", s.threadPage, auth.RequireUser)
+	app.GET("/threads/:id/messages", s.threadMessagesFragment, auth.RequireUser)
+	app.POST("/threads/:id/rename", s.threadRenameSubmit, auth.RequireUser)
+	app.POST("/threads/:id/delete", s.threadDeleteSubmit, auth.RequireUser)
+	app.POST("/threads/:id/restore", s.threadRestoreSubmit, auth.RequireUser)
+	app.GET("/settings", s.settingsPage, auth.RequireUser, auth.RequireSession)
+	app.POST("/settings/preferences", s.preferencesSubmit, auth.RequireUser)
+	app.POST("/settings/tokens", s.tokenCreateSubmit, auth.RequireUser, auth.RequireSession)
+	app.POST("/settings/tokens/:id/delete", s.tokenDeleteSubmit, auth.RequireUser, auth.RequireSession)
+	app.GET("/account", s.accountPage, auth.RequireUser, auth.RequireSession)
+	app.POST("/account/password", s.passwordSubmit, auth.RequireUser, auth.RequireSession)
+	app.POST("/account/sessions/delete", s.sessionsDeleteSubmit, auth.RequireUser, auth.RequireSession)
+	app.POST("/account/sessions/:id/delete", s.sessionDeleteSubmit, auth.RequireUser, auth.RequireSession)
+	app.GET("/admin", s.adminPage, auth.RequireAdmin)
+	app.GET("/admin/usage", s.adminUsagePage, auth.RequireAdmin)
+	app.POST("/admin/settings", s.adminSettingsSubmit, auth.RequireAdmin)
+	app.POST("/admin/users", s.adminUserCreateSubmit, auth.RequireAdmin)
+	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, auth.RequireAdmin)
+	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, auth.RequireAdmin)
+}
+
+// apiRoutes lists the JSON API (docs/API.md) under api, the /api group.
+func (s *Server) apiRoutes(api *echo.Group) {
+	api.POST("/auth/login", s.apiLogin)
+	api.POST("/auth/logout", s.apiLogout, auth.RequireUser)
+	api.GET("/auth/me", s.apiMe, auth.RequireUser)
+	api.POST("/account/password", s.apiPassword, auth.RequireUser, auth.RequireSession)
+	api.GET("/account/preferences", s.apiPreferences, auth.RequireUser)
+	api.PUT("/account/preferences", s.apiPreferencesUpdate, auth.RequireUser)
+	api.GET("/account/sessions", s.apiSessions, auth.RequireUser, auth.RequireSession)
+	api.DELETE("/account/sessions", s.apiSessionsDelete, auth.RequireUser, auth.RequireSession)
+	api.DELETE("/account/sessions/:id", s.apiSessionDelete, auth.RequireUser, auth.RequireSession)
+	api.GET("/models", s.apiModels, auth.RequireUser)
+	api.GET("/settings", s.apiSettings, auth.RequireUser)
+	api.PUT("/admin/settings", s.apiAdminSettings, auth.RequireAdmin)
+	api.GET("/admin/usage", s.apiAdminUsage, auth.RequireAdmin)
+	api.GET("/admin/mcp", s.apiAdminMCP, auth.RequireAdmin)
+	api.GET("/threads", s.apiThreads, auth.RequireUser)
+	api.POST("/threads", s.apiThreadCreate, auth.RequireUser)
+	api.GET("/threads/:id", s.apiThread, auth.RequireUser)
+	api.GET("/threads/:id/messages", s.apiThreadMessages, auth.RequireUser)
+	api.GET("/threads/:id/export", s.apiThreadExport, auth.RequireUser)
+	api.PATCH("/threads/:id", s.apiThreadRename, auth.RequireUser)
+	api.DELETE("/threads/:id", s.apiThreadDelete, auth.RequireUser)
+	api.POST("/threads/:id/restore", s.apiThreadRestore, auth.RequireUser)
+	api.POST("/threads/:id/runs", s.apiRunStart, auth.RequireUser)
+	api.POST("/threads/:id/runs/:run_id/cancel", s.apiRunCancel, auth.RequireUser)
+	api.POST("/threads/:id/runs/:run_id/retry", s.apiRunRetry, auth.RequireUser)
+	api.POST("/threads/:id/messages/:message_id/edit", s.apiMessageEdit, auth.RequireUser)
+	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, auth.RequireUser)
+	api.GET("/threads/:id/events", s.apiEvents, auth.RequireUser)
+	api.GET("/threads/:id/usage", s.apiUsage, auth.RequireUser)
+	api.GET("/threads/:id/tool-images/:name", s.apiToolImage, auth.RequireUser)
+	api.GET("/threads/:id/stream", s.stream, s.limitConnects, auth.RequireUser)
+	api.GET("/tokens", s.apiTokens, auth.RequireUser, auth.RequireSession)
+	api.POST("/tokens", s.apiTokenCreate, auth.RequireUser, auth.RequireSession)
+	api.DELETE("/tokens/current", s.apiTokenRevokeSelf, auth.RequireUser)
+	api.DELETE("/tokens/:id", s.apiTokenDelete, auth.RequireUser, auth.RequireSession)
+	api.GET("/admin/users", s.apiAdminUsers, auth.RequireAdmin)
+	api.POST("/admin/users", s.apiAdminUserCreate, auth.RequireAdmin)
+	api.PATCH("/admin/users/:id", s.apiAdminUserUpdate, auth.RequireAdmin)
+	api.DELETE("/admin/users/:id", s.apiAdminUserDelete, auth.RequireAdmin)
+	api.Any("/*", func(echo.Context) error { return errNotFound("route") })
+}
