@@ -423,11 +423,6 @@ func (r *run) runTools(calls []ToolCall) []Message {
 	return out
 }
 
-// TaskCallAgain ends the result of a task call refused only for now (over
-// the per-response limit): the lead should call task again for it in its
-// next response. The demo lead does.
-const TaskCallAgain = "call task again for this one after the others finish"
-
 // admitTask is the refusal of the nth task call of a response, nil when
 // the call may start.
 func (r *run) admitTask(nthInResponse int) *Refusal {

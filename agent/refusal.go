@@ -14,6 +14,11 @@ const (
 	RefusedPerRun      = "max_total_per_run"           // subagents.max_total_per_run
 )
 
+// TaskCallAgain ends the result of a task call refused only for now (over
+// the per-response limit): the lead should call task again for it in its
+// next response. The demo lead does.
+const TaskCallAgain = "call task again for this one after the others finish"
+
 // RefusalReasons lists the values valid as subagent_refusal.reason.
 func RefusalReasons() []string { return []string{RefusedPerResponse, RefusedPerRun} }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"herd/agent"
 	"herd/models"
 	"herd/server/auth"
 	"herd/views"
@@ -60,7 +61,7 @@ var authErrors = []struct {
 }
 
 // knownError is the answer to err when it is one a user may read (an
-// *apiError, or one of auth's), with Retry-After set on c for a rate
+// *apiError, one of auth's or the runtime's), with Retry-After set on c for a rate
 // limit; nil for any other error.
 func knownError(err error, c echo.Context) *apiError {
 	var ae *apiError
@@ -75,6 +76,25 @@ func knownError(err error, c echo.Context) *apiError {
 		if errors.Is(err, m.err) {
 			return &apiError{m.status, m.code, err.Error()}
 		}
+	}
+	return runtimeError(err)
+}
+
+// runtimeError is the runtime's refusal of a run (agent.Runtime.Start) as
+// a user reads it, nil for any other error.
+func runtimeError(err error) *apiError {
+	var runLimit *agent.RunLimitError
+	switch {
+	case errors.Is(err, agent.ErrRunActive):
+		return errConflict("a run is already active in this thread; wait for it or stop it")
+	case errors.Is(err, agent.ErrNotLatest), errors.Is(err, agent.ErrReplaced):
+		return errConflict(err.Error())
+	case errors.As(err, &runLimit):
+		return &apiError{http.StatusTooManyRequests, "too_many_runs", runLimit.Error() + "; wait for one to finish or stop it"}
+	case errors.Is(err, agent.ErrUnknownModel):
+		return &apiError{http.StatusUnprocessableEntity, "unprocessable", err.Error() + "; GET /api/models lists the available ones"}
+	case errors.Is(err, agent.ErrShuttingDown):
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	}
 	return nil
 }

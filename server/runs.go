@@ -91,22 +91,11 @@ func (s *Server) startRun(c echo.Context, t *models.Thread, content, model strin
 		f(&req)
 	}
 	started, err := s.rt.Start(c.Request().Context(), req)
-	var runLimit *agent.RunLimitError
 	switch {
-	case errors.Is(err, agent.ErrRunActive):
-		return started, errConflict("a run is already active in this thread; wait for it or stop it")
-	case errors.Is(err, agent.ErrNotLatest), errors.Is(err, agent.ErrReplaced):
-		return started, errConflict(err.Error())
-	case errors.As(err, &runLimit):
-		return started, &apiError{http.StatusTooManyRequests, "too_many_runs", runLimit.Error() + "; wait for one to finish or stop it"}
-	case errors.Is(err, agent.ErrUnknownModel):
-		return started, errUnprocessable("unknown model %q; GET /api/models lists the available ones", model)
-	case errors.Is(err, agent.ErrShuttingDown):
-		return started, &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
 	case errors.Is(err, models.ErrNotFound):
 		return started, errNotFound("thread")
 	case err != nil:
-		return started, err
+		return started, err // the runtime's refusals: runtimeError
 	}
 	if t.Title == "" {
 		s.titleThread(c, t, started, content)
