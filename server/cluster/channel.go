@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -10,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"herd/agent/event"
 	"herd/models"
 )
 
@@ -226,43 +225,17 @@ func (ch *channel) dbNow() time.Time {
 	return ch.now().Add(time.Duration(ch.offset.Load()))
 }
 
-// noticeEncoder is an encoder, its buffer, and a sealed notice's payload
+// noticeEncoder is an encoder, its buffer (event.Encoder: the JSON of a
+// frame's data is the bytes the hub sends), and a sealed notice's payload
 // and nonce (channel.seal), reused: a nonce handed to the cipher would
-// otherwise be allocated for each notice. Its JSON has no HTML escaping,
-// as the hub's frames have none (server's marshalJSON): a frame's data
-// then reaches the other instances' clients in the very bytes this
-// instance's get.
+// otherwise be allocated for each notice.
 type noticeEncoder struct {
-	buf   bytes.Buffer
-	enc   *json.Encoder
+	*event.Encoder
 	b64   []byte
 	nonce [12]byte
 }
 
-var encoders = sync.Pool{New: func() any {
-	e := &noticeEncoder{}
-	e.enc = json.NewEncoder(&e.buf)
-	e.enc.SetEscapeHTML(false)
-	return e
-}}
-
-// marshalJSON encodes v as noticeEncoder does.
-func marshalJSON(v any) ([]byte, error) {
-	e := encoders.Get().(*noticeEncoder)
-	defer encoders.Put(e)
-	b, err := e.encode(v)
-	return bytes.Clone(b), err
-}
-
-// encode encodes v into the encoder's buffer; the bytes are good until
-// the next use.
-func (e *noticeEncoder) encode(v any) ([]byte, error) {
-	e.buf.Reset()
-	if err := e.enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")), nil
-}
+var encoders = sync.Pool{New: func() any { return &noticeEncoder{Encoder: event.NewEncoder()} }}
 
 var errNoticeTooLong = errors.New("cluster: a notice longer than a payload")
 
@@ -280,14 +253,10 @@ func (ch *channel) seal(e *noticeEncoder, n *notice) (string, error) {
 	ctr := ch.counter.Add(1)
 	binary.BigEndian.PutUint64(hdr[senderLen+2:], ctr)
 	binary.BigEndian.PutUint64(hdr[senderLen+10:], uint64(ch.dbNow().UnixMilli()))
-	e.buf.Reset()
-	e.buf.Write(hdr[:])
-	if err := e.enc.Encode(n); err != nil {
+	b, err := e.Encode(hdr[:], n, tagLen) // the seal stays in the buffer
+	if err != nil {
 		return "", err
 	}
-	e.buf.Grow(tagLen) // the seal stays in the buffer
-	b := e.buf.Bytes()
-	b = b[:len(b)-1] // the encoder's newline
 	plain := b[headerLen:]
 	if len(plain) > maxPlain {
 		return "", fmt.Errorf("%w: %s of %d bytes", errNoticeTooLong, n.Kind, len(plain))

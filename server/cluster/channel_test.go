@@ -175,7 +175,7 @@ func TestChannelKeyRotation(t *testing.T) {
 func BenchmarkNoticeSealOpen(b *testing.B) {
 	now := time.Now()
 	sender, receiver := testChannel(b, testKeys(1), &now), testChannel(b, testKeys(1), &now)
-	data, _ := marshalJSON(event.Delta{MessageID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: strings.Repeat("streamed words ", 20)})
+	data, _ := event.Marshal(event.Delta{MessageID: "0190c5b2-7a8e-7d41-9c55-0123456789ad", Text: strings.Repeat("streamed words ", 20)})
 	n := notice{Kind: kindFrame, Thread: "0190c5b2-7a8e-7d41-9c55-0123456789ab", Run: "0190c5b2-7a8e-7d41-9c55-0123456789ac", Type: hub.FrameAIDelta, Data: data}
 	e := encoders.Get().(*noticeEncoder)
 	defer encoders.Put(e)
@@ -195,7 +195,7 @@ func BenchmarkNoticeSealOpen(b *testing.B) {
 	b.Run("clear", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			js, err := e.encode(n)
+			js, err := e.Encode(nil, n, 0)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -88,7 +88,7 @@ func (c *Cluster) frameData(n *notice) bool {
 	if n.frame == nil {
 		return true
 	}
-	raw, err := marshalJSON(n.frame)
+	raw, err := event.Marshal(n.frame)
 	if err != nil || len(raw) > maxNoticeBytes {
 		c.log.Error("cluster: a frame that cannot go in a notice", "type", n.frame.FrameType(), "bytes", len(raw), "err", err)
 		return false

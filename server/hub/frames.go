@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -209,32 +208,14 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(append(append(b, '"'), s...), '"')
 }
 
-// marshalJSON encodes v without json.Marshal's HTML escaping: a frame
-// only ever reaches JSON.parse (a WebSocket message, never a page), and
-// rendered Markdown would otherwise go out with every '<' as \u003c, up to
-// twice its size.
-func marshalJSON(v any) ([]byte, error) {
-	e := encoders.Get().(*frameEncoder)
-	defer encoders.Put(e)
-	b, err := e.encode(v)
-	return bytes.Clone(b), err
-}
-
-// encode encodes v into the encoder's buffer; the bytes are good until
-// the next use.
-func (e *frameEncoder) encode(v any) ([]byte, error) {
-	e.buf.Reset()
-	if err := e.enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")), nil
-}
+// marshalJSON encodes v as every frame is encoded (event.Encoder).
+func marshalJSON(v any) ([]byte, error) { return event.Marshal(v) }
 
 // body encodes a frame's data; a failure, a bug since data comes from our
 // own types, JSON columns and maps, makes it an error frame (*typ
 // "error"), which is better than a dropped one.
 func (e *frameEncoder) body(data any, typ *string) []byte {
-	b, err := e.encode(data)
+	b, err := e.Encode(nil, data, 0)
 	if err != nil {
 		*typ, b = "error", errorBody(err)
 	}
@@ -243,17 +224,9 @@ func (e *frameEncoder) body(data any, typ *string) []byte {
 
 // frameEncoder is an encoder and its buffer, reused as json.Marshal
 // reuses its own: every frame of a burst is encoded through one.
-type frameEncoder struct {
-	buf bytes.Buffer
-	enc *json.Encoder
-}
+type frameEncoder struct{ *event.Encoder }
 
-var encoders = sync.Pool{New: func() any {
-	e := &frameEncoder{}
-	e.enc = json.NewEncoder(&e.buf)
-	e.enc.SetEscapeHTML(false)
-	return e
-}}
+var encoders = sync.Pool{New: func() any { return &frameEncoder{event.NewEncoder()} }}
 
 // ephemeral builds a frame that is not persisted (seq null).
 func ephemeral(typ, threadID, runID string, data any) *frame {
