@@ -6,33 +6,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"herd/internal/testclock"
 	"herd/server/auth"
 	"herd/server/limits"
 )
-
-// fakeClock is a settable clock for the limits.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func loginAs(u *user, email, password, xff string) response {
 	u.a.t.Helper()
@@ -83,8 +63,8 @@ func TestForgedForwardedFor(t *testing.T) {
 // back-off window ends, which the answer names; a guesser who keeps going
 // for ten minutes gets few guesses checked.
 func TestOwnerNotLockedOut(t *testing.T) {
-	clock := newFakeClock()
-	a := newApp(t, withAuth(func(o *auth.Options) { o.LoginPerMinute, o.Now = 10, clock.now }))
+	clock := testclock.New()
+	a := newApp(t, withAuth(func(o *auth.Options) { o.LoginPerMinute, o.Now = 10, clock.Now }))
 	a.srv.e.IPExtractor, _ = limits.IPExtractor([]string{"127.0.0.1/32"})
 	a.newUserNoLogin("ann@example.com")
 	laptop := a.anonymous()
@@ -118,7 +98,7 @@ func TestOwnerNotLockedOut(t *testing.T) {
 	attacker := a.anonymous()
 	checked := 0
 	for range 600 {
-		clock.advance(time.Second)
+		clock.Advance(time.Second)
 		if loginAs(attacker, "ann@example.com", "guess-password", "203.0.113.68").status == http.StatusUnauthorized {
 			checked++
 		}
@@ -131,7 +111,7 @@ func TestOwnerNotLockedOut(t *testing.T) {
 
 // ownerSignsIn signs ann in from her own address, waiting out the
 // back-off windows she is told about, each at most a minute.
-func ownerSignsIn(t *testing.T, owner *user, clock *fakeClock) {
+func ownerSignsIn(t *testing.T, owner *user, clock *testclock.Clock) {
 	t.Helper()
 	r := loginAs(owner, "ann@example.com", "password123", "198.51.100.20")
 	for r.status == http.StatusTooManyRequests {
@@ -139,7 +119,7 @@ func ownerSignsIn(t *testing.T, owner *user, clock *fakeClock) {
 		if err != nil || wait < 1 || wait > 60 {
 			t.Fatalf("owner told to wait %q: want 1..60 seconds", r.header.Get("Retry-After"))
 		}
-		clock.advance(time.Duration(wait) * time.Second)
+		clock.Advance(time.Duration(wait) * time.Second)
 		r = loginAs(owner, "ann@example.com", "password123", "198.51.100.20")
 	}
 	if r.status != http.StatusOK {

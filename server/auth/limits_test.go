@@ -3,38 +3,18 @@ package auth
 import (
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"herd/internal/testclock"
 	"herd/server/limits"
 )
-
-// fakeClock is a settable clock for the limits.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // TestBackoffGrowsAndForgets: the window doubles per failure past the
 // free ones, is capped, and a success resets it.
 func TestBackoffGrowsAndForgets(t *testing.T) {
-	clock := newFakeClock()
-	b := newBackoff(clock.now)
+	clock := testclock.New()
+	b := newBackoff(clock.Now)
 	var waits []time.Duration
 	for range 14 {
 		b.fail("k")
@@ -46,7 +26,7 @@ func TestBackoffGrowsAndForgets(t *testing.T) {
 			t.Fatalf("waits %v, want %v seconds", waits, want)
 		}
 	}
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	if w := b.wait("k"); w != 0 {
 		t.Errorf("after the window: wait %v", w)
 	}

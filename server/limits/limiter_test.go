@@ -4,36 +4,17 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	"herd/internal/testclock"
 )
-
-// fakeClock is a settable clock for the limits.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // TestLimiterRefund: a refund gives back what allow took, never more than
 // the bucket holds.
 func TestLimiterRefund(t *testing.T) {
-	clock := newFakeClock()
-	l := NewLimiter(2, clock.now)
+	clock := testclock.New()
+	l := NewLimiter(2, clock.Now)
 	allowed := func() int {
 		n := 0
 		for range 5 {
@@ -51,12 +32,12 @@ func TestLimiterRefund(t *testing.T) {
 	if n := allowed(); n != 1 {
 		t.Errorf("a refund gave back %d, want 1", n)
 	}
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	l.Refund("k")
 	if got := l.Tokens("k"); got != 2 {
 		t.Errorf("a full bucket holds %v after a refund, want 2", got)
 	}
-	clock.advance(-time.Minute) // a clock step back takes nothing
+	clock.Advance(-time.Minute) // a clock step back takes nothing
 	if got := l.Tokens("k"); got != 2 {
 		t.Errorf("after the clock stepped back: %v", got)
 	}
