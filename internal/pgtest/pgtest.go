@@ -174,15 +174,52 @@ func Start(tmp string) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
-	// Durability is not what tests check: fsync off keeps them fast.
-	opts := "-k " + dir + " -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
-	if out, err := c.run(filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts, "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+	if err := c.Resume(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pg_ctl start: %v: %s %s", err, out, log)
+		return nil, fmt.Errorf("%v %s", err, log)
 	}
 	c.DSN = "host=" + dir + " user=herd dbname=postgres sslmode=disable"
 	return c, nil
+}
+
+// Private starts a cluster of t's own, stopped and removed when t ends:
+// for a test that stops the server under herd (Halt, Resume), which a
+// shared server cannot do to the tests beside it. Without the PostgreSQL
+// binaries t skips, except in CI, where it fails.
+func Private(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := Start(os.TempDir())
+	if err != nil {
+		msg := fmt.Sprintf("no PostgreSQL of its own for this test (apt-get install postgresql): %v", err)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Halt stops the server as an operator would (pg_ctl stop -m fast: every
+// connection ends at once), keeping its data for Resume. (An immediate
+// stop would lose commits: the cluster runs with synchronous_commit off.)
+func (c *Cluster) Halt() error {
+	if out, err := c.run(filepath.Join(c.bin, "pg_ctl"), "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop: %v: %s", err, out)
+	}
+	return nil
+}
+
+// Resume starts the server Halt stopped, on the same data and socket,
+// and returns once it accepts connections.
+func (c *Cluster) Resume() error {
+	// Durability is not what tests check: fsync off keeps them fast.
+	opts := "-k " + c.dir + " -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+	if out, err := c.run(filepath.Join(c.bin, "pg_ctl"), "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "log"), "-o", opts, "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl start: %v: %s", err, out)
+	}
+	return nil
 }
 
 // runAsNobody hands the directory to nobody and runs the binaries as it.
