@@ -256,7 +256,13 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		}
 		onCommit = b.cluster.OnCommit
 	}
-	b.writer = store.NewWriter(models.WriterOptions{OnCommit: onCommit, OnBatch: reg.OnBatch, Logger: log})
+	wo := models.WriterOptions{OnCommit: onCommit, OnBatch: reg.OnBatch, Logger: log}
+	if b.cluster != nil {
+		// Every write of a run checks that this instance still holds its
+		// lease (docs/DESIGN.md §14).
+		wo.Fence, wo.OnFenced = b.cluster.Fence, b.cluster.Fenced
+	}
+	b.writer = store.NewWriter(wo)
 	return b, nil
 }
 
@@ -290,13 +296,14 @@ func (b *base) peers() server.Peers {
 	return nil
 }
 
-// instanceID is recorded on each run as the instance executing it; ""
-// for SQLite's single instance.
-func (b *base) instanceID() string {
+// lease is the lease runs are claimed under, recorded on each as the
+// instance executing it and its fencing epoch; nil for SQLite's single
+// instance.
+func (b *base) lease() func() models.Fence {
 	if b.cluster != nil {
-		return b.cluster.ID()
+		return b.cluster.Fence
 	}
-	return ""
+	return nil
 }
 
 // openStore opens the configured database.
@@ -353,7 +360,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		History:       b.store,
 		Publisher:     b.publisher(),
 		Claims:        b.store,
-		InstanceID:    b.instanceID(),
+		Lease:         b.lease(),
 		Logger:        log,
 
 		// What the lead of a run without commands (host mode, not an
@@ -499,15 +506,13 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, lns *list
 	log.Info("herd is listening", "url", "http://"+lns.app.Addr().String(), "data_dir", cfg.Server.DataDir, "models", len(rt.Models()))
 	announceSetup(ctx, cfg, log, srv, lns.app.Addr())
 
-	var lost error
 	select {
 	case <-ctx.Done():
-		lost = drain(cfg, log, srv, rt, servers, b.cluster.Lost())
+		drain(cfg, log, srv, rt, servers)
 	case err := <-served:
 		served <- err
-	case lost = <-b.cluster.Lost():
 	}
-	return errors.Join(lost, shutdown(cfg, log, b, rt, srv, servers, served))
+	return shutdown(cfg, log, b, rt, srv, servers, served)
 }
 
 // drain lets the running runs finish, for up to server.drain_seconds,
@@ -515,9 +520,8 @@ func listen(ctx context.Context, cfg *config.Config, log *slog.Logger, lns *list
 // upgrade"): /readyz fails and new runs are refused, so a proxy sends new
 // work to another instance, and kept-alive connections close after their
 // next answer, so a client's next request is routed afresh. Sockets stay
-// open and see their runs end. A second signal ends the wait at once, and
-// a lost lease (another instance has closed this one's runs) stops herd.
-func drain(cfg *config.Config, log *slog.Logger, srv *server.Server, rt *agent.Runtime, servers []*httpServer, lost <-chan error) error {
+// open and see their runs end. A second signal ends the wait at once.
+func drain(cfg *config.Config, log *slog.Logger, srv *server.Server, rt *agent.Runtime, servers []*httpServer) {
 	srv.Drain()
 	for _, s := range servers {
 		s.srv.SetKeepAlivesEnabled(false)
@@ -525,7 +529,7 @@ func drain(cfg *config.Config, log *slog.Logger, srv *server.Server, rt *agent.R
 	grace := time.Duration(cfg.Server.DrainSeconds) * time.Second
 	runs := rt.ActiveRuns()
 	if grace <= 0 || runs == 0 {
-		return nil
+		return
 	}
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
@@ -546,12 +550,7 @@ func drain(cfg *config.Config, log *slog.Logger, srv *server.Server, rt *agent.R
 		cancel()
 		<-drained
 		log.Warn("stopping: a second signal interrupts the runs still going", "runs", rt.ActiveRuns())
-	case err := <-lost:
-		cancel()
-		<-drained
-		return err
 	}
-	return nil
 }
 
 // announceSetup prints the one-time set-up link while no user exists:

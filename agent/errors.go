@@ -12,6 +12,9 @@ var (
 	ErrNoActiveRun  = errors.New("no such active run")
 	ErrNoTask       = errors.New("no such running task")
 	ErrShuttingDown = errors.New("server is shutting down")
+	// ErrLeaseTaken ends the runs of an instance whose lease another
+	// instance took over (Runtime.Abandon): they are that instance's now.
+	ErrLeaseTaken = errors.New("this instance's lease was taken over by another instance")
 	// ErrNotLatest refuses a Retry or Regenerate of a run that is not the
 	// thread's latest: only the latest answer can be answered again.
 	ErrNotLatest = errors.New("only the latest answer of the thread can be answered again")

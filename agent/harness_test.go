@@ -291,7 +291,7 @@ func (h *harness) closeInterrupted(ctx context.Context, failover bool) (int, err
 	if !failover {
 		return h.rt.Recover(ctx, h.store)
 	}
-	runs, err := h.store.TakeOrphanRuns(ctx, "survivor")
+	runs, err := h.store.TakeOrphanRuns(ctx, "survivor", 1, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -125,6 +125,9 @@ type run struct {
 	tasks     atomic.Int32 // task calls dispatched, for max_total_per_run
 	// retryOf and editOf are what the run replaces (StartRequest).
 	retryOf, editOf string
+	// lease is what the run was claimed under (Options.Lease); zero on
+	// SQLite.
+	lease models.Fence
 
 	// sink is where the run and its tasks write (events, messages,
 	// ledger rows, tools' live output) and what holds its usage.

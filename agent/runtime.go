@@ -45,10 +45,12 @@ type Options struct {
 	ToolImages *ToolImages
 
 	// Claims, when set, has the database enforce one running run per
-	// thread across every instance (docs/DESIGN.md §14); InstanceID is
-	// recorded on each run as the instance executing it.
-	Claims     RunClaims
-	InstanceID string
+	// thread across every instance (docs/DESIGN.md §14). Lease, when set,
+	// is the lease this instance runs under: recorded on each run (its
+	// instance and fencing epoch); a zero epoch (a lease lost, not yet
+	// rejoined) refuses new runs with models.ErrFenced.
+	Claims RunClaims
+	Lease  func() models.Fence
 }
 
 // RunClaims claims a thread for a run in the database; models.Store
@@ -57,7 +59,7 @@ type Options struct {
 // perUser running runs, whichever instances run them.
 type RunClaims interface {
 	ClaimRun(ctx context.Context, r *models.Run, perUser int) error
-	AbandonRun(ctx context.Context, id string) error
+	AbandonRun(ctx context.Context, id string, f models.Fence) error
 }
 
 // ToolSource offers tools that come and go: the MCP servers' (agent/mcp).
@@ -89,8 +91,8 @@ type Runtime struct {
 	stopBase context.CancelFunc
 	wg       sync.WaitGroup
 
-	claims     RunClaims
-	instanceID string
+	claims RunClaims
+	lease  func() models.Fence
 
 	mu     sync.Mutex
 	closed bool
@@ -139,7 +141,7 @@ func New(o Options) (*Runtime, error) {
 		byUser:   map[string]int{},
 
 		claims:     o.Claims,
-		instanceID: o.InstanceID,
+		lease:      o.Lease,
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m
@@ -464,8 +466,13 @@ func (rt *Runtime) claimRow(ctx context.Context, r *run) error {
 	if rt.claims == nil {
 		return nil
 	}
+	if rt.lease != nil {
+		if r.lease = rt.lease(); r.lease.Epoch == 0 {
+			return fmt.Errorf("agent: start a run: %w", models.ErrFenced)
+		}
+	}
 	row := &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning,
-		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: rt.instanceID, RetryOf: r.retryOf, EditOf: r.editOf}
+		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: r.lease.Instance, LeaseEpoch: r.lease.Epoch, RetryOf: r.retryOf, EditOf: r.editOf}
 	err := rt.claims.ClaimRun(ctx, row, rt.lead.MaxActiveRunsPerUser)
 	switch {
 	case errors.Is(err, models.ErrConflict):
@@ -481,7 +488,7 @@ func (rt *Runtime) abandon(ctx context.Context, r *run, cause error) {
 	if rt.claims == nil {
 		return
 	}
-	if err := rt.claims.AbandonRun(ctx, r.id); err != nil {
+	if err := rt.claims.AbandonRun(ctx, r.id, r.lease); err != nil {
 		rt.log.Error("free the thread of a run that could not start", "thread", r.threadID, "run", r.id, "cause", cause, "err", err)
 	}
 }
@@ -555,6 +562,32 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		}
 		return fmt.Errorf("agent: shutdown: %w", ctx.Err())
 	}
+}
+
+// Abandon stops every run of this instance without ending it here: its
+// lease was taken over (docs/DESIGN.md §14), so another instance owns
+// them now, and every write they would still make is refused in the
+// database (models.ErrFenced). Unlike Shutdown it leaves the runtime
+// open for new runs. It waits, until ctx ends, for the runs to be gone
+// and returns how many there were.
+func (rt *Runtime) Abandon(ctx context.Context) int {
+	rt.mu.Lock()
+	runs := make([]*run, 0, len(rt.active))
+	for _, r := range rt.active {
+		runs = append(runs, r)
+	}
+	rt.mu.Unlock()
+	for _, r := range runs {
+		r.cancel(ErrLeaseTaken)
+	}
+	for _, r := range runs {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return len(runs)
+		}
+	}
+	return len(runs)
 }
 
 // ActiveRuns is the number of runs in progress.

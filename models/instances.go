@@ -19,11 +19,41 @@ type Instance struct {
 	Addr      string `gorm:"not null;default:''"`
 	StartedAt time.Time
 	ExpiresAt time.Time `gorm:"index"`
+	// Epoch is the lease's fencing token: each registration of the
+	// instance takes a new one, and a run it claims or takes over carries
+	// it (Run.LeaseEpoch). 0 in rows of a herd from before fencing, whose
+	// runs carry 0 too.
+	Epoch int64 `gorm:"not null;default:0"`
 }
 
-// ErrLeaseLost is returned by RenewLease when the instance's row is gone:
-// its lease expired and another instance closed its runs.
+// ErrLeaseLost is returned by RenewLease when the instance's lease is no
+// longer there: another instance found it expired and took over its runs.
 var ErrLeaseLost = errors.New("store: this instance's lease expired and another instance took over its runs")
+
+// ErrFenced refuses a write of a run that this instance no longer owns
+// (its lease was taken over), or a run claimed while this instance holds
+// no lease (docs/DESIGN.md §14): the write is refused inside its
+// transaction, so an instance that lost its lease never writes.
+var ErrFenced = errors.New("store: this instance no longer holds the lease of the run")
+
+// Fence is the lease an instance writes under: its id and epoch. The
+// Writer checks it for every record of a run (WriterOptions.Fence), a
+// claim carries it (Run.InstanceID, Run.LeaseEpoch). A zero Epoch (a
+// lease lost, a new one not yet registered) refuses every write of a
+// run. Only PostgreSQL's instances fence; SQLite has one owner (its data
+// directory's lock).
+type Fence struct {
+	Instance string
+	Epoch    int64
+}
+
+// fenceRunsSQL returns, of the runs listed, those that are the fence's:
+// owned by its instance under its epoch while its lease row holds that
+// epoch. FOR SHARE holds them until the transaction ends, so a takeover
+// (TakeOrphanRuns, an UPDATE) waits for the commit it would otherwise
+// race, and a later commit sees the new owner.
+const fenceRunsSQL = `SELECT r.id FROM runs r WHERE r.id = ANY($1) AND r.instance_id = $2 AND r.lease_epoch = $3
+	AND EXISTS (SELECT 1 FROM instances i WHERE i.id = $2 AND i.epoch = $3) FOR SHARE OF r`
 
 // errInstancesSQLite: one herd serves a SQLite database; instances and
 // leases are PostgreSQL's.
@@ -41,26 +71,39 @@ func (s *Store) direct(ctx context.Context) *gorm.DB {
 }
 
 // RegisterInstance records instance id, listening at addr, with a lease
-// that ends after lease unless renewed.
-func (s *Store) RegisterInstance(ctx context.Context, id, addr string, lease time.Duration) error {
+// that ends after lease unless renewed, and returns the lease's new
+// epoch. Registering again (a rejoin after a lost lease) replaces the
+// row with a new epoch: the runs of the old one are no longer this
+// instance's to write. An epoch is the database's clock in microseconds,
+// so a later registration of an id always has a greater one.
+func (s *Store) RegisterInstance(ctx context.Context, id, addr string, lease time.Duration) (int64, error) {
 	if !s.pg {
-		return errInstancesSQLite
+		return 0, errInstancesSQLite
 	}
-	err := s.direct(ctx).Exec("INSERT INTO instances (id, addr, started_at, expires_at) VALUES (?, ?, clock_timestamp(), clock_timestamp() + ? * interval '1 millisecond')",
-		id, addr, lease.Milliseconds()).Error
+	var epoch int64
+	err := s.direct(ctx).Raw(`INSERT INTO instances (id, addr, started_at, expires_at, epoch)
+		VALUES (?, ?, clock_timestamp(), clock_timestamp() + ? * interval '1 millisecond', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+		ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, expires_at = excluded.expires_at, epoch = GREATEST(excluded.epoch, instances.epoch + 1)
+		RETURNING epoch`,
+		id, addr, lease.Milliseconds()).Scan(&epoch).Error
 	if err != nil {
-		return fmt.Errorf("store: register instance: %w", err)
+		return 0, fmt.Errorf("store: register instance: %w", err)
 	}
-	return nil
+	return epoch, nil
 }
 
-// RenewLease extends instance id's lease to lease from now. ErrLeaseLost
-// means it had expired and another instance has taken over.
-func (s *Store) RenewLease(ctx context.Context, id string, lease time.Duration) error {
+// RenewLease extends the lease of instance id, registered with epoch, to
+// lease from now. ErrLeaseLost means another instance has taken it over
+// (TakeOrphanRuns deleted the row in the transaction that moved its
+// runs). A lease that has expired but that no instance has taken over is
+// renewed: the database is the judge of who owns a run, not the clock,
+// and every write of a run checks its owner (SetFence), so the two can
+// never both write.
+func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, lease time.Duration) error {
 	if !s.pg {
 		return errInstancesSQLite
 	}
-	res := s.direct(ctx).Exec("UPDATE instances SET expires_at = clock_timestamp() + ? * interval '1 millisecond' WHERE id = ?", lease.Milliseconds(), id)
+	res := s.direct(ctx).Exec("UPDATE instances SET expires_at = clock_timestamp() + ? * interval '1 millisecond' WHERE id = ? AND epoch = ?", lease.Milliseconds(), id, epoch)
 	switch {
 	case res.Error != nil:
 		return fmt.Errorf("store: renew lease: %w", res.Error)
@@ -93,24 +136,35 @@ func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	return list[Instance](s.r.WithContext(ctx).Order("started_at, id"), "instances")
 }
 
-// TakeOrphanRuns makes instance me the owner of every running run whose
-// instance is dead, and returns them for closing (agent.Runtime.Failover).
-// Dead are the instances whose lease has expired (their rows are deleted
-// here) and those with no row at all (retired with a run left open, or
-// runs from before instances). Two survivors sweeping at once never take
+// TakeOrphanRuns makes instance me, under epoch, the owner of every
+// running run whose lease is gone, and returns them for closing
+// (agent.Runtime.Failover). Gone are the leases that expired (their rows
+// are deleted here) and those with no row at all, or a row of another
+// epoch (retired or rejoined with a run left open, runs from before
+// instances). An expired lease is judged only once the database itself
+// has been up for settle: after a restart of PostgreSQL every instance
+// gets that long to renew, so an outage of the database is not taken for
+// the death of its instances. Two survivors sweeping at once never take
 // the same run: the UPDATE locks each row, and the loser, re-reading it,
-// finds it owned by the winner, a live instance. A survivor that dies
-// while closing them leaves them in its own name, for the next sweep.
-func (s *Store) TakeOrphanRuns(ctx context.Context, me string) ([]Run, error) {
+// finds it owned by the winner, a live instance; a run a writer holds
+// (fenceRunsSQL) is waited for at most lockWait, then left for the next
+// sweep. A survivor that dies while closing them leaves them in its own
+// name, for the next sweep.
+func (s *Store) TakeOrphanRuns(ctx context.Context, me string, epoch int64, settle time.Duration) ([]Run, error) {
 	if !s.pg {
 		return nil, errInstancesSQLite
 	}
 	var runs []Run
 	err := s.direct(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("DELETE FROM instances WHERE expires_at < clock_timestamp()").Error; err != nil {
+		if err := tx.Exec(fmt.Sprintf("SET LOCAL lock_timeout = %d", lockWait.Milliseconds())).Error; err != nil {
 			return err
 		}
-		return tx.Raw("UPDATE runs SET instance_id = ? WHERE status = ? AND instance_id NOT IN (SELECT id FROM instances) RETURNING *", me, RunRunning).
+		if err := tx.Exec("DELETE FROM instances WHERE expires_at < clock_timestamp() AND pg_postmaster_start_time() < clock_timestamp() - ? * interval '1 millisecond'",
+			settle.Milliseconds()).Error; err != nil {
+			return err
+		}
+		return tx.Raw(`UPDATE runs SET instance_id = ?, lease_epoch = ? WHERE status = ?
+			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = runs.instance_id AND i.epoch = runs.lease_epoch) RETURNING *`, me, epoch, RunRunning).
 			Scan(&runs).Error
 	})
 	if err != nil {
@@ -119,11 +173,17 @@ func (s *Store) TakeOrphanRuns(ctx context.Context, me string) ([]Run, error) {
 	return runs, nil
 }
 
+// lockWait bounds how long a sweep waits for a run a writer's
+// transaction holds.
+const lockWait = 2 * time.Second
+
 // ErrTooManyRuns is ClaimRun's error when the user already has as many
 // running runs as they may, on every instance together.
 var ErrTooManyRuns = errors.New("too many running runs")
 
-// ClaimRun inserts r, a run starting: the database's partial unique index
+// ClaimRun inserts r, a run starting (under the lease r.InstanceID and
+// r.LeaseEpoch name, which must still be that instance's, else
+// ErrFenced): the database's partial unique index
 // on running runs refuses a second one in the thread with ErrConflict,
 // whichever instance holds the first. With perUser > 0 it refuses a run
 // beyond the user's perUser running ones with ErrTooManyRuns; the count
@@ -134,6 +194,17 @@ var ErrTooManyRuns = errors.New("too many running runs")
 // first record.
 func (s *Store) ClaimRun(ctx context.Context, r *Run, perUser int) error {
 	err := s.direct(ctx).Transaction(func(tx *gorm.DB) error {
+		if r.LeaseEpoch != 0 && s.pg {
+			// A claim under a lease that is gone would be an orphan at
+			// once: refused, and the lease row is held until the run is in.
+			var n int64
+			if err := tx.Raw("SELECT count(*) FROM (SELECT 1 FROM instances WHERE id = ? AND epoch = ? FOR SHARE) held", r.InstanceID, r.LeaseEpoch).Scan(&n).Error; err != nil {
+				return err
+			}
+			if n == 0 {
+				return ErrFenced
+			}
+		}
 		if perUser > 0 && s.pg {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext(? || current_schema()))", "herd user "+r.UserID).Error; err != nil {
 				return err
@@ -152,6 +223,8 @@ func (s *Store) ClaimRun(ctx context.Context, r *Run, perUser int) error {
 	switch {
 	case errors.Is(err, gorm.ErrDuplicatedKey):
 		return fmt.Errorf("store: claim run: %w", ErrConflict)
+	case errors.Is(err, ErrFenced):
+		return fmt.Errorf("store: claim run: %w", ErrFenced)
 	case err != nil:
 		return fmt.Errorf("store: claim run: %w", err)
 	}
@@ -173,9 +246,14 @@ func (s *Store) userRuns(tx *gorm.DB, userID string, perUser int) error {
 
 // AbandonRun removes a claimed run that never started (its first write
 // failed), so its thread is free again and nothing of it is left half
-// written.
-func (s *Store) AbandonRun(ctx context.Context, id string) error {
-	if err := s.direct(ctx).Where("id = ? AND status = ?", id, RunRunning).Delete(&Run{}).Error; err != nil {
+// written; not once another instance has taken it over (its owner is no
+// longer f's).
+func (s *Store) AbandonRun(ctx context.Context, id string, f Fence) error {
+	q := s.direct(ctx).Where("id = ? AND status = ?", id, RunRunning)
+	if f.Epoch != 0 {
+		q = q.Where("instance_id = ? AND lease_epoch = ?", f.Instance, f.Epoch)
+	}
+	if err := q.Delete(&Run{}).Error; err != nil {
 		return fmt.Errorf("store: abandon run: %w", err)
 	}
 	return nil

@@ -138,6 +138,10 @@ type Run struct {
 	// InstanceID is the herd instance executing the run (Instance); ""
 	// on SQLite's single instance and for runs from before instances.
 	InstanceID string `gorm:"index;not null;default:'';size:36"`
+	// LeaseEpoch is the epoch of the instance's lease the run is written
+	// under (Instance.Epoch): its fencing token, checked by every write of
+	// the run (Store.SetFence). 0 on SQLite.
+	LeaseEpoch int64 `gorm:"not null;default:0"`
 }
 
 // RunEvent is one persisted event of a thread's log (docs/DESIGN.md §7).

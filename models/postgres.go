@@ -67,6 +67,12 @@ func pgConnConfig(dsn string) (*pgx.ConnConfig, error) {
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "herd"
 	}
+	// herd never leaves a transaction open between statements for long:
+	// a process stopped inside one (SIGSTOP, a frozen VM) would hold its
+	// runs' locks, and another instance's takeover with them (§14).
+	if _, ok := cc.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		cc.RuntimeParams["idle_in_transaction_session_timeout"] = "5000"
+	}
 	return cc, nil
 }
 

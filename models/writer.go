@@ -86,6 +86,45 @@ func (r Record) setSeq(seq int64) {
 	}
 }
 
+// RunID is the run the record belongs to; "" for a thread's title call.
+func (r Record) RunID() string {
+	switch {
+	case r.Message != nil:
+		return r.Message.RunID
+	case r.Event != nil:
+		return r.Event.RunID
+	case r.Usage != nil:
+		return r.Usage.RunID
+	case r.Run != nil:
+		return r.Run.ID
+	}
+	return ""
+}
+
+// recordRuns lists the distinct runs of recs, in the order they appear.
+func recordRuns(recs []Record) []string {
+	var runs []string
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if id := r.RunID(); id != "" && !seen[id] {
+			seen[id] = true
+			runs = append(runs, id)
+		}
+	}
+	return runs
+}
+
+// FencedError is a transaction refused because some of its runs are no
+// longer this instance's (ErrFenced): the Writer fails their records and
+// commits the rest.
+type FencedError struct{ Runs []string }
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("%v: %d runs taken over", ErrFenced, len(e.Runs))
+}
+
+func (e *FencedError) Unwrap() error { return ErrFenced }
+
 // ErrWriterClosed is returned for writes submitted after Close.
 var ErrWriterClosed = errors.New("store: writer closed")
 
@@ -120,6 +159,16 @@ type WriterOptions struct {
 	// fault (full disk, locked database) is retried without bound, waiting
 	// the last Backoff between attempts.
 	Backoff []time.Duration
+	// Fence, when set (PostgreSQL's instances), is the lease this
+	// instance writes under: each transaction checks that every run it
+	// writes is still that lease's, and refuses the records of those that
+	// another instance has taken over (ErrFenced, docs/DESIGN.md §14).
+	Fence func() Fence
+	// OnFenced, when set, is told the runs whose records the database
+	// refused because another instance has taken them over (ErrFenced):
+	// this instance has lost its lease. It runs on the writer's
+	// goroutine and must not block.
+	OnFenced func(runs []string)
 	// CloseGrace is how long Close keeps retrying through a storage fault
 	// before it fails what is still uncommitted (default 5 s).
 	CloseGrace time.Duration
@@ -359,6 +408,18 @@ func (w *Writer) commit(batch []*job) {
 		recs = append(recs, j.recs...)
 	}
 	gone, attempts, err := w.tryTx(recs)
+	for fe := (*FencedError)(nil); errors.As(err, &fe); {
+		// The runs taken over lose their records, never written; the
+		// rest of the batch commits without them.
+		batch, recs = w.fenced(batch, fe.Runs)
+		if len(recs) == 0 {
+			gone, err = nil, nil
+			break
+		}
+		var more int
+		gone, more, err = w.tryTx(recs)
+		attempts += more
+	}
 	if w.opts.OnBatch != nil {
 		w.opts.OnBatch(BatchStats{Records: len(recs), Attempts: attempts, Duration: time.Since(start), Err: err})
 	}
@@ -378,6 +439,10 @@ func (w *Writer) tryTx(recs []Record) (gone map[string]bool, attempts int, err e
 			w.recovered()
 			return gone, attempts, nil
 		}
+		if errors.Is(err, ErrFenced) {
+			w.recovered() // the database answered
+			return nil, attempts, err
+		}
 		if reason, ok := storageFault(err); ok {
 			if w.waitOutFault(reason, err, attempts) {
 				continue
@@ -390,6 +455,33 @@ func (w *Writer) tryTx(recs []Record) (gone map[string]bool, attempts int, err e
 		w.log.Warn("store: batch write failed, retrying", "records", len(recs), "attempt", attempts, "err", err)
 		time.Sleep(w.opts.Backoff[attempts-1])
 	}
+}
+
+// fenced fails the jobs with a record of runs (taken over by another
+// instance) with ErrFenced, tells OnFenced, and returns the jobs and
+// records left.
+func (w *Writer) fenced(batch []*job, runs []string) ([]*job, []Record) {
+	lost := make(map[string]bool, len(runs))
+	for _, id := range runs {
+		lost[id] = true
+	}
+	keep := batch[:0:0]
+	var recs []Record
+	dropped := 0
+	for _, j := range batch {
+		if slices.ContainsFunc(j.recs, func(r Record) bool { return lost[r.RunID()] }) {
+			dropped += len(j.recs)
+			finish(j, fmt.Errorf("store: write: %w", ErrFenced))
+			continue
+		}
+		keep = append(keep, j)
+		recs = append(recs, j.recs...)
+	}
+	w.log.Warn("store: refused the records of runs this instance no longer owns", "runs", len(runs), "records", dropped)
+	if w.opts.OnFenced != nil {
+		w.opts.OnFenced(runs)
+	}
+	return keep, recs
 }
 
 // failed ends a batch that could not be written: every job fails if

@@ -42,6 +42,30 @@ func (w *Writer) pgCommit(ctx context.Context, c *pgx.Conn, recs []Record, now t
 	var gone map[string]bool
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	// The fence goes in the same round trip: it locks the batch's runs
+	// first, and a batch with a run this instance no longer owns is
+	// rolled back before anything of it is written (FencedError).
+	var (
+		f     Fence
+		runs  []string
+		owned = map[string]bool{}
+	)
+	if w.opts.Fence != nil {
+		f = w.opts.Fence()
+		runs = recordRuns(recs)
+	}
+	if len(runs) > 0 {
+		b.Queue(fenceRunsSQL, runs, f.Instance, f.Epoch).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				owned[id] = true
+			}
+			return rows.Err()
+		})
+	}
 	for _, id := range order {
 		b.Queue(w.stmts.pgReserve, counts[id], now, id).QueryRow(func(row pgx.Row) error {
 			var last int64
@@ -62,6 +86,18 @@ func (w *Writer) pgCommit(ctx context.Context, c *pgx.Conn, recs []Record, now t
 	}
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
+	}
+	if len(owned) < len(runs) {
+		fe := &FencedError{}
+		for _, id := range runs {
+			if !owned[id] {
+				fe.Runs = append(fe.Runs, id)
+			}
+		}
+		if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+			return nil, err
+		}
+		return nil, fe
 	}
 	rows := placeRecords(recs, next, gone, now)
 	b = &pgx.Batch{}

@@ -95,6 +95,8 @@ func runtimeError(err error) *apiError {
 		return &apiError{http.StatusUnprocessableEntity, "unprocessable", err.Error() + "; GET /api/models lists the available ones"}
 	case errors.Is(err, agent.ErrShuttingDown):
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
+	case errors.Is(err, models.ErrFenced):
+		return errRejoining
 	}
 	return nil
 }

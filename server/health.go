@@ -23,6 +23,9 @@ func (s *Server) readyz(c echo.Context) error {
 	if s.draining.Load() {
 		return errDraining
 	}
+	if s.rejoining != nil && s.rejoining() {
+		return errRejoining
+	}
 	if err := s.storageReady(c.Request().Context()); err != nil {
 		return err
 	}
@@ -32,6 +35,11 @@ func (s *Server) readyz(c echo.Context) error {
 // errDraining is readyz's answer once the instance is stopping: a proxy
 // sends new work to another instance.
 var errDraining = &apiError{http.StatusServiceUnavailable, "draining", "this instance is stopping and takes no new runs"}
+
+// errRejoining is readyz's answer, and a new run's, while another
+// instance has taken over this one's lease and it registers again
+// (docs/DESIGN.md §14).
+var errRejoining = &apiError{http.StatusServiceUnavailable, "rejoining", "this instance is rejoining the other instances and takes no new runs for a moment; try again shortly"}
 
 // Drain marks the server as stopping (docs/OPERATIONS.md "Rolling
 // upgrade"): /readyz fails from now on, so a proxy stops sending it

@@ -28,6 +28,9 @@ type Peers interface {
 	// RelayPurge tells the others of a delete due at at, or undone (a
 	// zero at) (purger.relay).
 	RelayPurge(id string, at time.Time)
+	// Rejoining reports whether this instance lost its lease to another
+	// and has not registered again: it takes no work meanwhile (readyz).
+	Rejoining() bool
 }
 
 // runControl stops and watches runs: the local runtime's alone, or with

@@ -123,6 +123,7 @@ type Server struct {
 	metrics       Metrics
 	metricsToken  string
 	storage       interface{ Fault() *models.StorageFault }
+	rejoining     func() bool // the cluster is rejoining (Peers.Rejoining); nil on one instance
 	log           *slog.Logger
 	now           func() time.Time
 	md            *render.Markdown
@@ -228,6 +229,7 @@ func (s *Server) buildShared(o Options) titleCalling {
 	)
 	if c := o.Cluster; c != nil {
 		s.pages, s.runs, others = c, c, c
+		s.rejoining = c.Rejoining
 		// Every instance purges every delete: whichever claims it first
 		// (models.Store.PurgeThread).
 		relayPurge = c.RelayPurge

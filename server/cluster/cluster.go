@@ -48,10 +48,10 @@ type Store interface {
 	InRanges(ctx context.Context, rs []models.SeqRange) ([]models.Record, error)
 	ActiveRun(ctx context.Context, threadID string) (*models.Run, error)
 	Run(ctx context.Context, threadID, id string) (*models.Run, error)
-	RegisterInstance(ctx context.Context, id, addr string, lease time.Duration) error
-	RenewLease(ctx context.Context, id string, lease time.Duration) error
+	RegisterInstance(ctx context.Context, id, addr string, lease time.Duration) (epoch int64, err error)
+	RenewLease(ctx context.Context, id string, epoch int64, lease time.Duration) error
 	RetireInstance(ctx context.Context, id string) error
-	TakeOrphanRuns(ctx context.Context, me string) ([]models.Run, error)
+	TakeOrphanRuns(ctx context.Context, me string, epoch int64, settle time.Duration) ([]models.Run, error)
 	Notify(ctx context.Context, channel, payload string) error
 	ChannelKeys(ctx context.Context) (models.ChannelKeys, error)
 	ChannelKeyReaders(ctx context.Context) ([]string, error)
@@ -116,6 +116,9 @@ type Runs interface {
 	CancelTask(threadID, taskID string) error
 	Wait(ctx context.Context, threadID string) error
 	Failover(ctx context.Context, st agent.RecoveryStore, runs []models.Run) (int, error)
+	// Abandon stops this instance's runs without writing: its lease was
+	// taken over, and the runs with it.
+	Abandon(ctx context.Context) int
 }
 
 // Sockets are this instance's open sockets; *server.Server implements it.
@@ -192,9 +195,22 @@ type Cluster struct {
 	// titles are the threads other instances are naming.
 	titles remoteTitles
 
+	// epoch is the lease's (models.Instance.Epoch); 0 while rejoining
+	// after it was lost. addr is what the instance registers with.
+	epoch     atomic.Int64
+	rejoining atomic.Bool
+	addr      string
+	// fenced wakes the renewer at once: the database refused a write of
+	// a run taken over (Fenced).
+	fenced chan struct{}
+	// The renewer's own: renewFailing is when renewals began to fail
+	// (zero while they succeed); settledAt is when this instance may
+	// judge the others' leases, a lease after its own renewals resumed.
+	renewFailing time.Time
+	settledAt    time.Time
+
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
-	lost    chan error
 	started bool
 }
 
@@ -264,21 +280,32 @@ func New(o Options) (*Cluster, error) {
 		o: o, log: o.Logger.With("instance", o.InstanceID), ch: newChannel(time.Now),
 		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string][2]int64{},
 		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, pending: map[string][]notice{}, wake: make(chan struct{}, 1),
-		lost: make(chan error, 1),
+		fenced: make(chan struct{}, 1),
 	}, nil
 }
 
 // ID is this instance's id.
 func (c *Cluster) ID() string { return c.o.InstanceID }
 
-// Lost receives an error when this instance's lease was lost: its runs
-// were closed elsewhere, so it must stop (main exits 1). A nil Cluster's
-// never receives.
-func (c *Cluster) Lost() <-chan error {
-	if c == nil {
-		return nil
+// Fence is the lease this instance writes under (the Writer's and the
+// runtime's Lease): a zero epoch before Start and while rejoining, which
+// refuses every write of a run.
+func (c *Cluster) Fence() models.Fence {
+	return models.Fence{Instance: c.o.InstanceID, Epoch: c.epoch.Load()}
+}
+
+// Rejoining reports whether this instance has lost its lease and not
+// yet registered again: it takes no runs meanwhile (readiness is 503).
+func (c *Cluster) Rejoining() bool { return c.rejoining.Load() }
+
+// Fenced is the Writer's OnFenced: the database refused records of runs
+// another instance has taken over, so this instance's lease is gone; the
+// renewer looks at once. It never blocks.
+func (c *Cluster) Fenced(runs []string) {
+	select {
+	case c.fenced <- struct{}{}:
+	default:
 	}
-	return c.lost
 }
 
 // Start registers the instance, listening at addr, closes the runs of
@@ -299,9 +326,14 @@ func (c *Cluster) Start(ctx context.Context, addr string, h Handlers) error {
 		return err
 	}
 	c.checkKeyReaders(ctx)
-	if err := c.o.Store.RegisterInstance(ctx, c.o.InstanceID, addr, c.o.Lease); err != nil {
+	c.addr = addr
+	if err := c.register(ctx); err != nil {
 		return err
 	}
+	// Judging the others' leases needs no wait now: this instance has
+	// just reached the database. (The database's own restart is waited
+	// out by TakeOrphanRuns.)
+	c.settledAt = time.Now()
 	c.sweep(ctx)
 	lctx, cancel := context.WithCancel(context.Background())
 	c.stop = cancel

@@ -53,7 +53,6 @@ func newClusterNodeRenewing(t *testing.T, dsn string, store *models.Store, id st
 
 func newClusterNodeWith(t *testing.T, store *models.Store, o Options) *clusterNode {
 	t.Helper()
-	id := o.InstanceID
 	if o.Store == nil {
 		o.Store = store
 	}
@@ -69,10 +68,10 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o Options) *clusterNo
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.writer = store.NewWriter(models.WriterOptions{OnCommit: n.cluster.OnCommit})
+	n.writer = store.NewWriter(models.WriterOptions{OnCommit: n.cluster.OnCommit, Fence: n.cluster.Fence, OnFenced: n.cluster.Fenced})
 	cfg := agent.ModelConfig{Name: "demo-fast", Provider: "demo", Model: "demo-fast"}
 	n.rt, err = agent.New(agent.Options{Models: []*agent.Model{{Config: cfg, Provider: demo.New(cfg)}}, WorkspaceRoot: t.TempDir(),
-		Journal: n.hub.Preparing(n.writer), History: store, Publisher: n.cluster, Claims: store, InstanceID: id})
+		Journal: n.hub.Preparing(n.writer), History: store, Publisher: n.cluster, Claims: store, Lease: n.cluster.Fence})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,22 +189,63 @@ func TestClusterCatchUpAfterReconnect(t *testing.T) {
 	}
 }
 
-// TestClusterLeaseLost: an instance that finds its lease gone when it
-// renews (the others declared it dead and closed its runs) says so on
-// Lost, for main to stop it.
-func TestClusterLeaseLost(t *testing.T) {
-	dsn, store := clusterStore(t)
-	n := newClusterNodeRenewing(t, dsn, store, "doomed", 100*time.Millisecond)
-	if err := store.RetireInstance(context.Background(), "doomed"); err != nil {
+// TestClusterLeaseTakenOverRejoins: an instance whose lease another
+// took over (with its runs) writes nothing more of them, however its
+// writes race the takeover: the database refuses them (ErrFenced), which
+// wakes its renewer at once; it rejoins under a new epoch and stays up,
+// and takes new runs again.
+func TestClusterLeaseTakenOverRejoins(t *testing.T) {
+	dsn, store, th := clusterThread(t)
+	ctx := context.Background()
+	// A renewal a minute away: only the fenced write can wake it.
+	n := newClusterNodeRenewing(t, dsn, store, "doomed", time.Minute)
+	old := n.cluster.Fence()
+	if old.Epoch == 0 {
+		t.Fatal("no epoch after Start")
+	}
+	run := &models.Run{ID: "r1", ThreadID: th.ID, UserID: "u1", Status: models.RunRunning, ModelName: "m", StartedAt: time.Now(), InstanceID: old.Instance, LeaseEpoch: old.Epoch}
+	if err := store.ClaimRun(ctx, run, 0); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-n.cluster.Lost():
-		if !errors.Is(err, models.ErrLeaseLost) {
-			t.Errorf("Lost: %v, want ErrLeaseLost", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the instance never noticed its lease was gone")
+	ev := func() models.Record {
+		return models.Record{Event: &models.RunEvent{ThreadID: th.ID, RunID: "r1", EventType: "run.start", Category: "run", Content: models.JSON(`{"run_id":"r1","model_name":"m"}`)}}
+	}
+	if err := n.writer.Write(ctx, ev()); err != nil {
+		t.Fatal(err)
+	}
+	// doomed's lease runs out and a survivor takes its run over.
+	if err := store.RenewLease(ctx, "doomed", old.Epoch, -time.Second); err != nil {
+		t.Fatal(err)
+	}
+	se, err := store.RegisterInstance(ctx, "survivor", "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := store.TakeOrphanRuns(ctx, "survivor", se, 0); err != nil || len(runs) != 1 {
+		t.Fatalf("takeover: %v, %v", runs, err)
+	}
+	if err := n.writer.Write(ctx, ev()); !errors.Is(err, models.ErrFenced) {
+		t.Fatalf("a write of a run taken over: %v, want ErrFenced", err)
+	}
+	waitFor(t, "the rejoin", func() bool { return n.cluster.Fence().Epoch > old.Epoch && !n.cluster.Rejoining() })
+	if seq, err := store.LastSeq(ctx, th.ID); err != nil || seq != 1 {
+		t.Errorf("last seq %d, %v; want 1: nothing written after the takeover", seq, err)
+	}
+	r, err := store.Run(ctx, th.ID, "r1")
+	if err != nil || r.InstanceID != "survivor" {
+		t.Errorf("the run after the rejoin: %+v, %v; want the survivor's still", r, err)
+	}
+	// Back in service: a new run is claimed under the new lease.
+	th2, err := store.CreateThread(ctx, "u1", "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := n.cluster.Fence()
+	if err := store.ClaimRun(ctx, &models.Run{ID: "r2", ThreadID: th2.ID, UserID: "u1", Status: models.RunRunning, ModelName: "m", StartedAt: time.Now(), InstanceID: f.Instance, LeaseEpoch: f.Epoch}, 0); err != nil {
+		t.Errorf("a claim after the rejoin: %v", err)
+	}
+	if err := store.ClaimRun(ctx, &models.Run{ID: "r3", ThreadID: th2.ID + "x", UserID: "u1", Status: models.RunRunning, ModelName: "m", StartedAt: time.Now(), InstanceID: old.Instance, LeaseEpoch: old.Epoch}, 0); !errors.Is(err, models.ErrFenced) {
+		t.Errorf("a claim under the old epoch: %v, want ErrFenced", err)
 	}
 }
 

@@ -161,42 +161,115 @@ func (c *Cluster) wakeWaitersLocked(threadID string) {
 	delete(c.waiters, threadID)
 }
 
-// Leases.
+// Leases (docs/DESIGN.md §14).
 
-// renew renews this instance's lease every Renew and, each time, closes
-// the runs of instances whose lease has run out. A lost lease means other
-// instances have closed this one's runs: it must stop (Lost).
+// register takes a new lease, and fences every write of a run by it.
+func (c *Cluster) register(ctx context.Context) error {
+	epoch, err := c.o.Store.RegisterInstance(ctx, c.o.InstanceID, c.addr, c.o.Lease)
+	if err != nil {
+		return err
+	}
+	c.epoch.Store(epoch)
+	return nil
+}
+
+// renewRetry is how soon a renewal that failed is tried again.
+const renewRetry = time.Second
+
+// renew renews this instance's lease every Renew (sooner after a failure
+// or a fenced write) and then takes over the runs of instances whose
+// lease has run out. A lease another instance took over is rejoined.
 func (c *Cluster) renew(ctx context.Context) {
-	t := time.NewTicker(c.o.Renew)
+	t := time.NewTimer(c.o.Renew)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.fenced:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
 		}
-		rctx, cancel := context.WithTimeout(ctx, c.o.Renew)
-		err := c.o.Store.RenewLease(rctx, c.o.InstanceID, c.o.Lease)
-		cancel()
-		switch {
-		case errors.Is(err, models.ErrLeaseLost):
-			c.log.Error("cluster: this instance's lease ran out and another instance closed its runs; stopping")
-			c.lost <- err
-			return
-		case err != nil:
-			c.log.Warn("cluster: renew the lease", "err", err)
-			continue
+		t.Reset(c.renewOnce(ctx))
+	}
+}
+
+// renewOnce renews the lease once and says when to renew next.
+func (c *Cluster) renewOnce(ctx context.Context) time.Duration {
+	rctx, cancel := context.WithTimeout(ctx, c.o.Renew)
+	err := c.o.Store.RenewLease(rctx, c.o.InstanceID, c.epoch.Load(), c.o.Lease)
+	cancel()
+	switch {
+	case errors.Is(err, models.ErrLeaseLost):
+		c.rejoin(ctx)
+		return c.o.Renew
+	case err != nil:
+		if c.renewFailing.IsZero() {
+			c.renewFailing = time.Now()
+			c.log.Warn("cluster: cannot renew the lease; retrying every second (the runs go on: no other instance takes them while the lease is not taken over)", "err", err)
 		}
-		if err := c.loadKeys(ctx); err != nil {
-			c.log.Warn("cluster: read the channel keys again; keeping those read before", "err", err)
-		}
+		return min(renewRetry, c.o.Renew)
+	}
+	if !c.renewFailing.IsZero() {
+		c.log.Info("cluster: lease renewed again", "after", time.Since(c.renewFailing).Round(time.Millisecond))
+		c.renewFailing = time.Time{}
+		// The others may have been cut off as long: each gets a lease
+		// to renew before this instance judges it.
+		c.settledAt = time.Now().Add(c.o.Lease)
+	}
+	if err := c.loadKeys(ctx); err != nil {
+		c.log.Warn("cluster: read the channel keys again; keeping those read before", "err", err)
+	}
+	if !time.Now().Before(c.settledAt) {
 		c.sweep(ctx)
 	}
+	return c.o.Renew
+}
+
+// abandonWait bounds how long a rejoin waits for the abandoned runs to
+// stop; their writes are refused meanwhile whatever they do.
+const abandonWait = 10 * time.Second
+
+// rejoin follows a lease another instance took over, with this
+// instance's runs: it stops writing at once (a zero fence refuses every
+// write of a run), stops those runs without writing, and registers
+// again with a new epoch, retrying until the database answers. The
+// instance stays up throughout; it takes no runs until it is back.
+func (c *Cluster) rejoin(ctx context.Context) {
+	c.rejoining.Store(true)
+	defer c.rejoining.Store(false)
+	c.epoch.Store(0)
+	c.log.Error("cluster: another instance took over this instance's lease and its runs; stopping them here without writing, and rejoining")
+	actx, cancel := context.WithTimeout(ctx, abandonWait)
+	n := c.h.Runs.Abandon(actx)
+	cancel()
+	for wait := renewRetry; ; wait = min(2*wait, c.o.Renew) {
+		rctx, cancel := context.WithTimeout(ctx, c.o.Renew)
+		err := c.register(rctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		c.log.Warn("cluster: rejoin: register again", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+	c.settledAt = time.Now().Add(c.o.Lease)
+	c.unclosed = nil // taken with the lease
+	c.log.Info("cluster: rejoined with a new lease", "runs_abandoned", n)
 }
 
 // sweep closes the runs of dead instances that this instance takes over.
 func (c *Cluster) sweep(ctx context.Context) {
-	runs, err := c.o.Store.TakeOrphanRuns(ctx, c.o.InstanceID)
+	runs, err := c.o.Store.TakeOrphanRuns(ctx, c.o.InstanceID, c.epoch.Load(), c.o.Lease)
 	if err != nil {
 		c.log.Warn("cluster: look for runs of lost instances", "err", err)
 	}
