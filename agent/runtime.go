@@ -140,8 +140,8 @@ func New(o Options) (*Runtime, error) {
 		active:   map[string]*run{},
 		byUser:   map[string]int{},
 
-		claims:     o.Claims,
-		lease:      o.Lease,
+		claims: o.Claims,
+		lease:  o.Lease,
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m
