@@ -20,6 +20,9 @@ import (
 // subagent's live and keeps its images.
 type taskSink interface {
 	emit(taskID string, ev Event)
+	// emitKept is emit with the pieces of the task's exact history the
+	// event's step adds, committed with it (agent/checkpoint.go).
+	emitKept(taskID string, ev Event, msgs []Message)
 	deliver(end TaskEnd, o Outcome)
 	recordUsage(taskID, model string, resp Response) *models.UsageEntry
 	callOutput(taskID, callID string) *callOutput
@@ -130,16 +133,18 @@ func (e *execution) emitStarted() {
 		return
 	}
 	e.setStateLocked(StatusRunning)
-	e.sink.emit(e.TaskID, TaskStarted{e.introLocked()})
+	// The conversation's first piece: its prompt, whole.
+	e.sink.emitKept(e.TaskID, TaskStarted{e.introLocked()}, []Message{{Type: TypeHuman, Content: e.Prompt}})
 }
 
 // emitStep publishes one bounded step with the cumulative usage snapshot;
 // an AI step's reasoning is kept apart from its text, bounded the same way.
-func (e *execution) emitStep(kind, text, reasoning string, calls []ToolCall, toolName string) {
-	e.emitStepWith(kind, text, reasoning, calls, toolName, nil)
+// kept is what the step adds to the task's exact history.
+func (e *execution) emitStep(kind, text, reasoning string, calls []ToolCall, toolName string, kept Message) {
+	e.emitStepWith(kind, text, reasoning, calls, toolName, nil, kept)
 }
 
-func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall, toolName string, output *ToolOutput) {
+func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall, toolName string, output *ToolOutput, kept Message) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if isTerminal(e.status()) {
@@ -158,13 +163,13 @@ func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall,
 	} else {
 		st.ToolName, st.Output = toolName, output
 	}
-	e.sink.emit(e.TaskID, st)
+	e.sink.emitKept(e.TaskID, st, []Message{kept})
 }
 
 // emitToolStep publishes a tool's result step with what the call showed
-// beside it (its images and log lines).
-func (e *execution) emitToolStep(text, toolName string, output *ToolOutput) {
-	e.emitStepWith(stepTool, text, "", nil, toolName, output)
+// beside it (its images and log lines); m is the result whole.
+func (e *execution) emitToolStep(m Message, output *ToolOutput) {
+	e.emitStepWith(stepTool, m.Content, "", nil, m.Name, output, m)
 }
 
 // emitWaiting tells the card that the next model call waits for a slot of

@@ -41,7 +41,8 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 		}
 		// A call that completes is counted even if ctx ended meanwhile.
 		e.collector.Record(e.sink.recordUsage(e.TaskID, e.model.Config.Name, resp))
-		e.emitStep(stepAI, resp.Text, resp.Reasoning, resp.ToolCalls, "")
+		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
+		e.emitStep(stepAI, resp.Text, resp.Reasoning, resp.ToolCalls, "", ai)
 		if t := strings.TrimSpace(resp.Text); t != "" {
 			lastText = resp.Text
 		}
@@ -63,7 +64,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 				return capped(stopLoopCapped, lastText, fmt.Sprintf("called %s with the same arguments %d times", c.Name, repeats[key]))
 			}
 		}
-		msgs = append(msgs, Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking})
+		msgs = append(msgs, ai)
 		msgs = append(msgs, e.runTools(ctx, resp.ToolCalls)...)
 		if ctx.Err() != nil {
 			return e.interrupted(ctx, ctx.Err())
@@ -119,7 +120,7 @@ func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
 		wg.Wait()
 	}
 	for i, m := range out {
-		e.emitToolStep(m.Content, m.Name, shown[i])
+		e.emitToolStep(m, shown[i])
 	}
 	return out
 }

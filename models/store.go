@@ -259,7 +259,7 @@ func fileDSN(path string, busy time.Duration, params url.Values) string {
 }
 
 // allModels is every model the store migrates.
-var allModels = []any{&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{}, &Instance{}}
+var allModels = []any{&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{}, &Instance{}, &Checkpoint{}}
 
 func (s *Store) migrate() error {
 	var err error

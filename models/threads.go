@@ -219,7 +219,7 @@ func deleteThreadTx(tx *gorm.DB, id, cond string, args ...any) error {
 	if err := affected(tx.Where("id = ?", id).Where(cond, args...).Delete(&Thread{}), "delete thread"); err != nil {
 		return err
 	}
-	for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {
+	for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}, &Checkpoint{}} {
 		if err := tx.Where("thread_id = ?", id).Delete(m).Error; err != nil {
 			return fmt.Errorf("store: delete thread records: %w", err)
 		}

@@ -25,6 +25,9 @@ type Record struct {
 	Event   *RunEvent
 	Usage   *UsageEntry // inserted once per call id; a repeat is ignored
 	Run     *Run        // inserted, or its status, error and end time updated
+	// Checkpoint is a piece of a running conversation's exact history,
+	// written with the step it belongs to; a run's end deletes its pieces.
+	Checkpoint *Checkpoint
 
 	// What the layers above attach for the commit, never stored: the
 	// Writer hands it to OnCommit as it came, and records read back from
@@ -59,6 +62,8 @@ func (r Record) ThreadID() string {
 		return r.Usage.ThreadID
 	case r.Run != nil:
 		return r.Run.ThreadID
+	case r.Checkpoint != nil:
+		return r.Checkpoint.ThreadID
 	}
 	return ""
 }
@@ -97,6 +102,8 @@ func (r Record) RunID() string {
 		return r.Usage.RunID
 	case r.Run != nil:
 		return r.Run.ID
+	case r.Checkpoint != nil:
+		return r.Checkpoint.RunID
 	}
 	return ""
 }
@@ -731,6 +738,10 @@ type logRows struct {
 	msgs   []*Message
 	events []*RunEvent
 	usage  []*UsageEntry
+	ckpts  []*Checkpoint
+	// ended are the runs whose end this transaction writes: their
+	// checkpoints are deleted after the rows are in.
+	ended []string
 }
 
 // placeRecords gives each record of a live thread its Seq (from next) and
@@ -764,6 +775,14 @@ func placeRecords(recs []Record, next map[string]int64, gone map[string]bool, no
 			rows.usage = append(rows.usage, r.Usage)
 		case r.Run != nil:
 			rows.runs = append(rows.runs, r.Run)
+			if r.Run.Status != RunRunning {
+				rows.ended = append(rows.ended, r.Run.ID)
+			}
+		case r.Checkpoint != nil:
+			if r.Checkpoint.CreatedAt.IsZero() {
+				r.Checkpoint.CreatedAt = now
+			}
+			rows.ckpts = append(rows.ckpts, r.Checkpoint)
 		}
 	}
 	return rows
@@ -780,6 +799,14 @@ func (w *Writer) insertLog(tx liteTx, rows logRows) error {
 	}
 	if err := insertRows(w.stmts, tx, tables.usage, rows.usage); err != nil {
 		return fmt.Errorf("insert usage: %w", err)
+	}
+	if err := insertRows(w.stmts, tx, tables.checkpoints, rows.ckpts); err != nil {
+		return fmt.Errorf("insert checkpoints: %w", err)
+	}
+	for _, id := range rows.ended {
+		if _, err := tx.exec(w.stmts.dropCheckpoints, []any{id}); err != nil {
+			return fmt.Errorf("delete checkpoints: %w", err)
+		}
 	}
 	return nil
 }
@@ -823,7 +850,7 @@ type insertTable struct {
 
 // writerTables are the tables the Writer inserts into.
 type writerTables struct {
-	messages, events, usage, runs insertTable
+	messages, events, usage, runs, checkpoints insertTable
 }
 
 func newWriterTables(db *gorm.DB, pg bool) (writerTables, error) {
@@ -846,6 +873,7 @@ func newWriterTables(db *gorm.DB, pg bool) (writerTables, error) {
 	t.usage = table(&UsageEntry{}, " ON CONFLICT DO NOTHING")
 	// A run row is inserted, or its status, error and end time updated.
 	t.runs = table(&Run{}, " ON CONFLICT (id) DO UPDATE SET status = excluded.status, error = excluded.error, ended_at = excluded.ended_at")
+	t.checkpoints = table(&Checkpoint{}, "")
 	return t, errors.Join(errs...)
 }
 
@@ -1020,14 +1048,17 @@ type stmtCache struct {
 	conn    *sqlite3.SQLiteConn // the connection the statements are prepared on
 	all     []driver.Stmt
 	reserve driver.Stmt
-	inserts map[insertKey]driver.Stmt
-	named   []driver.NamedValue // one statement's values, reused
-	args    []any               // one INSERT's values (rowArgs), reused
-	last    map[string][]any    // by table: the last row inserted (rowArgs)
+	// dropCheckpoints deletes an ended run's checkpoints.
+	dropCheckpoints driver.Stmt
+	inserts         map[insertKey]driver.Stmt
+	named           []driver.NamedValue // one statement's values, reused
+	args            []any               // one INSERT's values (rowArgs), reused
+	last            map[string][]any    // by table: the last row inserted (rowArgs)
 
 	// PostgreSQL (pgTx): the statements' text.
-	pgReserve string
-	pgInserts map[insertKey]string
+	pgReserve         string
+	pgInserts         map[insertKey]string
+	pgDropCheckpoints string
 }
 
 type insertKey struct {
@@ -1056,8 +1087,9 @@ func (c *stmtCache) ready(conn *sqlite3.SQLiteConn) error {
 		return st
 	}
 	c.reserve = prepare(reserveSeqSQL)
+	c.dropCheckpoints = prepare(deleteCheckpointsSQL)
 	c.inserts = map[insertKey]driver.Stmt{}
-	for _, t := range []insertTable{c.tables.messages, c.tables.events, c.tables.usage} {
+	for _, t := range []insertTable{c.tables.messages, c.tables.events, c.tables.usage, c.tables.checkpoints} {
 		for n := 1; n <= maxInsertRows; n *= 2 {
 			c.inserts[insertKey{t.into, n}] = prepare(t.query(n))
 		}

@@ -110,6 +110,10 @@ func (w *Writer) pgCommit(ctx context.Context, c *pgx.Conn, recs []Record, now t
 		return func(rs pgx.Rows) error { return setEventIDs(rs, chunk) }
 	})
 	queueRows(b, w.stmts.pgInserts, t.usage, rows.usage, nil)
+	queueRows(b, w.stmts.pgInserts, t.checkpoints, rows.ckpts, nil)
+	for _, id := range rows.ended {
+		b.Queue(w.stmts.pgDropCheckpoints, id)
+	}
 	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
 		// COMMIT of a transaction that failed answers ROLLBACK, no error.
 		if tag.String() != "COMMIT" {
@@ -184,10 +188,11 @@ func setEventIDs(rows rowScanner, chunk []*RunEvent) error {
 func (c *stmtCache) pgQueries() {
 	c.pgReserve = rebind(reserveSeqSQL)
 	c.pgInserts = map[insertKey]string{}
-	for _, t := range []insertTable{c.tables.messages, c.tables.events, c.tables.usage} {
+	for _, t := range []insertTable{c.tables.messages, c.tables.events, c.tables.usage, c.tables.checkpoints} {
 		for n := 1; n <= maxInsertRows; n *= 2 {
 			c.pgInserts[insertKey{t.into, n}] = t.query(n)
 		}
 	}
+	c.pgDropCheckpoints = rebind(deleteCheckpointsSQL)
 	c.pgInserts[insertKey{c.tables.runs.into, 1}] = c.tables.runs.query(1)
 }

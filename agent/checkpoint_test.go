@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestSubagentCheckpoint: while a subagent runs, the checkpoint pieces
+// committed with its steps add up to exactly the conversation its next
+// model call is sent (after the system prompt): its prompt, each AI
+// message whole with its tool calls and signed reasoning, each tool
+// result whole, though the steps shown are cut at 8,192 characters. The
+// run's end deletes them.
+func TestSubagentCheckpoint(t *testing.T) {
+	long := strings.Repeat("a finding that goes on; ", 800) // past the steps' cap
+	var (
+		mu        sync.Mutex
+		sent      []Message
+		kept      []Message
+		readErr   error
+		harnessOf func() *harness
+		runID     string
+	)
+	llm := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+		if isLead(req) {
+			if usedTurns(req) == 0 {
+				return reply("", nil, taskCall("t1", "look", "general-purpose")), nil
+			}
+			return reply("ok", nil), nil
+		}
+		switch usedTurns(req) {
+		case 0:
+			r := reply(long, nil, ToolCall{ID: "c1", Name: "list_dir", Args: json.RawMessage(`{"path":"."}`)})
+			r.Thinking = []ThinkingBlock{{Thinking: "look first", Signature: "sig-1"}}
+			return r, nil
+		case 1:
+			return reply("then read", nil, ToolCall{ID: "c2", Name: "read_file", Args: json.RawMessage(`{"path":"missing.md"}`)}), nil
+		}
+		h := harnessOf()
+		if err := h.writer.Flush(ctx); err != nil {
+			return Response{}, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append([]Message(nil), req.Messages[1:]...)
+		runs, err := h.store.RunningRuns(ctx)
+		if err != nil || len(runs) != 1 {
+			readErr = fmt.Errorf("running runs %v, %v", runs, err)
+			return reply("done", nil), nil
+		}
+		runID = runs[0].ID
+		cs, err := h.store.Checkpoints(ctx, runID)
+		if err != nil {
+			readErr = err
+		}
+		for _, c := range cs {
+			b, err := c.Data()
+			if err != nil {
+				readErr = err
+				break
+			}
+			var ms []Message
+			if err := json.Unmarshal(b, &ms); err != nil || c.Format != checkpointFormat {
+				readErr = err
+				break
+			}
+			kept = append(kept, ms...)
+		}
+		return reply("done", nil), nil
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", llm)}})
+	harnessOf = func() *harness { return h }
+	h.run("go")
+	mu.Lock()
+	defer mu.Unlock()
+	if readErr != nil {
+		t.Fatal(readErr)
+	}
+	a, _ := json.Marshal(sent)
+	b, _ := json.Marshal(kept)
+	if len(sent) != 5 || string(a) != string(b) {
+		t.Fatalf("the checkpoint holds\n%s\nthe model was sent\n%s", b, a)
+	}
+	if cs, err := h.store.Checkpoints(context.Background(), runID); err != nil || len(cs) != 0 {
+		t.Errorf("after the run's end: %d pieces, %v; want none", len(cs), err)
+	}
+}
