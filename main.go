@@ -242,11 +242,18 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		_ = store.Close()
 		return nil, err
 	}
+	// Pages resume their streams with it, so that one from before a
+	// restore reloads (docs/DESIGN.md §11).
+	gen, err := store.RestoreGeneration(ctx)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	labels := server.MetricLabels
 	labels.NoticeRefusals = cluster.RefusalReasons
 	reg := metrics.New(labels)
 	md := render.NewMarkdown()
-	h := hub.New(store, md, hub.Options{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage})
+	h := hub.New(store, md, hub.Options{Logger: log, OnDrop: reg.OnDrop, TokenUsage: settings.TokenUsage, Generation: gen})
 	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: h}
 	onCommit := h.OnCommit
 	if cfg.Database.Driver == config.DriverPostgres {

@@ -64,7 +64,11 @@ type appConfig struct {
 	lead      agent.LeadConfig
 	mcp       agent.ToolSource
 	demo      map[string][]demo.Option // by model name
+	dir       string                   // the data directory; "": a new one
 }
+
+// inDir serves from the data directory dir, as a restart of herd would.
+func inDir(dir string) appOption { return func(c *appConfig) { c.dir = dir } }
 
 func withModels(ms ...agent.ModelConfig) appOption {
 	return func(c *appConfig) { c.models = ms }
@@ -95,7 +99,10 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	for _, o := range opts {
 		o(cfg)
 	}
-	dir := t.TempDir()
+	dir := cfg.dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	store, err := models.Open(filepath.Join(dir, "herd.db"), models.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +116,9 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		t.Fatal(err)
 	}
 	cfg.hub.TokenUsage = a.settings.TokenUsage
+	if cfg.hub.Generation, err = store.RestoreGeneration(context.Background()); err != nil { // as main does
+		t.Fatal(err)
+	}
 	md := cfg.markdown
 	if md == nil {
 		md = render.NewMarkdown()
@@ -213,12 +223,22 @@ func (a *testApp) newUser(email string, admin bool) *user {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	u, err := a.store.CreateUser(context.Background(), email, hash, role, false)
+	if _, err := a.store.CreateUser(context.Background(), email, hash, role, false); err != nil {
+		a.t.Fatal(err)
+	}
+	return a.signIn(email)
+}
+
+// signIn signs an existing user in through the API (password123, as
+// newUser sets it).
+func (a *testApp) signIn(email string) *user {
+	a.t.Helper()
+	u, err := a.store.UserByEmail(context.Background(), email)
 	if err != nil {
 		a.t.Fatal(err)
 	}
 	jar, _ := cookiejar.New(nil)
-	cl := &user{a: a, id: u.ID, email: email, admin: admin, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	cl := &user{a: a, id: u.ID, email: email, admin: u.Role == models.RoleAdmin, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	var out struct {
 		CSRF string `json:"csrf_token"`
 	}

@@ -14,13 +14,18 @@ import (
 	"herd/server/hub"
 )
 
-// stream upgrades GET /api/threads/{id}/stream?after_seq=N (docs/API.md).
-// Ownership is checked before the upgrade, so a foreign thread is a plain
-// 404. Cookie-authenticated upgrades must come from this origin.
+// stream upgrades GET /api/threads/{id}/stream?after_seq=N&restore_generation=G
+// (docs/API.md). Ownership is checked before the upgrade, so a foreign
+// thread is a plain 404. Cookie-authenticated upgrades must come from
+// this origin.
 func (s *Server) stream(c echo.Context) error {
 	t, after, err := s.ownThreadAfter(c)
 	if err != nil {
 		return err
+	}
+	gen := c.QueryParam("restore_generation")
+	if len(gen) > maxGenerationLen {
+		return errBadRequest("restore_generation is too long")
 	}
 	bearer := auth.Bearer(c)
 	up := websocket.Upgrader{
@@ -56,7 +61,8 @@ func (s *Server) stream(c echo.Context) error {
 		done()
 		s.socketCap.Release(uid)
 	}
-	if err := s.hub.Serve(ctx, upgrade, t.ID, after, closed); errors.Is(err, hub.ErrCredentialEnded) {
+	from := hub.Cursor{Seq: after, Generation: gen}
+	if err := s.hub.ServeFrom(ctx, upgrade, t.ID, from, closed); errors.Is(err, hub.ErrCredentialEnded) {
 		return &apiError{http.StatusUnauthorized, "unauthorized", "sign in first"}
 	} else if errors.Is(err, hub.ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}
@@ -65,6 +71,10 @@ func (s *Server) stream(c echo.Context) error {
 }
 
 const socketReadBuffer = 512
+
+// maxGenerationLen bounds the restore generation a client sends back:
+// the hub's are 24 characters (models.Store.RestoreGeneration).
+const maxGenerationLen = 64
 
 // socketWriteBuffers lends gorilla a write buffer for the few frames it
 // writes itself (a close), so no socket keeps one.

@@ -322,8 +322,11 @@ func (s *Server) threadPage(c echo.Context) error {
 		Before:   v.before,
 	}
 	state := map[string]any{
-		"thread_id":           t.ID,
-		"last_seq":            v.lastSeq,
+		"thread_id": t.ID,
+		"last_seq":  v.lastSeq,
+		// Sent back with last_seq when the stream resumes: a restore
+		// since this page was made gets a resync (docs/DESIGN.md §11).
+		"restore_generation":  s.hub.Generation(),
 		"active_run_id":       nil,
 		"token_usage_enabled": r.Shows(),
 		// The model is naming the thread: the page asks for the title
@@ -570,6 +573,7 @@ func (s *Server) apiThread(c echo.Context) error {
 	out["thread"] = newThreadJSON(v.thread)
 	out["active_run"] = nil
 	out["last_seq"] = v.lastSeq
+	out["restore_generation"] = s.hub.Generation()
 	if v.active != nil {
 		out["active_run"] = newRunJSON(v.active)
 	}

@@ -36,12 +36,21 @@ type wsFrame struct {
 
 // dial opens the thread's stream as u.
 func (u *user) dial(threadID string, after int64) (*websocket.Conn, error) {
+	return u.dialFrom(threadID, hub.Cursor{Seq: after})
+}
+
+// dialFrom opens the thread's stream from a cursor, its restore
+// generation included when it has one, as static/thread.js does.
+func (u *user) dialFrom(threadID string, from hub.Cursor) (*websocket.Conn, error) {
 	hdr := http.Header{}
 	hdr.Set("Origin", u.a.http.URL)
 	for _, ck := range u.c.Jar.Cookies(mustURL(u.a.http.URL)) {
 		hdr.Add("Cookie", ck.Name+"="+ck.Value)
 	}
-	url := "ws" + strings.TrimPrefix(u.a.http.URL, "http") + fmt.Sprintf("/api/threads/%s/stream?after_seq=%d", threadID, after)
+	url := "ws" + strings.TrimPrefix(u.a.http.URL, "http") + fmt.Sprintf("/api/threads/%s/stream?after_seq=%d", threadID, from.Seq)
+	if from.Generation != "" {
+		url += "&restore_generation=" + from.Generation
+	}
 	conn, resp, err := websocket.DefaultDialer.Dial(url, hdr)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()

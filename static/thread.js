@@ -22,6 +22,9 @@ export class ThreadPage {
 		this.list = document.getElementById("messages");
 		this.connStatus = document.getElementById("conn-status");
 		this.lastSeq = state.last_seq ?? 0;
+		// The database's restore generation this page was made from: sent
+		// back with lastSeq, so a restore since gets a resync, not records.
+		this.generation = state.restore_generation ?? "";
 		this.titlePending = state.title_pending === true;
 		this.titleFrames = 0; // thread.renamed frames received
 		this.follower = new Follower(this.list, document.getElementById("jump-latest"));
@@ -82,8 +85,9 @@ export class ThreadPage {
 					this.showTitle(d.title);
 				},
 			],
-			// The server's thread is behind this page's cursor (a restored
-			// backup): what the page shows is not what the thread holds.
+			// The server's thread is behind this page's cursor, or another
+			// restore generation (a restored backup): what the page shows is
+			// not what the thread holds.
 			["resync", () => location.reload()],
 			...TASK_FRAME_TYPES.map((type) => [type, (d, f) => this.taskFrame(type, d, f)]),
 		]);
@@ -101,7 +105,7 @@ export class ThreadPage {
 		this.follower.jump();
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
-			url: () => `${scheme}//${location.host}/api/threads/${this.threadID}/stream?after_seq=${this.lastSeq}`,
+			url: () => this.streamURL(scheme),
 			onFrame: (raw) => this.onFrame(raw),
 			onStatus: (text, down) => this.showConn(text, down === true),
 			// Tests wait for data-herd-ready before they act on the page.
@@ -110,6 +114,13 @@ export class ThreadPage {
 				this.cardsLoaded.then(() => (document.documentElement.dataset.herdReady = "1"));
 			},
 		});
+	}
+
+	// streamURL asks for what came after lastSeq, in this page's history.
+	streamURL(scheme) {
+		const q = new URLSearchParams({ after_seq: String(this.lastSeq) });
+		if (this.generation) q.set("restore_generation", this.generation);
+		return `${scheme}//${location.host}/api/threads/${this.threadID}/stream?${q}`;
 	}
 
 	// catchUpTitle reads the title, and its call's usage, once more when

@@ -45,6 +45,9 @@ type client struct {
 	// Owned by the running drain.
 	last  int64 // the last seq written
 	first bool  // the first catch-up checks the client's cursor
+	// stale: the client's seqs are another history's (Cursor); its first
+	// catch-up is a resync.
+	stale bool
 	out   net.Buffers
 	size  int // bytes in out
 }
@@ -63,12 +66,14 @@ func (w *work) empty() bool {
 	return w.pong == nil && !w.catchUp && len(w.frames) == 0 && !w.farewell && w.ping == nil
 }
 
-func newClient(ctx context.Context, h *Hub, conn *websocket.Conn, threadID string, afterSeq int64) *client {
+func newClient(ctx context.Context, h *Hub, conn *websocket.Conn, threadID string, from Cursor) *client {
 	raw := conn.NetConn()
 	if u, ok := raw.(interface{ NetConn() net.Conn }); ok {
 		raw = u.NetConn()
 	}
-	return &client{ctx: ctx, h: h, threadID: threadID, conn: conn, raw: raw, last: afterSeq, first: true, todo: work{catchUp: true}}
+	// A client with nothing yet (seq 0) has nothing stale to replace.
+	stale := from.Seq > 0 && from.Generation != "" && h.opts.Generation != "" && from.Generation != h.opts.Generation
+	return &client{ctx: ctx, h: h, threadID: threadID, conn: conn, raw: raw, last: from.Seq, first: true, stale: stale, todo: work{catchUp: true}}
 }
 
 // offer queues frames without ever blocking the publisher. A client that
@@ -203,13 +208,24 @@ func (c *client) queue(fs []*frame) (rest []*frame, gap, ok bool) {
 }
 
 // catchUp writes every persisted record after the last seq written. The
-// first one checks the client's cursor too.
+// first one checks the client's cursor too: a stale one (another restore
+// generation) gets a resync and no record, since the records after its
+// seq continue a history it does not have.
 func (c *client) catchUp() bool {
+	if c.first && c.stale {
+		c.first = false
+		last, ok := c.threadEnd()
+		if ok {
+			c.h.log.Info("hub: client cursor from before a restore; resync", "thread", c.threadID, "cursor", c.last, "last_seq", last)
+			ok = c.resync(last)
+		}
+		return ok
+	}
 	prev := c.last
 	last, ok := c.replay(prev)
 	c.last = last
 	if ok && c.first && last == prev && prev > 0 {
-		c.last, ok = c.checkCursor(last)
+		ok = c.checkCursor(last)
 	}
 	c.first = false
 	return ok
@@ -254,24 +270,44 @@ func (c *client) replay(after int64) (int64, bool) {
 }
 
 // checkCursor never trusts a client's cursor blindly: one past the
-// thread's last seq (a restored backup) would make the client drop every
-// record up to it. Such a client gets a resync frame with the current last
-// seq and is served from there; the page reloads the thread. It runs only
-// when the first replay found nothing newer than the cursor.
-func (c *client) checkCursor(cursor int64) (int64, bool) {
+// thread's last seq (a restored backup, for a client that sends no
+// generation) would make the client drop every record up to it. Such a
+// client gets a resync. It runs only when the first replay found nothing
+// newer than the cursor.
+func (c *client) checkCursor(cursor int64) bool {
+	last, ok := c.threadEnd()
+	if !ok || cursor <= last {
+		return ok
+	}
+	c.h.log.Info("hub: client cursor past the thread's end; resync", "thread", c.threadID, "cursor", cursor, "last_seq", last)
+	return c.resync(last)
+}
+
+// threadEnd reads the thread's last seq.
+func (c *client) threadEnd() (int64, bool) {
 	last, err := c.h.store.LastSeq(c.ctx, c.threadID)
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.h.log.Warn("hub: check cursor", "thread", c.threadID, "err", err)
 		}
-		return cursor, false
+		return 0, false
 	}
-	if cursor <= last {
-		return cursor, true
-	}
-	c.h.log.Info("hub: client cursor past the thread's end; resync", "thread", c.threadID, "cursor", cursor, "last_seq", last)
-	f := ephemeral(FrameResync, c.threadID, "", map[string]any{"last_seq": last})
-	return last, c.add(f) && c.flush()
+	return last, true
+}
+
+// resyncData is a resync frame's data (docs/API.md): the seq the stream
+// goes on from, and the generation to resume with from then on.
+type resyncData struct {
+	LastSeq    int64  `json:"last_seq"`
+	Generation string `json:"restore_generation,omitempty"`
+}
+
+// resync tells the client that what it shows is not the thread (the page
+// reloads it) and serves it from last on.
+func (c *client) resync(last int64) bool {
+	c.last = last
+	f := ephemeral(FrameResync, c.threadID, "", resyncData{LastSeq: last, Generation: c.h.opts.Generation})
+	return c.add(f) && c.flush()
 }
 
 // maxWriteBytes bounds one write of queued frames (a single larger frame

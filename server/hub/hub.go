@@ -40,6 +40,10 @@ type Options struct {
 	// frame is written, so a toggle applies to the next frame of every
 	// client; nil keeps them from everyone.
 	TokenUsage func() bool
+	// Generation is the database's restore generation
+	// (models.Store.RestoreGeneration): a client that resumes with
+	// another one is told to reload (Cursor). "" checks none.
+	Generation string
 }
 
 // Hub fans committed records and ephemeral frames out to the WebSocket
@@ -105,6 +109,10 @@ func New(store Replayer, md *render.Markdown, o Options) *Hub {
 	go h.pingLoop()
 	return h
 }
+
+// Generation is the restore generation pages carry and send back with
+// their cursor (Cursor, docs/API.md).
+func (h *Hub) Generation() string { return h.opts.Generation }
 
 // Clients is the number of connected clients.
 func (h *Hub) Clients() int64 { return h.count.Load() }
@@ -319,9 +327,25 @@ func (h *Hub) recordFrame(r models.Record) (*frame, error) {
 // ErrClosed is Serve's answer once the hub is closing.
 var ErrClosed = errors.New("hub: closed")
 
-// Serve takes on one WebSocket client of thread threadID and returns once
-// it is connected: subscribed first, then it is sent every record with
-// seq > afterSeq from the database, then live frames (docs/API.md), until
+// Cursor is where a client resumes: the last seq it has, and the restore
+// generation of the page that seq came from. A generation other than the
+// hub's means the database was restored from a backup since: the seqs the
+// client holds may name other records now, so it gets a resync frame
+// instead of the records after Seq (docs/DESIGN.md §11). "" is a client
+// that sends none, whose seq is trusted as before.
+type Cursor struct {
+	Seq        int64
+	Generation string
+}
+
+// Serve is ServeFrom for a client that sends no generation.
+func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64, closed func()) error {
+	return h.ServeFrom(ctx, upgrade, threadID, Cursor{Seq: afterSeq}, closed)
+}
+
+// ServeFrom takes on one WebSocket client of thread threadID and returns
+// once it is connected: subscribed first, then it is sent every record
+// with seq > from.Seq from the database (or a resync, Cursor), then live frames (docs/API.md), until
 // it disconnects, is cut, or ctx ends. ctx must outlive the request that
 // asked for the socket. closed is called once the socket is over, in
 // every case, the errors included.
@@ -339,7 +363,7 @@ var ErrClosed = errors.New("hub: closed")
 // with a bare going-away and none of the terminal frames
 // (TestCloseDuringHandshake). Once the hub is closing, Serve returns
 // ErrClosed without calling upgrade; an upgrade error is returned as is.
-func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64, closed func()) error {
+func (h *Hub) ServeFrom(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, from Cursor, closed func()) error {
 	if !h.join() {
 		closed()
 		return ErrClosed
@@ -350,7 +374,7 @@ func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error)
 		closed()
 		return err
 	}
-	c := newClient(ctx, h, conn, threadID, afterSeq)
+	c := newClient(ctx, h, conn, threadID, from)
 	if !h.subscribe(c) {
 		_ = conn.Close()
 		h.wg.Done()
@@ -372,7 +396,7 @@ func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error)
 		c.hangUp()
 		c.drains.Wait()
 	}()
-	c.post(func(*work) {}) // the catch-up from afterSeq
+	c.post(func(*work) {}) // the catch-up from from.Seq
 	return nil
 }
 
