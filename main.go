@@ -166,6 +166,12 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	defer lns.close()
 	b, err := openBase(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM, Ctrl-C) while waiting for the database:
+			// nothing was started, so nothing failed.
+			log.Info("herd stopped before it started", "err", err)
+			return nil
+		}
 		return err
 	}
 	defer b.close()
@@ -233,7 +239,7 @@ type base struct {
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
-	store, err := openStore(cfg, log)
+	store, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -313,16 +319,23 @@ func (b *base) lease() func() models.Fence {
 	return nil
 }
 
-// openStore opens the configured database.
-func openStore(cfg *config.Config, log *slog.Logger) (*models.Store, error) {
+// openStore opens the configured database. A PostgreSQL that cannot be
+// reached yet (started with herd at boot, or restarting) is waited for,
+// up to database.connect_timeout_seconds, until ctx ends (a signal).
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*models.Store, error) {
 	if cfg.Database.Driver != config.DriverPostgres {
 		return models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
 	}
-	store, err := models.OpenPostgres(cfg.Database.DSN, models.Options{Logger: log})
+	timeout := time.Duration(cfg.Database.ConnectTimeoutSeconds) * time.Second
+	store, waited, err := models.OpenPostgresWaiting(ctx, cfg.Database.DSN, models.Options{Logger: log}, timeout)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("database", "driver", "postgres", "database", store.Name())
+	attrs := []any{"driver", "postgres", "database", store.Name()}
+	if waited > 0 {
+		attrs = append(attrs, "waited", waited.Round(100*time.Millisecond))
+	}
+	log.Info("database", attrs...)
 	return store, nil
 }
 

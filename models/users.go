@@ -208,13 +208,17 @@ func (s *Store) Sessions(ctx context.Context, userID string) ([]Session, error) 
 }
 
 // TouchSession records that session id was used now, from ip with
-// userAgent, at most once a minute so that reads stay reads.
+// userAgent, at most once a minute so that reads stay reads. It is best
+// effort: while another process holds SQLite's write lock it fails
+// within asideBusyTimeout rather than hold up the request.
 func (s *Store) TouchSession(ctx context.Context, sess *Session, ip, userAgent string) error {
 	now := s.now().UTC()
 	if sess.LastSeenAt != nil && now.Sub(*sess.LastSeenAt) < time.Minute && sess.IP == ip && sess.UserAgent == userAgent {
 		return nil
 	}
-	err := s.w.WithContext(ctx).Model(&Session{}).Where("id = ?", sess.ID).Updates(map[string]any{"last_seen_at": now, "ip": ip, "user_agent": userAgent}).Error
+	err := s.touch(ctx, func(db *gorm.DB) error {
+		return db.Model(&Session{}).Where("id = ?", sess.ID).Updates(map[string]any{"last_seen_at": now, "ip": ip, "user_agent": userAgent}).Error
+	})
 	if err != nil {
 		return fmt.Errorf("store: touch session: %w", err)
 	}
@@ -306,7 +310,9 @@ func (s *Store) TokenUser(ctx context.Context, hash string) (*User, error) {
 	}
 	now := s.now().UTC()
 	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) > time.Minute {
-		_ = s.w.WithContext(ctx).Model(&APIToken{}).Where("id = ?", t.ID).Update("last_used_at", now).Error
+		_ = s.touch(ctx, func(db *gorm.DB) error {
+			return db.Model(&APIToken{}).Where("id = ?", t.ID).Update("last_used_at", now).Error
+		})
 	}
 	return u, nil
 }

@@ -184,6 +184,12 @@ func flashText(key string) string {
 // thread-creation rate.
 func (s *Server) createThread(c echo.Context, title string) (*models.Thread, error) {
 	u := auth.User(c)
+	// As a new run (checkNewWork): while the writer retries through a
+	// storage fault, the insert would only wait out the busy timeout
+	// behind the writer's own attempts.
+	if f := s.storage.Fault(); f != nil {
+		return nil, storageUnavailable(f)
+	}
 	if !s.threadLimiter.Allow("user:" + u.ID) {
 		return nil, &apiError{http.StatusTooManyRequests, "rate_limited", "too many new threads in a minute; wait a moment and try again"}
 	}

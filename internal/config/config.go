@@ -73,10 +73,12 @@ const (
 )
 
 // DatabaseConfig is the store: SQLite in server.data_dir (the default), or
-// the PostgreSQL database DSN names.
+// the PostgreSQL database DSN names, which herd waits for at start for up
+// to ConnectTimeoutSeconds while it cannot be reached.
 type DatabaseConfig struct {
-	Driver string `yaml:"driver"`
-	DSN    string `yaml:"dsn"`
+	Driver                string `yaml:"driver"`
+	DSN                   string `yaml:"dsn"`
+	ConnectTimeoutSeconds int    `yaml:"connect_timeout_seconds"`
 }
 
 // ClusterConfig tunes the instances sharing one PostgreSQL database

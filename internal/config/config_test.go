@@ -58,7 +58,7 @@ func TestLoadDefaults(t *testing.T) {
 		Server: ServerConfig{Addr: "127.0.0.1:8080", DataDir: "./data", PublicURL: "", ShutdownTimeoutSeconds: 15, DrainSeconds: 30, AllowedHosts: []string{}, TrustedProxies: []string{},
 			ReadHeaderTimeoutSeconds: 10, ReadTimeoutSeconds: 60, WriteTimeoutSeconds: 120, IdleTimeoutSeconds: 120, MaxConnections: 256,
 			MaxSocketsPerUser: 16, WSConnectsPerMinute: 60},
-		Database:   DatabaseConfig{Driver: "sqlite"},
+		Database:   DatabaseConfig{Driver: "sqlite", ConnectTimeoutSeconds: 60},
 		Cluster:    ClusterConfig{LeaseSeconds: 10, RenewSeconds: 3},
 		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
@@ -948,7 +948,8 @@ func TestMetricsAddressWithTokenOrEmpty(t *testing.T) {
 }
 
 // TestDatabaseConfig: the driver, the DSN from the file or
-// HERD_DATABASE_DSN, and a clear error for each mistake.
+// HERD_DATABASE_DSN, the start-up wait, and a clear error for each
+// mistake.
 func TestDatabaseConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name, file string
@@ -956,13 +957,17 @@ func TestDatabaseConfig(t *testing.T) {
 		want       DatabaseConfig
 		err        string
 	}{
-		{name: "default", want: DatabaseConfig{Driver: "sqlite"}},
+		{name: "default", want: DatabaseConfig{Driver: "sqlite", ConnectTimeoutSeconds: 60}},
 		{name: "postgres from the file", file: "database: {driver: postgres, dsn: 'postgres://herd@db:5432/herd'}",
-			want: DatabaseConfig{Driver: "postgres", DSN: "postgres://herd@db:5432/herd"}},
+			want: DatabaseConfig{Driver: "postgres", DSN: "postgres://herd@db:5432/herd", ConnectTimeoutSeconds: 60}},
 		{name: "dsn from the environment", file: "database: {driver: postgres}", env: []string{"HERD_DATABASE_DSN=host=/run/pg user=herd dbname=herd"},
-			want: DatabaseConfig{Driver: "postgres", DSN: "host=/run/pg user=herd dbname=herd"}},
+			want: DatabaseConfig{Driver: "postgres", DSN: "host=/run/pg user=herd dbname=herd", ConnectTimeoutSeconds: 60}},
 		{name: "driver from the environment", env: []string{"HERD_DATABASE_DRIVER=postgres", "HERD_DATABASE_DSN=postgres://h/d"},
-			want: DatabaseConfig{Driver: "postgres", DSN: "postgres://h/d"}},
+			want: DatabaseConfig{Driver: "postgres", DSN: "postgres://h/d", ConnectTimeoutSeconds: 60}},
+		{name: "connect timeout from the environment", env: []string{"HERD_DATABASE_DRIVER=postgres", "HERD_DATABASE_DSN=postgres://h/d", "HERD_DATABASE_CONNECT_TIMEOUT_SECONDS=5"},
+			want: DatabaseConfig{Driver: "postgres", DSN: "postgres://h/d", ConnectTimeoutSeconds: 5}},
+		{name: "connect timeout 0 tries once", file: "database: {connect_timeout_seconds: 0}", want: DatabaseConfig{Driver: "sqlite"}},
+		{name: "negative connect timeout", file: "database: {connect_timeout_seconds: -1}", err: "database.connect_timeout_seconds: must be at least 0, got -1"},
 		{name: "unknown driver", file: "database: {driver: mysql}", err: `database.driver: must be sqlite or postgres, got "mysql"`},
 		{name: "postgres without a dsn", file: "database: {driver: postgres}", err: "database.dsn: must name the PostgreSQL database"},
 		{name: "a dsn for sqlite", env: []string{"HERD_DATABASE_DSN=postgres://h/d"}, err: "HERD_DATABASE_DSN: is only for database.driver postgres"},

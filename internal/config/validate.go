@@ -162,6 +162,7 @@ func (l *loader) validate(c *Config) {
 }
 
 func (l *loader) validateDatabase(d DatabaseConfig) {
+	l.atLeast("database.connect_timeout_seconds", d.ConnectTimeoutSeconds, 0)
 	switch d.Driver {
 	case DriverSQLite:
 		if d.DSN != "" {

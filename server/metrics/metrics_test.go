@@ -2,11 +2,14 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"herd/agent"
+	"herd/models"
 )
 
 // scrape is the registry's text as a scraper on host gets it.
@@ -87,6 +90,30 @@ func TestInstrument(t *testing.T) {
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("no %s in the scrape", want)
+		}
+	}
+}
+
+// TestWriterRetriesCounted: each batch adds the attempts it retried
+// (Attempts - 1) to herd_writer_retries_total, so a storage outage shows
+// as retries; a batch that gave up adds its retries and one failure.
+func TestWriterRetriesCounted(t *testing.T) {
+	m := New(Labels{})
+	for _, tc := range []struct {
+		name                  string
+		batch                 models.BatchStats
+		wantRetries, wantFail string
+	}{
+		{"first attempt", models.BatchStats{Records: 4, Attempts: 1}, "0", "0"},
+		{"two retries", models.BatchStats{Records: 4, Attempts: 3, Duration: 2 * time.Second}, "2", "0"},
+		{"gave up after five", models.BatchStats{Records: 1, Attempts: 6, Err: errors.New("constraint")}, "7", "1"},
+	} {
+		m.OnBatch(tc.batch)
+		_, body := scrape(t, m, "", "127.0.0.1:9180", "")
+		for series, want := range map[string]string{"herd_writer_retries_total": tc.wantRetries, "herd_writer_failures_total": tc.wantFail} {
+			if !strings.Contains(body, "\n"+series+" "+want+"\n") {
+				t.Errorf("%s: want %s %s in the scrape", tc.name, series, want)
+			}
 		}
 	}
 }
