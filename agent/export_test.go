@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -26,13 +27,18 @@ type HarnessConfig struct {
 	// NoCommands starts the runs without commands; OffReason is why.
 	NoCommands bool
 	OffReason  string
+	// Logger is the runtime's (none: discarded); PersistTimeout bounds
+	// how long a run waits for a write it must make (0: the runtime's).
+	Logger         *slog.Logger
+	PersistTimeout time.Duration
 }
 
 // NewHarness builds a harness that fails t if the test leaks a goroutine
 // or leaves an execution in the registry.
 func NewHarness(t *testing.T, c HarnessConfig) *Harness {
 	t.Helper()
-	return newHarness(t, harnessConfig{models: c.Models, tools: c.Tools, backoff: c.Backoff, noCommands: c.NoCommands, offReason: c.OffReason})
+	return newHarness(t, harnessConfig{models: c.Models, tools: c.Tools, backoff: c.Backoff, noCommands: c.NoCommands, offReason: c.OffReason,
+		logger: c.Logger, persistTO: c.PersistTimeout})
 }
 
 func (h *harness) Runtime() *Runtime      { return h.rt }

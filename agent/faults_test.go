@@ -3,7 +3,10 @@ package agent_test
 import (
 	"context"
 	"database/sql"
+	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,4 +193,145 @@ func TestDatabaseFaults(t *testing.T) {
 		faults.set(false)
 		h.Run("hello again") // the thread works once the database does
 	})
+}
+
+// logLines is a slog handler that keeps each line's level and message and
+// tells seen when a message holds "task end".
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	seen  chan struct{}
+	once  sync.Once
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
+	l.mu.Unlock()
+	if strings.Contains(r.Message, "task end") {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return nil
+}
+
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
+}
+
+// TestTaskEndLoggedOnlyWhenLost: a task's end (with its ToolMessage) is
+// written while the database fails. Held up by a storage fault (another
+// process holds the write lock) past the run's wait, the writer keeps it
+// and commits it once the lock goes: no error is logged, and the end and
+// its ToolMessage are there once. Refused by the database for good, it is
+// lost, and that is logged as an error.
+func TestTaskEndLoggedOnlyWhenLost(t *testing.T) {
+	backoff := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}
+	for _, c := range []struct {
+		name string
+		// fault starts the fault and returns its end.
+		fault    func(t *testing.T, h *agent.Harness) (end func())
+		wantKept bool
+	}{
+		{"held by a lock, kept", holdWriteLock, true},
+		{"refused, lost", func(t *testing.T, h *agent.Harness) func() {
+			f := newFaultSwitch(t, h)
+			f.set(true)
+			return func() { f.set(false) }
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := &logLines{seen: make(chan struct{})}
+			subCalled, subDone, leadGoesOn := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			llm := agent.LLMFunc(func(ctx context.Context, req agent.Request, _ func(string)) (agent.Response, error) {
+				if !agent.IsLead(req) {
+					close(subCalled)
+					select {
+					case <-subDone:
+					case <-ctx.Done():
+						return agent.Response{}, ctx.Err()
+					}
+					return agent.Response{CallID: "sub", Text: "the answer"}, nil
+				}
+				if slices.ContainsFunc(req.Messages, func(m agent.Message) bool { return m.Type == agent.TypeTool }) {
+					select {
+					case <-leadGoesOn:
+					case <-ctx.Done():
+						return agent.Response{}, ctx.Err()
+					}
+					return agent.Response{CallID: "lead-2", Text: "done"}, nil
+				}
+				args := `{"description":"look","prompt":"look","subagent_type":"general-purpose"}`
+				return agent.Response{CallID: "lead-1", ToolCalls: []agent.ToolCall{{ID: "call-1", Name: agent.ToolTask, Args: []byte(args)}}}, nil
+			})
+			h := agent.NewHarness(t, agent.HarnessConfig{Backoff: backoff, Logger: slog.New(log), PersistTimeout: 300 * time.Millisecond,
+				Models: []*agent.Model{agent.TestModel("scripted", llm)}})
+			st := h.Start("look")
+			<-subCalled
+			end := c.fault(t, h)
+			close(subDone)
+			select {
+			case <-log.seen:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the task's end was never written; log: %q", log.all())
+			}
+			end()
+			close(leadGoesOn)
+			h.Wait()
+
+			var errs []string
+			for _, l := range log.all() {
+				if strings.HasPrefix(l, "ERROR") && strings.Contains(l, "task end") {
+					errs = append(errs, l)
+				}
+			}
+			ends := 0
+			for _, e := range h.Events("call-1") {
+				if e.EventType == agent.EventSubagentEnd {
+					ends++
+				}
+			}
+			_, msg := h.ToolMessages()["call-1"]
+			if c.wantKept {
+				if len(errs) != 0 || ends != 1 || !msg {
+					t.Errorf("kept through the fault: errors %q, %d task ends, ToolMessage %v; want none, 1, true", errs, ends, msg)
+				}
+				if r := h.RunRow(st.RunID); r.Status != models.RunCompleted {
+					t.Errorf("run %s %q", r.Status, r.Error)
+				}
+				return
+			}
+			if len(errs) != 1 || ends != 0 || msg {
+				t.Errorf("refused: errors %q, %d task ends, ToolMessage %v; want one error, 0, false", errs, ends, msg)
+			}
+		})
+	}
+}
+
+// holdWriteLock takes the database's write lock from another connection,
+// as another process would, and returns its release.
+func holdWriteLock(t *testing.T, h *agent.Harness) func() {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+h.DBPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+			t.Error(err)
+		}
+		conn.Close()
+	}
 }

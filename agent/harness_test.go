@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -91,7 +92,9 @@ type harnessConfig struct {
 	// server does for a non-admin in host mode.
 	noCommands bool
 	offReason  string
-	publisher  Publisher // nil: none
+	publisher  Publisher     // nil: none
+	logger     *slog.Logger  // the runtime's; nil: discarded
+	persistTO  time.Duration // 0: the runtime's
 	// mcp, leadTools and admin: MCP tools, the lead's tools list, and
 	// whether the harness's user is an admin.
 	mcp       ToolSource
@@ -143,12 +146,15 @@ func newHarness(t *testing.T, hc harnessConfig) *harness {
 	h.rt, err = New(Options{
 		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5), Tools: hc.leadTools},
 		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
-		CommandsOffReason: hc.offReason, Publisher: hc.publisher, MCP: hc.mcp,
+		CommandsOffReason: hc.offReason, Publisher: hc.publisher, MCP: hc.mcp, Logger: hc.logger,
 		// As main wires it: the database claims each run's thread.
 		Claims: store,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hc.persistTO > 0 {
+		h.rt.persistTO = hc.persistTO
 	}
 	th, err := store.CreateThread(context.Background(), "u1", "t")
 	if err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -89,8 +90,14 @@ func (s *runSink) deliver(end TaskEnd, o Outcome) {
 		recs = append(recs, ev)
 	}
 	recs = append(recs, models.Record{Message: s.taskMessage(end.TaskID, content, kwargs, o)})
-	if err := s.journal.Write(s.shared(), recs...); err != nil {
-		s.logger().Error("persist task end", "task", end.TaskID, "err", err)
+	err := s.journal.Write(s.shared(), recs...)
+	switch {
+	case errors.Is(err, models.ErrPending):
+		// Kept: the writer commits it when the database takes it, and
+		// logs the fault (and any record it finally loses) itself.
+		s.logger().Debug("task end still queued; it commits when the database takes it", "task", end.TaskID, "err", err)
+	case err != nil:
+		s.logger().Error("persist task end: the task's end and its ToolMessage were not kept", "task", end.TaskID, "err", err)
 	}
 }
 

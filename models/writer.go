@@ -135,6 +135,13 @@ func (e *FencedError) Unwrap() error { return ErrFenced }
 // ErrWriterClosed is returned for writes submitted after Close.
 var ErrWriterClosed = errors.New("store: writer closed")
 
+// ErrPending is returned, with the context's error, by a Write whose
+// context ended after its records were queued: the writer keeps them and
+// commits them in order when the database takes them (through a storage
+// fault too), or, should it close first, logs them as lost. The caller
+// stopped waiting; nothing is lost yet.
+var ErrPending = errors.New("store: write still queued")
+
 // BatchStats describes one committed (or failed) batch, for metrics.
 type BatchStats struct {
 	Records  int
@@ -309,7 +316,7 @@ func (w *Writer) WriteWhile(ctx context.Context, during func(), recs ...Record) 
 		return err
 	case <-ctx.Done():
 		// The records may still commit; the caller has stopped waiting.
-		return fmt.Errorf("store: write: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", ErrPending, ctx.Err())
 	}
 }
 

@@ -143,7 +143,7 @@ func (s *Server) toAPIError(err error, c echo.Context) *apiError {
 		return errNotFound("resource")
 	}
 	if f, ok := models.AsStorageFault(err); ok {
-		s.log.Warn("request failed on storage", "method", c.Request().Method, "path", c.Request().URL.Path, "reason", f.Reason, "err", err)
+		s.storageFails.Fail(err, "method", c.Request().Method, "path", c.Request().URL.Path, "reason", f.Reason)
 		return storageUnavailable(f)
 	}
 	s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", err)

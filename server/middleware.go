@@ -92,9 +92,15 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		status := c.Response().Status
 		level := slog.LevelDebug
-		if status >= 500 {
+		switch {
+		case status == http.StatusServiceUnavailable:
+			// Every 503 is transient (shutting down, storage failing) and
+			// its cause is logged where it arises, once: at Error each
+			// retrying page would fill the log.
+			level = slog.LevelInfo
+		case status >= 500:
 			level = slog.LevelError
-		} else if status >= 400 {
+		case status >= 400:
 			level = slog.LevelInfo
 		}
 		attrs := []any{"method", req.Method, "path", req.URL.Path, "status", status, "dur", time.Since(start).Round(time.Microsecond), "request_id", c.Response().Header().Get(echo.HeaderXRequestID)}

@@ -20,6 +20,7 @@ import (
 
 	"herd/agent"
 	"herd/agent/mcp"
+	"herd/internal/lapse"
 	"herd/models"
 	"herd/server/auth"
 	"herd/server/hub"
@@ -113,18 +114,22 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // Server is the HTTP handler of herd.
 type Server struct {
-	e             *echo.Echo
-	store         *models.Store
-	rt            *agent.Runtime
-	runs          runControl // rt's runs, or every instance's (Cluster)
-	hub           *hub.Hub
-	pages         threadPages // hub, or every instance's (Cluster)
-	settings      *Settings
-	metrics       Metrics
-	metricsToken  string
-	storage       interface{ Fault() *models.StorageFault }
-	rejoining     func() bool // the cluster is rejoining (Peers.Rejoining); nil on one instance
-	log           *slog.Logger
+	e            *echo.Echo
+	store        *models.Store
+	rt           *agent.Runtime
+	runs         runControl // rt's runs, or every instance's (Cluster)
+	hub          *hub.Hub
+	pages        threadPages // hub, or every instance's (Cluster)
+	settings     *Settings
+	metrics      Metrics
+	metricsToken string
+	storage      interface{ Fault() *models.StorageFault }
+	rejoining    func() bool // the cluster is rejoining (Peers.Rejoining); nil on one instance
+	log          *slog.Logger
+	// storageFails logs the requests that fail on storage once a lapse
+	// and a count a minute: in an outage every open page retries (issue
+	// 24).
+	storageFails  *lapse.Lapse
 	now           func() time.Time
 	md            *render.Markdown
 	assets        map[string]string
@@ -162,6 +167,7 @@ func New(o Options) (*Server, error) {
 		metricsToken:  o.MetricsToken,
 		storage:       o.Storage,
 		log:           o.Logger,
+		storageFails:  lapse.New(o.Logger, "requests fail on storage; answering 503"),
 		now:           o.Now,
 		md:            o.Markdown,
 		static:        o.Static,

@@ -35,6 +35,9 @@ type Broadcaster interface {
 // applies to the next frame of every client.
 type Settings struct {
 	store SettingStore
+	// tokensDefault is the config file's token_usage.enabled: the gate
+	// while no admin has used the toggle.
+	tokensDefault bool
 	// mu serializes changes, so the stored value, the live one and the
 	// order of the frames telling pages about them agree.
 	mu     sync.Mutex
@@ -45,17 +48,27 @@ type Settings struct {
 // file's token_usage.enabled) holds until the admin first uses the toggle
 // (docs/DESIGN.md §12).
 func NewSettings(ctx context.Context, store SettingStore, tokenUsageDefault bool) (*Settings, error) {
-	s := &Settings{store: store}
-	v, err := store.Setting(ctx, settingTokenUsage)
+	s := &Settings{store: store, tokensDefault: tokenUsageDefault}
+	on, err := s.storedTokenUsage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.tokens.Store(on)
+	return s, nil
+}
+
+// storedTokenUsage is the token gate as the store has it: the config
+// file's value while it was never set (not found is no failure: it is
+// what every database holds until an admin first uses the toggle).
+func (s *Settings) storedTokenUsage(ctx context.Context) (bool, error) {
+	v, err := s.store.Setting(ctx, settingTokenUsage)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
-		s.tokens.Store(tokenUsageDefault)
+		return s.tokensDefault, nil
 	case err != nil:
-		return nil, err
-	default:
-		s.tokens.Store(v == "true")
+		return false, err
 	}
-	return s, nil
+	return v == "true", nil
 }
 
 // TokenUsage reports whether token figures may reach chat views: pages,
@@ -82,13 +95,13 @@ func (s *Settings) SetTokenUsage(ctx context.Context, on bool, pages Broadcaster
 
 // Reload reads the token gate from the store and applies it: another
 // instance changed it (the cluster, which tells the pages itself when it
-// changed here). A gate never stored is an error, as is a failed read.
+// changed here). A gate never stored is the config file's, as at start;
+// only a failed read is an error.
 func (s *Settings) Reload(ctx context.Context) (on, changed bool, err error) {
-	v, err := s.store.Setting(ctx, settingTokenUsage)
+	on, err = s.storedTokenUsage(ctx)
 	if err != nil {
 		return false, false, err
 	}
-	on = v == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return on, s.tokens.Swap(on) != on, nil

@@ -101,3 +101,47 @@ func TestSettingsChange(t *testing.T) {
 		t.Errorf("a refused change applied: gate %v, %d frames sent", s.TokenUsage(), len(pages.got))
 	}
 }
+
+// TestSettingsReload: another instance's change is read and applied; a
+// gate no admin ever set reads as the config file's value, not as a
+// failure (the cluster would warn and read it again forever, issue 24);
+// only a failed read is an error.
+func TestSettingsReload(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		stored      map[string]string
+		def         bool
+		wantOn      bool
+		wantChanged bool
+	}{
+		{"never set, config on", nil, true, true, false},
+		{"never set, config off", nil, false, false, false},
+		{"set off elsewhere", map[string]string{settingTokenUsage: "false"}, true, false, true},
+		{"set on elsewhere", map[string]string{settingTokenUsage: "true"}, false, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := &fakeSettingStore{m: map[string]string{}}
+			s, err := NewSettings(ctx, store, c.def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.m = c.stored
+			on, changed, err := s.Reload(ctx)
+			if err != nil {
+				t.Fatalf("Reload: %v", err)
+			}
+			if on != c.wantOn || changed != c.wantChanged || s.TokenUsage() != c.wantOn {
+				t.Errorf("Reload = %v, changed %v, gate %v; want %v, changed %v", on, changed, s.TokenUsage(), c.wantOn, c.wantChanged)
+			}
+		})
+	}
+	s, err := NewSettings(context.Background(), &fakeSettingStore{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.store = &fakeSettingStore{err: errors.New("connection refused")}
+	if _, _, err := s.Reload(context.Background()); err == nil || !s.TokenUsage() {
+		t.Errorf("Reload with the store failing: err %v, gate %v; want the error and the gate kept", err, s.TokenUsage())
+	}
+}

@@ -155,6 +155,9 @@ type Cluster struct {
 	// many notices are refused; the listener's.
 	refused       int
 	refusedLogged time.Time
+	// lapses log what fails while the database is away once per change
+	// (lapses).
+	lapses lapses
 
 	// h acts on the other instances' notices here; given to Start.
 	h Handlers
@@ -276,8 +279,9 @@ func New(o Options) (*Cluster, error) {
 	if o.ListenIdle <= 0 {
 		o.ListenIdle = 15 * time.Second
 	}
+	log := o.Logger.With("instance", o.InstanceID)
 	return &Cluster{
-		o: o, log: o.Logger.With("instance", o.InstanceID), ch: newChannel(time.Now),
+		o: o, log: log, lapses: newLapses(log), ch: newChannel(time.Now),
 		out: make(chan notice, outQueue), kick: make(chan struct{}, 1), missed: map[string][2]int64{},
 		waiters: map[string][]chan struct{}{}, last: map[string]int64{}, pending: map[string][]notice{}, wake: make(chan struct{}, 1),
 		fenced: make(chan struct{}, 1),
@@ -748,9 +752,10 @@ func (c *Cluster) notify(ctx context.Context, nf sender, ns []notice) {
 		// The sender outlives ctx until the queue is drained.
 		err := nf.Send(context.WithoutCancel(ctx), batch)
 		if err == nil {
+			c.lapses.send.End("cluster: sending notices again")
 			return
 		}
-		c.log.Warn("cluster: notify", "notices", len(batch), "err", err)
+		c.lapses.send.Fail(err, "notices", len(batch))
 	}
 	c.resend(ns)
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"herd/agent/event"
+	"herd/internal/lapse"
 	"herd/models"
 )
 
@@ -16,8 +18,28 @@ import (
 // instances' notices and feeds them into the local hub, in the order
 // they were sent.
 
+// lapses are the failures that repeat while the database is away, each
+// logged once when it begins, counted while it lasts and logged once when
+// it ends (lapse.Lapse): per attempt, an outage of a few seconds filled
+// the log with hundreds of lines (issue 24).
+type lapses struct {
+	listen, readBack, settings, deletes, send *lapse.Lapse
+}
+
+func newLapses(log *slog.Logger) lapses {
+	return lapses{
+		listen:   lapse.New(log, "cluster: lost the listener connection; reconnecting"),
+		readBack: lapse.New(log, "cluster: could not read back committed records; trying again"),
+		settings: lapse.New(log, "cluster: could not read the token switch; trying again"),
+		deletes:  lapse.New(log, "cluster: could not read the pending deletes; trying again"),
+		send:     lapse.New(log, "cluster: could not send notices; commit and control notices are sent again"),
+	}
+}
+
 // listen keeps a connection listening until ctx ends, reconnecting after
-// a failure. ready is closed once the first LISTEN is in place.
+// a failure. ready is closed once the first LISTEN is in place. A lost
+// connection is logged once, not every attempt to reconnect, and so is
+// listening again.
 func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 	backoff := 100 * time.Millisecond
 	first := true
@@ -30,7 +52,9 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 				close(ready)
 				first = false
 			} else {
-				c.log.Info("cluster: listening again; watched threads catch up")
+				if !c.lapses.listen.End("cluster: listening again; watched threads catch up") {
+					c.log.Info("cluster: listening again; watched threads catch up")
+				}
 				c.catchUp(ctx)
 			}
 			backoff = 100 * time.Millisecond
@@ -40,7 +64,7 @@ func (c *Cluster) listen(ctx context.Context, ready chan<- struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("cluster: listener lost its connection; reconnecting", "err", err, "in", backoff)
+		c.lapses.listen.Fail(err)
 		select {
 		case <-ctx.Done():
 			return
@@ -356,7 +380,7 @@ func (c *Cluster) readRanges(ctx context.Context, ranges []models.SeqRange) (map
 		q, ranges = nextQuery(ranges, readBackRows)
 		got, err := c.o.Store.InRanges(ctx, q)
 		if err != nil {
-			c.log.Warn("cluster: read back committed records", "threads", len(q), "err", err)
+			c.lapses.readBack.Fail(err, "threads", len(q))
 			if failed == nil {
 				failed = map[string]bool{}
 			}
@@ -365,6 +389,7 @@ func (c *Cluster) readRanges(ctx context.Context, ranges []models.SeqRange) (map
 			}
 			continue
 		}
+		c.lapses.readBack.End("cluster: reading back committed records again")
 		for _, r := range got {
 			id := r.ThreadID()
 			recs[id] = append(recs[id], r)
@@ -467,16 +492,21 @@ func (c *Cluster) catchUp(ctx context.Context) {
 func (c *Cluster) readAgain(ctx context.Context, want rereads) (failed rereads) {
 	if want.settings {
 		if on, changed, err := c.o.Settings.Reload(ctx); err != nil {
-			c.log.Warn("cluster: read the token switch; trying again", "err", err)
+			c.lapses.settings.Fail(err)
 			failed.settings = true
-		} else if changed {
-			c.o.Hub.Publish("", "", event.Settings{TokenUsage: on})
+		} else {
+			c.lapses.settings.End("cluster: read the token switch again")
+			if changed {
+				c.o.Hub.Publish("", "", event.Settings{TokenUsage: on})
+			}
 		}
 	}
 	if want.deletes {
 		if err := c.h.Deletes.ResumeDeletes(ctx); err != nil {
-			c.log.Warn("cluster: read the pending deletes after reconnecting; trying again", "err", err)
+			c.lapses.deletes.Fail(err)
 			failed.deletes = true
+		} else {
+			c.lapses.deletes.End("cluster: read the pending deletes again")
 		}
 	}
 	return failed

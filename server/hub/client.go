@@ -247,10 +247,11 @@ func (c *client) replay(after int64) (int64, bool) {
 		recs, err := c.h.store.Since(c.ctx, c.threadID, after, c.h.opts.ReplayPage)
 		if err != nil {
 			if c.ctx.Err() == nil {
-				c.h.log.Warn("hub: replay", "thread", c.threadID, "err", err)
+				c.h.reads.Fail(err, "thread", c.threadID)
 			}
 			return after, false
 		}
+		c.h.reads.End("hub: reading threads' records for their clients again")
 		for _, r := range recs {
 			f, err := c.h.recordFrame(r)
 			if err != nil {
@@ -288,7 +289,7 @@ func (c *client) threadEnd() (int64, bool) {
 	last, err := c.h.store.LastSeq(c.ctx, c.threadID)
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.h.log.Warn("hub: check cursor", "thread", c.threadID, "err", err)
+			c.h.reads.Fail(err, "thread", c.threadID)
 		}
 		return 0, false
 	}

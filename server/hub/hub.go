@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"herd/agent/event"
+	"herd/internal/lapse"
 	"herd/models"
 	"herd/server/render"
 )
@@ -51,9 +52,13 @@ type Options struct {
 // is full falls back to reading the database, and one that stops reading
 // is cut by the write deadline.
 type Hub struct {
-	opts   Options
-	log    *slog.Logger
-	store  Replayer
+	opts  Options
+	log   *slog.Logger
+	store Replayer
+	// reads logs the clients' failed reads of the database once per
+	// lapse, not once per client (an outage fails every client's, and
+	// each reconnects to fail again).
+	reads  *lapse.Lapse
 	md     *render.Markdown
 	live   *liveText
 	mu     sync.RWMutex
@@ -95,7 +100,7 @@ func New(store Replayer, md *render.Markdown, o Options) *Hub {
 	if o.TokenUsage == nil {
 		o.TokenUsage = func() bool { return false }
 	}
-	h := &Hub{opts: o, log: o.Logger, store: store, md: md, subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
+	h := &Hub{opts: o, log: o.Logger, store: store, md: md, reads: lapse.New(o.Logger, "hub: could not read a thread's records for its clients; their sockets close and reconnect"), subs: map[string]map[*client]struct{}{}, closing: make(chan struct{})}
 	h.live = newLiveText(md, h.sendFrame, h.watched)
 	h.shardsDone.Add(1)
 	go func() { defer h.shardsDone.Done(); h.live.run(h.closing) }()
