@@ -239,7 +239,7 @@ type base struct {
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
-	store, err := openStore(ctx, cfg, log)
+	store, waited, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 	b := &base{store: store, settings: settings, metrics: reg, md: md, hub: h}
 	onCommit := h.OnCommit
 	if cfg.Database.Driver == config.DriverPostgres {
-		if b.cluster, err = newCluster(cfg, b, log); err != nil {
+		if b.cluster, err = newCluster(cfg, b, waited > 0, log); err != nil {
 			_ = store.Close()
 			return nil, err
 		}
@@ -282,12 +282,13 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 // newCluster joins the instances on the PostgreSQL database: what this
 // one commits and streams reaches their clients, and theirs its clients
 // (docs/OPERATIONS.md "Several instances").
-func newCluster(cfg *config.Config, b *base, log *slog.Logger) (*cluster.Cluster, error) {
+// afterOutage says herd had to wait for the database to start.
+func newCluster(cfg *config.Config, b *base, afterOutage bool, log *slog.Logger) (*cluster.Cluster, error) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	return cluster.New(cluster.Options{
 		InstanceID: uuid.NewString(), Store: b.store, Hub: b.hub, Settings: b.settings,
 		Lease: sec(cfg.Cluster.LeaseSeconds), Renew: sec(cfg.Cluster.RenewSeconds), Logger: log,
-		OnRefused: b.metrics.OnNoticeRefused,
+		OnRefused: b.metrics.OnNoticeRefused, AfterOutage: afterOutage,
 	})
 }
 
@@ -322,21 +323,23 @@ func (b *base) lease() func() models.Fence {
 // openStore opens the configured database. A PostgreSQL that cannot be
 // reached yet (started with herd at boot, or restarting) is waited for,
 // up to database.connect_timeout_seconds, until ctx ends (a signal).
-func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*models.Store, error) {
+// waited says how long it waited (0 when it did not).
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*models.Store, time.Duration, error) {
 	if cfg.Database.Driver != config.DriverPostgres {
-		return models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
+		s, err := models.Open(filepath.Join(cfg.Server.DataDir, "herd.db"), models.Options{Logger: log})
+		return s, 0, err
 	}
 	timeout := time.Duration(cfg.Database.ConnectTimeoutSeconds) * time.Second
 	store, waited, err := models.OpenPostgresWaiting(ctx, cfg.Database.DSN, models.Options{Logger: log}, timeout)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	attrs := []any{"driver", "postgres", "database", store.Name()}
 	if waited > 0 {
 		attrs = append(attrs, "waited", waited.Round(100*time.Millisecond))
 	}
 	log.Info("database", attrs...)
-	return store, nil
+	return store, waited, nil
 }
 
 // close stops the writer first: it commits what is still queued, so the

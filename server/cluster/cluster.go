@@ -97,6 +97,10 @@ type Options struct {
 	// OnRefused counts a notice refused on the channel, by reason
 	// (RefusalReasons).
 	OnRefused func(reason string)
+	// AfterOutage says the instance started after waiting for the
+	// database: the others may have been cut off too, so it judges no
+	// lease for a lease's time (renew).
+	AfterOutage bool
 }
 
 // Handlers are this instance's parts that act on the other instances'
@@ -334,10 +338,13 @@ func (c *Cluster) Start(ctx context.Context, addr string, h Handlers) error {
 	if err := c.register(ctx); err != nil {
 		return err
 	}
-	// Judging the others' leases needs no wait now: this instance has
-	// just reached the database. (The database's own restart is waited
-	// out by TakeOrphanRuns.)
+	// Judging the others' leases needs no wait now, unless the database
+	// was out until now (its own restart is waited out by
+	// TakeOrphanRuns).
 	c.settledAt = time.Now()
+	if c.o.AfterOutage {
+		c.settledAt = c.settledAt.Add(c.o.Lease)
+	}
 	c.sweep(ctx)
 	lctx, cancel := context.WithCancel(context.Background())
 	c.stop = cancel
