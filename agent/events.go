@@ -19,6 +19,7 @@ const (
 	eventRunStart       = "run.start"
 	eventRunEnd         = "run.end"
 	eventRunWait        = "run.wait"
+	eventRunResumed     = "run.resumed"
 	eventSubagentQueued = "subagent.queued"
 	eventSubagentStart  = "subagent.start"
 	eventSubagentStep   = "subagent.step"
@@ -45,6 +46,9 @@ const (
 const (
 	stepAI   = "ai"
 	stepTool = "tool"
+	// stepResumed marks where a task continued after a restart or a
+	// failover (its text says so, LostMS how long it was gone).
+	stepResumed = "resumed"
 )
 
 // Event is one persisted event's payload: one Go type per event type. The
@@ -127,6 +131,8 @@ type StepBody struct {
 	// Output is what a tool step's call showed beside its text: images
 	// and its last log lines, for the expanded card (ToolOutput).
 	Output *ToolOutput `json:"output,omitempty" kind:"output"`
+	// LostMS is, on a resumed step, how long the task was gone.
+	LostMS int64 `json:"lost_ms,omitempty" kind:"count"`
 }
 
 // TaskWait is subagent.wait: the task's next model call waits for a slot
@@ -182,6 +188,18 @@ type RunWait struct {
 	Waiting bool   `json:"waiting" kind:"bool"`
 }
 
+// RunResumed is run.resumed: the run continued after its process ended
+// (a crash, a deploy) or its instance was lost, from its checkpoint
+// (docs/DESIGN.md §11). Resumes counts the run's resumptions, this one
+// included (runs.max_resumes); LostMS is the time between the run's last
+// commit before and this one; Cause is restart or failover.
+type RunResumed struct {
+	RunID   string `json:"run_id" kind:"id"`
+	Resumes int64  `json:"resumes" kind:"index"`
+	LostMS  int64  `json:"lost_ms" kind:"count"`
+	Cause   string `json:"cause" kind:"id"`
+}
+
 // EventType names each payload's persisted type.
 func (TaskQueued) EventType() string  { return eventSubagentQueued }
 func (TaskStarted) EventType() string { return eventSubagentStart }
@@ -191,6 +209,7 @@ func (TaskEnd) EventType() string     { return eventSubagentEnd }
 func (RunStart) EventType() string    { return eventRunStart }
 func (RunEnd) EventType() string      { return eventRunEnd }
 func (RunWait) EventType() string     { return eventRunWait }
+func (RunResumed) EventType() string  { return eventRunResumed }
 
 // Validate checks each payload against its fields' kinds (validate).
 func (e TaskQueued) Validate() error  { return validate(e) }
@@ -201,6 +220,7 @@ func (e TaskEnd) Validate() error     { return validate(e) }
 func (e RunStart) Validate() error    { return validate(e) }
 func (e RunEnd) Validate() error      { return validate(e) }
 func (e RunWait) Validate() error     { return validate(e) }
+func (e RunResumed) Validate() error  { return validate(e) }
 
 // validate is every payload's Validate. The producer calls it on the
 // payload it already holds as an Event, where a Validate method would
@@ -232,13 +252,17 @@ func (e TaskStep) checkTools() error {
 		return fmt.Errorf("event %s: reasoning on a tool step", eventSubagentStep)
 	case e.Kind == stepAI && e.Output != nil:
 		return fmt.Errorf("event %s: output on an ai step", eventSubagentStep)
+	case e.Kind == stepResumed && (e.ToolCalls != nil || e.ToolName != "" || e.Reasoning != "" || e.Output != nil):
+		return fmt.Errorf("event %s: a resumed step has only its text", eventSubagentStep)
+	case e.Kind != stepResumed && e.LostMS != 0:
+		return fmt.Errorf("event %s: lost_ms on a step that is not resumed", eventSubagentStep)
 	}
 	return nil
 }
 
 // categoryOf is the category of an event type.
 func categoryOf(eventType string) string {
-	if eventType == eventRunStart || eventType == eventRunEnd || eventType == eventRunWait {
+	if eventType == eventRunStart || eventType == eventRunEnd || eventType == eventRunWait || eventType == eventRunResumed {
 		return categoryRun
 	}
 	return categorySubagent
@@ -249,6 +273,7 @@ var payloadTypes = map[string]func() Event{
 	eventRunStart:       func() Event { return new(RunStart) },
 	eventRunEnd:         func() Event { return new(RunEnd) },
 	eventRunWait:        func() Event { return new(RunWait) },
+	eventRunResumed:     func() Event { return new(RunResumed) },
 	eventSubagentQueued: func() Event { return new(TaskQueued) },
 	eventSubagentStart:  func() Event { return new(TaskStarted) },
 	eventSubagentStep:   func() Event { return new(TaskStep) },
@@ -529,8 +554,12 @@ func checkKind(kind string, v reflect.Value) error {
 			return o.validate()
 		}
 	case "stepkind":
-		if s := v.String(); s != stepAI && s != stepTool {
-			return fmt.Errorf("want ai or tool, got %q", s)
+		if s := v.String(); s != stepAI && s != stepTool && s != stepResumed {
+			return fmt.Errorf("want ai, tool or resumed, got %q", s)
+		}
+	case "count":
+		if v.Int() < 0 {
+			return fmt.Errorf("want a count >= 0, got %d", v.Int())
 		}
 	case "runstate":
 		switch s := v.String(); s {

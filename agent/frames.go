@@ -63,6 +63,9 @@ func (e TaskWait) Frame(FrameOptions) (string, any) { return frameTaskWaiting, e
 // Frame of the lead's wait for its model is its payload.
 func (e RunWait) Frame(FrameOptions) (string, any) { return eventRunWait, e }
 
+// Frame of a run's resumption is its payload.
+func (e RunResumed) Frame(FrameOptions) (string, any) { return eventRunResumed, e }
+
 // Frame of a run's start is its payload.
 func (e RunStart) Frame(FrameOptions) (string, any) { return eventRunStart, e }
 
