@@ -384,6 +384,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		Publisher:     b.publisher(),
 		Claims:        b.store,
 		Lease:         b.lease(),
+		Resume:        agent.ResumeConfig{Enabled: cfg.Runs.Resume, MaxResumes: cfg.Runs.MaxResumes},
 		Logger:        log,
 
 		// What the lead of a run without commands (host mode, not an
@@ -400,10 +401,19 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		// included (Cluster.Start).
 		return rt, nil
 	}
-	if n, err := rt.Recover(ctx, b.store); err != nil {
+	runs, err := b.store.RunningRuns(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("crash recovery: %w", err)
-	} else if n > 0 {
-		log.Warn("crash recovery closed interrupted runs", "runs", n)
+	}
+	resumed, closed, err := rt.Continue(ctx, b.store, runs, agent.ResumeRestart)
+	if err != nil {
+		return nil, fmt.Errorf("crash recovery: %w", err)
+	}
+	if resumed > 0 {
+		log.Warn("crash recovery resumed interrupted runs", "runs", resumed)
+	}
+	if closed > 0 {
+		log.Warn("crash recovery closed interrupted runs", "runs", closed)
 	}
 	return rt, nil
 }

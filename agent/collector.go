@@ -54,6 +54,18 @@ func (c *collector) Record(e *models.UsageEntry) bool {
 	return true
 }
 
+// seed starts the count at u, what the execution's calls before a restart
+// reported (its last step's snapshot); nil leaves it empty.
+func (c *collector) seed(u *TokenUsage) {
+	if u == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = append(c.seen, "") // no call id: the calls before the restart
+	c.total = *u
+}
+
 // Snapshot is the cumulative usage so far, or nil when no call reported any.
 func (c *collector) Snapshot() *TokenUsage {
 	c.mu.Lock()

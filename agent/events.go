@@ -167,6 +167,10 @@ type RunStart struct {
 	// EditOf is the run whose message this one's edits: that run and
 	// every later one are replaced (docs/DESIGN.md §3).
 	EditOf string `json:"edit_of,omitempty" kind:"string"`
+	// Commands and Admin are what the run was granted (StartRequest):
+	// a resumed run gets the same tools, never more.
+	Commands bool `json:"commands,omitempty" kind:"bool"`
+	Admin    bool `json:"admin,omitempty" kind:"bool"`
 }
 
 // RunEnd is run.end, with the run's ledger totals.

@@ -26,6 +26,8 @@ type taskSink interface {
 	deliver(end TaskEnd, o Outcome)
 	recordUsage(taskID, model string, resp Response) *models.UsageEntry
 	callOutput(taskID, callID string) *callOutput
+	// recordLost records a model call a restart cut off (lostCall).
+	recordLost(e *models.UsageEntry)
 }
 
 // execution is one dispatched task call: the registry entry and the state
@@ -61,6 +63,9 @@ type execution struct {
 	// onEnd is told once the terminal state is persisted (the registry
 	// arms its janitor).
 	onEnd func(*execution)
+	// asked, when set, is told once admission has its request (a resumed
+	// task queueing again in order, agent/resume.go).
+	asked func()
 
 	ctx        context.Context
 	cancel     context.CancelCauseFunc

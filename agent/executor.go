@@ -96,9 +96,16 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	defer e.cancel(errTaskOver)
 
 	x.admit(e)
+	return x.await(e, spec), release
+}
+
+// await waits for an admitted execution to end: the task tool's safety
+// net past the execution deadline, and a cancel's grace (docs/DESIGN.md
+// §5).
+func (x *executor) await(e *execution, spec *subagentSpec) Outcome {
 	if e.isTerminal() {
 		<-e.done
-		return e.outcome(), release
+		return e.outcome()
 	}
 	safety := time.NewTimer(time.Until(e.admittedAt.Add(spec.timeout + time.Duration(x.cfg.SafetyMarginSeconds)*time.Second)))
 	defer safety.Stop()
@@ -119,14 +126,18 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 		grace.Stop()
 	}
 	<-e.done
-	return e.outcome(), release
+	return e.outcome()
 }
 
 // admit waits for a running slot, fairly across users and in FIFO order
 // within one (admission), bounded by the queue timeout, then starts the
 // subagent. On failure e is terminal.
 func (x *executor) admit(e *execution) {
-	if w, ok := x.slots.tryAcquire(e.userID); !ok {
+	w, ok := x.slots.tryAcquire(e.userID)
+	if e.asked != nil {
+		e.asked()
+	}
+	if !ok {
 		e.emitQueued()
 		x.queued.Add(1)
 		qctx, cancel := context.WithTimeout(e.ctx, time.Duration(x.cfg.QueueTimeoutSeconds)*time.Second)
@@ -146,11 +157,18 @@ func (x *executor) admit(e *execution) {
 	}
 	e.admittedAt = x.now()
 	e.emitStarted()
+	x.start(e, e.execute)
+}
+
+// start runs an admitted execution (holding its slot) until run returns,
+// under its deadline: admittedAt plus its timeout, wall time, across a
+// restart too.
+func (x *executor) start(e *execution, run func(context.Context) Outcome) {
 	execCtx, cancel := context.WithDeadline(e.ctx, e.admittedAt.Add(e.spec.timeout))
 	x.wg.Go(func() {
 		defer x.slots.release(e.userID)
 		defer cancel()
-		o := e.execute(execCtx)
+		o := run(execCtx)
 		e.decidedAt = time.Now()
 		e.finish(o)
 	})

@@ -125,6 +125,11 @@ type run struct {
 	tasks     atomic.Int32 // task calls dispatched, for max_total_per_run
 	// retryOf and editOf are what the run replaces (StartRequest).
 	retryOf, editOf string
+	// commands and admin are what the run was granted (StartRequest).
+	commands, admin bool
+	// resumed, when set, is what a restart left open of the run: the
+	// loop finishes it before its next model call (agent/resume.go).
+	resumed *resumePlan
 	// lease is what the run was claimed under (Options.Lease); zero on
 	// SQLite.
 	lease models.Fence
@@ -156,7 +161,7 @@ func (r *run) begin(ctx context.Context, msgID, content string) error {
 	}
 	r.workspace = ws
 	now := r.env.now().UTC()
-	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name, RetryOf: r.retryOf, EditOf: r.editOf})
+	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name, RetryOf: r.retryOf, EditOf: r.editOf, Commands: r.commands, Admin: r.admin})
 	if err != nil {
 		return err
 	}
@@ -178,7 +183,12 @@ func (r *run) begin(ctx context.Context, msgID, content string) error {
 func (r *run) loop() {
 	defer close(r.done)
 	log := r.logger()
-	e := r.converse(log)
+	var e ending
+	if p := r.resumed; p != nil && !r.finishOpen(p) {
+		e = ending{status: models.RunCancelled}
+	} else {
+		e = r.converse(log)
+	}
 	if cause := context.Cause(r.ctx); cause != nil && e.status != models.RunCompleted {
 		e = stopped(cause)
 	}

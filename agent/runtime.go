@@ -51,6 +51,9 @@ type Options struct {
 	// rejoined) refuses new runs with models.ErrFenced.
 	Claims RunClaims
 	Lease  func() models.Fence
+	// Resume is whether and how often runs resume after a restart or a
+	// failover (Resume); its zero value resumes none.
+	Resume ResumeConfig
 }
 
 // RunClaims claims a thread for a run in the database; models.Store
@@ -93,6 +96,7 @@ type Runtime struct {
 
 	claims RunClaims
 	lease  func() models.Fence
+	resume ResumeConfig
 
 	mu     sync.Mutex
 	closed bool
@@ -142,6 +146,7 @@ func New(o Options) (*Runtime, error) {
 
 		claims: o.Claims,
 		lease:  o.Lease,
+		resume: o.Resume,
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m
@@ -257,6 +262,8 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		done:     make(chan struct{}),
 		retryOf:  req.RetryOf,
 		editOf:   req.EditOf,
+		commands: req.Commands,
+		admin:    req.Admin,
 	}
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)

@@ -29,6 +29,9 @@ type runSink struct {
 
 	mu    sync.Mutex
 	usage map[string]*models.UsageEntry // every LLM call of the run, by call id; never changed
+	// base is the run's calls before a restart, from the ledger (a
+	// resumed run, agent/resume.go).
+	base models.UsageReport
 }
 
 // Journal persists what runs produce, in order; models.Writer implements
@@ -151,11 +154,24 @@ func (s *runSink) recordUsage(taskID, model string, resp Response) *models.Usage
 	return e
 }
 
+// recordLost records a model call a restart cut off (lostCall): in the
+// ledger once, and in the run's totals.
+func (s *runSink) recordLost(e *models.UsageEntry) {
+	s.mu.Lock()
+	s.usage[e.CallID] = e
+	s.mu.Unlock()
+	row := *e
+	if err := s.journal.Enqueue(s.shared(), models.Record{Usage: &row}); err != nil {
+		s.logger().Error("record usage", "call", e.CallID, "err", err)
+	}
+}
+
 // totals aggregates the run's calls as the ledger would.
 func (s *runSink) totals() models.UsageReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rep := models.UsageReport{ByModel: map[string]models.UsageTotals{}}
+	rep.Merge(s.base)
 	for _, e := range s.usage {
 		e.Count(&rep)
 	}

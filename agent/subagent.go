@@ -6,26 +6,53 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"herd/agent/tools"
 )
 
 // execute is the subagent's own loop: LLM call → tools → next call, until a
 // final answer, a cap, an error or the end of ctx (its execution deadline,
 // a cancel). It returns the outcome; finish makes it terminal.
 func (e *execution) execute(ctx context.Context) (o Outcome) {
+	return e.executeFrom(ctx, []Message{{Type: TypeHuman, Content: e.Prompt}}, nil)
+}
+
+// executeFrom is execute from a conversation already under way: history
+// (after the system prompt) as its checkpoint kept it, and open, the
+// tool calls of its last AI message that a restart cut off, which are
+// answered first (resumeCalls). A fresh execution's history is its
+// prompt.
+func (e *execution) executeFrom(ctx context.Context, history []Message, open []ToolCall) (o Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.Error("subagent panicked", "panic", p)
 			o = Outcome{Status: StatusFailed, Error: fmt.Sprintf("internal error: %v", p)}
 		}
 	}()
-	msgs := []Message{
-		{Type: TypeSystem, Content: e.spec.systemPrompt},
-		{Type: TypeHuman, Content: e.Prompt},
-	}
+	msgs := append([]Message{{Type: TypeSystem, Content: e.spec.systemPrompt}}, history...)
 	ctx = withModelWait(ctx, e.emitWaiting)
 	repeats := map[string]int{}
 	lastText := ""
-	for turn := 1; ; turn++ {
+	turn := 1
+	for _, m := range history {
+		if m.Type != TypeAI {
+			continue
+		}
+		turn++
+		if strings.TrimSpace(m.Content) != "" {
+			lastText = m.Content
+		}
+		for _, c := range m.ToolCalls {
+			repeats[c.Name+"\x00"+canonicalJSON(c.Args)]++
+		}
+	}
+	if len(open) > 0 {
+		msgs = append(msgs, e.runTools(ctx, open, true)...)
+		if ctx.Err() != nil {
+			return e.interrupted(ctx, ctx.Err())
+		}
+	}
+	for ; ; turn++ {
 		if turn > e.spec.maxTurns {
 			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
@@ -65,7 +92,7 @@ func (e *execution) execute(ctx context.Context) (o Outcome) {
 			}
 		}
 		msgs = append(msgs, ai)
-		msgs = append(msgs, e.runTools(ctx, resp.ToolCalls)...)
+		msgs = append(msgs, e.runTools(ctx, resp.ToolCalls, false)...)
 		if ctx.Err() != nil {
 			return e.interrupted(ctx, ctx.Err())
 		}
@@ -100,14 +127,20 @@ func (e *execution) interrupted(ctx context.Context, err error) Outcome {
 }
 
 // runTools runs one response's tool calls in parallel and emits a step for
-// each result, in call order.
-func (e *execution) runTools(ctx context.Context, calls []ToolCall) []Message {
+// each result, in call order. resumed calls are those a restart cut off:
+// only a repeatable tool runs again (tools.Repeatable), any other gets
+// the result that says its outcome is unknown.
+func (e *execution) runTools(ctx context.Context, calls []ToolCall, resumed bool) []Message {
 	out := make([]Message, len(calls))
 	shown := make([]*ToolOutput, len(calls))
 	call := func(i int) {
 		c := calls[i]
 		var content string
-		content, shown[i] = e.runTool(ctx, c)
+		if t, ok := e.tools.Get(c.Name); resumed && ok && !tools.IsRepeatable(t) {
+			content = interruptedCall
+		} else {
+			content, shown[i] = e.runTool(ctx, c)
+		}
 		out[i] = Message{Type: TypeTool, ToolCallID: c.ID, Name: c.Name, Content: content}
 	}
 	if len(calls) == 1 {

@@ -21,7 +21,15 @@ type Tool struct {
 	name   string // the server's own name for it
 	spec   tools.Spec
 	schema *jsonschema.Resolved
+	// repeatable: the server annotates the tool read-only or idempotent.
+	repeatable bool
 }
+
+// Repeatable reports whether the server says the tool only reads, or
+// may be called again with the same effect (its annotations'
+// readOnlyHint or idempotentHint): after a restart such a call is made
+// again, any other is not (tools.Repeatable).
+func (t *Tool) Repeatable() bool { return t.repeatable }
 
 // Spec is the tool with the schema its server publishes.
 func (t *Tool) Spec() tools.Spec { return t.spec }
@@ -152,10 +160,12 @@ func (srv *server) adaptOne(st *sdk.Tool) (*Tool, error) {
 	if desc == "" {
 		desc = st.Title
 	}
+	a := st.Annotations
 	return &Tool{
-		srv:    srv,
-		name:   st.Name,
-		spec:   tools.Spec{Name: ModelName(srv.cfg.Name, st.Name), Description: desc, Parameters: raw},
-		schema: resolved,
+		srv:        srv,
+		name:       st.Name,
+		spec:       tools.Spec{Name: ModelName(srv.cfg.Name, st.Name), Description: desc, Parameters: raw},
+		schema:     resolved,
+		repeatable: a != nil && (a.ReadOnlyHint || a.IdempotentHint),
 	}, nil
 }

@@ -45,6 +45,21 @@ type Env struct {
 	Image func(mimeType string, data []byte)
 }
 
+// Repeatable is a tool that is safe to run again with the same arguments
+// when a restart cut its call off (docs/DESIGN.md §11): it only reads, or
+// its effect is the same however often it runs. A tool that is not
+// Repeatable (a command, a write) is never run again blindly: its call
+// gets a result that says its outcome is unknown.
+type Repeatable interface {
+	Repeatable() bool
+}
+
+// IsRepeatable reports whether t may be run again after a restart.
+func IsRepeatable(t Tool) bool {
+	r, ok := t.(Repeatable)
+	return ok && r.Repeatable()
+}
+
 // ErrBadArgs marks arguments that do not match a tool's schema.
 var ErrBadArgs = errors.New("invalid arguments")
 

@@ -57,6 +57,9 @@ func WorkspaceTools(cfg SandboxConfig) []Tool {
 
 type lsTool struct{}
 
+// Repeatable: listing reads only.
+func (lsTool) Repeatable() bool { return true }
+
 var lsSchema = Schema{
 	Properties: map[string]Prop{
 		"path": {Type: "string", Description: `Directory to list, relative to the workspace root. Default "." (the root).`},
@@ -138,6 +141,9 @@ func describeEntry(root *os.Root, dir string, e fs.DirEntry) string {
 }
 
 type readFileTool struct{}
+
+// Repeatable: reading a file changes nothing.
+func (readFileTool) Repeatable() bool { return true }
 
 var readFileSchema = Schema{
 	Properties: map[string]Prop{

@@ -25,6 +25,7 @@ type Config struct {
 	Server     ServerConfig          `yaml:"server"`
 	Database   DatabaseConfig        `yaml:"database"`
 	Cluster    ClusterConfig         `yaml:"cluster"`
+	Runs       RunsConfig            `yaml:"runs"`
 	Workspaces WorkspacesConfig      `yaml:"workspaces"`
 	Log        LogConfig             `yaml:"log"`
 	Auth       AuthConfig            `yaml:"auth"`
@@ -88,6 +89,15 @@ type DatabaseConfig struct {
 type ClusterConfig struct {
 	LeaseSeconds int `yaml:"lease_seconds"`
 	RenewSeconds int `yaml:"renew_seconds"`
+}
+
+// RunsConfig is what becomes of a run its process left running (a crash,
+// a deploy, a lost instance): Resume continues it from its checkpoint
+// (docs/DESIGN.md §11), at most MaxResumes times (a crash loop then ends
+// it failed); without Resume it is closed, interrupted.
+type RunsConfig struct {
+	Resume     bool `yaml:"resume"`
+	MaxResumes int  `yaml:"max_resumes"`
 }
 
 // WorkspacesConfig is where thread workspaces live: Dir, or "workspaces"

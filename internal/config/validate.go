@@ -143,6 +143,7 @@ func (l *loader) validate(c *Config) {
 	l.validateServer(c.Server)
 	l.validateDatabase(c.Database)
 	l.validateCluster(c.Cluster)
+	l.validateRuns(c.Runs)
 	l.validateMetrics(c.Metrics, c.Sandbox)
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
@@ -178,6 +179,10 @@ func (l *loader) validateDatabase(d DatabaseConfig) {
 	default:
 		l.invalid("database.driver", "must be sqlite or postgres, got %q", d.Driver)
 	}
+}
+
+func (l *loader) validateRuns(r RunsConfig) {
+	l.atLeast("runs.max_resumes", r.MaxResumes, 1)
 }
 
 func (l *loader) validateCluster(c ClusterConfig) {

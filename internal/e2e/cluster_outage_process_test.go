@@ -84,6 +84,7 @@ func retryPage(p *proc, c *client, threadID string, stop <-chan struct{}) {
 // The lease (60 s) outlasts the outage: this test is about the log, not
 // about an instance that lost its lease (docs/DESIGN.md §14).
 func TestClusterOutageLogsOnce(t *testing.T) {
+	t.Parallel() // it mostly waits: beside the others
 	pg := pgtest.Private(t)
 	env := clusterEnv(pg.DSN, "HERD_CLUSTER_LEASE_SECONDS=60", "HERD_CLUSTER_RENEW_SECONDS=3")
 	var (

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -220,61 +221,70 @@ func TestClusterControlAcrossInstances(t *testing.T) {
 	stopHerd(t, b)
 }
 
-// TestClusterFailover: A is killed with runs in flight; B closes them as
-// crash recovery would ("interrupted: instance lost", one terminal per
-// card) within the lease plus 5 s, and A restarting later changes
-// nothing.
+// TestClusterFailover: A is killed with runs in flight; B resumes them
+// within the lease plus 5 s (a "Resumed on another instance" step on each
+// running card) and finishes them: every card completed, one terminal
+// each, one run end. A restarting later changes nothing. With runs.resume
+// off B closes them instead, as crash recovery would ("interrupted:
+// instance lost").
 func TestClusterFailover(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	dirA := t.TempDir()
-	a := startHerdWith(t, dirA, clusterEnv(dsn)...)
-	b := startHerdWith(t, t.TempDir(), clusterEnv(dsn)...)
-	ca, cb := a.signIn(), b.signIn()
-	th := runningSubagents(ca)
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = a.wait(10 * time.Second)
-	killed := time.Now()
-	const lease = 3 * time.Second
-	waitRunEnd(t, cb, th, lease+5*time.Second)
-	t.Logf("B closed A's run %v after the kill (lease %v)", time.Since(killed), lease)
+	for _, resume := range []bool{true, false} {
+		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
+			dsn := pgtest.DSN(t)
+			dirA := t.TempDir()
+			env := clusterEnv(dsn, fmt.Sprint("HERD_RUNS_RESUME=", resume))
+			a := startHerdWith(t, dirA, env...)
+			b := startHerdWith(t, t.TempDir(), env...)
+			ca, cb := a.signIn(), b.signIn()
+			th := runningSubagents(ca)
+			if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = a.wait(10 * time.Second)
+			killed := time.Now()
+			const lease = 3 * time.Second
+			if resume {
+				for deadline := killed.Add(lease + 5*time.Second); len(cb.events(th, "run.resumed").Events) == 0; time.Sleep(50 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("B did not resume A's run within the lease plus 5 s:\n%s", b.log.String())
+					}
+				}
+				t.Logf("B resumed A's run %v after the kill (lease %v)", time.Since(killed), lease)
+				waitRunEnd(t, cb, th, 90*time.Second)
+			} else {
+				waitRunEnd(t, cb, th, lease+5*time.Second)
+			}
+			t.Logf("the run ended %v after the kill", time.Since(killed))
 
-	var state threadState
-	cb.call("GET", "/api/threads/"+th, nil, &state)
-	if len(state.Tasks) != 3 {
-		t.Fatalf("%d cards, want 3", len(state.Tasks))
-	}
-	for _, task := range state.Tasks {
-		if task.Status == "queued" || task.Status == "running" {
-			t.Errorf("card %s still %s", task.TaskID, task.Status)
-		}
-		if task.Status == "failed" && task.Error != "interrupted: instance lost" {
-			t.Errorf("card %s error %q", task.TaskID, task.Error)
-		}
-	}
-	ends := 0
-	var p eventPage
-	cb.call("GET", "/api/threads/"+th+"/events?limit=1000", nil, &p)
-	for _, e := range p.Events {
-		if e.EventType == "run.end" {
-			ends++
-		}
-	}
-	if ends != 1 {
-		t.Errorf("%d run.end events, want 1", ends)
-	}
-	before := allSeqs(cb, th)
+			var state threadState
+			cb.call("GET", "/api/threads/"+th, nil, &state)
+			if len(state.Tasks) != 3 {
+				t.Fatalf("%d cards, want 3", len(state.Tasks))
+			}
+			for _, task := range state.Tasks {
+				switch {
+				case resume && task.Status != "completed":
+					t.Errorf("card %s %s (%s), want completed", task.TaskID, task.Status, task.Error)
+				case !resume && task.Status == "failed" && task.Error != "interrupted: instance lost":
+					t.Errorf("card %s error %q", task.TaskID, task.Error)
+				case task.Status == "queued" || task.Status == "running":
+					t.Errorf("card %s still %s", task.TaskID, task.Status)
+				}
+			}
+			oneTerminalEach(t, cb, th)
+			before := allSeqs(cb, th)
 
-	a2 := startHerdWith(t, dirA, clusterEnv(dsn)...)
-	// Let A's first sweeps pass.
-	time.Sleep(2 * lease)
-	after := allSeqs(a2.signIn(), th)
-	if len(after) != len(before) {
-		t.Errorf("A's restart changed the thread: %d records before, %d after", len(before), len(after))
+			a2 := startHerdWith(t, dirA, env...)
+			// Let A's first sweeps pass.
+			time.Sleep(2 * lease)
+			after := allSeqs(a2.signIn(), th)
+			if len(after) != len(before) {
+				t.Errorf("A's restart changed the thread: %d records before, %d after", len(before), len(after))
+			}
+			stopHerd(t, a2)
+			stopHerd(t, b)
+		})
 	}
-	stopHerd(t, a2)
-	stopHerd(t, b)
 }
 
 // TestClusterTokenSwitchReachesOtherInstance: the admin turns token

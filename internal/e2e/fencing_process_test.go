@@ -73,7 +73,7 @@ func waitLog(t *testing.T, p *proc, want string, timeout time.Duration) {
 
 // TestClusterFrozenInstanceIsFenced: A is frozen (SIGSTOP) with four
 // runs of subagents in flight, past its lease; B takes them over and
-// closes them. When A continues, everything it still had in hand is
+// finishes them. When A continues, everything it still had in hand is
 // refused by the database: not one record more of those runs (one run
 // end, one end per card, the same seqs), and A stays up, rejoins and
 // serves a new run.
@@ -93,9 +93,9 @@ func TestClusterFrozenInstanceIsFenced(t *testing.T) {
 	stopped := time.Now()
 	const lease = 3 * time.Second
 	for _, th := range threads {
-		waitRunEnd(t, cb, th, lease+10*time.Second)
+		waitRunEnd(t, cb, th, lease+60*time.Second)
 	}
-	t.Logf("B closed A's runs %v after the freeze", time.Since(stopped))
+	t.Logf("B finished A's runs %v after the freeze", time.Since(stopped))
 	before := map[string]map[int64]string{}
 	for _, th := range threads {
 		before[th] = allSeqs(cb, th)
@@ -124,9 +124,10 @@ func TestClusterFrozenInstanceIsFenced(t *testing.T) {
 			t.Errorf("thread %s: %d records after A continued, %d before: A wrote after it was fenced", th, len(after), len(before[th]))
 		}
 		oneTerminalEach(t, cb, th)
+		// B resumed the run and ended it: completed, not A's cancel.
 		for _, e := range cb.events(th, "run.end").Events {
-			if e.Content.Error != "interrupted: instance lost" {
-				t.Errorf("thread %s: run end %+v, want B's interrupted: instance lost", th, e.Content)
+			if e.Content.Status != "completed" {
+				t.Errorf("thread %s: run end %+v, want B's completed", th, e.Content)
 			}
 		}
 	}
@@ -143,6 +144,7 @@ func TestClusterFrozenInstanceIsFenced(t *testing.T) {
 // up, every run completes (none closed as lost, none closed twice), and
 // each thread's log is whole.
 func TestClusterDatabaseOutages(t *testing.T) {
+	t.Parallel() // it mostly waits: beside the others
 	pg := pgtest.Private(t)
 	env := append(pgEnv(pg.DSN), "HERD_CLUSTER_LEASE_SECONDS=10", "HERD_CLUSTER_RENEW_SECONDS=3", "HERD_LEAD_MAX_ACTIVE_RUNS_PER_USER=10")
 	var ps []*proc

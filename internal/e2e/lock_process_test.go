@@ -57,6 +57,7 @@ func holdWriteLock(t *testing.T, path string) (release func()) {
 // it also touches the session: that write once waited out a busy timeout
 // of its own first (10 s measured).
 func TestHeldLockAnswersWithinTheBusyTimeout(t *testing.T) {
+	t.Parallel() // it mostly waits: beside the others
 	dir := t.TempDir()
 	p := startHerd(t, dir)
 	c := p.signIn()

@@ -219,9 +219,11 @@ func allSeqs(c *client, threadID string) map[int64]string {
 	return out
 }
 
+// TestKillAndRestart: with runs.resume off, a restart closes what a kill
+// left open, as before runs could resume (TestKillResumes has them go on).
 func TestKillAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	p := startHerd(t, dir)
+	p := startHerdWith(t, dir, "HERD_RUNS_RESUME=false")
 	c := p.signIn()
 	th := runningSubagents(c)
 	before := allSeqs(c, th)
@@ -231,7 +233,7 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	_ = p.wait(10 * time.Second)
 
-	p2 := startHerd(t, dir)
+	p2 := startHerdWith(t, dir, "HERD_RUNS_RESUME=false")
 	if !strings.Contains(p2.log.String(), "crash recovery closed interrupted runs") {
 		t.Errorf("no crash recovery at restart:\n%s", p2.log.String())
 	}

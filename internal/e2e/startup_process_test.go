@@ -20,6 +20,7 @@ import (
 // "PostgreSQL"). The same database under a name it does not have fails
 // at once, without the wait.
 func TestPostgresStartWaitsForTheDatabase(t *testing.T) {
+	t.Parallel() // it mostly waits: beside the others
 	c := pgtest.Private(t)
 	if err := c.Halt(); err != nil {
 		t.Fatal(err)

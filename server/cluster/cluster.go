@@ -44,7 +44,7 @@ import (
 
 // Store is what a Cluster reads and leases; models.Store implements it.
 type Store interface {
-	agent.RecoveryStore
+	agent.ResumeStore
 	InRanges(ctx context.Context, rs []models.SeqRange) ([]models.Record, error)
 	ActiveRun(ctx context.Context, threadID string) (*models.Run, error)
 	Run(ctx context.Context, threadID, id string) (*models.Run, error)
@@ -119,7 +119,9 @@ type Runs interface {
 	Cancel(threadID, runID string) error
 	CancelTask(threadID, taskID string) error
 	Wait(ctx context.Context, threadID string) error
-	Failover(ctx context.Context, st agent.RecoveryStore, runs []models.Run) (int, error)
+	// Continue resumes (or, with runs.resume off, closes) the runs of
+	// a lost instance this instance took over.
+	Continue(ctx context.Context, st agent.ResumeStore, runs []models.Run, cause string) (resumed, closed int, err error)
 	// Abandon stops this instance's runs without writing: its lease was
 	// taken over, and the runs with it.
 	Abandon(ctx context.Context) int

@@ -280,13 +280,13 @@ func (c *Cluster) sweep(ctx context.Context) {
 	if len(runs) == 0 {
 		return
 	}
-	n, err := c.h.Runs.Failover(ctx, c.o.Store, runs)
-	if err != nil {
+	resumed, closed, err := c.h.Runs.Continue(ctx, c.o.Store, runs, agent.ResumeFailover)
+	if n := resumed + closed; err != nil {
 		c.unclosed = runs[n:]
-		c.log.Error("cluster: close runs of a lost instance; trying again at the next renewal", "closed", n, "of", len(runs), "err", err)
+		c.log.Error("cluster: take over runs of a lost instance; trying again at the next renewal", "done", n, "of", len(runs), "err", err)
 		return
 	}
-	c.log.Warn("cluster: closed the runs of lost instances", "runs", n)
+	c.log.Warn("cluster: took over the runs of lost instances", "resumed", resumed, "closed", closed)
 }
 
 // RelayPurge tells the other instances that thread id's delete is due at

@@ -1,0 +1,579 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"herd/agent/tools"
+	"herd/models"
+)
+
+// Resuming a run (docs/DESIGN.md §11): a run left running by a crash, a
+// deploy or a lost instance continues from what its log and checkpoints
+// hold, instead of being closed. The lead's history is the thread's
+// messages; each subagent's is its checkpoint pieces. What was in flight
+// when the process died is settled first: a model call is made again
+// (the lost one is a ledger row of its own, usage unknown), a repeatable
+// tool call runs again, any other gets a result that says its outcome
+// is unknown, a task continues with the same task id and version
+// sequence, a queued task queues again in its order.
+
+// ResumeConfig is the runs: section: whether runs resume after a restart
+// or a failover, and how often one run may (a crash loop ends it).
+type ResumeConfig struct {
+	Enabled    bool
+	MaxResumes int
+}
+
+// ResumeStore is what resuming reads; models.Store implements it.
+type ResumeStore interface {
+	RecoveryStore
+	Checkpoints(ctx context.Context, runID string) ([]models.Checkpoint, error)
+	Usage(ctx context.Context, threadID, runID string) (models.UsageReport, error)
+}
+
+// Why a run resumes (RunResumed.Cause).
+const (
+	ResumeRestart  = "restart"
+	ResumeFailover = "failover"
+)
+
+// interruptedCall is the result of a call a restart cut off that is not
+// run again: nobody knows whether it took effect.
+const interruptedCall = "Error: interrupted by a server restart; the outcome is unknown — check before repeating."
+
+// resumePlan is what a restart left open of a run, for its loop to
+// finish before its next model call (run.finishOpen).
+type resumePlan struct {
+	calls []ToolCall            // the lead's last AI message's calls without a result
+	tasks map[string]*openState // their tasks' states, by task id (none: never dispatched)
+	lost  time.Duration
+	cause string
+	// final: the lead's answer was written before the restart; the run
+	// only ends.
+	final bool
+}
+
+// openState is a task of the run that has not ended.
+type openState struct {
+	intro     TaskIntro
+	started   bool
+	startedAt time.Time
+	version   int64
+	steps     int64
+	usage     *TokenUsage
+	history   []Message // its checkpoint: prompt, then its messages
+}
+
+// Resume continues runs left running (at start, their own; on failover,
+// a lost instance's, which the caller has taken over). A run that
+// cannot resume is closed as Recover or Failover would, with the reason
+// said: resumed runs.max_resumes times, a checkpoint format this herd
+// does not know, a model no longer configured. It returns how many it
+// resumed and how many it closed.
+func (rt *Runtime) Resume(ctx context.Context, st ResumeStore, runs []models.Run, cause string) (resumed, closed int, err error) {
+	reason, notice := interruptedByRestart, restartNotice
+	if cause == ResumeFailover {
+		reason, notice = interruptedInstanceLost, instanceLostNotice
+	}
+	for _, row := range runs {
+		why, err := rt.resumeRun(ctx, st, row, cause)
+		if err != nil {
+			return resumed, closed, fmt.Errorf("agent: resume run %s: %w", row.ID, err)
+		}
+		if why == "" {
+			resumed++
+			rt.log.Warn("resumed a run", "cause", cause, "thread", row.ThreadID, "run", row.ID)
+			continue
+		}
+		if err := rt.recoverRun(ctx, st, row, reason+" ("+why+")", notice); err != nil {
+			return resumed, closed, fmt.Errorf("agent: close run %s: %w", row.ID, err)
+		}
+		closed++
+		rt.log.Warn("could not resume a run; closed it", "why", why, "thread", row.ThreadID, "run", row.ID)
+	}
+	return resumed, closed, nil
+}
+
+// Continue settles runs left running, at start (cause ResumeRestart) or
+// on failover (ResumeFailover): resumed when runs.resume is on, else
+// closed as interrupted (Recover, Failover). It returns how many it
+// resumed and closed.
+func (rt *Runtime) Continue(ctx context.Context, st ResumeStore, runs []models.Run, cause string) (resumed, closed int, err error) {
+	if rt.resume.Enabled {
+		return rt.Resume(ctx, st, runs, cause)
+	}
+	reason, notice := interruptedByRestart, restartNotice
+	if cause == ResumeFailover {
+		reason, notice = interruptedInstanceLost, instanceLostNotice
+	}
+	for _, r := range runs {
+		if err := rt.recoverRun(ctx, st, r, reason, notice); err != nil {
+			return 0, closed, fmt.Errorf("agent: close run %s: %w", r.ID, err)
+		}
+		closed++
+	}
+	return 0, closed, nil
+}
+
+// resumeRun resumes one run, or says why it cannot ("" when it did).
+func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run, cause string) (string, error) {
+	evs, _, err := st.Events(ctx, row.ThreadID, models.EventFilter{RunID: row.ID})
+	if err != nil {
+		return "", err
+	}
+	var (
+		start   *RunStart
+		resumes int64 = 1
+		last    time.Time
+	)
+	for i := range evs {
+		last = later(last, evs[i].CreatedAt)
+		switch evs[i].EventType {
+		case eventRunStart:
+			if p, err := PayloadOf(&evs[i]); err == nil {
+				s := p.(RunStart)
+				start = &s
+			}
+		case eventRunResumed:
+			resumes++
+		}
+	}
+	if start == nil {
+		return "its start was never written", nil
+	}
+	if max := rt.resume.MaxResumes; resumes > int64(max) {
+		return fmt.Sprintf("resumed %d times: runs.max_resumes is %d", resumes-1, max), nil
+	}
+	pieces, err := st.Checkpoints(ctx, row.ID)
+	if err != nil {
+		return "", err
+	}
+	histories, why := decodeCheckpoints(pieces)
+	if why != "" {
+		return why, nil
+	}
+	model, err := rt.model(row.ModelName)
+	if err != nil {
+		return fmt.Sprintf("its model %q is no longer configured", row.ModelName), nil
+	}
+	msgs, err := st.Messages(ctx, row.ThreadID)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range msgs {
+		if m.RunID == row.ID {
+			last = later(last, m.CreatedAt)
+		}
+	}
+	box, err := rt.toolbox(ctx, start.Commands, start.Admin)
+	if err != nil {
+		return "", err
+	}
+	base, err := st.Usage(ctx, row.ThreadID, row.ID)
+	if err != nil {
+		return "", err
+	}
+	req := StartRequest{ThreadID: row.ThreadID, UserID: row.UserID, Commands: start.Commands, Admin: start.Admin, RetryOf: row.RetryOf, EditOf: row.EditOf}
+	r := rt.newRun(req, model, box)
+	r.id = row.ID
+	r.sink = rt.runEnv.newSink(r.threadID, r.id)
+	r.sink.base = base
+	if rt.lease != nil {
+		r.lease = rt.lease()
+	}
+	if rt.mcp != nil {
+		r.rebox = func(b *toolbox) *toolbox { return rt.refresh(b, req.Commands, req.Admin, r.logger()) }
+	}
+	if r.workspace, err = rt.runEnv.workspace(r.threadID); err != nil {
+		return "", err
+	}
+	plan := &resumePlan{tasks: map[string]*openState{}, lost: rt.now().Sub(last), cause: cause}
+	open := openStates(evs, histories)
+	dispatched := 0
+	for _, ev := range evs {
+		if ev.EventType == eventSubagentQueued || ev.EventType == eventSubagentStart {
+			dispatched++
+		}
+	}
+	recs := []models.Record{}
+	ev, err := eventRecord(r.threadID, "", RunResumed{RunID: r.id, Resumes: resumes, LostMS: max(plan.lost.Milliseconds(), 0), Cause: cause})
+	if err != nil {
+		return "", err
+	}
+	recs = append(recs, ev)
+	lastAI, answered := leadState(msgs, row.ID)
+	switch {
+	case lastAI == nil || len(lastAI.calls) == 0 || answered:
+		// The lead was calling its model (or about to): that call is lost.
+		// A final answer already written ends the run as it would have.
+		if lastAI != nil && len(lastAI.calls) == 0 && lastAI.final {
+			break
+		}
+		recs = append(recs, models.Record{Usage: lostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("%s:lead:%d", r.id, lastAI.seqOr0()))})
+	default:
+		for _, c := range lastAI.calls {
+			if !lastAI.answered[c.ID] {
+				plan.calls = append(plan.calls, c)
+				if s := open[c.ID]; s != nil {
+					plan.tasks[c.ID] = s
+				}
+			}
+		}
+	}
+	// Claimed here before anything is written: the thread is this run's
+	// (whatever the user's count: the run was admitted once already).
+	if err := rt.claimResumed(r); err != nil {
+		return "", err
+	}
+	if err := rt.journal.Write(ctx, recs...); err != nil {
+		rt.release(r)
+		r.cancel(nil)
+		return "", err
+	}
+	for _, rec := range recs {
+		if rec.Usage != nil {
+			r.sink.mu.Lock()
+			r.sink.usage[rec.Usage.CallID] = rec.Usage
+			r.sink.mu.Unlock()
+		}
+	}
+	r.tasks.Store(int32(dispatched))
+	if lastAI != nil && lastAI.final && len(lastAI.calls) == 0 {
+		plan.final = true
+	}
+	r.resumed = plan
+	rt.wg.Go(r.loop)
+	return "", nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// lostCall is the ledger row of a model call a restart cut off: it was
+// made, its usage will never be known (Unreported), and key (the state
+// it was made from) makes a second resume of the same state add it once.
+func lostCall(threadID, runID, taskID, herdModel, key string) *models.UsageEntry {
+	return &models.UsageEntry{CallID: "lost:" + key, ThreadID: threadID, RunID: runID, TaskID: taskID, ModelName: herdModel, HerdModel: herdModel, Unreported: true}
+}
+
+// decodeCheckpoints is each task's history from its pieces, or why they
+// cannot be read.
+func decodeCheckpoints(pieces []models.Checkpoint) (map[string][]Message, string) {
+	out := map[string][]Message{}
+	for i := range pieces {
+		c := &pieces[i]
+		if c.Format != checkpointFormat {
+			return nil, fmt.Sprintf("its checkpoint is of format %d, which this herd version does not know", c.Format)
+		}
+		b, err := c.Data()
+		if err != nil {
+			return nil, "its checkpoint cannot be read"
+		}
+		var ms []Message
+		if err := json.Unmarshal(b, &ms); err != nil {
+			return nil, "its checkpoint cannot be read"
+		}
+		out[c.TaskID] = append(out[c.TaskID], ms...)
+	}
+	return out, ""
+}
+
+// leadAI is the run's last AI message of the lead as stored.
+type leadAI struct {
+	seq      int64
+	calls    []ToolCall
+	answered map[string]bool
+	final    bool
+}
+
+func (a *leadAI) seqOr0() int64 {
+	if a == nil {
+		return 0
+	}
+	return a.seq
+}
+
+// leadState is the run's last AI message and whether all its calls have
+// results.
+func leadState(msgs []models.Message, runID string) (*leadAI, bool) {
+	var last *leadAI
+	for _, m := range msgs {
+		if m.RunID != runID {
+			continue
+		}
+		switch m.Type {
+		case TypeAI:
+			var calls []ToolCall
+			if len(m.ToolCalls) > 0 {
+				_ = json.Unmarshal(m.ToolCalls, &calls)
+			}
+			var kw struct{ Incomplete, Stopped bool }
+			if len(m.AdditionalKwargs) > 0 {
+				_ = json.Unmarshal(m.AdditionalKwargs, &kw)
+			}
+			last = &leadAI{seq: m.Seq, calls: calls, answered: map[string]bool{}, final: len(calls) == 0 && !kw.Incomplete && !kw.Stopped}
+		case TypeTool:
+			if last != nil {
+				last.answered[m.ToolCallID] = true
+			}
+		}
+	}
+	if last == nil {
+		return nil, true
+	}
+	for _, c := range last.calls {
+		if !last.answered[c.ID] {
+			return last, false
+		}
+	}
+	return last, true
+}
+
+// openStates are the run's tasks that have not ended, by task id, with
+// their checkpoint histories.
+func openStates(evs []models.RunEvent, histories map[string][]Message) map[string]*openState {
+	out := map[string]*openState{}
+	ended := map[string]bool{}
+	for i := range evs {
+		ev, err := PayloadOf(&evs[i])
+		if err != nil {
+			continue
+		}
+		te, ok := ev.(taskEvent)
+		if !ok {
+			continue
+		}
+		id := evs[i].TaskID
+		s := out[id]
+		if s == nil {
+			s = &openState{}
+			out[id] = s
+		}
+		s.version = max(s.version, te.task().Version)
+		if u := te.usage(); u != nil {
+			s.usage = u
+		}
+		switch p := ev.(type) {
+		case TaskQueued:
+			s.intro = p.TaskIntro
+		case TaskStarted:
+			s.intro, s.started, s.startedAt = p.TaskIntro, true, evs[i].CreatedAt
+		case TaskStep:
+			s.steps = max(s.steps, p.MessageIndex)
+		case TaskEnd:
+			ended[id] = true
+		}
+	}
+	for id, s := range out {
+		if ended[id] || s.intro.TaskID == "" {
+			delete(out, id)
+			continue
+		}
+		s.history = histories[id]
+	}
+	return out
+}
+
+// finishOpen settles what a restart left open of the lead's last turn,
+// before the loop's next model call: each task call's execution goes on
+// (or starts, if it never did), a repeatable tool runs again, any other
+// call gets interruptedCall. It reports whether the run may go on.
+func (r *run) finishOpen(p *resumePlan) bool {
+	r.resumed = nil
+	if p.final {
+		return true
+	}
+	// Queued tasks queue again in their first order: by the version
+	// sequence they were dispatched in, running ones first.
+	calls := slices.Clone(p.calls)
+	slices.SortStableFunc(calls, func(a, b ToolCall) int {
+		sa, sb := p.tasks[a.ID], p.tasks[b.ID]
+		return cmp.Compare(queueRank(sa), queueRank(sb))
+	})
+	var wg sync.WaitGroup
+	for _, call := range calls {
+		if call.Name != ToolTask {
+			wg.Go(func() {
+				t, ok := r.box.tools.Get(call.Name)
+				if ok && tools.IsRepeatable(t) {
+					result, output := r.runTool(call)
+					r.finishTool(call, result, output)
+					return
+				}
+				r.finishTool(call, interruptedCall, nil)
+			})
+			continue
+		}
+		s := p.tasks[call.ID]
+		asked := make(chan struct{})
+		wg.Go(func() {
+			var o Outcome
+			var release func()
+			if s == nil {
+				close(asked)
+				o, release = r.env.exec.delegate(r.scope(), call)
+			} else {
+				o, release = r.env.exec.resume(r.scope(), call, s, p, sync.OnceFunc(func() { close(asked) }))
+			}
+			r.finishTask(call, o, release)
+		})
+		// The next task asks for its slot once this one has: admission
+		// is first come, first served.
+		<-asked
+	}
+	wg.Wait()
+	return r.ctx.Err() == nil
+}
+
+// queueRank orders open tasks: running ones first, then queued ones by
+// version (their dispatch order), then those never dispatched.
+func queueRank(s *openState) int64 {
+	switch {
+	case s == nil:
+		return 1 << 62
+	case s.started:
+		return 0
+	}
+	return s.version
+}
+
+// resume continues a task a restart cut off, with the same task id,
+// execution id and version sequence (docs/DESIGN.md §11): from its
+// checkpoint when it had started, from admission when it was queued.
+//
+// asked is called once the task has asked for its slot (or will not).
+func (x *executor) resume(s taskScope, call ToolCall, st *openState, p *resumePlan, asked func()) (Outcome, func()) {
+	defer asked()
+	args, err := parseTaskArgs(call.Args)
+	if err != nil {
+		return Outcome{Status: StatusFailed, Error: err.Error()}, nil
+	}
+	spec, ok := s.agents.byName[args.SubagentType]
+	if !ok {
+		return Outcome{Status: StatusFailed, Error: unknownSubagentType(args.SubagentType, s.agents.order)}, nil
+	}
+	e := x.newExecution(s, call.ID, args, spec)
+	e.ID, e.version, e.steps = cmp.Or(st.intro.ExecutionID, e.ID), st.version, st.steps
+	e.log = s.log.With("task", call.ID, "execution", e.ID)
+	e.collector.seed(st.usage)
+	x.reg.add(e)
+	release := func() { x.reg.delivered(e) }
+	defer e.cancel(errTaskOver)
+	if !st.started || len(st.history) == 0 {
+		// Queued, or started before checkpoints were kept: it starts
+		// over from its prompt (it made no call a checkpoint would hold).
+		e.asked = asked
+		x.admit(e)
+		return x.await(e, spec), release
+	}
+	history, open, lost := splitHistory(st.history)
+	if lost {
+		row := lostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprintf("%s:%s:%d", s.runID, call.ID, st.version))
+		s.sink.recordLost(row)
+	}
+	e.admittedAt = st.startedAt // wall time: the timeout runs across the restart
+	w, ok := x.slots.tryAcquire(e.userID)
+	asked()
+	if !ok {
+		x.queued.Add(1)
+		err := x.slots.wait(e.ctx, e.userID, w)
+		x.queued.Add(-1)
+		if err != nil {
+			e.finish(Outcome{Status: StatusCancelled})
+			return x.await(e, spec), release
+		}
+	}
+	e.emitResumed(p)
+	if !time.Now().Before(e.admittedAt.Add(spec.timeout)) {
+		x.slots.release(e.userID)
+		e.finish(Outcome{Status: StatusTimedOut, Error: executionTimedOut(spec.timeout)})
+		return x.await(e, spec), release
+	}
+	if last := history[len(history)-1]; last.Type == TypeAI && len(last.ToolCalls) == 0 && len(open) == 0 {
+		// Its answer was written and the restart came before its end.
+		x.slots.release(e.userID)
+		e.finish(Outcome{Status: StatusCompleted, Result: last.Content})
+		return x.await(e, spec), release
+	}
+	x.start(e, func(ctx context.Context) Outcome { return e.executeFrom(ctx, history, open) })
+	return x.await(e, spec), release
+}
+
+// splitHistory is a subagent's checkpoint: its messages, the calls of
+// its last AI message without a result (open), and whether a model call
+// was in flight (lost): the history ends with its prompt or a result.
+func splitHistory(h []Message) (history []Message, open []ToolCall, lost bool) {
+	answered := map[string]bool{}
+	lastAI := -1
+	for i, m := range h {
+		switch m.Type {
+		case TypeAI:
+			lastAI = i
+			clear(answered)
+		case TypeTool:
+			answered[m.ToolCallID] = true
+		}
+	}
+	if lastAI < 0 {
+		return h, nil, true
+	}
+	for _, c := range h[lastAI].ToolCalls {
+		if !answered[c.ID] {
+			open = append(open, c)
+		}
+	}
+	last := h[len(h)-1]
+	lost = len(open) == 0 && (last.Type == TypeTool || last.Type == TypeHuman) && len(h[lastAI].ToolCalls) > 0
+	return h, open, lost
+}
+
+// emitResumed writes the card's step that says it continued, and how
+// long it was gone.
+func (e *execution) emitResumed(p *resumePlan) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if isTerminal(e.status()) {
+		return
+	}
+	e.setStateLocked(StatusRunning)
+	e.steps++
+	text := fmt.Sprintf("Resumed after a restart (lost %s)", lostText(p.lost))
+	if p.cause == ResumeFailover {
+		text = fmt.Sprintf("Resumed on another instance (lost %s)", lostText(p.lost))
+	}
+	st := TaskStep{TaskRef: e.nextRefLocked(), MessageIndex: e.steps, StepBody: StepBody{Kind: stepResumed, Text: text, LostMS: max(p.lost.Milliseconds(), 0)}, ModelName: e.ModelName, Usage: e.collector.Snapshot()}
+	e.sink.emit(e.TaskID, st)
+}
+
+// lostText is a lost time as the card says it: 4.2 s, 1 min 5 s.
+func lostText(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.1f s", max(d.Seconds(), 0))
+	}
+	return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// claimResumed makes r, a run resumed, its thread's active run.
+func (rt *Runtime) claimResumed(r *run) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch {
+	case rt.closed:
+		return ErrShuttingDown
+	case rt.active[r.threadID] != nil:
+		return ErrRunActive
+	}
+	rt.active[r.threadID] = r
+	rt.byUser[r.userID]++
+	return nil
+}
