@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
