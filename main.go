@@ -639,14 +639,26 @@ func metricsMux(m *metrics.Metrics, token string) http.Handler {
 }
 
 func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, srv *server.Server, servers []*httpServer, served <-chan error) error {
-	// Graceful shutdown (docs/DESIGN.md §11): refuse new runs and cancel the running
-	// ones while sockets still carry their terminal frames, then close the
+	// Graceful shutdown (docs/DESIGN.md §11): refuse new runs and release
+	// the running ones for resuming (or, with runs.resume off, cancel them
+	// while sockets still carry their terminal frames), then close the
 	// sockets with going-away, stop HTTP and flush the database.
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Server.ShutdownTimeoutSeconds)*time.Second)
 	defer cancel()
 	var errs []error
-	if err := rt.Shutdown(sctx); err != nil {
+	if cfg.Runs.Resume {
+		// The runs outlive the stop: nothing more of them is written, and
+		// the next start (or, on PostgreSQL, another instance, once this
+		// one retires) resumes them from there.
+		n, err := rt.Release(sctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if n > 0 {
+			log.Info("stopping: runs released, to resume at the next start or on another instance", "runs", n)
+		}
+	} else if err := rt.Shutdown(sctx); err != nil {
 		errs = append(errs, err)
 	}
 	b.closeMCP()

@@ -15,6 +15,9 @@ var (
 	// ErrLeaseTaken ends the runs of an instance whose lease another
 	// instance took over (Runtime.Abandon): they are that instance's now.
 	ErrLeaseTaken = errors.New("this instance's lease was taken over by another instance")
+	// ErrReleased ends the runs of a stop they outlive (Runtime.Release):
+	// they resume at the next start, or on another instance.
+	ErrReleased = errors.New("released for another instance or the next start to resume")
 	// ErrNotLatest refuses a Retry or Regenerate of a run that is not the
 	// thread's latest: only the latest answer can be answered again.
 	ErrNotLatest = errors.New("only the latest answer of the thread can be answered again")

@@ -212,7 +212,11 @@ func stopped(cause error) ending {
 	if errors.Is(cause, ErrShuttingDown) {
 		return ending{models.RunCancelled, "interrupted: server shutting down", "The server shut down before this answer was finished."}
 	}
-	if errors.Is(cause, ErrLeaseTaken) {
+	if errors.Is(cause, ErrReleased) {
+		// Never written (the journal refuses it): for the log.
+		return ending{models.RunCancelled, "released for resuming", ""}
+	}
+		if errors.Is(cause, ErrLeaseTaken) {
 		// Never written (the database refuses it): for the log.
 		return ending{models.RunCancelled, "interrupted: another instance took the run over", ""}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"herd/agent/tools"
@@ -576,4 +577,31 @@ func (rt *Runtime) claimResumed(r *run) error {
 	rt.active[r.threadID] = r
 	rt.byUser[r.userID]++
 	return nil
+}
+
+// releasable is the runtime's journal: once released (Runtime.Release)
+// it refuses every record of a run, so a run stopped for a deploy keeps
+// the state of its last commit for whoever resumes it. A thread's title
+// call (no run) still writes.
+type releasable struct {
+	Journal
+	released *atomic.Bool
+}
+
+func (j releasable) Write(ctx context.Context, recs ...models.Record) error {
+	if j.refuses(recs) {
+		return ErrReleased
+	}
+	return j.Journal.Write(ctx, recs...)
+}
+
+func (j releasable) Enqueue(ctx context.Context, recs ...models.Record) error {
+	if j.refuses(recs) {
+		return ErrReleased
+	}
+	return j.Journal.Enqueue(ctx, recs...)
+}
+
+func (j releasable) refuses(recs []models.Record) bool {
+	return j.released.Load() && slices.ContainsFunc(recs, func(r models.Record) bool { return r.RunID() != "" })
 }

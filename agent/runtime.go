@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -97,6 +98,8 @@ type Runtime struct {
 	claims RunClaims
 	lease  func() models.Fence
 	resume ResumeConfig
+	// released stops every write of a run (Release).
+	released *atomic.Bool
 
 	mu     sync.Mutex
 	closed bool
@@ -131,9 +134,11 @@ func New(o Options) (*Runtime, error) {
 		o.Lead.MaxActiveRunsPerUser = 3
 	}
 	sub := o.Subagents.withDefaults()
+	released := new(atomic.Bool)
 	rt := &Runtime{
+		released: released,
 		runEnv: runEnv{
-			journal: o.Journal, history: o.History, pub: o.Publisher, lead: o.Lead,
+			journal: releasable{o.Journal, released}, history: o.History, pub: o.Publisher, lead: o.Lead,
 			wsRoot: o.WorkspaceRoot, log: o.Logger, now: o.Now, newID: o.NewID,
 			persistTO: 30 * time.Second, images: o.ToolImages,
 			strays: &strays{grace: time.Duration(sub.CancelGraceSeconds) * time.Second},
@@ -538,6 +543,11 @@ func (rt *Runtime) Drain(ctx context.Context) error {
 // Shutdown stops accepting runs, cancels the running ones and waits (until
 // ctx ends) for them to write their terminal state.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
+	return rt.stop(ctx, ErrShuttingDown)
+}
+
+// stop ends the runs with cause and waits for them (Shutdown, Release).
+func (rt *Runtime) stop(ctx context.Context, cause error) error {
 	rt.mu.Lock()
 	rt.closed = true
 	runs := make([]*run, 0, len(rt.active))
@@ -546,7 +556,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 	}
 	rt.mu.Unlock()
 	for _, r := range runs {
-		r.cancel(ErrShuttingDown)
+		r.cancel(cause)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -595,6 +605,20 @@ func (rt *Runtime) Abandon(ctx context.Context) int {
 		}
 	}
 	return len(runs)
+}
+
+// Release is Shutdown for a stop the runs outlive (a deploy, with
+// runs.resume on; docs/DESIGN.md §11): from the moment it is called
+// nothing more of any run is written, so each stays as its last commit
+// left it, a checkpoint the next start (or another instance) resumes.
+// It stops accepting runs, stops the running ones and waits, until ctx
+// ends, for them to be gone. It returns how many there were.
+func (rt *Runtime) Release(ctx context.Context) (int, error) {
+	rt.released.Store(true)
+	rt.mu.Lock()
+	n := len(rt.active)
+	rt.mu.Unlock()
+	return n, rt.stop(ctx, ErrReleased)
 }
 
 // ActiveRuns is the number of runs in progress.

@@ -157,12 +157,12 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	stopHerd(t, b)
 }
 
-// TestDrainGraceInterrupts: a run that outlasts server.drain_seconds is
-// interrupted as a stop without a drain interrupts it: every card ends
+// TestDrainGraceInterrupts: with runs.resume off, a run that outlasts
+// server.drain_seconds is interrupted as a stop without a drain interrupts it: every card ends
 // cancelled, live, before the socket closes with going-away.
 func TestDrainGraceInterrupts(t *testing.T) {
 	dir := t.TempDir()
-	p := startHerdWith(t, dir, "HERD_SERVER_DRAIN_SECONDS=1", "HERD_MODELS_0_LATENCY_MS=2000", "HERD_MODELS_1_LATENCY_MS=2000")
+	p := startHerdWith(t, dir, "HERD_SERVER_DRAIN_SECONDS=1", "HERD_MODELS_0_LATENCY_MS=2000", "HERD_MODELS_1_LATENCY_MS=2000", "HERD_RUNS_RESUME=false")
 	c := p.signIn()
 	th := runningSubagents(c)
 	conn := dialStream(t, p, c, th)

@@ -273,11 +273,14 @@ func stopHerd(t *testing.T, p *proc) {
 	}
 }
 
+// TestTerminateGracefully: with runs.resume off, a stop without a drain
+// cancels the runs, every card ending live (TestTerminateReleases has
+// them resume).
 func TestTerminateGracefully(t *testing.T) {
 	dir := t.TempDir()
 	// No drain: the stop interrupts the runs at once (drain_process_test.go
 	// lets them finish).
-	p := startHerdWith(t, dir, "HERD_SERVER_DRAIN_SECONDS=0")
+	p := startHerdWith(t, dir, "HERD_SERVER_DRAIN_SECONDS=0", "HERD_RUNS_RESUME=false")
 	c := p.signIn()
 	th := runningSubagents(c)
 

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"herd/internal/pgtest"
 )
 
 // Runs that survive (docs/DESIGN.md §11): a run its process left running
@@ -97,4 +99,98 @@ func TestKillResumes(t *testing.T) {
 	c2.call("GET", "/api/threads/"+th+"/usage", nil, &usage)
 	t.Logf("thread total %s", usage.Total)
 	stopHerd(t, p2)
+}
+
+// TestTerminateReleases: a deploy's stop (SIGTERM, drain_seconds 0)
+// writes nothing more of a run with three subagents at work and exits at
+// once; started again, herd resumes it and every card ends completed,
+// once each.
+func TestTerminateReleases(t *testing.T) {
+	dir := t.TempDir()
+	p := startHerdWith(t, dir, "HERD_SERVER_DRAIN_SECONDS=0")
+	c := p.signIn()
+	th := runningSubagents(c)
+	stopped := time.Now()
+	stopHerd(t, p)
+	t.Logf("herd stopped in %v", time.Since(stopped))
+	if !strings.Contains(p.log.String(), "runs released, to resume") {
+		t.Errorf("the stop did not release the run:\n%s", p.log.String())
+	}
+	p2 := startHerd(t, dir)
+	c2 := p2.signIn()
+	if ends := c2.events(th, "subagent.end"); len(ends.Events) != 0 {
+		t.Errorf("the stop ended %d cards; want none (they resume)", len(ends.Events))
+	}
+	waitRunEnd(t, c2, th, 90*time.Second)
+	if ends := c2.events(th, "run.end"); len(ends.Events) != 1 || ends.Events[0].Content.Status != "completed" {
+		t.Fatalf("run ends %+v, want one, completed", ends.Events)
+	}
+	oneTerminalEach(t, c2, th)
+	var state threadState
+	c2.call("GET", "/api/threads/"+th, nil, &state)
+	for _, task := range state.Tasks {
+		if task.Status != "completed" {
+			t.Errorf("card %s %s (%s), want completed", task.TaskID, task.Status, task.Error)
+		}
+	}
+	stopHerd(t, p2)
+}
+
+// TestClusterDeployResumes: instance A is stopped for a deploy (SIGTERM,
+// drain_seconds 0) with three subagents at work; B, which a page watches
+// the thread on, resumes the run at its next renewal (A retired: no lease
+// to wait out), and the page sees the run continue and end without a
+// reload: the resumed frames, then every card's end and the run's, in
+// contiguous seq order.
+func TestClusterDeployResumes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	env := clusterEnv(dsn, "HERD_SERVER_DRAIN_SECONDS=0")
+	a := startHerdWith(t, t.TempDir(), env...)
+	b := startHerdWith(t, t.TempDir(), env...)
+	ca, cb := a.signIn(), b.signIn()
+	th := runningSubagents(ca)
+	conn := dialStream(t, b, cb, th)
+	stopped := time.Now()
+	stopHerd(t, a)
+	var (
+		last     int64
+		resumedF bool
+		ended    = map[string]bool{}
+	)
+	for {
+		f := readFrame(t, conn, b)
+		if f.Seq != nil {
+			if last != 0 && *f.Seq != last+1 {
+				t.Fatalf("seq %d after %d on B's page", *f.Seq, last)
+			}
+			last = *f.Seq
+		}
+		switch {
+		case f.Type == "run.resumed":
+			if !resumedF {
+				t.Logf("B resumed the run %v after A's stop", time.Since(stopped))
+			}
+			resumedF = true
+		case strings.HasPrefix(f.Type, "task_") && f.Type != "task_running" && f.Type != "task_started" && f.Type != "task_queued" && f.Type != "task_waiting":
+			var d struct {
+				TaskID string `json:"task_id"`
+			}
+			_ = json.Unmarshal(f.Data, &d)
+			if ended[d.TaskID] {
+				t.Errorf("card %s ended twice on B's page", d.TaskID)
+			}
+			ended[d.TaskID] = true
+			if f.Type != "task_completed" {
+				t.Errorf("card %s ended %s on B's page", d.TaskID, f.Type)
+			}
+		}
+		if f.Type == "run.end" {
+			break
+		}
+	}
+	if !resumedF || len(ended) != 3 {
+		t.Errorf("B's page: resumed %v, %d cards ended; want the resume and 3", resumedF, len(ended))
+	}
+	oneTerminalEach(t, cb, th)
+	stopHerd(t, b)
 }
