@@ -216,7 +216,7 @@ func stopped(cause error) ending {
 		// Never written (the journal refuses it): for the log.
 		return ending{models.RunCancelled, "released for resuming", ""}
 	}
-		if errors.Is(cause, ErrLeaseTaken) {
+	if errors.Is(cause, ErrLeaseTaken) {
 		// Never written (the database refuses it): for the log.
 		return ending{models.RunCancelled, "interrupted: another instance took the run over", ""}
 	}
