@@ -89,3 +89,26 @@ func TestSubagentCheckpoint(t *testing.T) {
 		t.Errorf("after the run's end: %d pieces, %v; want none", len(cs), err)
 	}
 }
+
+// TestRunEventsCarryTheirRun: every event of a run is stored with its run
+// id, which the run's queries (resume's count of run.resumed) and the
+// writer's fence read.
+func TestRunEventsCarryTheirRun(t *testing.T) {
+	for _, ev := range []Event{
+		RunStart{RunID: "r", ModelName: "m"},
+		RunEnd{RunID: "r", Status: "completed"},
+		RunWait{RunID: "r"},
+		RunResumed{RunID: "r", Resumes: 1, Cause: ResumeRestart},
+	} {
+		rec, err := eventRecord("th", "", ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Event.RunID != "r" {
+			t.Errorf("%s stored with run %q, want r", ev.EventType(), rec.Event.RunID)
+		}
+	}
+	if n := len(payloadTypes); n != 9 {
+		t.Errorf("%d event types: give a new one its case in runIDOf and here", n)
+	}
+}

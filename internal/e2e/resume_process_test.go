@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -193,4 +194,87 @@ func TestClusterDeployResumes(t *testing.T) {
 	}
 	oneTerminalEach(t, cb, th)
 	stopHerd(t, b)
+}
+
+// TestKillDuringCommand: herd is killed while a subagent's command runs
+// (it counts its runs in a file, then sleeps). Resumed, the command is not
+// run again: its result says the outcome is unknown, the subagent's model
+// goes on from there and the card completes; the file counts one run.
+func TestKillDuringCommand(t *testing.T) {
+	dir := t.TempDir()
+	p := startHerd(t, dir)
+	c := p.signIn()
+	var th struct{ ID string }
+	c.call("POST", "/api/threads", map[string]string{"title": "cmd"}, &th)
+	c.call("POST", "/api/threads/"+th.ID+"/runs", map[string]string{"content": "Run `echo ran >> count.txt; sleep 60`"}, nil)
+	count := dir + "/workspaces/" + th.ID + "/count.txt"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(count); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never ran:\n%s", p.log.String())
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.wait(10 * time.Second)
+	p2 := startHerd(t, dir)
+	c2 := p2.signIn()
+	waitRunEnd(t, c2, th.ID, 60*time.Second)
+	var state threadState
+	c2.call("GET", "/api/threads/"+th.ID, nil, &state)
+	if len(state.Tasks) != 1 || state.Tasks[0].Status != "completed" {
+		t.Fatalf("cards %+v, want one completed", state.Tasks)
+	}
+	var steps struct {
+		Events []struct {
+			Content struct {
+				Kind, Text string
+			} `json:"content"`
+		} `json:"events"`
+	}
+	c2.call("GET", "/api/threads/"+th.ID+"/events?limit=1000&event_types=subagent.step", nil, &steps)
+	found := false
+	for _, e := range steps.Events {
+		if e.Content.Kind == "tool" && strings.Contains(e.Content.Text, "the outcome is unknown") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no tool step says the command's outcome is unknown: %+v", steps.Events)
+	}
+	if b, _ := os.ReadFile(count); strings.Count(string(b), "ran") != 1 {
+		t.Errorf("count.txt %q: the command ran again", b)
+	}
+	oneTerminalEach(t, c2, th.ID)
+	stopHerd(t, p2)
+}
+
+// TestCrashLoopEnds: with runs.max_resumes 1, a run killed twice is
+// resumed once, then ends failed saying why: a poison run cannot keep a
+// server busy forever.
+func TestCrashLoopEnds(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERD_RUNS_MAX_RESUMES=1", "HERD_MODELS_0_LATENCY_MS=2000", "HERD_MODELS_1_LATENCY_MS=2000"}
+	p := startHerdWith(t, dir, env...)
+	th := runningSubagents(p.signIn())
+	for i := range 2 {
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.wait(10 * time.Second)
+		p = startHerdWith(t, dir, env...)
+		if i == 0 && !strings.Contains(p.log.String(), "crash recovery resumed interrupted runs") {
+			t.Fatalf("the first restart did not resume:\n%s", p.log.String())
+		}
+	}
+	c := p.signIn()
+	ends := c.events(th, "run.end")
+	if len(ends.Events) != 1 || ends.Events[0].Content.Status != "failed" || !strings.Contains(ends.Events[0].Content.Error, "runs.max_resumes is 1") {
+		t.Fatalf("run ends %+v, want one, failed for runs.max_resumes", ends.Events)
+	}
+	oneTerminalEach(t, c, th)
+	stopHerd(t, p)
 }
