@@ -42,9 +42,9 @@ func TestCopyCoversEveryModel(t *testing.T) {
 
 // fillSource writes a small instance into a fresh SQLite store: a user
 // with a session, a token and preferences, a setting, threads with runs,
-// messages, events and ledger rows (one of them unreported, one message
-// with a NUL byte that PostgreSQL cannot store as is). It returns the
-// database's path.
+// messages, events and ledger rows (one unreported, one a call cut by a
+// restart), one message with a NUL byte that PostgreSQL cannot store as
+// is. It returns the database's path.
 func fillSource(t *testing.T, threads, events int) string {
 	t.Helper()
 	ctx := context.Background()
@@ -85,6 +85,7 @@ func fillSource(t *testing.T, threads, events int) string {
 			Record{Message: &Message{ID: fmt.Sprintf("m%d-2", i), ThreadID: th.ID, RunID: runID, Type: "ai", Content: "done", Usage: JSON(`{"input_tokens":3}`)}},
 			Record{Usage: &UsageEntry{CallID: fmt.Sprintf("c%d-1", i), ThreadID: th.ID, RunID: runID, ModelName: "m", InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CacheReadTokens: 2}},
 			Record{Usage: &UsageEntry{CallID: fmt.Sprintf("c%d-2", i), ThreadID: th.ID, RunID: runID, TaskID: "call_1", ModelName: "m", Unreported: true}},
+			Record{Usage: LostCall(th.ID, runID, "call_1", "m", "v1.r1")},
 			Record{Run: &Run{ID: runID, ThreadID: th.ID, UserID: u.ID, Status: RunCompleted, ModelName: "m", StartedAt: seen, EndedAt: &seen}},
 		)
 		must(t, w.Write(ctx, recs...))
@@ -120,14 +121,14 @@ func TestCopyToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"users": 1, "sessions": 1, "api_tokens": 1, "threads": 3, "messages": 6, "runs": 3, "run_events": 120, "usage_entries": 6, "settings": 1}
+	want := map[string]int64{"users": 1, "sessions": 1, "api_tokens": 1, "threads": 3, "messages": 6, "runs": 3, "run_events": 120, "usage_entries": 9, "settings": 1}
 	for _, tc := range rep.Tables {
 		if tc.Source != want[tc.Table] || tc.Target != tc.Source {
 			t.Errorf("%s: %d in the source, %d copied; want %d", tc.Table, tc.Source, tc.Target, want[tc.Table])
 		}
 	}
-	if rep.Threads != 3 || rep.Usage.TotalTokens != 45 || rep.Usage.Calls != 6 || rep.Sanitized != 3 {
-		t.Errorf("report %+v: want 3 threads, 45 tokens over 6 calls, 3 sanitized texts", rep)
+	if rep.Threads != 3 || rep.Usage.TotalTokens != 45 || rep.Usage.Calls != 9 || rep.Sanitized != 3 {
+		t.Errorf("report %+v: want 3 threads, 45 tokens over 9 calls, 3 sanitized texts", rep)
 	}
 	u, err := dst.UserByEmail(ctx, "ann@example.com")
 	if err != nil {
@@ -151,7 +152,7 @@ func TestCopyToPostgres(t *testing.T) {
 		t.Errorf("last seq %d, want 42", th.LastSeq)
 	}
 	usage, err := dst.Usage(ctx, th.ID, "")
-	if err != nil || usage.Total.TotalTokens != 15 || usage.Total.UnreportedCalls != 1 || usage.Lead.Calls != 1 {
+	if err != nil || usage.Total.TotalTokens != 15 || usage.Total.UnreportedCalls != 2 || usage.Total.LostCalls != 1 || usage.Lead.Calls != 1 {
 		t.Errorf("usage after the copy: %+v, %v", usage, err)
 	}
 	// The next event PostgreSQL numbers follows the copied ids, and the

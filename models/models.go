@@ -180,6 +180,11 @@ type UsageEntry struct {
 	// counted as a call, its figures are 0 and totals name it as "not
 	// reported" rather than a free call (docs/DESIGN.md §6).
 	Unreported bool `gorm:"not null;default:false"`
+	// Lost marks a call cut by a restart or a lost instance: it was made
+	// (and may be billed) but its usage can never be known. It is also
+	// Unreported, and totals name it apart ("1 call cut by a restart:
+	// usage not reported", docs/DESIGN.md §6). LostCall writes one.
+	Lost bool `gorm:"not null;default:false"`
 	// CreatedAt is indexed for the admin's usage history, which reads the
 	// ledger by day across every thread.
 	CreatedAt time.Time `gorm:"index"`

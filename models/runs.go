@@ -53,6 +53,9 @@ type UsageTotals struct {
 	// UnreportedCalls is how many of Calls reported no usage: their
 	// tokens are unknown, not 0.
 	UnreportedCalls int64 `json:"unreported_calls"`
+	// LostCalls is how many of UnreportedCalls were cut by a restart or
+	// a lost instance (UsageEntry.Lost), which the figures name apart.
+	LostCalls int64 `json:"lost_calls"`
 }
 
 // UsageReport is the ledger aggregated for a thread or run (docs/DESIGN.md §6).
@@ -70,6 +73,13 @@ const herdModelSQL = "COALESCE(NULLIF(herd_model, ''), model_name)"
 // usageSelect sums ledger rows per lead-or-subagent and herd model.
 const usageSelect = "task_id = '' AS lead, " + herdModelSQL + " AS model_name, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(total_tokens) AS total_tokens, SUM(cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "
 
+// usageCounts is the SQL counting a group's unreported and lost calls, of
+// the ledger's columns as qualified by q ("" or "u."). A lost row is
+// unreported whatever its Unreported says: its zeros are never figures.
+func usageCounts(q string) string {
+	return countTrue(q+"unreported OR "+q+"lost") + " AS unreported_calls, " + countTrue(q+"lost") + " AS lost_calls"
+}
+
 // usageRow is one group of ledger rows.
 type usageRow struct {
 	RunID     string
@@ -81,7 +91,7 @@ type usageRow struct {
 // Usage aggregates the ledger of a thread, or of one run when runID is set.
 func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport, error) {
 	q := s.r.WithContext(ctx).Model(&UsageEntry{}).
-		Select(usageSelect+countTrue("unreported")+" AS unreported_calls").
+		Select(usageSelect+usageCounts("")).
 		Where("thread_id = ?", threadID)
 	if runID != "" {
 		q = q.Where("run_id = ?", runID)
@@ -103,7 +113,7 @@ func (s *Store) Usage(ctx context.Context, threadID, runID string) (UsageReport,
 func (s *Store) UsageByRun(ctx context.Context, threadID string) (map[string]UsageReport, error) {
 	var rows []usageRow
 	err := s.r.WithContext(ctx).Model(&UsageEntry{}).
-		Select("run_id, "+usageSelect+countTrue("unreported")+" AS unreported_calls").
+		Select("run_id, "+usageSelect+usageCounts("")).
 		Where("thread_id = ?", threadID).
 		Group("run_id, task_id = '', " + herdModelSQL).Find(&rows).Error
 	if err != nil {
@@ -144,10 +154,34 @@ func (rep *UsageReport) addModel(model string, t UsageTotals) {
 // under the lead or the subagents and its herd model.
 func (e UsageEntry) Count(rep *UsageReport) {
 	t := UsageTotals{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, TotalTokens: e.TotalTokens, CacheReadTokens: e.CacheReadTokens, Calls: 1}
-	if e.Unreported {
+	if e.Unreported || e.Lost {
 		t.UnreportedCalls = 1
 	}
+	if e.Lost {
+		t.LostCalls = 1
+	}
 	rep.Add(e.TaskID == "", cmp.Or(e.HerdModel, e.ModelName), t)
+}
+
+// LostCall is the ledger row of a model call of run runID's task taskID
+// ("" for the lead), made with herd model herdModel, that a restart or a
+// lost instance cut: its usage cannot be known, so it is counted as a
+// call, unreported and lost, never as zero tokens (docs/DESIGN.md §6).
+// The provider's name is unknown too; herdModel stands for it.
+//
+// Its call id is derived from the run, the task and key, so writing the
+// same lost call again — a second resume of the same state — is ignored
+// by the ledger's insert-or-ignore, and it is never counted twice. key
+// must tell the task's lost calls apart and nothing else: the version of
+// the last step the conversation committed before the cut, and the
+// run's resume count that found it (run.resumed's resumes), e.g.
+// "v12.r1" — the same state resumed again gives the same key, a call cut
+// again after a resume a new one.
+func LostCall(threadID, runID, taskID, herdModel, key string) *UsageEntry {
+	return &UsageEntry{
+		CallID: "lost:" + runID + ":" + taskID + ":" + key, ThreadID: threadID, RunID: runID, TaskID: taskID,
+		ModelName: herdModel, HerdModel: herdModel, Unreported: true, Lost: true,
+	}
 }
 
 // Merge adds report o into rep, part by part.
@@ -168,4 +202,5 @@ func (t *UsageTotals) Add(o UsageTotals) {
 	t.CacheReadTokens += o.CacheReadTokens
 	t.Calls += o.Calls
 	t.UnreportedCalls += o.UnreportedCalls
+	t.LostCalls += o.LostCalls
 }

@@ -359,6 +359,9 @@ func TestBackupWhileWriting(t *testing.T) {
 		}
 	}})
 	defer w.Close()
+	// A call cut by a restart, whose mark the backup must carry.
+	must(t, w.Write(ctx, Record{Usage: LostCall(th.ID, "r", "t", "m", "v1.r1")}))
+	<-committed
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -397,6 +400,9 @@ func TestBackupWhileWriting(t *testing.T) {
 	recs, _ := b.Since(ctx, th.ID, 0, 1<<20)
 	if err != nil || last == 0 || int64(len(recs)) != last {
 		t.Errorf("backup: last_seq %d, %d records, %v: not a consistent snapshot", last, len(recs), err)
+	}
+	if u, err := b.Usage(ctx, th.ID, ""); err != nil || u.Total != (UsageTotals{Calls: 1, UnreportedCalls: 1, LostCalls: 1}) {
+		t.Errorf("backup's ledger %+v, %v: want the lost call", u.Total, err)
 	}
 }
 

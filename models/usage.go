@@ -61,7 +61,7 @@ func (s *Store) UsageHistory(ctx context.Context, last time.Time, n int) (UsageH
 	err := s.r.WithContext(ctx).Table("usage_entries AS u").
 		Select(s.utcDay("u.created_at")+" AS day, COALESCE(t.user_id, '') AS user_id, COALESCE(us.email, '') AS email, u.model_name, "+
 			"SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens, SUM(u.total_tokens) AS total_tokens, "+
-			"SUM(u.cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "+countTrue("u.unreported")+" AS unreported_calls").
+			"SUM(u.cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "+usageCounts("u.")).
 		Joins("LEFT JOIN threads AS t ON t.id = u.thread_id").
 		Joins("LEFT JOIN users AS us ON us.id = t.user_id").
 		Where("u.created_at >= ? AND u.created_at < ?", start, end).

@@ -167,3 +167,71 @@ func TestUsageUnreported(t *testing.T) {
 		}
 	})
 }
+
+// TestUsageLostCalls: a call cut by a restart (LostCall) counts once
+// however often it is written — apart, in one batch, by a second resume
+// of the same state — as a call, an unreported one and a lost one, with
+// no tokens, beside the calls that merely reported nothing; the store's
+// aggregates, per run, per day and a run's own count (UsageEntry.Count)
+// agree. A row marked lost but not unreported is unreported all the same.
+func TestUsageLostCalls(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s, th, w := d.newThreadWriter(t)
+		ctx := context.Background()
+		at := time.Now().UTC()
+		lost := func() *UsageEntry { return LostCall(th.ID, "r1", "t1", "deep", "v4.r1") }
+		rows := [][]*UsageEntry{
+			{{CallID: "a", ThreadID: th.ID, RunID: "r1", ModelName: "fast", HerdModel: "fast", InputTokens: 10, OutputTokens: 5, TotalTokens: 15}},
+			{{CallID: "b", ThreadID: th.ID, RunID: "r1", TaskID: "t1", ModelName: "deep", HerdModel: "deep", Unreported: true}},
+			{{CallID: "c", ThreadID: th.ID, RunID: "r1", TaskID: "t2", ModelName: "deep", HerdModel: "deep", Unreported: true}},
+			{lost()},
+			{lost(), lost()},
+			{lost()},
+			// The same task cut again after its first resume: another call.
+			{LostCall(th.ID, "r1", "t1", "deep", "v4.r2")},
+			{{CallID: "hand", ThreadID: th.ID, RunID: "r2", ModelName: "fast", HerdModel: "fast", Lost: true}},
+		}
+		var count UsageReport
+		for _, batch := range rows {
+			var recs []Record
+			for _, e := range batch {
+				e.CreatedAt = at
+				recs = append(recs, Record{Usage: e})
+			}
+			if err := w.Write(ctx, recs...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, i := range []int{0, 1, 2, 3, 6, 7} {
+			rows[i][0].Count(&count)
+		}
+		rep, err := s.Usage(ctx, th.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := UsageTotals{InputTokens: 10, OutputTokens: 5, TotalTokens: 15, Calls: 6, UnreportedCalls: 5, LostCalls: 3}
+		if rep.Total != want || count.Total != want {
+			t.Errorf("thread total %+v, counted %+v; want %+v", rep.Total, count.Total, want)
+		}
+		if deep := (UsageTotals{Calls: 4, UnreportedCalls: 4, LostCalls: 2}); rep.ByModel["deep"] != deep || rep.Subagents != deep {
+			t.Errorf("deep %+v, subagents %+v; want %+v", rep.ByModel["deep"], rep.Subagents, deep)
+		}
+		if lead := (UsageTotals{InputTokens: 10, OutputTokens: 5, TotalTokens: 15, Calls: 2, UnreportedCalls: 1, LostCalls: 1}); rep.Lead != lead {
+			t.Errorf("lead %+v, want %+v", rep.Lead, lead)
+		}
+		per, err := s.UsageByRun(ctx, th.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r1 := per["r1"].Total; r1.LostCalls != 2 || r1.UnreportedCalls != 4 || r1.Calls != 5 {
+			t.Errorf("run r1 %+v, want 5 calls, 4 unreported, 2 lost", r1)
+		}
+		h, err := s.UsageHistory(ctx, at, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Total.Total != want || h.Total.Days[0] != want {
+			t.Errorf("history total %+v, day %+v, want %+v", h.Total.Total, h.Total.Days[0], want)
+		}
+	})
+}

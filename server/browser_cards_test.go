@@ -292,7 +292,8 @@ func label(total int64) string { return views.TokenLabel(&total, true) }
 // against the contracts, which the Go code is tested against too: every
 // card format example, exactly the statuses, stop reasons, refusal reasons
 // and task frame types, how every ToolMessage of the contract reads as a
-// card, and Go's own TokenLabel on values the examples do not cover.
+// card, the usage panel's figures and notes (usage_notes), and Go's own
+// TokenLabel on values the examples do not cover.
 func TestBrowserCardContract(t *testing.T) {
 	_, b := openEmptyThread(t, "contract")
 
@@ -338,6 +339,12 @@ func TestBrowserCardContract(t *testing.T) {
 		for (const c of format.activities) eq(m.activityText(c.step), c.text, "activityText(" + JSON.stringify(c.step) + ")");
 		for (const c of format.durations) eq(m.duration(c.ms), c.text, "duration(" + c.ms + ")");
 		check(format.activities.length > 0 && format.durations.length > 0, "the contract has no activities or durations");
+		const panel = await import("/static/usage-panel.js");
+		for (const c of format.usage_notes) {
+			eq(panel.figure(c.totals), c.figure, "figure(" + JSON.stringify(c.totals) + ")");
+			eq(panel.usageNote(c.totals), c.note, "usageNote(" + JSON.stringify(c.totals) + ")");
+		}
+		check(format.usage_notes.length > 0, "the contract has no usage notes");
 
 		// Statuses: exactly the contract's values are terminal and read as
 		// metadata; the legacy values read as the contract says.

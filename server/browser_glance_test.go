@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"herd/agent"
+	"herd/models"
 )
 
 // The glance tests (issue 13, points 5–7): a card says what it does in
@@ -308,4 +310,63 @@ func TestBrowserUsageNotReportedLive(t *testing.T) {
 	b.waitRunEnd(a, th2)
 	b.waitFor("the silent lead's figures", `document.querySelector('#usage-panel [data-usage="lead"]')?.textContent === "not reported"
 		&& document.querySelector('#usage-panel [data-usage="total"]')?.textContent === "not reported"`, 10*time.Second)
+}
+
+// TestBrowserUsageLostCallsLive: a call a restart cut (models.LostCall)
+// is named apart beside the other unreported calls, by the server's page
+// and by static/usage-panel.js once a later run's frames have redrawn the
+// panel from the page's tally — the total grew, the note and the silent
+// model's row still say both kinds — and a reload reads the same.
+func TestBrowserUsageLostCallsLive(t *testing.T) {
+	a := newApp(t,
+		withModels(demoModel("demo-fast", 50, 1), noUsage(demoModel("demo-quiet", 50, 1))),
+		withSubagents(agent.SubagentsConfig{Agents: map[string]agent.AgentConfig{
+			"quiet": {Description: "Reports no usage.", Model: "demo-quiet"},
+		}}),
+	)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("cut by a restart")
+	u.mustJSON("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "Compare:\n- alpha\n- quiet: beta", "model": "demo-fast"}, 202, nil)
+	a.waitIdle(th)
+	runs, err := a.store.Runs(context.Background(), th)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v, %v", runs, err)
+	}
+	if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].ID, "call_quiet", "demo-quiet", "v3.r1")}); err != nil {
+		t.Fatal(err)
+	}
+	var ledger usageReply
+	u.mustJSON("GET", "/api/threads/"+th+"/usage", nil, 200, &ledger)
+	note := notReportedText(ledger.Total.UnreportedCalls-1) + "; 1 call cut by a restart: usage not reported"
+
+	b := newBrowser(t, a.http.URL)
+	b.signIn(u.email, "password123")
+	b.openThread(th, "")
+	b.activate("open the panel", "#usage-panel > summary")
+	rendered := evalAs[panelView](b, panelJS)
+	if rendered.Note != note {
+		t.Errorf("the rendered panel's note reads %q, want %q", rendered.Note, note)
+	}
+	b.sendMessage("hello")
+	b.waitRunEnd(a, th)
+	live := evalAs[panelView](b, panelJS)
+	if live.Total == rendered.Total || live.Note != note {
+		t.Errorf("after a second run the panel reads %+v, want a grown total and the note %q (rendered %+v)", live, note, rendered)
+	}
+	quiet := ""
+	for _, r := range live.Models {
+		if strings.HasPrefix(r, "Demo-quiet |") {
+			quiet = r
+		}
+	}
+	if !strings.HasSuffix(quiet, "| not reported | not reported | not reported 1 call cut by a restart: usage not reported") {
+		t.Errorf("the silent model's row reads %q (rows %q)", quiet, live.Models)
+	}
+	evalAs[chromedp.Void](b, `document.querySelector("#usage-panel").scrollIntoView()`)
+	b.shot("lost-call")
+	b.reload()
+	b.activate("open the panel", "#usage-panel > summary")
+	if got := evalAs[panelView](b, panelJS); !reflect.DeepEqual(got, live) {
+		t.Errorf("after a reload the panel reads %+v, live %+v", got, live)
+	}
 }

@@ -52,7 +52,7 @@ func (s *Server) loadCards(ctx context.Context, v *threadView) error {
 
 // viewTotals is a ledger sum as the views show it.
 func viewTotals(t models.UsageTotals) views.UsageTotals {
-	return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls, Unreported: t.UnreportedCalls}
+	return views.UsageTotals{Input: t.InputTokens, Output: t.OutputTokens, Total: t.TotalTokens, Calls: t.Calls, Unreported: t.UnreportedCalls, Lost: t.LostCalls}
 }
 
 func (s *Server) cardJSON(c agent.Card, r hub.Redaction) cardJSON {

@@ -139,7 +139,7 @@ func TestEventsCursor(t *testing.T) {
 	}
 }
 
-var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-total-tokens="\d|\d[\d,.]*[KM]? tokens|class="card-tokens">[^<]|data-usage="[a-z-]+">\d|"unreported_calls"|not reported for`)
+var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-total-tokens="\d|\d[\d,.]*[KM]? tokens|class="card-tokens">[^<]|data-usage="[a-z-]+">\d|"unreported_calls"|not reported for|"lost_calls"|cut by a restart`)
 
 // TestTokenGate: with token usage off, no token figure reaches anyone's
 // chat view — an admin's included — not in the page, the thread JSON (its
@@ -147,7 +147,8 @@ var figure = regexp.MustCompile(`"(input|output|total)_tokens"\s*:\s*\d|data-tot
 // the export or the frames, replayed or live; model labels still show.
 // Each surface carries figures while the switch is on, so each absence is
 // proven. A subagent on a model that reports no usage makes the "not
-// reported for N calls" counts part of what the gate must hide.
+// reported for N calls" counts part of what the gate must hide, and a
+// call cut by a restart (models.LostCall) its "cut by a restart" note.
 func TestTokenGate(t *testing.T) {
 	a := newApp(t, withModels(demoModel("demo-fast", 5, 1), demoModel("demo-deep", 10, 1), noUsage(demoModel("demo-quiet", 5, 1))),
 		withSubagents(agent.SubagentsConfig{Agents: map[string]agent.AgentConfig{
@@ -159,6 +160,13 @@ func TestTokenGate(t *testing.T) {
 	for who, th := range threads {
 		who.startRun(th, "Compare:\n- alpha\n- beta\n- quiet: gamma")
 		a.waitIdle(th)
+		runs, err := a.store.Runs(context.Background(), th)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("runs %v, %v", runs, err)
+		}
+		if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].ID, "call_3", "demo-quiet", "v2.r1")}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	check := func(name string, who *user, wantFigures bool) {
 		t.Helper()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -120,4 +121,82 @@ func notReportedText(n int64) string {
 		return "not reported for 1 call"
 	}
 	return "not reported for " + groupDigits(n) + " calls"
+}
+
+// TestUsageLostCalls: a call a restart cut (models.LostCall, as the
+// resume engine writes it) counts as a call, inside unreported_calls and
+// in lost_calls, with no tokens, once however often it is written; the
+// thread's usage JSON and page and the admin's JSON and page name it
+// apart from the calls whose provider reported nothing — "1 call cut by
+// a restart", then "2 calls" — never folding both kinds into one count.
+func TestUsageLostCalls(t *testing.T) {
+	a := newApp(t,
+		withModels(demoModel("demo-fast", 0, 0), noUsage(demoModel("demo-quiet", 0, 0))),
+		withSubagents(agent.SubagentsConfig{Agents: map[string]agent.AgentConfig{
+			"quiet": {Description: "Reports no usage.", Model: "demo-quiet"},
+		}}),
+	)
+	admin := a.newUser("root@example.com", true)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("cut")
+	u.mustJSON("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "Compare:\n- alpha\n- quiet: beta", "model": "demo-fast"}, http.StatusAccepted, nil)
+	a.waitIdle(th)
+	runs, err := a.store.Runs(context.Background(), th)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v, %v", runs, err)
+	}
+	var before usageReply
+	u.mustJSON("GET", "/api/threads/"+th+"/usage", nil, http.StatusOK, &before)
+	quiet := before.Total.UnreportedCalls
+	if quiet == 0 || before.Total.LostCalls != 0 || before.Total.TotalTokens == 0 {
+		t.Fatalf("before any cut: %+v, want reported and unreported calls, none lost", before.Total)
+	}
+	if raw := string(u.do("GET", "/api/threads/"+th+"/usage", nil).body); !strings.Contains(raw, `"lost_calls":0`) {
+		t.Errorf("the usage JSON omits lost_calls when 0: %s", raw)
+	}
+	cut := func(key string) {
+		t.Helper()
+		if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].ID, "call_quiet", "demo-quiet", key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	others := notReportedText(quiet)
+	for _, step := range []struct {
+		keys []string // written now; a repeat is the same lost call
+		lost int64
+		note string
+	}{
+		{[]string{"v3.r1"}, 1, "1 call cut by a restart: usage not reported"},
+		{[]string{"v3.r1", "v5.r2", "v5.r2"}, 2, "2 calls cut by a restart: usage not reported"},
+	} {
+		for _, k := range step.keys {
+			cut(k)
+		}
+		var got usageReply
+		u.mustJSON("GET", "/api/threads/"+th+"/usage", nil, http.StatusOK, &got)
+		want := before.Total
+		want.Calls += step.lost
+		want.UnreportedCalls += step.lost
+		want.LostCalls = step.lost
+		if got.Total != want || got.Subagents.LostCalls != step.lost || got.ByModel["demo-quiet"].LostCalls != step.lost || got.Lead.LostCalls != 0 {
+			t.Errorf("%d lost: thread usage %+v (subagents %+v, quiet %+v), want total %+v", step.lost, got.Total, got.Subagents, got.ByModel["demo-quiet"], want)
+		}
+		note := others + "; " + step.note
+		page := string(u.do("GET", "/threads/"+th, nil).body)
+		if !strings.Contains(page, `data-usage="unreported">`+note+`<`) {
+			t.Errorf("%d lost: the thread page lacks %q", step.lost, note)
+		}
+		if strings.Contains(page, notReportedText(quiet+step.lost)) {
+			t.Errorf("%d lost: the thread page counts the lost calls with the others", step.lost)
+		}
+		var h usageHistoryReply
+		admin.mustJSON("GET", "/api/admin/usage?days=1", nil, http.StatusOK, &h)
+		if h.Totals.Total != want {
+			t.Errorf("%d lost: admin totals %+v, want %+v", step.lost, h.Totals.Total, want)
+		}
+		adminPage := string(admin.do("GET", "/admin/usage?days=1", nil).body)
+		if !strings.Contains(adminPage, "Calls without token figures: "+note+".") {
+			t.Errorf("%d lost: the admin page lacks %q", step.lost, note)
+		}
+	}
 }

@@ -14,7 +14,7 @@
 import { clone, el } from "./dom.js";
 import { groupThousands } from "./format.js";
 
-const FIELDS = ["input_tokens", "output_tokens", "total_tokens", "calls", "unreported_calls"];
+const FIELDS = ["input_tokens", "output_tokens", "total_tokens", "calls", "unreported_calls", "lost_calls"];
 
 function zero() {
 	return Object.fromEntries(FIELDS.map((f) => [f, 0]));
@@ -154,7 +154,7 @@ export function fillUsagePanel(u, labels) {
 	};
 	set("total", figure(u.total));
 	const unreported = panel.querySelector('[data-usage="unreported"]');
-	unreported.textContent = u.total.unreported_calls < u.total.calls ? notReported(u.total.unreported_calls) : "";
+	unreported.textContent = usageNote(u.total);
 	unreported.hidden = unreported.textContent === "";
 	set("lead", figure(u.lead));
 	set("subagents", figure(u.subagents));
@@ -175,9 +175,10 @@ function modelRows(u, labels) {
 			label.title = name;
 			const row = el("tr");
 			const none = t.calls > 0 && t.unreported_calls === t.calls;
-			const figures = none ? ["not reported", "not reported", "not reported"] : [t.input_tokens, t.output_tokens, t.total_tokens].map(count);
-			row.append(label, el("td", "", count(t.calls)), ...figures.map((f) => el("td", "", f)));
-			if (!none && t.unreported_calls > 0) row.lastChild.append(" ", el("span", "usage-unreported", notReported(t.unreported_calls)));
+			const figures = none ? ["not reported", "not reported"] : [t.input_tokens, t.output_tokens].map(count);
+			row.append(label, el("td", "", count(t.calls)), ...[...figures, figure(t)].map((f) => el("td", "", f)));
+			const note = usageNote(t);
+			if (note) row.lastChild.append(" ", el("span", "usage-unreported", note));
 			return row;
 		});
 }
@@ -195,6 +196,24 @@ function replacedNote(t) {
 function notReported(n) {
 	if (!(n > 0)) return "";
 	return n === 1 ? "not reported for 1 call" : `not reported for ${groupThousands(n)} calls`;
+}
+
+// cutByRestart names the calls a restart cut, as views.cutByRestart does.
+function cutByRestart(n) {
+	if (!(n > 0)) return "";
+	return `${n === 1 ? "1 call" : `${groupThousands(n)} calls`} cut by a restart: usage not reported`;
+}
+
+// usageNote is what the panel says beside a line's figure about its calls
+// without usage, as views.usageNote does (contracts/card_format_contract.json,
+// usage_notes): those a restart cut apart from the others; when no call
+// reported, the figure already says "not reported" and only the cut ones
+// are named.
+export function usageNote(t) {
+	const lost = t.lost_calls ?? 0;
+	const restart = cutByRestart(lost);
+	if (t.calls > 0 && t.unreported_calls === t.calls) return restart;
+	return [notReported(t.unreported_calls - lost), restart].filter((s) => s !== "").join("; ");
 }
 
 export function removeUsagePanel() {

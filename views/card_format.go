@@ -189,6 +189,32 @@ func notReported(n int64) string {
 	return "not reported for " + groupThousands(n) + " calls"
 }
 
+// cutByRestart names the calls a restart or a lost instance cut, whose
+// usage can never be known: "2 calls cut by a restart: usage not
+// reported"; "" when there are none.
+func cutByRestart(n int64) string {
+	switch {
+	case n <= 0:
+		return ""
+	case n == 1:
+		return "1 call cut by a restart: usage not reported"
+	}
+	return groupThousands(n) + " calls cut by a restart: usage not reported"
+}
+
+// unreportedNote names every call of t without usage, each kind apart:
+// those cut by a restart, and the others whose provider reported none.
+func unreportedNote(t UsageTotals) string {
+	return joinNotes(notReported(t.Unreported-t.Lost), cutByRestart(t.Lost))
+}
+
+func joinNotes(a, b string) string {
+	if a != "" && b != "" {
+		return a + "; " + b
+	}
+	return a + b
+}
+
 // noneReported reports whether t has calls and none of them reported
 // usage: its tokens are unknown, not 0.
 func noneReported(t UsageTotals) bool { return t.Calls > 0 && t.Unreported == t.Calls }
@@ -219,13 +245,16 @@ func replacedNote(u UsageView) string {
 	return "+" + TokenCount(u.Replaced.Total) + " in replaced answers"
 }
 
-// partlyReported names the calls of t that reported no usage when some
-// others did; "" when all or none did.
-func partlyReported(t UsageTotals) string {
+// usageNote is what the usage panel says beside a line's figure about
+// its calls without usage (contracts/card_format_contract.json,
+// usage_notes; static/usage-panel.js, usageNote): every such call when
+// some others reported; when none did, the figure already says "not
+// reported", and only the calls a restart cut are named.
+func usageNote(t UsageTotals) string {
 	if noneReported(t) {
-		return ""
+		return cutByRestart(t.Lost)
 	}
-	return notReported(t.Unreported)
+	return unreportedNote(t)
 }
 
 // Duration writes a span: "<1s", "42s", "3m 05s", "1h 02m"; "" for a

@@ -35,6 +35,16 @@ type formatContract struct {
 		MS   int64  `json:"ms"`
 		Text string `json:"text"`
 	} `json:"durations"`
+	UsageNotes []struct {
+		Totals struct {
+			Calls      int64 `json:"calls"`
+			Unreported int64 `json:"unreported_calls"`
+			Lost       int64 `json:"lost_calls"`
+			Total      int64 `json:"total_tokens"`
+		} `json:"totals"`
+		Figure string `json:"figure"`
+		Note   string `json:"note"`
+	} `json:"usage_notes"`
 }
 
 func TestCardFormatContract(t *testing.T) {
@@ -81,6 +91,18 @@ func TestCardFormatContract(t *testing.T) {
 	}
 	if len(c.Durations) == 0 {
 		t.Error("the contract has no durations")
+	}
+	for _, n := range c.UsageNotes {
+		tt := UsageTotals{Calls: n.Totals.Calls, Unreported: n.Totals.Unreported, Lost: n.Totals.Lost, Total: n.Totals.Total}
+		if got := usageFigure(UsageView{}, tt); got != n.Figure {
+			t.Errorf("usageFigure(%+v) = %q, want %q", tt, got, n.Figure)
+		}
+		if got := usageNote(tt); got != n.Note {
+			t.Errorf("usageNote(%+v) = %q, want %q", tt, got, n.Note)
+		}
+	}
+	if len(c.UsageNotes) == 0 {
+		t.Error("the contract has no usage notes")
 	}
 }
 
@@ -158,15 +180,18 @@ func TestCardMarkup(t *testing.T) {
 
 // TestUsagePanelNotReported: a line whose calls all went unreported says
 // "not reported", never 0; one partly reported names the calls beside
-// its figure. static/usage-panel.js writes the same (TestBrowserTotalsAddUp
-// compares the page before and after a reload).
+// its figure, those a restart cut apart from the others, and a line of
+// calls cut by a restart alone says so beside its "not reported".
+// static/usage-panel.js writes the same (TestBrowserTotalsAddUp compares
+// the page before and after a reload).
 func TestUsagePanelNotReported(t *testing.T) {
 	silent := UsageTotals{Calls: 2, Unreported: 2}
 	mixed := UsageTotals{Input: 900, Output: 334, Total: 1234, Calls: 3, Unreported: 1}
+	cut := UsageTotals{Calls: 1, Unreported: 1, Lost: 1}
 	u := UsageView{
-		Total: UsageTotals{Input: 900, Output: 334, Total: 1234, Calls: 5, Unreported: 3},
+		Total: UsageTotals{Input: 900, Output: 334, Total: 1234, Calls: 6, Unreported: 4, Lost: 1},
 		Lead:  silent, Subagents: mixed,
-		ByModel: []ModelUsage{{Model: "quiet", Label: "Quiet", UsageTotals: silent}, {Model: "fast", Label: "Fast", UsageTotals: mixed}},
+		ByModel: []ModelUsage{{Model: "quiet", Label: "Quiet", UsageTotals: silent}, {Model: "fast", Label: "Fast", UsageTotals: mixed}, {Model: "deep", Label: "Deep", UsageTotals: cut}},
 	}
 	var buf bytes.Buffer
 	if err := UsagePanel(u).Render(context.Background(), &buf); err != nil {
@@ -175,11 +200,12 @@ func TestUsagePanelNotReported(t *testing.T) {
 	html := buf.String()
 	for _, want := range []string{
 		`<span data-usage="total">1,234</span>`,
-		`data-usage="unreported">not reported for 3 calls</span>`,
+		`data-usage="unreported">not reported for 3 calls; 1 call cut by a restart: usage not reported</span>`,
 		`<dd data-usage="lead">not reported</dd>`,
 		`<dd data-usage="subagents">1,234</dd>`,
 		`<td title="quiet">Quiet</td><td>2</td><td>not reported</td><td>not reported</td><td>not reported</td>`,
-		`<span class="usage-unreported">not reported for 1 call</span>`,
+		`<td>1,234 <span class="usage-unreported">not reported for 1 call</span></td>`,
+		`<td title="deep">Deep</td><td>1</td><td>not reported</td><td>not reported</td><td>not reported <span class="usage-unreported">1 call cut by a restart: usage not reported</span></td>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("missing %q in\n%s", want, html)

@@ -326,6 +326,9 @@ type UsageTotals struct {
 	// Unreported is how many of Calls reported no usage: shown as "not
 	// reported for N calls" beside the figures, never folded into a 0.
 	Unreported int64
+	// Lost is how many of Unreported a restart cut, named apart: "1 call
+	// cut by a restart: usage not reported".
+	Lost int64
 }
 
 // ModelUsage is the usage of one model.
