@@ -216,7 +216,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		if lastAI != nil && len(lastAI.calls) == 0 && lastAI.final {
 			break
 		}
-		recs = append(recs, models.Record{Usage: lostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("%s:lead:%d", r.id, lastAI.seqOr0()))})
+		recs = append(recs, models.Record{Usage: lostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprint(lastAI.seqOr0()))})
 	default:
 		for _, c := range lastAI.calls {
 			if !lastAI.answered[c.ID] {
@@ -260,11 +260,12 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// lostCall is the ledger row of a model call a restart cut off: it was
-// made, its usage will never be known (Unreported), and key (the state
-// it was made from) makes a second resume of the same state add it once.
+// lostCall is the ledger row of a model call a restart cut off
+// (models.LostCall): it was made, its usage will never be known, and key
+// (the version or seq the call was made after) makes a second resume of
+// the same state add it once.
 func lostCall(threadID, runID, taskID, herdModel, key string) *models.UsageEntry {
-	return &models.UsageEntry{CallID: "lost:" + key, ThreadID: threadID, RunID: runID, TaskID: taskID, ModelName: herdModel, HerdModel: herdModel, Unreported: true}
+	return models.LostCall(threadID, runID, taskID, herdModel, key)
 }
 
 // decodeCheckpoints is each task's history from its pieces, or why they
@@ -479,7 +480,7 @@ func (x *executor) resume(s taskScope, call ToolCall, st *openState, p *resumePl
 	}
 	history, open, lost := splitHistory(st.history)
 	if lost {
-		row := lostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprintf("%s:%s:%d", s.runID, call.ID, st.version))
+		row := lostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprint(st.version))
 		s.sink.recordLost(row)
 	}
 	e.admittedAt = st.startedAt // wall time: the timeout runs across the restart
