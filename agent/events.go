@@ -427,6 +427,8 @@ func runIDOf(ev Event) string {
 		return e.RunID
 	case RunWait:
 		return e.RunID
+	case RunResumed:
+		return e.RunID
 	}
 	return ""
 }
