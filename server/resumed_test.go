@@ -235,3 +235,30 @@ func TestResumedCardWhileRunning(t *testing.T) {
 		t.Errorf("the page's resumed notices: %q, want one %q", texts, restartNotice)
 	}
 }
+
+// TestResumedRunRegenerated: a Regenerate hides a completed run's answer
+// and with it where that run resumed; the new run's page shows no notice
+// of the old one.
+func TestResumedRunRegenerated(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("regenerated")
+	run := newResumedRun(t, th, u.id, time.Now().Add(-2*time.Minute))
+	for _, b := range run.batches {
+		a.commit(b...)
+	}
+	again, now := uuid.NewString(), time.Now()
+	a.commit(
+		models.Record{Run: &models.Run{ID: again, ThreadID: th, UserID: u.id, Status: models.RunCompleted, ModelName: "demo-fast", StartedAt: now, EndedAt: &now, RetryOf: run.runID}},
+		eventRecord(t, th, again, "", now, agent.RunStart{RunID: again, ModelName: "demo-fast", RetryOf: run.runID}),
+		models.Record{Message: &models.Message{ID: uuid.NewString(), ThreadID: th, RunID: again, Type: agent.TypeAI, ModelName: "demo-fast", Content: "Three points, again."}},
+		eventRecord(t, th, again, "", now, agent.RunEnd{RunID: again, Status: models.RunCompleted}),
+	)
+	body := string(u.do("GET", "/threads/"+th, nil).body)
+	if !strings.Contains(body, "Three points, again.") || strings.Contains(body, "All done: three points.") {
+		t.Fatal("the page does not show the regenerated answer in place of the old one")
+	}
+	if n := len(resumedNotices.FindAllString(body, -1)); n != 0 {
+		t.Errorf("the page shows %d notices of the replaced run, want none", n)
+	}
+}
