@@ -20,10 +20,14 @@ const activityWidth = 60
 // ActivityText is a step in words: the tool calls of an AI step
 // ("Reading notes/plan.md", "Running `sleep 2` and 1 more"), "Thinking"
 // once a step's tool results are in (the next model call is under way),
-// "Finishing" after an answer without calls.
+// "Finishing" after an answer without calls, a resumed step's own words
+// ("Resumed after a restart (lost 4.2 s)") until the next step.
 func ActivityText(s StepBody) string {
-	if s.Kind == stepTool {
+	switch s.Kind {
+	case stepTool:
 		return "Thinking"
+	case stepResumed:
+		return resumedActivity(s)
 	}
 	if len(s.ToolCalls) == 0 {
 		return "Finishing"

@@ -135,6 +135,10 @@ func persisted(t *testing.T, frames []mergeFrame) agent.CardSource {
 			src.Messages = append(src.Messages, messageRow(t, f))
 		case f.Type == "run.end":
 			ended[f.RunID] = true
+		case f.Type == "run.resumed":
+			// A run's event among the task events: the cards must pass it by.
+			src.Events = append(src.Events, models.RunEvent{ThreadID: "th", Seq: f.Seq, RunID: f.RunID, EventType: f.Type,
+				Category: "run", Content: models.JSON(f.Data), CreatedAt: f.CreatedAt})
 		case eventTypes[f.Type] != "":
 			src.Events = append(src.Events, eventRow(t, f))
 		default:

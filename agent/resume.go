@@ -549,20 +549,9 @@ func (e *execution) emitResumed(p *resumePlan) {
 	}
 	e.setStateLocked(StatusRunning)
 	e.steps++
-	text := fmt.Sprintf("Resumed after a restart (lost %s)", lostText(p.lost))
-	if p.cause == ResumeFailover {
-		text = fmt.Sprintf("Resumed on another instance (lost %s)", lostText(p.lost))
-	}
+	text := ResumedStepText(p.cause, p.lost.Milliseconds())
 	st := TaskStep{TaskRef: e.nextRefLocked(), MessageIndex: e.steps, StepBody: StepBody{Kind: stepResumed, Text: text, LostMS: max(p.lost.Milliseconds(), 0)}, ModelName: e.ModelName, Usage: e.collector.Snapshot()}
 	e.sink.emit(e.TaskID, st)
-}
-
-// lostText is a lost time as the card says it: 4.2 s, 1 min 5 s.
-func lostText(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%.1f s", max(d.Seconds(), 0))
-	}
-	return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
 }
 
 // claimResumed makes r, a run resumed, its thread's active run.

@@ -103,7 +103,8 @@ func (s *Server) shownMessages(ctx context.Context, threadID string, msgs []mode
 }
 
 // loadReplaced hides from v what later runs replaced (agent.Replaced)
-// and gathers the ends of the runs its page shows, where each ended.
+// and gathers, for the runs its page shows, where each resumed and ended
+// (one query).
 func (s *Server) loadReplaced(ctx context.Context, v *threadView) error {
 	runs, err := s.store.Runs(ctx, v.thread.ID)
 	if err != nil {
@@ -117,7 +118,7 @@ func (s *Server) loadReplaced(ctx context.Context, v *threadView) error {
 	}
 	v.messages = slices.DeleteFunc(v.messages, func(m models.Message) bool { return rp.FromThread(&m) })
 	v.cards = slices.DeleteFunc(v.cards, func(c agent.Card) bool { return rp.AnswerHidden(c.RunID) })
-	events, _, err := s.store.Events(ctx, v.thread.ID, models.EventFilter{EventTypes: []string{"run.end"}, AfterSeq: max(from-1, 0)})
+	events, _, err := s.store.Events(ctx, v.thread.ID, models.EventFilter{EventTypes: []string{"run.end", "run.resumed"}, AfterSeq: max(from-1, 0)})
 	if err != nil {
 		return err
 	}
@@ -127,17 +128,40 @@ func (s *Server) loadReplaced(ctx context.Context, v *threadView) error {
 			break
 		}
 		p, err := agent.PayloadOf(ev)
-		end, ok := p.(agent.RunEnd)
-		if err != nil || !ok || rp.AnswerHidden(end.RunID) {
+		if err != nil {
 			continue
 		}
-		latest := end.RunID == rp.Latest() && v.active == nil
-		if end.Status == models.RunCompleted && !latest {
-			continue
+		if item, ok := runNotice(ev, p, rp, v.active == nil); ok {
+			v.notices = append(v.notices, item)
 		}
-		v.ends = append(v.ends, views.RunEndView{Seq: ev.Seq, RunID: end.RunID, Status: end.Status, Notice: noticeOf(end), Error: end.Error, Latest: latest})
 	}
 	return nil
+}
+
+// runNotice is what the thread shows of a run's end or resumption among
+// its messages, if anything: nothing of a run whose answer was replaced,
+// nor the end of a completed run that is not the latest (idle: no run
+// is active).
+func runNotice(ev *models.RunEvent, p agent.Event, rp agent.Replaced, idle bool) (views.MessageView, bool) {
+	switch e := p.(type) {
+	case agent.RunResumed:
+		if rp.AnswerHidden(e.RunID) {
+			break
+		}
+		r := &views.RunResumedView{Seq: ev.Seq, RunID: e.RunID, Notice: agent.ResumedNotice(e), At: ev.CreatedAt, LostMS: e.LostMS}
+		return views.MessageView{Type: views.TypeRunResumed, Seq: ev.Seq, RunID: e.RunID, Resumed: r}, true
+	case agent.RunEnd:
+		if rp.AnswerHidden(e.RunID) {
+			break
+		}
+		latest := e.RunID == rp.Latest() && idle
+		if e.Status == models.RunCompleted && !latest {
+			break
+		}
+		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest}
+		return views.MessageView{Type: views.TypeRunEnd, Seq: ev.Seq, RunID: e.RunID, End: end}, true
+	}
+	return views.MessageView{}, false
 }
 
 // noticeOf is a run end's notice; runs that ended before notices were
@@ -152,21 +176,19 @@ func noticeOf(end agent.RunEnd) string {
 	return "The run failed."
 }
 
-// withRunEnds places the run ends among the page's messages by seq.
-func withRunEnds(msgs []views.MessageView, ends []views.RunEndView) []views.MessageView {
-	if len(ends) == 0 {
+// withRunNotices places the runs' notices (runNotice) among the page's
+// messages by seq.
+func withRunNotices(msgs, notices []views.MessageView) []views.MessageView {
+	if len(notices) == 0 {
 		return msgs
 	}
-	out := make([]views.MessageView, 0, len(msgs)+len(ends))
+	out := make([]views.MessageView, 0, len(msgs)+len(notices))
 	i := 0
 	for _, m := range msgs {
-		for ; i < len(ends) && ends[i].Seq < m.Seq; i++ {
-			out = append(out, views.MessageView{Type: views.TypeRunEnd, Seq: ends[i].Seq, RunID: ends[i].RunID, End: &ends[i]})
+		for ; i < len(notices) && notices[i].Seq < m.Seq; i++ {
+			out = append(out, notices[i])
 		}
 		out = append(out, m)
 	}
-	for ; i < len(ends); i++ {
-		out = append(out, views.MessageView{Type: views.TypeRunEnd, Seq: ends[i].Seq, RunID: ends[i].RunID, End: &ends[i]})
-	}
-	return out
+	return append(out, notices[i:]...)
 }

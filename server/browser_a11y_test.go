@@ -205,10 +205,10 @@ func (b *browser) checkPhone(name string) {
 
 // TestBrowserAccessibility walks every page a user or an admin meets —
 // set-up, sign-in, sign-up, the thread list and a search, a new thread, a
-// thread with a running and a finished card, settings, account, admin,
-// usage, and the 404 and 403 error pages — in the light and the dark
-// theme: axe-core reports no serious or critical violation, and each fits
-// a phone.
+// thread with a running and a finished card, one whose run resumed,
+// settings, account, admin, usage, and the 404 and 403 error pages — in
+// the light and the dark theme: axe-core reports no serious or critical
+// violation, and each fits a phone.
 func TestBrowserAccessibility(t *testing.T) {
 	src := loadAxe(t)
 	a := newApp(t, withHostBash(t), withModels(demoModel("demo-fast", 150, 2), demoModel("demo-deep", 150, 2)),
@@ -279,6 +279,20 @@ func TestBrowserAccessibility(t *testing.T) {
 		{name: "admin", path: "/admin", ready: `!!document.querySelector("h1")`},
 		{name: "usage", path: "/admin/usage", ready: `!!document.querySelector("h1")`},
 		{name: "not-found", path: "/threads/00000000-0000-4000-8000-000000000000", ready: `!!document.querySelector(".error-page")`},
+	})
+
+	// A run that resumed twice (issue 24): its notices in the
+	// conversation and its card's resumed steps, the card left expanded so
+	// every load shows its steps.
+	resumed := admin.newThread("Resumed work")
+	for _, batch := range newResumedRun(t, resumed, admin.id, time.Now().Add(-2*time.Minute)).batches {
+		a.commit(batch...)
+	}
+	b.openThread(resumed, "")
+	b.activate("expand the resumed card", "#messages .card-toggle")
+	b.checkPages(src, []a11yPage{
+		{name: "thread-resumed", path: "/threads/" + resumed, ready: `document.documentElement.dataset.herdReady === "1"
+			&& document.querySelectorAll("#messages .run-resumed").length === 2 && document.querySelectorAll("#messages .card-step-resumed").length === 2`},
 	})
 
 	b.do("sign out", chromedp.Submit(`form[action="/logout"]`))

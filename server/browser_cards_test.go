@@ -338,6 +338,8 @@ func TestBrowserCardContract(t *testing.T) {
 		for (const s of format.live_statuses) eq(m.isTerminal(s), false, "isTerminal(" + s + ")");
 		for (const c of format.activities) eq(m.activityText(c.step), c.text, "activityText(" + JSON.stringify(c.step) + ")");
 		for (const c of format.durations) eq(m.duration(c.ms), c.text, "duration(" + c.ms + ")");
+		for (const c of format.lost_times) eq(m.lostTime(c.ms), c.text, "lostTime(" + c.ms + ")");
+		for (const c of format.resumed) eq(m.resumedNotice({ run_id: "r", resumes: 1, lost_ms: c.lost_ms, cause: c.cause }), c.notice, "resumedNotice(" + c.cause + ", " + c.lost_ms + ")");
 		check(format.activities.length > 0 && format.durations.length > 0, "the contract has no activities or durations");
 		const panel = await import("/static/usage-panel.js");
 		for (const c of format.usage_notes) {
@@ -345,6 +347,7 @@ func TestBrowserCardContract(t *testing.T) {
 			eq(panel.usageNote(c.totals), c.note, "usageNote(" + JSON.stringify(c.totals) + ")");
 		}
 		check(format.usage_notes.length > 0, "the contract has no usage notes");
+		check(format.lost_times.length > 0 && format.resumed.length > 0, "the contract has no lost times or resumed notices");
 
 		// Statuses: exactly the contract's values are terminal and read as
 		// metadata; the legacy values read as the contract says.

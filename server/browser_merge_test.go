@@ -44,6 +44,8 @@ func TestBrowserCardMergeContract(t *testing.T) {
 					}
 				} else if (f.type === "message" && d.type === "tool" && d.name === "task") {
 					m.applyToolMessage(cards.get(key(d.run_id, d.tool_call_id)), d);
+				} else if (f.type === "run.resumed") {
+					// The page hands a run's resumption to no card (thread.js).
 				} else if (f.type === "run.end") {
 					for (const c of cards.values()) if (c.runID === (d.run_id ?? f.run_id)) m.failUnfinished(c);
 				} else if (m.TASK_FRAME_TYPES.includes(f.type)) {

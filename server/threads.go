@@ -79,9 +79,10 @@ type threadView struct {
 	leadWaiting bool
 	before      int64 // the page's bound (0: the newest page)
 	next        int64 // before of the next older page; 0: none
-	// ends are the ends of the page's runs that the thread shows: a
-	// notice, a Retry or Regenerate (loadReplaced).
-	ends []views.RunEndView
+	// notices are what the thread shows of its page's runs besides their
+	// messages, in seq order (loadReplaced): where a run resumed, and
+	// where one ended with a notice, a Retry or Regenerate.
+	notices []views.MessageView
 	// runs are the thread's runs, oldest first: what replaced what, and
 	// the usage panel's split (threadUsage).
 	runs []models.Run
@@ -321,7 +322,7 @@ func (s *Server) threadPage(c echo.Context) error {
 		Sidebar:  sidebar,
 		Page:     s.page(c, threadItem(t).Title),
 		Thread:   threadItem(t),
-		Messages: withRunEnds(s.messageViews(v.messages, v.cards, r), v.ends),
+		Messages: withRunNotices(s.messageViews(v.messages, v.cards, r), v.notices),
 		Models:   s.modelOptions(),
 		LastSeq:  v.lastSeq,
 		Older:    v.next,
@@ -407,7 +408,7 @@ func (s *Server) threadMessagesFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs := withRunEnds(s.messageViews(v.messages, v.cards, s.redaction()), v.ends)
+	msgs := withRunNotices(s.messageViews(v.messages, v.cards, s.redaction()), v.notices)
 	return s.render(c, http.StatusOK, views.OlderMessages(views.MessagesPage{ThreadID: v.thread.ID, Messages: msgs, Older: v.next}))
 }
 

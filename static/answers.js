@@ -6,6 +6,7 @@
 
 import { errorMessage, post } from "./api.js";
 import { clone } from "./dom.js";
+import { resumedNotice } from "./format.js";
 
 // runEndElement is a run's end as views.runEnd renders it: d is the
 // run.end frame's data. It is the thread's latest run, so it carries
@@ -26,6 +27,19 @@ export function runEndElement(d, runID, seq) {
 	const retry = node.querySelector(".run-retry");
 	retry.dataset.runId = runID;
 	retry.textContent = status === "completed" ? "Regenerate" : "Retry";
+	return node;
+}
+
+// runResumedElement is where a run resumed as views.runResumed renders
+// it: d is the run.resumed frame's data, at its commit time (created_at).
+export function runResumedElement(d, runID, seq, at) {
+	const node = clone("run-resumed-template");
+	node.id = `run-resumed-${seq}`;
+	node.dataset.seq = String(seq);
+	node.dataset.runId = runID;
+	node.dataset.at = at ?? "";
+	node.dataset.lostMs = String(Number.isInteger(d.lost_ms) ? d.lost_ms : 0);
+	node.querySelector(".run-resumed-text").textContent = resumedNotice(d);
 	return node;
 }
 
@@ -98,6 +112,17 @@ export class Answers {
 		this.list.append(runEndElement(d, runID, seq));
 	}
 
+	// runResumed shows where the run resumed. An answer still streaming
+	// is saved after this frame, so the notice goes above its bubble, where
+	// a reload puts it.
+	runResumed(d, runID, seq, at) {
+		if (!runID || !Number.isInteger(seq) || document.getElementById(`run-resumed-${seq}`)) return;
+		const node = runResumedElement(d, runID, seq, at);
+		const streaming = this.list.querySelector(":scope > .msg-streaming");
+		if (streaming) streaming.before(node);
+		else this.list.append(node);
+	}
+
 	setEditable(on) {
 		for (const b of this.list.querySelectorAll(".msg-edit, .msg-edit-send")) b.disabled = !on;
 	}
@@ -108,7 +133,7 @@ export class Answers {
 		const end = document.getElementById(`run-end-${runID}`);
 		if (end && end.dataset.status !== "completed") return;
 		end?.remove();
-		for (const node of this.list.querySelectorAll(`.msg[data-run-id="${CSS.escape(runID)}"]:not(.msg-human)`)) node.remove();
+		for (const node of this.list.querySelectorAll(`:is(.msg, .run-resumed)[data-run-id="${CSS.escape(runID)}"]:not(.msg-human)`)) node.remove();
 	}
 
 	// replaceFrom hides the edited message of run runID and everything

@@ -379,6 +379,13 @@ export class Cards {
 		this.showUsage();
 	}
 
+	// runResumed marks on the run's timeline where it was gone: d is the
+	// run.resumed frame's data, createdAt its commit time.
+	runResumed(runID, d, createdAt) {
+		this.timelines.gap(runID, instant(createdAt), d.lost_ms);
+		this.changed(runID);
+	}
+
 	// runStarted notes a new run: the runs it replaces (d, the run.start
 	// frame's data) leave the thread's total, as their answers leave the
 	// page.

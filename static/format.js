@@ -121,9 +121,11 @@ function callText(call) {
 
 // activityText is a step (a task_running frame's step) in words: its
 // first tool call and how many more, "Thinking" once its tool results are
-// in, "Finishing" after an answer without calls.
+// in, "Finishing" after an answer without calls, a resumed step's own
+// words until the next step.
 export function activityText(step) {
 	if (step?.kind === "tool") return "Thinking";
+	if (step?.kind === "resumed") return head(text(step.text).trim()) || "Resumed";
 	const calls = Array.isArray(step?.tool_calls) ? step.tool_calls : [];
 	if (calls.length === 0) return "Finishing";
 	const first = callText({ name: text(calls[0]?.name), args: text(calls[0]?.args) });
@@ -143,4 +145,25 @@ export function duration(ms) {
 	if (s < 60) return `${s}s`;
 	if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
 	return `${Math.floor(s / 3600)}h ${pad(Math.floor(s / 60) % 60)}m`;
+}
+
+// ---- a resumed run's gap (agent.LostTime, agent.ResumedNotice) ----
+
+// lostTime writes a gap: "4.2 s" (tenths, rounded half up) under a
+// minute, then "1 min 5 s", then "2 h 3 min".
+export function lostTime(ms) {
+	const n = Number.isFinite(ms) ? Math.max(Math.trunc(ms), 0) : 0;
+	const t = Math.floor((n + 50) / 100);
+	if (t < 600) return `${Math.floor(t / 10)}.${t % 10} s`;
+	const s = Math.floor((n + 500) / 1000);
+	if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+	const m = Math.floor((s + 30) / 60);
+	return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+// resumedNotice is what the thread shows where a run resumed, from its
+// run.resumed frame's data.
+export function resumedNotice(d) {
+	const what = d?.cause === "failover" ? "Continued on another instance" : "Resumed after a restart";
+	return `${what} — ${lostTime(d?.lost_ms)} lost`;
 }

@@ -21,7 +21,7 @@ export function stepOf(seq, s, createdAt) {
 	return {
 		seq,
 		at: instant(createdAt), // ms, null when unknown
-		kind: s.kind === "tool" ? "tool" : "ai",
+		kind: s.kind === "tool" || s.kind === "resumed" ? s.kind : "ai",
 		text: str(s.text),
 		// An AI step's text rendered and sanitized by the server.
 		html: str(s.text_html),
@@ -39,7 +39,15 @@ function stepElement(step) {
 	li.dataset.seq = String(step.seq);
 	li.dataset.at = step.at === null ? "" : String(step.at);
 	li.append(el("span", "step-time"));
-	if (step.kind === "tool") {
+	if (step.kind === "resumed") {
+		// Where the task continued after a restart or on another
+		// instance: a quiet line of the server's words, not the model's.
+		const icon = el("span", "step-resumed-icon", "↻");
+		icon.setAttribute("aria-hidden", "true");
+		const line = el("p", "step-resumed");
+		line.append(icon, step.text);
+		li.append(line);
+	} else if (step.kind === "tool") {
 		li.append(el("span", "step-tool", step.toolName || "tool"));
 		if (step.text !== "") li.append(scrollRegion(el("pre", "step-output", step.text)));
 		const extra = toolOutputElement(step.output);

@@ -70,6 +70,7 @@ export class ThreadPage {
 			["run.start", (d, f) => this.startRun(d, d.run_id ?? f.run_id)],
 			["run.end", (d, f) => this.endRun(d, d.run_id ?? f.run_id, f.seq)],
 			["run.wait", (d, f) => this.composer.setWaiting(d.run_id ?? f.run_id, d.waiting === true)],
+			["run.resumed", (d, f) => this.resumeRun(d, d.run_id ?? f.run_id, f)],
 			["ai_delta", (d) => this.appendDelta(d)],
 			["ai_html", (d) => this.showLiveHTML(d)],
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
@@ -275,6 +276,13 @@ export class ThreadPage {
 		this.cards.runStarted(runID, d);
 		this.changeList(() => this.answers.runStarted(d));
 		this.cards.runsReplaced();
+	}
+
+	// resumeRun shows, where the conversation is, that the run went on
+	// after a restart or on another instance and how long it was gone.
+	resumeRun(d, runID, f) {
+		this.changeList(() => this.answers.runResumed(d, runID, f.seq, f.created_at));
+		this.cards.runResumed(runID, d, f.created_at);
 	}
 
 	// endRun ends the run; a failure or a Stop is told where the run

@@ -5,21 +5,22 @@
 // (queuedAt, startedAt, endedAt) — so a reload rebuilds exactly what was
 // shown live. A lead call spans from the run's latest record before its
 // answer to the answer: while the lead calls its model, nothing else of
-// the run happens.
+// the run happens. Where the run resumed (run.resumed: its commit time
+// and lost_ms before it), a hatched gap crosses every row.
 
 import { now } from "./clock.js";
 import { el } from "./dom.js";
-import { duration, isTerminal, statusText } from "./format.js";
+import { duration, isTerminal, lostTime, statusText } from "./format.js";
 
 // Facts is what one run's timeline is built from.
 function newFacts(runID) {
-	return { runID, human: null, answers: [], results: [], active: false };
+	return { runID, human: null, answers: [], results: [], gaps: [], active: false };
 }
 
 // span is what a run covers: from its message to its latest record, or
 // to now while it is active.
 function span(f, cards) {
-	const times = [...f.answers, ...f.results];
+	const times = [...f.answers, ...f.results, ...f.gaps.flatMap((g) => [g.from, g.to])];
 	if (f.human !== null) times.push(f.human);
 	for (const c of cards) times.push(c.queuedAt, c.startedAt, c.endedAt);
 	const known = times.filter((t) => t !== null);
@@ -33,7 +34,8 @@ function span(f, cards) {
 // record before it, plus the call under way while the run is active and
 // nothing else of it is.
 function leadCalls(f, cards, t) {
-	const before = [...f.results];
+	// A call after a resumption was made again from it.
+	const before = [...f.results, ...f.gaps.map((g) => g.to)];
 	if (f.human !== null) before.push(f.human);
 	for (const c of cards) if (c.endedAt !== null) before.push(c.endedAt);
 	const answers = [...f.answers].sort((a, b) => a - b);
@@ -92,14 +94,20 @@ function row(label, title, segments, time, words) {
 	return li;
 }
 
-function leadRow(calls, range) {
+function leadRow(calls, gaps, range) {
 	const took = calls.reduce((n, c) => n + (c.to - c.from), 0);
 	const n = calls.length;
 	const words = `: ${n === 1 ? "1 model call" : `${n} model calls`}, ${duration(took)} in all.`;
-	return row("Lead", "The lead's own model calls", calls.map((c) => segment(c.live ? "lead bar-live" : "lead", c, range)), duration(took), words);
+	const segments = calls.map((c) => segment(c.live ? "lead bar-live" : "lead", c, range));
+	return row("Lead", "The lead's own model calls", [...segments, ...gapSegments(gaps, range)], duration(took), words);
 }
 
-function cardRow(c, bar, range) {
+// gapSegments mark where the run was gone before it resumed, on a row.
+function gapSegments(gaps, range) {
+	return gaps.map((g) => segment("gap", g, range));
+}
+
+function cardRow(c, bar, gaps, range) {
 	const segments = [];
 	if (bar.queued) segments.push(segment("queued", bar.queued, range));
 	if (bar.ran) segments.push(segment(c.status, bar.ran, range));
@@ -109,18 +117,22 @@ function cardRow(c, bar, range) {
 	if (bar.ran) parts.push(`ran ${duration(bar.ran.to - bar.ran.from)}`);
 	else parts.push("never started");
 	const title = c.description || "Subagent task";
-	const li = row(title, title, segments, bar.ran ? duration(bar.ran.to - bar.ran.from) : "", `: ${parts.join(", ")}, ${status.toLowerCase()}.`);
+	const li = row(title, title, [...segments, ...gapSegments(gaps, range)], bar.ran ? duration(bar.ran.to - bar.ran.from) : "", `: ${parts.join(", ")}, ${status.toLowerCase()}.`);
 	li.dataset.taskId = c.taskID;
 	li.dataset.status = c.status;
 	return li;
 }
 
 // summary says the run's shape in words: the figure's text alternative.
-function summary(cards, bars, range) {
+function summary(cards, bars, gaps, range) {
 	const n = cards.length;
 	const waited = bars.filter((b) => b.queued).length;
 	const parts = [n === 1 ? "1 subagent" : `${n} subagents`, `at most ${mostAtOnce(bars)} at once`];
 	if (waited > 0) parts.push(`${waited} waited for a slot`);
+	if (gaps.length > 0) {
+		const lost = lostTime(gaps.reduce((ms, g) => ms + (g.to - g.from), 0));
+		parts.push(`${gaps.length === 1 ? "resumed once" : `resumed ${gaps.length} times`}, ${lost} lost`);
+	}
 	parts.push(duration(range.to - range.from));
 	return parts.join(" · ");
 }
@@ -168,8 +180,24 @@ export class Timelines {
 		}
 	}
 
-	// read learns the facts of the messages under root (server-rendered).
+	// gap records that the run resumed at (ms, its commit time) after
+	// lostMs without it.
+	gap(runID, at, lostMs) {
+		if (!runID || at === null) return;
+		const f = this.facts(runID);
+		if (f.gaps.some((g) => g.to === at)) return;
+		f.gaps.push({ from: at - Math.max(Number.isFinite(lostMs) ? lostMs : 0, 0), to: at });
+		f.gaps.sort((a, b) => a.to - b.to);
+	}
+
+	// read learns the facts of the messages and the runs' resumptions
+	// under root (server-rendered).
 	read(root) {
+		const resumed = ".run-resumed[data-run-id][data-at]";
+		for (const r of [...(root.matches?.(resumed) ? [root] : []), ...root.querySelectorAll(resumed)]) {
+			const at = Date.parse(r.dataset.at);
+			if (Number.isFinite(at)) this.gap(r.dataset.runId, at, Number(r.dataset.lostMs));
+		}
 		for (const m of root.querySelectorAll("article.msg[data-run-id][data-at]")) {
 			const at = Date.parse(m.dataset.at);
 			if (!Number.isFinite(at)) continue;
@@ -211,10 +239,10 @@ export class Timelines {
 		if (!range) return false;
 		const bars = cards.map((c) => cardBar(c, t, range.to));
 		const calls = leadCalls(f, cards, t);
-		const text = summary(cards, bars, range);
+		const text = summary(cards, bars, f.gaps, range);
 		const head = fig.querySelector(".timeline-summary");
 		if (head.textContent !== `Timeline · ${text}`) head.textContent = `Timeline · ${text}`;
-		const rows = [leadRow(calls, range), ...cards.map((c, i) => cardRow(c, bars[i], range))];
+		const rows = [leadRow(calls, f.gaps, range), ...cards.map((c, i) => cardRow(c, bars[i], f.gaps, range))];
 		fig.querySelector(".timeline-rows").replaceChildren(...rows);
 		return f.active || cards.some((c) => !isTerminal(c.status));
 	}

@@ -138,6 +138,9 @@ type MessageView struct {
 	// End is set on a TypeRunEnd item: where a run ended, with its notice
 	// and its Retry or Regenerate.
 	End *RunEndView
+	// Resumed is set on a TypeRunResumed item: where a run continued
+	// after a restart or on another instance.
+	Resumed *RunResumedView
 	// Trimmed is set on an answer whose run left older turns out of its
 	// requests to fit the model's context window.
 	Trimmed *ContextTrim
@@ -168,6 +171,23 @@ type RunEndView struct {
 	// Latest: the thread's latest run, with no run active: it can be
 	// answered again.
 	Latest bool
+}
+
+// TypeRunResumed is the Type of the item that shows where a run resumed
+// among the messages (MessageView.Resumed).
+const TypeRunResumed = "run.resumed"
+
+// RunResumedView is a run.resumed event: the run went on from its
+// checkpoint after its process ended or its instance was lost, and how
+// long it was gone.
+type RunResumedView struct {
+	Seq    int64 // the run.resumed event's
+	RunID  string
+	Notice string // "Resumed after a restart — 4.2 s lost"
+	// At is the event's commit time, LostMS the gap before it: the run
+	// timeline (static/timeline.js) draws the gap from both.
+	At     time.Time
+	LostMS int64
 }
 
 // ContextTrim is how many of a conversation's turns a run's request sent,
