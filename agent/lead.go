@@ -184,9 +184,14 @@ func (r *run) loop() {
 	defer close(r.done)
 	log := r.logger()
 	var e ending
-	if p := r.resumed; p != nil && !r.finishOpen(p) {
+	switch p := r.resumed; {
+	case p != nil && p.final:
+		// Resumed after its answer was written: it only ends.
+		r.resumed = nil
+		e = ending{status: models.RunCompleted}
+	case p != nil && !r.finishOpen(p):
 		e = ending{status: models.RunCancelled}
-	} else {
+	default:
 		e = r.converse(log)
 	}
 	if cause := context.Cause(r.ctx); cause != nil && e.status != models.RunCompleted {

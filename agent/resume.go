@@ -392,9 +392,6 @@ func openStates(evs []models.RunEvent, histories map[string][]Message) map[strin
 // call gets interruptedCall. It reports whether the run may go on.
 func (r *run) finishOpen(p *resumePlan) bool {
 	r.resumed = nil
-	if p.final {
-		return true
-	}
 	// Queued tasks queue again in their first order: by the version
 	// sequence they were dispatched in, running ones first.
 	calls := slices.Clone(p.calls)
