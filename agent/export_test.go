@@ -31,14 +31,16 @@ type HarnessConfig struct {
 	// how long a run waits for a write it must make (0: the runtime's).
 	Logger         *slog.Logger
 	PersistTimeout time.Duration
+	// OnCommit, when set, also sees every committed batch.
+	OnCommit func([]models.Record)
 }
 
 // NewHarness builds a harness that fails t if the test leaks a goroutine
 // or leaves an execution in the registry.
-func NewHarness(t *testing.T, c HarnessConfig) *Harness {
+func NewHarness(t testing.TB, c HarnessConfig) *Harness {
 	t.Helper()
 	return newHarness(t, harnessConfig{models: c.Models, tools: c.Tools, backoff: c.Backoff, noCommands: c.NoCommands, offReason: c.OffReason,
-		logger: c.Logger, persistTO: c.PersistTimeout})
+		logger: c.Logger, persistTO: c.PersistTimeout, onCommit: c.OnCommit})
 }
 
 func (h *harness) Runtime() *Runtime      { return h.rt }

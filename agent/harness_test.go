@@ -65,7 +65,7 @@ func taskCall(id, desc, typ string) ToolCall {
 
 // harness is a Runtime on a real SQLite file, as main wires it.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	dbPath string
 	store  *models.Store
 	writer *models.Writer
@@ -110,7 +110,7 @@ func defaultSubagents() SubagentsConfig {
 	}
 }
 
-func newHarness(t *testing.T, hc harnessConfig) *harness {
+func newHarness(t testing.TB, hc harnessConfig) *harness {
 	t.Helper()
 	leaks := goleak.IgnoreCurrent()
 	dir := t.TempDir()

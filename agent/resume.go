@@ -55,6 +55,9 @@ type resumePlan struct {
 	tasks map[string]*openState // their tasks' states, by task id (none: never dispatched)
 	lost  time.Duration
 	cause string
+	// resumes counts the run's resumptions, this one included: a call
+	// cut again after a resume is a lost call of its own (lostCall keys).
+	resumes int64
 	// final: the lead's answer was written before the restart; the run
 	// only ends.
 	final bool
@@ -194,7 +197,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 	if r.workspace, err = rt.runEnv.workspace(r.threadID); err != nil {
 		return "", err
 	}
-	plan := &resumePlan{tasks: map[string]*openState{}, lost: rt.now().Sub(last), cause: cause}
+	plan := &resumePlan{tasks: map[string]*openState{}, lost: rt.now().Sub(last), cause: cause, resumes: resumes}
 	open := openStates(evs, histories)
 	dispatched := 0
 	for _, ev := range evs {
@@ -216,7 +219,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		if lastAI != nil && len(lastAI.calls) == 0 && lastAI.final {
 			break
 		}
-		recs = append(recs, models.Record{Usage: lostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprint(lastAI.seqOr0()))})
+		recs = append(recs, models.Record{Usage: lostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lastAI.seqOr0(), resumes))})
 	default:
 		for _, c := range lastAI.calls {
 			if !lastAI.answered[c.ID] {
@@ -262,8 +265,9 @@ func later(a, b time.Time) time.Time {
 
 // lostCall is the ledger row of a model call a restart cut off
 // (models.LostCall): it was made, its usage will never be known, and key
-// (the version or seq the call was made after) makes a second resume of
-// the same state add it once.
+// (the seq or version the call was made after, and the resume it was made
+// in) makes a second resume of the same state add it once, and a call
+// cut again after a resume a call of its own.
 func lostCall(threadID, runID, taskID, herdModel, key string) *models.UsageEntry {
 	return models.LostCall(threadID, runID, taskID, herdModel, key)
 }
@@ -477,7 +481,7 @@ func (x *executor) resume(s taskScope, call ToolCall, st *openState, p *resumePl
 	}
 	history, open, lost := splitHistory(st.history)
 	if lost {
-		row := lostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprint(st.version))
+		row := lostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprintf("v%d.r%d", st.version, p.resumes))
 		s.sink.recordLost(row)
 	}
 	e.admittedAt = st.startedAt // wall time: the timeout runs across the restart

@@ -25,6 +25,7 @@ func TestOneRedaction(t *testing.T) {
 	events := []agent.Event{
 		agent.RunStart{RunID: "r1", ModelName: "m"},
 		agent.RunWait{RunID: "r1", Waiting: true},
+		agent.RunResumed{RunID: "r1", Resumes: 1, LostMS: 4200, Cause: agent.ResumeRestart},
 		agent.RunEnd{RunID: "r1", Status: "completed", Usage: &models.UsageReport{Total: models.UsageTotals{TotalTokens: 12, Calls: 1}}},
 		agent.TaskQueued{TaskIntro: intro},
 		agent.TaskStarted{TaskIntro: intro},
