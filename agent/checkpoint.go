@@ -17,18 +17,10 @@ const checkpointFormat = 1
 // signed reasoning, a tool result whole), queued in the same Writer job
 // so that the step and its piece commit together (docs/DESIGN.md §11).
 func (s *runSink) emitKept(taskID string, ev Event, msgs []Message) {
-	rec, err := eventRecord(s.threadID, taskID, ev)
-	if err != nil {
-		s.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
-		return
-	}
 	body, err := json.Marshal(msgs)
 	if err != nil {
 		s.logger().Error("checkpoint", "type", ev.EventType(), "task", taskID, "err", err)
 		return
 	}
-	ck := models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)}
-	if err := s.journal.Enqueue(s.shared(), rec, ck); err != nil {
-		s.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
-	}
+	s.emit(taskID, ev, models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)})
 }

@@ -19,7 +19,7 @@ import (
 // the task or its run was stopped. callOutput shows a tool call of the
 // subagent's live and keeps its images.
 type taskSink interface {
-	emit(taskID string, ev Event)
+	emit(taskID string, ev Event, with ...models.Record)
 	// emitKept is emit with the pieces of the task's exact history the
 	// event's step adds, committed with it (agent/checkpoint.go).
 	emitKept(taskID string, ev Event, msgs []Message)

@@ -74,17 +74,27 @@ func (x *executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
 	return lead
 }
 
+// taskSpec is a task call's arguments and the subagent type they name,
+// or the failed outcome of a call that names none the run may use.
+func taskSpec(s taskScope, call ToolCall) (taskArgs, *subagentSpec, *Outcome) {
+	args, err := parseTaskArgs(call.Args)
+	if err != nil {
+		return args, nil, &Outcome{Status: StatusFailed, Error: err.Error()}
+	}
+	spec, ok := s.agents.byName[args.SubagentType]
+	if !ok {
+		return args, nil, &Outcome{Status: StatusFailed, Error: unknownSubagentType(args.SubagentType, s.agents.order)}
+	}
+	return args, spec, nil
+}
+
 // delegate runs one task call to its terminal state and returns the outcome
 // with a release func the caller calls once the ToolMessage is persisted.
 // It blocks until the subagent is terminal, waiting on a signal.
 func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
-	args, err := parseTaskArgs(call.Args)
-	if err != nil {
-		return Outcome{Status: StatusFailed, Error: err.Error()}, nil
-	}
-	spec, ok := s.agents.byName[args.SubagentType]
-	if !ok {
-		return Outcome{Status: StatusFailed, Error: unknownSubagentType(args.SubagentType, s.agents.order)}, nil
+	args, spec, refused := taskSpec(s, call)
+	if refused != nil {
+		return *refused, nil
 	}
 	e := x.newExecution(s, call.ID, args, spec)
 	x.reg.add(e)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"herd/models"
 )
@@ -33,19 +34,14 @@ const (
 // queued or running gets a failed subagent.end and a ToolMessage, every
 // tool call without a result gets one, and every running run fails — so a
 // reload never shows a card spinning forever. Call it at start, before
-// serving. It returns how many runs it closed.
+// serving. It returns how many runs it closed. (With runs.resume on,
+// Continue resumes them instead.)
 func (rt *Runtime) Recover(ctx context.Context, st RecoveryStore) (int, error) {
 	runs, err := st.RunningRuns(ctx)
 	if err != nil {
 		return 0, err
 	}
-	for _, r := range runs {
-		if err := rt.recoverRun(ctx, st, r, interruptedByRestart, restartNotice); err != nil {
-			return 0, fmt.Errorf("agent: recover run %s: %w", r.ID, err)
-		}
-		rt.log.Warn("closed a run interrupted by a restart", "thread", r.ThreadID, "run", r.ID)
-	}
-	return len(runs), nil
+	return rt.closeRuns(ctx, st, runs, ResumeRestart, "")
 }
 
 // Failover closes runs of a dead instance exactly as Recover closes a
@@ -55,13 +51,35 @@ func (rt *Runtime) Recover(ctx context.Context, st RecoveryStore) (int, error) {
 // their owner (models.Store.TakeOrphanRuns), so no other instance closes
 // them too. It returns how many it closed before any error.
 func (rt *Runtime) Failover(ctx context.Context, st RecoveryStore, runs []models.Run) (int, error) {
+	return rt.closeRuns(ctx, st, runs, ResumeFailover, "")
+}
+
+// closeRuns closes runs as interrupted by cause (ResumeRestart,
+// ResumeFailover), saying why when there is more to say; it returns how
+// many it closed before any error.
+func (rt *Runtime) closeRuns(ctx context.Context, st RecoveryStore, runs []models.Run, cause, why string) (int, error) {
 	for i, r := range runs {
-		if err := rt.recoverRun(ctx, st, r, interruptedInstanceLost, instanceLostNotice); err != nil {
-			return i, fmt.Errorf("agent: fail over run %s: %w", r.ID, err)
+		if err := rt.closeRun(ctx, st, r, cause, why); err != nil {
+			return i, err
 		}
-		rt.log.Warn("closed a run of a lost instance", "thread", r.ThreadID, "run", r.ID, "instance", r.InstanceID)
 	}
 	return len(runs), nil
+}
+
+// closeRun closes one run as interrupted by cause, with why if given.
+func (rt *Runtime) closeRun(ctx context.Context, st RecoveryStore, r models.Run, cause, why string) error {
+	reason, notice := interruptedByRestart, restartNotice
+	if cause == ResumeFailover {
+		reason, notice = interruptedInstanceLost, instanceLostNotice
+	}
+	if why != "" {
+		reason += " (" + why + ")"
+	}
+	if err := rt.recoverRun(ctx, st, r, reason, notice); err != nil {
+		return fmt.Errorf("agent: close run %s: %w", r.ID, err)
+	}
+	rt.log.Warn("closed an interrupted run", "cause", cause, "reason", reason, "thread", r.ThreadID, "run", r.ID, "instance", r.InstanceID)
+	return nil
 }
 
 func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Run, reason, notice string) error {
@@ -71,10 +89,11 @@ func (rt *Runtime) recoverRun(ctx context.Context, st RecoveryStore, r models.Ru
 	}
 	var recs []models.Record
 	closed := map[string]bool{}
-	for _, t := range openTasks(events) {
+	open, _ := taskStates(events)
+	for _, t := range open {
 		end := TaskEnd{
-			TaskRef: TaskRef{TaskID: t.start.TaskID, ExecutionID: t.start.ExecutionID, RunID: r.ID, Version: t.version + 1},
-			Status:  StatusFailed, Error: reason, ModelName: t.start.ModelName, Usage: t.usage,
+			TaskRef: TaskRef{TaskID: t.intro.TaskID, ExecutionID: t.intro.ExecutionID, RunID: r.ID, Version: t.version + 1},
+			Status:  StatusFailed, Error: reason, ModelName: t.intro.ModelName, Usage: t.usage,
 		}
 		ev, err := eventRecord(r.ThreadID, end.TaskID, end)
 		if err != nil {
@@ -143,21 +162,23 @@ func unanswered(msgs []models.Message, runID string) []ToolCall {
 	return out
 }
 
-// openTask is a task of an interrupted run that never ended.
-type openTask struct {
-	start   TaskIntro
-	version int64
-	usage   *TokenUsage
+// openState is a task of an interrupted run that has not ended: what
+// closing it (recoverRun) or resuming it (executor.resume) needs.
+type openState struct {
+	intro     TaskIntro
+	started   bool
+	startedAt time.Time // its first start: its timeout runs from there
+	version   int64
+	steps     int64
+	usage     *TokenUsage
+	history   []Message // its checkpoint (resume only): prompt, then its messages
 }
 
-// openTasks lists, in dispatch order, the tasks among events that started
-// (or queued) and have no end, with their last version and usage.
-func openTasks(events []models.RunEvent) []openTask {
-	type state struct {
-		openTask
-		started, ended bool
-	}
-	byTask := map[string]*state{}
+// taskStates lists, in dispatch order, the tasks among events that queued
+// or started and have no end, and counts every task dispatched.
+func taskStates(events []models.RunEvent) (open []*openState, dispatched int) {
+	byTask := map[string]*openState{}
+	ended := map[string]bool{}
 	var order []string
 	for i := range events {
 		ev, err := PayloadOf(&events[i])
@@ -171,28 +192,34 @@ func openTasks(events []models.RunEvent) []openTask {
 		id := events[i].TaskID
 		t := byTask[id]
 		if t == nil {
-			t = &state{}
+			t = &openState{}
 			byTask[id] = t
 			order = append(order, id)
 		}
 		t.version = max(t.version, te.task().Version)
-		t.usage = te.usage()
+		if u := te.usage(); u != nil {
+			t.usage = u
+		}
 		switch p := ev.(type) {
 		case TaskQueued:
-			t.start, t.started = p.TaskIntro, true
+			t.intro = p.TaskIntro
 		case TaskStarted:
-			t.start, t.started = p.TaskIntro, true
+			if !t.started {
+				t.startedAt = events[i].CreatedAt
+			}
+			t.intro, t.started = p.TaskIntro, true
+		case TaskStep:
+			t.steps = max(t.steps, p.MessageIndex)
 		case TaskEnd:
-			t.ended = true
+			ended[id] = true
 		}
 	}
-	var out []openTask
 	for _, id := range order {
-		if t := byTask[id]; t.started && !t.ended {
-			out = append(out, t.openTask)
+		if t := byTask[id]; t.intro.TaskID != "" && !ended[id] {
+			open = append(open, t)
 		}
 	}
-	return out
+	return open, len(order)
 }
 
 // interruptedToolMessage is the result of a tool call a restart cut off:

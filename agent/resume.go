@@ -63,66 +63,32 @@ type resumePlan struct {
 	final bool
 }
 
-// openState is a task of the run that has not ended.
-type openState struct {
-	intro     TaskIntro
-	started   bool
-	startedAt time.Time
-	version   int64
-	steps     int64
-	usage     *TokenUsage
-	history   []Message // its checkpoint: prompt, then its messages
-}
-
-// Resume continues runs left running (at start, their own; on failover,
-// a lost instance's, which the caller has taken over). A run that
-// cannot resume is closed as Recover or Failover would, with the reason
-// said: resumed runs.max_resumes times, a checkpoint format this herd
-// does not know, a model no longer configured. It returns how many it
-// resumed and how many it closed.
-func (rt *Runtime) Resume(ctx context.Context, st ResumeStore, runs []models.Run, cause string) (resumed, closed int, err error) {
-	reason, notice := interruptedByRestart, restartNotice
-	if cause == ResumeFailover {
-		reason, notice = interruptedInstanceLost, instanceLostNotice
-	}
+// Continue settles runs left running, at start (cause ResumeRestart, its
+// own) or on failover (ResumeFailover, a lost instance's, which the
+// caller has taken over): resumed when runs.resume is on, else closed as
+// interrupted (Recover, Failover). A run that cannot resume is closed
+// too, saying why: resumed runs.max_resumes times, a checkpoint format
+// this herd does not know, a model no longer configured. It returns how
+// many it resumed and how many it closed.
+func (rt *Runtime) Continue(ctx context.Context, st ResumeStore, runs []models.Run, cause string) (resumed, closed int, err error) {
 	for _, row := range runs {
-		why, err := rt.resumeRun(ctx, st, row, cause)
-		if err != nil {
-			return resumed, closed, fmt.Errorf("agent: resume run %s: %w", row.ID, err)
+		why := ""
+		if rt.resume.Enabled {
+			if why, err = rt.resumeRun(ctx, st, row, cause); err != nil {
+				return resumed, closed, fmt.Errorf("agent: resume run %s: %w", row.ID, err)
+			}
+			if why == "" {
+				resumed++
+				rt.log.Warn("resumed a run", "cause", cause, "thread", row.ThreadID, "run", row.ID)
+				continue
+			}
 		}
-		if why == "" {
-			resumed++
-			rt.log.Warn("resumed a run", "cause", cause, "thread", row.ThreadID, "run", row.ID)
-			continue
-		}
-		if err := rt.recoverRun(ctx, st, row, reason+" ("+why+")", notice); err != nil {
-			return resumed, closed, fmt.Errorf("agent: close run %s: %w", row.ID, err)
+		if err := rt.closeRun(ctx, st, row, cause, why); err != nil {
+			return resumed, closed, err
 		}
 		closed++
-		rt.log.Warn("could not resume a run; closed it", "why", why, "thread", row.ThreadID, "run", row.ID)
 	}
 	return resumed, closed, nil
-}
-
-// Continue settles runs left running, at start (cause ResumeRestart) or
-// on failover (ResumeFailover): resumed when runs.resume is on, else
-// closed as interrupted (Recover, Failover). It returns how many it
-// resumed and closed.
-func (rt *Runtime) Continue(ctx context.Context, st ResumeStore, runs []models.Run, cause string) (resumed, closed int, err error) {
-	if rt.resume.Enabled {
-		return rt.Resume(ctx, st, runs, cause)
-	}
-	reason, notice := interruptedByRestart, restartNotice
-	if cause == ResumeFailover {
-		reason, notice = interruptedInstanceLost, instanceLostNotice
-	}
-	for _, r := range runs {
-		if err := rt.recoverRun(ctx, st, r, reason, notice); err != nil {
-			return 0, closed, fmt.Errorf("agent: close run %s: %w", r.ID, err)
-		}
-		closed++
-	}
-	return 0, closed, nil
 }
 
 // resumeRun resumes one run, or says why it cannot ("" when it did).
@@ -198,59 +164,39 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		return "", err
 	}
 	plan := &resumePlan{tasks: map[string]*openState{}, lost: rt.now().Sub(last), cause: cause, resumes: resumes}
-	open := openStates(evs, histories)
-	dispatched := 0
-	for _, ev := range evs {
-		if ev.EventType == eventSubagentQueued || ev.EventType == eventSubagentStart {
-			dispatched++
-		}
-	}
-	recs := []models.Record{}
-	ev, err := eventRecord(r.threadID, "", RunResumed{RunID: r.id, Resumes: resumes, LostMS: max(plan.lost.Milliseconds(), 0), Cause: cause})
-	if err != nil {
-		return "", err
-	}
-	recs = append(recs, ev)
-	lastAI, answered := leadState(msgs, row.ID)
+	open, dispatched := taskStates(evs)
+	lead := leadTurn(msgs, row.ID)
 	switch {
-	case lastAI == nil || len(lastAI.calls) == 0 || answered:
-		// The lead was calling its model (or about to): that call is lost.
-		// A final answer already written ends the run as it would have.
-		if lastAI != nil && len(lastAI.calls) == 0 && lastAI.final {
-			break
-		}
-		recs = append(recs, models.Record{Usage: lostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lastAI.seqOr0(), resumes))})
-	default:
-		for _, c := range lastAI.calls {
-			if !lastAI.answered[c.ID] {
-				plan.calls = append(plan.calls, c)
-				if s := open[c.ID]; s != nil {
-					plan.tasks[c.ID] = s
-				}
+	case lead.final:
+		plan.final = true // its answer was written: the run only ends
+	case len(lead.open) > 0:
+		plan.calls = lead.open
+		for _, t := range open {
+			if slices.ContainsFunc(lead.open, func(c ToolCall) bool { return c.ID == t.intro.TaskID }) {
+				t.history = histories[t.intro.TaskID]
+				plan.tasks[t.intro.TaskID] = t
 			}
 		}
+	}
+	resumedEv, err := eventRecord(r.threadID, "", RunResumed{RunID: r.id, Resumes: resumes, LostMS: max(plan.lost.Milliseconds(), 0), Cause: cause})
+	if err != nil {
+		return "", err
 	}
 	// Claimed here before anything is written: the thread is this run's
 	// (whatever the user's count: the run was admitted once already).
 	if err := rt.claimResumed(r); err != nil {
 		return "", err
 	}
-	if err := rt.journal.Write(ctx, recs...); err != nil {
+	if err := rt.journal.Write(ctx, resumedEv); err != nil {
 		rt.release(r)
 		r.cancel(nil)
 		return "", err
 	}
-	for _, rec := range recs {
-		if rec.Usage != nil {
-			r.sink.mu.Lock()
-			r.sink.usage[rec.Usage.CallID] = rec.Usage
-			r.sink.mu.Unlock()
-		}
+	if !plan.final && len(plan.calls) == 0 {
+		// The lead was calling its model (or about to): that call is lost.
+		r.sink.recordLost(models.LostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lead.seq, resumes)))
 	}
 	r.tasks.Store(int32(dispatched))
-	if lastAI != nil && lastAI.final && len(lastAI.calls) == 0 {
-		plan.final = true
-	}
 	r.resumed = plan
 	rt.wg.Go(r.loop)
 	return "", nil
@@ -261,15 +207,6 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// lostCall is the ledger row of a model call a restart cut off
-// (models.LostCall): it was made, its usage will never be known, and key
-// (the seq or version the call was made after, and the resume it was made
-// in) makes a second resume of the same state add it once, and a call
-// cut again after a resume a call of its own.
-func lostCall(threadID, runID, taskID, herdModel, key string) *models.UsageEntry {
-	return models.LostCall(threadID, runID, taskID, herdModel, key)
 }
 
 // decodeCheckpoints is each task's history from its pieces, or why they
@@ -294,25 +231,21 @@ func decodeCheckpoints(pieces []models.Checkpoint) (map[string][]Message, string
 	return out, ""
 }
 
-// leadAI is the run's last AI message of the lead as stored.
-type leadAI struct {
-	seq      int64
-	calls    []ToolCall
-	answered map[string]bool
-	final    bool
+// leadOpen is where the lead's last turn of a run stands as stored:
+// after its last AI message (seq, 0 before any), with the calls of that
+// message that have no result (open), or its final answer written.
+type leadOpen struct {
+	seq   int64
+	open  []ToolCall
+	final bool
 }
 
-func (a *leadAI) seqOr0() int64 {
-	if a == nil {
-		return 0
-	}
-	return a.seq
-}
-
-// leadState is the run's last AI message and whether all its calls have
-// results.
-func leadState(msgs []models.Message, runID string) (*leadAI, bool) {
-	var last *leadAI
+// leadTurn is the run's lead turn as the thread's messages hold it.
+func leadTurn(msgs []models.Message, runID string) leadOpen {
+	var (
+		t        leadOpen
+		answered map[string]bool
+	)
 	for _, m := range msgs {
 		if m.RunID != runID {
 			continue
@@ -327,67 +260,14 @@ func leadState(msgs []models.Message, runID string) (*leadAI, bool) {
 			if len(m.AdditionalKwargs) > 0 {
 				_ = json.Unmarshal(m.AdditionalKwargs, &kw)
 			}
-			last = &leadAI{seq: m.Seq, calls: calls, answered: map[string]bool{}, final: len(calls) == 0 && !kw.Incomplete && !kw.Stopped}
+			t = leadOpen{seq: m.Seq, open: calls, final: len(calls) == 0 && !kw.Incomplete && !kw.Stopped}
+			answered = map[string]bool{}
 		case TypeTool:
-			if last != nil {
-				last.answered[m.ToolCallID] = true
-			}
+			answered[m.ToolCallID] = true
 		}
 	}
-	if last == nil {
-		return nil, true
-	}
-	for _, c := range last.calls {
-		if !last.answered[c.ID] {
-			return last, false
-		}
-	}
-	return last, true
-}
-
-// openStates are the run's tasks that have not ended, by task id, with
-// their checkpoint histories.
-func openStates(evs []models.RunEvent, histories map[string][]Message) map[string]*openState {
-	out := map[string]*openState{}
-	ended := map[string]bool{}
-	for i := range evs {
-		ev, err := PayloadOf(&evs[i])
-		if err != nil {
-			continue
-		}
-		te, ok := ev.(taskEvent)
-		if !ok {
-			continue
-		}
-		id := evs[i].TaskID
-		s := out[id]
-		if s == nil {
-			s = &openState{}
-			out[id] = s
-		}
-		s.version = max(s.version, te.task().Version)
-		if u := te.usage(); u != nil {
-			s.usage = u
-		}
-		switch p := ev.(type) {
-		case TaskQueued:
-			s.intro = p.TaskIntro
-		case TaskStarted:
-			s.intro, s.started, s.startedAt = p.TaskIntro, true, evs[i].CreatedAt
-		case TaskStep:
-			s.steps = max(s.steps, p.MessageIndex)
-		case TaskEnd:
-			ended[id] = true
-		}
-	}
-	for id, s := range out {
-		if ended[id] || s.intro.TaskID == "" {
-			delete(out, id)
-			continue
-		}
-		s.history = histories[id]
-	}
-	return out
+	t.open = slices.DeleteFunc(t.open, func(c ToolCall) bool { return answered[c.ID] })
+	return t
 }
 
 // finishOpen settles what a restart left open of the lead's last turn,
@@ -457,13 +337,9 @@ func queueRank(s *openState) int64 {
 // asked is called once the task has asked for its slot (or will not).
 func (x *executor) resume(s taskScope, call ToolCall, st *openState, p *resumePlan, asked func()) (Outcome, func()) {
 	defer asked()
-	args, err := parseTaskArgs(call.Args)
-	if err != nil {
-		return Outcome{Status: StatusFailed, Error: err.Error()}, nil
-	}
-	spec, ok := s.agents.byName[args.SubagentType]
-	if !ok {
-		return Outcome{Status: StatusFailed, Error: unknownSubagentType(args.SubagentType, s.agents.order)}, nil
+	args, spec, refused := taskSpec(s, call)
+	if refused != nil {
+		return *refused, nil
 	}
 	e := x.newExecution(s, call.ID, args, spec)
 	e.ID, e.version, e.steps = cmp.Or(st.intro.ExecutionID, e.ID), st.version, st.steps
@@ -481,7 +357,7 @@ func (x *executor) resume(s taskScope, call ToolCall, st *openState, p *resumePl
 	}
 	history, open, lost := splitHistory(st.history)
 	if lost {
-		row := lostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprintf("v%d.r%d", st.version, p.resumes))
+		row := models.LostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprintf("v%d.r%d", st.version, p.resumes))
 		s.sink.recordLost(row)
 	}
 	e.admittedAt = st.startedAt // wall time: the timeout runs across the restart

@@ -548,16 +548,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 
 // stop ends the runs with cause and waits for them (Shutdown, Release).
 func (rt *Runtime) stop(ctx context.Context, cause error) error {
-	rt.mu.Lock()
-	rt.closed = true
-	runs := make([]*run, 0, len(rt.active))
-	for _, r := range rt.active {
-		runs = append(runs, r)
-	}
-	rt.mu.Unlock()
-	for _, r := range runs {
-		r.cancel(cause)
-	}
+	rt.cancelAll(cause, true)
 	done := make(chan struct{})
 	go func() {
 		rt.wg.Wait()
@@ -581,6 +572,22 @@ func (rt *Runtime) stop(ctx context.Context, cause error) error {
 	}
 }
 
+// cancelAll ends every active run's context with cause, first closing the
+// runtime to new runs when closing, and returns the runs.
+func (rt *Runtime) cancelAll(cause error, closing bool) []*run {
+	rt.mu.Lock()
+	rt.closed = rt.closed || closing
+	runs := make([]*run, 0, len(rt.active))
+	for _, r := range rt.active {
+		runs = append(runs, r)
+	}
+	rt.mu.Unlock()
+	for _, r := range runs {
+		r.cancel(cause)
+	}
+	return runs
+}
+
 // Abandon stops every run of this instance without ending it here: its
 // lease was taken over (docs/DESIGN.md §14), so another instance owns
 // them now, and every write they would still make is refused in the
@@ -588,15 +595,7 @@ func (rt *Runtime) stop(ctx context.Context, cause error) error {
 // open for new runs. It waits, until ctx ends, for the runs to be gone
 // and returns how many there were.
 func (rt *Runtime) Abandon(ctx context.Context) int {
-	rt.mu.Lock()
-	runs := make([]*run, 0, len(rt.active))
-	for _, r := range rt.active {
-		runs = append(runs, r)
-	}
-	rt.mu.Unlock()
-	for _, r := range runs {
-		r.cancel(ErrLeaseTaken)
-	}
+	runs := rt.cancelAll(ErrLeaseTaken, false)
 	for _, r := range runs {
 		select {
 		case <-r.done:

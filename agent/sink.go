@@ -62,14 +62,15 @@ func (s *runSink) logger() *slog.Logger {
 }
 
 // emit validates and queues one event of task taskID for the writer
-// (taskSink), even after the run was stopped.
-func (s *runSink) emit(taskID string, ev Event) {
+// (taskSink), even after the run was stopped; with records that go in
+// its commit (a checkpoint piece, emitKept).
+func (s *runSink) emit(taskID string, ev Event, with ...models.Record) {
 	rec, err := eventRecord(s.threadID, taskID, ev)
 	if err != nil {
 		s.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
 		return
 	}
-	if err := s.journal.Enqueue(s.shared(), rec); err != nil {
+	if err := s.journal.Enqueue(s.shared(), append([]models.Record{rec}, with...)...); err != nil {
 		s.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
@@ -53,24 +52,7 @@ func BenchmarkWriterFence(b *testing.B) {
 			}
 			w := s.NewWriter(opts)
 			recs := benchStepRows(threads, rows)
-			start := time.Now()
-			var wg sync.WaitGroup
-			per := len(recs) / benchProducers
-			for p := range benchProducers {
-				wg.Go(func() {
-					for _, r := range recs[p*per : (p+1)*per] {
-						if err := w.Enqueue(ctx, r); err != nil {
-							b.Errorf("enqueue: %v", err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if err := w.Flush(ctx); err != nil {
-				b.Fatal(err)
-			}
-			rate[i] = float64(len(recs)) / time.Since(start).Seconds()
+			rate[i] = float64(len(recs)) / enqueueAll(b, w, recs).Seconds()
 			hand := benchStepRows(threads[:1], 2*handoffs)
 			for k := 0; k < len(hand); k += 2 {
 				t0 := time.Now()

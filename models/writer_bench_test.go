@@ -66,24 +66,7 @@ func benchWriterThroughput(b *testing.B, d dbDriver) {
 		}
 		b.StartTimer()
 
-		start := time.Now()
-		var wg sync.WaitGroup
-		per := len(recs) / benchProducers
-		for p := range benchProducers {
-			wg.Go(func() {
-				for _, r := range recs[p*per : (p+1)*per] {
-					if err := w.Enqueue(ctx, r); err != nil {
-						b.Errorf("enqueue: %v", err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if err := w.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		writerDur += time.Since(start)
+		writerDur += enqueueAll(b, w, recs)
 
 		b.StopTimer()
 		w.Close()
@@ -120,7 +103,7 @@ func benchWriterThroughput(b *testing.B, d dbDriver) {
 		}
 		b.StartTimer()
 
-		start = time.Now()
+		start := time.Now()
 		if err := rawInsert(ctx, db, rs.pg, events, batchSize); err != nil {
 			b.Fatal(err)
 		}
@@ -201,6 +184,30 @@ func benchStepRows(threads []string, n int) []Record {
 		}
 	}
 	return out
+}
+
+// enqueueAll has benchProducers goroutines Enqueue recs (each its slice,
+// in order) on w, and returns how long until all of it was committed.
+func enqueueAll(b *testing.B, w *Writer, recs []Record) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	var wg sync.WaitGroup
+	per := len(recs) / benchProducers
+	for p := range benchProducers {
+		wg.Go(func() {
+			for _, r := range recs[p*per : (p+1)*per] {
+				if err := w.Enqueue(ctx, r); err != nil {
+					b.Errorf("enqueue: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
 }
 
 // rawInsert writes events in transactions of batch rows, each one
