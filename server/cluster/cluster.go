@@ -212,11 +212,9 @@ type Cluster struct {
 	// fenced wakes the renewer at once: the database refused a write of
 	// a run taken over (Fenced).
 	fenced chan struct{}
-	// The renewer's own: renewFailing is when renewals began to fail
-	// (zero while they succeed); settledAt is when this instance may
-	// judge the others' leases, a lease after its own renewals resumed.
-	renewFailing time.Time
-	settledAt    time.Time
+	// settledAt is when this instance may judge the others' leases, a
+	// lease after its own renewals resumed; the renewer's.
+	settledAt time.Time
 
 	stop    context.CancelFunc
 	wg      sync.WaitGroup

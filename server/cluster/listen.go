@@ -23,7 +23,7 @@ import (
 // it ends (lapse.Lapse): per attempt, an outage of a few seconds filled
 // the log with hundreds of lines (issue 24).
 type lapses struct {
-	listen, readBack, settings, deletes, send *lapse.Lapse
+	listen, readBack, settings, deletes, send, renew *lapse.Lapse
 }
 
 func newLapses(log *slog.Logger) lapses {
@@ -33,6 +33,7 @@ func newLapses(log *slog.Logger) lapses {
 		settings: lapse.New(log, "cluster: could not read the token switch; trying again"),
 		deletes:  lapse.New(log, "cluster: could not read the pending deletes; trying again"),
 		send:     lapse.New(log, "cluster: could not send notices; commit and control notices are sent again"),
+		renew:    lapse.New(log, "cluster: cannot renew the lease; retrying every second (the runs go on: no instance takes them while the lease is not taken over)"),
 	}
 }
 

@@ -209,15 +209,10 @@ func (c *Cluster) renewOnce(ctx context.Context) time.Duration {
 		c.rejoin(ctx)
 		return c.o.Renew
 	case err != nil:
-		if c.renewFailing.IsZero() {
-			c.renewFailing = time.Now()
-			c.log.Warn("cluster: cannot renew the lease; retrying every second (the runs go on: no other instance takes them while the lease is not taken over)", "err", err)
-		}
+		c.lapses.renew.Fail(err)
 		return min(renewRetry, c.o.Renew)
 	}
-	if !c.renewFailing.IsZero() {
-		c.log.Info("cluster: lease renewed again", "after", time.Since(c.renewFailing).Round(time.Millisecond))
-		c.renewFailing = time.Time{}
+	if c.lapses.renew.End("cluster: lease renewed again") {
 		// The others may have been cut off as long: each gets a lease
 		// to renew before this instance judges it.
 		c.settledAt = time.Now().Add(c.o.Lease)
