@@ -62,7 +62,7 @@ func (s *Server) stream(c echo.Context) error {
 		s.socketCap.Release(uid)
 	}
 	from := hub.Cursor{Seq: after, Generation: gen}
-	if err := s.hub.ServeFrom(ctx, upgrade, t.ID, from, closed); errors.Is(err, hub.ErrCredentialEnded) {
+	if err := s.hub.Serve(ctx, upgrade, t.ID, from, closed); errors.Is(err, hub.ErrCredentialEnded) {
 		return &apiError{http.StatusUnauthorized, "unauthorized", "sign in first"}
 	} else if errors.Is(err, hub.ErrClosed) {
 		return &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; try again shortly"}

@@ -613,7 +613,7 @@ func TestCloseDuringHandshake(t *testing.T) {
 			waitClosing(a.hub) // the hub takes no new client from here on
 			return (&websocket.Upgrader{}).Upgrade(w, r, nil)
 		}
-		if err := a.hub.Serve(context.WithoutCancel(r.Context()), upgrade, th, 0, func() {}); err != nil {
+		if err := a.hub.Serve(context.WithoutCancel(r.Context()), upgrade, th, hub.Cursor{}, func() {}); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	}))
@@ -645,7 +645,7 @@ func TestCloseDuringHandshake(t *testing.T) {
 func waitClosing(h *hub.Hub) {
 	notYet := errors.New("not closing yet")
 	for {
-		err := h.Serve(context.Background(), func() (*websocket.Conn, error) { return nil, notYet }, "probe", 0, func() {})
+		err := h.Serve(context.Background(), func() (*websocket.Conn, error) { return nil, notYet }, "probe", hub.Cursor{}, func() {})
 		if errors.Is(err, hub.ErrClosed) {
 			return
 		}

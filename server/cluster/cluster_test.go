@@ -82,7 +82,7 @@ func newClusterNodeWith(t *testing.T, store *models.Store, o Options) *clusterNo
 	n.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The socket outlives the handler (Hub.Serve returns once it is
 		// connected): it is served with a context of its own.
-		_ = n.hub.Serve(context.Background(), func() (*websocket.Conn, error) { return up.Upgrade(w, r, nil) }, r.URL.Query().Get("thread"), 0, func() {})
+		_ = n.hub.Serve(context.Background(), func() (*websocket.Conn, error) { return up.Upgrade(w, r, nil) }, r.URL.Query().Get("thread"), hub.Cursor{}, func() {})
 	}))
 	t.Cleanup(n.close)
 	return n

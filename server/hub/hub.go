@@ -343,12 +343,7 @@ type Cursor struct {
 	Generation string
 }
 
-// Serve is ServeFrom for a client that sends no generation.
-func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, afterSeq int64, closed func()) error {
-	return h.ServeFrom(ctx, upgrade, threadID, Cursor{Seq: afterSeq}, closed)
-}
-
-// ServeFrom takes on one WebSocket client of thread threadID and returns
+// Serve takes on one WebSocket client of thread threadID and returns
 // once it is connected: subscribed first, then it is sent every record
 // with seq > from.Seq from the database (or a resync, Cursor), then live frames (docs/API.md), until
 // it disconnects, is cut, or ctx ends. ctx must outlive the request that
@@ -368,7 +363,7 @@ func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error)
 // with a bare going-away and none of the terminal frames
 // (TestCloseDuringHandshake). Once the hub is closing, Serve returns
 // ErrClosed without calling upgrade; an upgrade error is returned as is.
-func (h *Hub) ServeFrom(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, from Cursor, closed func()) error {
+func (h *Hub) Serve(ctx context.Context, upgrade func() (*websocket.Conn, error), threadID string, from Cursor, closed func()) error {
 	if !h.join() {
 		closed()
 		return ErrClosed
