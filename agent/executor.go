@@ -77,7 +77,11 @@ func (x *executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
 // delegate runs one task call to its terminal state and returns the outcome
 // with a release func the caller calls once the ToolMessage is persisted.
 // It blocks until the subagent is terminal, waiting on a signal.
-func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
+//
+// asked is called once the task has asked admission for its slot (or
+// will not), so that the caller dispatches the next one after it.
+func (x *executor) delegate(s taskScope, call ToolCall, asked func()) (Outcome, func()) {
+	defer asked()
 	args, err := parseTaskArgs(call.Args)
 	if err != nil {
 		return Outcome{Status: StatusFailed, Error: err.Error()}, nil
@@ -95,6 +99,7 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	// children) until the run ends.
 	defer e.cancel(errTaskOver)
 
+	e.asked = asked
 	x.admit(e)
 	return x.await(e, spec), release
 }

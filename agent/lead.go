@@ -432,15 +432,22 @@ func (r *run) runTools(calls []ToolCall) []Message {
 				continue
 			}
 		}
+		if call.Name != ToolTask {
+			wg.Go(func() {
+				result, output := r.runTool(call)
+				out[i] = r.finishTool(call, result, output)
+			})
+			continue
+		}
+		asked := make(chan struct{})
 		wg.Go(func() {
-			if call.Name == ToolTask {
-				o, release := r.env.exec.delegate(r.scope(), call)
-				out[i] = r.finishTask(call, o, release)
-				return
-			}
-			result, output := r.runTool(call)
-			out[i] = r.finishTool(call, result, output)
+			o, release := r.env.exec.delegate(r.scope(), call, sync.OnceFunc(func() { close(asked) }))
+			out[i] = r.finishTask(call, o, release)
 		})
+		// The next task asks for its slot once this one has: one user's
+		// subagents start in the order they were asked for (docs/DESIGN.md
+		// §5), those of one response too.
+		<-asked
 	}
 	wg.Wait()
 	if r.rebox != nil {
