@@ -16,7 +16,7 @@ const checkpointFormat = 1
 // exact history (its prompt, an AI message whole with its tool calls and
 // signed reasoning, a tool result whole), queued in the same Writer job
 // so that the step and its piece commit together (docs/DESIGN.md §11).
-func (s *runSink) emitKept(taskID string, ev Event, msgs []Message) {
+func (s *runSink) emitKept(taskID string, ev Event, msgs []Message, usage *models.UsageEntry) {
 	rec, err := eventRecord(s.threadID, taskID, ev)
 	if err != nil {
 		s.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
@@ -27,8 +27,11 @@ func (s *runSink) emitKept(taskID string, ev Event, msgs []Message) {
 		s.logger().Error("checkpoint", "type", ev.EventType(), "task", taskID, "err", err)
 		return
 	}
-	ck := models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)}
-	if err := s.journal.Enqueue(s.shared(), rec, ck); err != nil {
+	recs := []models.Record{rec, {Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)}}
+	if usage != nil {
+		recs = append(recs, usageRecord(usage))
+	}
+	if err := s.journal.Enqueue(s.shared(), recs...); err != nil {
 		s.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
 	}
 }

@@ -252,7 +252,8 @@ func (r *run) converse(log *slog.Logger) ending {
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
 			return failed(err.Error(), r.failureNotice(err))
 		}
-		r.sink.recordUsage("", r.model.Config.Name, resp)
+		// The call's ledger row commits with its answer (keepUsage).
+		used := r.sink.keepUsage("", r.model.Config.Name, resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
 		final := len(resp.ToolCalls) == 0
 		if err := r.sink.persist(&models.Message{
@@ -262,7 +263,8 @@ func (r *run) converse(log *slog.Logger) ending {
 			// for it (which may carry a date) stays in the ledger and logs.
 			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
 			AdditionalKwargs: answerKwargs(answerState{final: final}, trimmed, resp.Reasoning),
-		}); err != nil {
+		}, used); err != nil {
+			r.sink.writeUsage(used) // the call was made: counted all the same
 			log.Error("persist ai message", "err", err)
 			return failed("could not save the answer", "herd could not save the answer to its database.")
 		}
