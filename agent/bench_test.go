@@ -113,7 +113,7 @@ func benchHandoff(b *testing.B, width int) {
 			for k := lo; k < min(lo+width, benchTasks); k++ {
 				wg.Go(func() {
 					call := taskCall(fmt.Sprintf("call_%d", k), "Hand Off Bench", SubagentGeneral)
-					o, release := env.rt.exec.delegate(r.scope(), call)
+					o, release := env.rt.exec.delegate(r.scope(), call, func() {})
 					returned := time.Now()
 					e := benchExecution(env, r, call.ID)
 					if o.Status != StatusCompleted || e == nil || e.decidedAt.IsZero() {

@@ -16,11 +16,15 @@ const checkpointFormat = 1
 // exact history (its prompt, an AI message whole with its tool calls and
 // signed reasoning, a tool result whole), queued in the same Writer job
 // so that the step and its piece commit together (docs/DESIGN.md §11).
-func (s *runSink) emitKept(taskID string, ev Event, msgs []Message) {
+func (s *runSink) emitKept(taskID string, ev Event, msgs []Message, usage *models.UsageEntry) {
 	body, err := json.Marshal(msgs)
 	if err != nil {
 		s.logger().Error("checkpoint", "type", ev.EventType(), "task", taskID, "err", err)
 		return
 	}
-	s.emit(taskID, ev, models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)})
+	with := []models.Record{{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)}}
+	if usage != nil {
+		with = append(with, usageRecord(usage))
+	}
+	s.emit(taskID, ev, with...)
 }

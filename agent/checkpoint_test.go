@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"herd/agent/tools"
+	"herd/models"
 )
 
 // TestSubagentCheckpoint: while a subagent runs, the checkpoint pieces
@@ -110,5 +114,64 @@ func TestRunEventsCarryTheirRun(t *testing.T) {
 	}
 	if n := len(payloadTypes); n != 9 {
 		t.Errorf("%d event types: give a new one its case in runIDOf and here", n)
+	}
+}
+
+// TestCallCommitsWithItsStep: a model call's ledger row is in the
+// journal's job of what it produced — a subagent's AI step (and its
+// checkpoint piece), the lead's answer — which commits whole, so that a
+// kill between two commits cannot keep the row of a call whose answer a
+// resume makes again (docs/DESIGN.md §11).
+func TestCallCommitsWithItsStep(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		jobs [][]models.Record
+	)
+	u := &Usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}
+	h := newHarness(t, harnessConfig{
+		jobs: func(recs []models.Record) {
+			mu.Lock()
+			jobs = append(jobs, recs)
+			mu.Unlock()
+		},
+		models: []*Model{model("m", split(
+			func(ctx context.Context, req Request) (Response, error) {
+				if usedTurns(req) == 0 {
+					return reply("", u, taskCall("a", "a", SubagentGeneral), taskCall("b", "b", SubagentGeneral), taskCall("c", "c", SubagentGeneral)), nil
+				}
+				return reply("summary", u), nil
+			},
+			func(ctx context.Context, req Request) (Response, error) {
+				if n := usedTurns(req); n < 3 {
+					return reply("looking", u, ToolCall{ID: fmt.Sprintf("ls%s%d", lastHuman(req), n), Name: tools.Ls, Args: []byte(`{}`)}), nil
+				}
+				return reply("done", u), nil
+			},
+		))},
+	})
+	h.run("go")
+	mu.Lock()
+	defer mu.Unlock()
+	rows := 0
+	for _, recs := range jobs {
+		for _, r := range recs {
+			if r.Usage == nil {
+				continue
+			}
+			rows++
+			with := slices.ContainsFunc(recs, func(o models.Record) bool {
+				if r.Usage.TaskID == "" {
+					return o.Message != nil && o.Message.Type == TypeAI
+				}
+				st, ok := o.Payload.(TaskStep)
+				return ok && o.Event.TaskID == r.Usage.TaskID && st.Kind == stepAI
+			})
+			if !with {
+				t.Errorf("the ledger row of call %s (task %q) is written without its step or answer", r.Usage.CallID, r.Usage.TaskID)
+			}
+		}
+	}
+	if rows != 2+3*3 {
+		t.Errorf("%d ledger rows written, want 11", rows)
 	}
 }

@@ -22,9 +22,12 @@ type taskSink interface {
 	emit(taskID string, ev Event, with ...models.Record)
 	// emitKept is emit with the pieces of the task's exact history the
 	// event's step adds, committed with it (agent/checkpoint.go).
-	emitKept(taskID string, ev Event, msgs []Message)
+	// usage, when set, is the ledger row of the call that made the step
+	// (keepUsage), committed with it too.
+	emitKept(taskID string, ev Event, msgs []Message, usage *models.UsageEntry)
 	deliver(end TaskEnd, o Outcome)
-	recordUsage(taskID, model string, resp Response) *models.UsageEntry
+	keepUsage(taskID, model string, resp Response) *models.UsageEntry
+	writeUsage(e *models.UsageEntry)
 	callOutput(taskID, callID string) *callOutput
 	// recordLost records a model call a restart cut off (lostCall).
 	recordLost(e *models.UsageEntry)
@@ -139,20 +142,25 @@ func (e *execution) emitStarted() {
 	}
 	e.setStateLocked(StatusRunning)
 	// The conversation's first piece: its prompt, whole.
-	e.sink.emitKept(e.TaskID, TaskStarted{e.introLocked()}, []Message{{Type: TypeHuman, Content: e.Prompt}})
+	e.sink.emitKept(e.TaskID, TaskStarted{e.introLocked()}, []Message{{Type: TypeHuman, Content: e.Prompt}}, nil)
 }
 
 // emitStep publishes one bounded step with the cumulative usage snapshot;
 // an AI step's reasoning is kept apart from its text, bounded the same way.
-// kept is what the step adds to the task's exact history.
-func (e *execution) emitStep(kind, text, reasoning string, calls []ToolCall, toolName string, kept Message) {
-	e.emitStepWith(kind, text, reasoning, calls, toolName, nil, kept)
+// kept is what the step adds to the task's exact history; usage, the
+// ledger row of the call that made it, is written with it, or alone when
+// the task has ended (a call that completes is counted).
+func (e *execution) emitStep(kind, text, reasoning string, calls []ToolCall, toolName string, kept Message, usage *models.UsageEntry) {
+	e.emitStepWith(kind, text, reasoning, calls, toolName, nil, kept, usage)
 }
 
-func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall, toolName string, output *ToolOutput, kept Message) {
+func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall, toolName string, output *ToolOutput, kept Message, usage *models.UsageEntry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if isTerminal(e.status()) {
+		if usage != nil {
+			e.sink.writeUsage(usage)
+		}
 		return
 	}
 	e.steps++
@@ -168,13 +176,13 @@ func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall,
 	} else {
 		st.ToolName, st.Output = toolName, output
 	}
-	e.sink.emitKept(e.TaskID, st, []Message{kept})
+	e.sink.emitKept(e.TaskID, st, []Message{kept}, usage)
 }
 
 // emitToolStep publishes a tool's result step with what the call showed
 // beside it (its images and log lines); m is the result whole.
 func (e *execution) emitToolStep(m Message, output *ToolOutput) {
-	e.emitStepWith(stepTool, m.Content, "", nil, m.Name, output, m)
+	e.emitStepWith(stepTool, m.Content, "", nil, m.Name, output, m, nil)
 }
 
 // emitWaiting tells the card that the next model call waits for a slot of

@@ -91,7 +91,11 @@ func taskSpec(s taskScope, call ToolCall) (taskArgs, *subagentSpec, *Outcome) {
 // delegate runs one task call to its terminal state and returns the outcome
 // with a release func the caller calls once the ToolMessage is persisted.
 // It blocks until the subagent is terminal, waiting on a signal.
-func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
+//
+// asked is called once the task has asked admission for its slot (or
+// will not), so that the caller dispatches the next one after it.
+func (x *executor) delegate(s taskScope, call ToolCall, asked func()) (Outcome, func()) {
+	defer asked()
 	args, spec, refused := taskSpec(s, call)
 	if refused != nil {
 		return *refused, nil
@@ -105,6 +109,7 @@ func (x *executor) delegate(s taskScope, call ToolCall) (Outcome, func()) {
 	// children) until the run ends.
 	defer e.cancel(errTaskOver)
 
+	e.asked = asked
 	x.admit(e)
 	return x.await(e, spec), release
 }

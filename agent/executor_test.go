@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -360,7 +361,7 @@ func TestDelegateReleasesTheContext(t *testing.T) {
 	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
-	o, release := h.rt.exec.delegate(r.scope(), taskCall("over", "finish", SubagentGeneral))
+	o, release := h.rt.exec.delegate(r.scope(), taskCall("over", "finish", SubagentGeneral), func() {})
 	if o.Status != StatusCompleted {
 		t.Fatalf("outcome %+v", o)
 	}
@@ -485,4 +486,32 @@ func (panicTool) Spec() tools.Spec {
 }
 func (panicTool) Run(context.Context, tools.Env, json.RawMessage) (string, error) {
 	panic("kaboom")
+}
+
+// TestOneResponseStartsInOrder: the task calls of one response ask for
+// their slots in the order the model made them, so with one slot they
+// start in that order (docs/DESIGN.md §5: one user's subagents start in
+// the order they were asked for).
+func TestOneResponseStartsInOrder(t *testing.T) {
+	cfg := defaultSubagents()
+	cfg.MaxRunning, cfg.MaxConcurrentPerResponse, cfg.MaxTotalPerRun = 1, 12, 12
+	var calls []ToolCall
+	var want []string
+	for i := range 12 {
+		id := fmt.Sprintf("t%02d", i)
+		calls, want = append(calls, taskCall(id, id, SubagentGeneral)), append(want, id)
+	}
+	h := newHarness(t, harnessConfig{subagents: cfg, models: []*Model{model("m", split(leadThen(calls...),
+		func(ctx context.Context, req Request) (Response, error) { return reply("done", nil), nil },
+	))}})
+	h.run("go")
+	var got []string
+	for _, e := range h.events("") {
+		if e.EventType == eventSubagentStart {
+			got = append(got, e.TaskID)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("tasks started in the order %v, want %v", got, want)
+	}
 }

@@ -101,6 +101,25 @@ type harnessConfig struct {
 	leadTools *[]string
 	admin     bool
 	postgres  bool // the store is PostgreSQL (pgtest), not SQLite
+	// jobs, when set, sees the records of every Write and Enqueue: each
+	// commits whole.
+	jobs func([]models.Record)
+}
+
+// watchedJournal tells jobs of every job before the journal takes it.
+type watchedJournal struct {
+	Journal
+	jobs func([]models.Record)
+}
+
+func (j watchedJournal) Write(ctx context.Context, recs ...models.Record) error {
+	j.jobs(recs)
+	return j.Journal.Write(ctx, recs...)
+}
+
+func (j watchedJournal) Enqueue(ctx context.Context, recs ...models.Record) error {
+	j.jobs(recs)
+	return j.Journal.Enqueue(ctx, recs...)
 }
 
 func defaultSubagents() SubagentsConfig {
@@ -140,12 +159,16 @@ func newHarness(t testing.TB, hc harnessConfig) *harness {
 	if hc.tools == nil {
 		hc.tools = tools.Workspace()
 	}
+	var journal Journal = h.writer
+	if hc.jobs != nil {
+		journal = watchedJournal{h.writer, hc.jobs}
+	}
 	if hc.subagents.MaxRunning == 0 {
 		hc.subagents = defaultSubagents()
 	}
 	h.rt, err = New(Options{
 		Models: hc.models, Subagents: hc.subagents, Lead: LeadConfig{MaxTurns: max(hc.leadTurns, 5), Tools: hc.leadTools},
-		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: h.writer, History: store,
+		WorkspaceRoot: filepath.Join(dir, "ws"), Tools: hc.tools, Journal: journal, History: store,
 		CommandsOffReason: hc.offReason, Publisher: hc.publisher, MCP: hc.mcp, Logger: hc.logger,
 		// As main wires it: the database claims each run's thread.
 		Claims: store,

@@ -252,7 +252,8 @@ func (r *run) converse(log *slog.Logger) ending {
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
 			return failed(err.Error(), r.failureNotice(err))
 		}
-		r.sink.recordUsage("", r.model.Config.Name, resp)
+		// The call's ledger row commits with its answer (keepUsage).
+		used := r.sink.keepUsage("", r.model.Config.Name, resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
 		final := len(resp.ToolCalls) == 0
 		if err := r.sink.persist(&models.Message{
@@ -262,7 +263,8 @@ func (r *run) converse(log *slog.Logger) ending {
 			// for it (which may carry a date) stays in the ledger and logs.
 			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
 			AdditionalKwargs: answerKwargs(answerState{final: final}, trimmed, resp.Reasoning),
-		}); err != nil {
+		}, used); err != nil {
+			r.sink.writeUsage(used) // the call was made: counted all the same
 			log.Error("persist ai message", "err", err)
 			return failed("could not save the answer", "herd could not save the answer to its database.")
 		}
@@ -432,15 +434,22 @@ func (r *run) runTools(calls []ToolCall) []Message {
 				continue
 			}
 		}
+		if call.Name != ToolTask {
+			wg.Go(func() {
+				result, output := r.runTool(call)
+				out[i] = r.finishTool(call, result, output)
+			})
+			continue
+		}
+		asked := make(chan struct{})
 		wg.Go(func() {
-			if call.Name == ToolTask {
-				o, release := r.env.exec.delegate(r.scope(), call)
-				out[i] = r.finishTask(call, o, release)
-				return
-			}
-			result, output := r.runTool(call)
-			out[i] = r.finishTool(call, result, output)
+			o, release := r.env.exec.delegate(r.scope(), call, sync.OnceFunc(func() { close(asked) }))
+			out[i] = r.finishTask(call, o, release)
 		})
+		// The next task asks for its slot once this one has: one user's
+		// subagents start in the order they were asked for (docs/DESIGN.md
+		// §5), those of one response too.
+		<-asked
 	}
 	wg.Wait()
 	if r.rebox != nil {

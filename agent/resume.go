@@ -302,11 +302,11 @@ func (r *run) finishOpen(p *resumePlan) bool {
 		wg.Go(func() {
 			var o Outcome
 			var release func()
+			ask := sync.OnceFunc(func() { close(asked) })
 			if s == nil {
-				close(asked)
-				o, release = r.env.exec.delegate(r.scope(), call)
+				o, release = r.env.exec.delegate(r.scope(), call, ask)
 			} else {
-				o, release = r.env.exec.resume(r.scope(), call, s, p, sync.OnceFunc(func() { close(asked) }))
+				o, release = r.env.exec.resume(r.scope(), call, s, p, ask)
 			}
 			r.finishTask(call, o, release)
 		})

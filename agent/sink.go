@@ -75,10 +75,15 @@ func (s *runSink) emit(taskID string, ev Event, with ...models.Record) {
 	}
 }
 
-// persist writes one message of the run, even after the run was stopped.
-func (s *runSink) persist(m *models.Message) error {
+// persist writes one message of the run, even after the run was stopped,
+// with the ledger rows of the calls that made it (keepUsage).
+func (s *runSink) persist(m *models.Message, usage ...*models.UsageEntry) error {
 	m.ThreadID, m.RunID = s.threadID, s.runID
-	return s.journal.Write(s.shared(), models.Record{Message: m})
+	recs := []models.Record{{Message: m}}
+	for _, e := range usage {
+		recs = append(recs, usageRecord(e))
+	}
+	return s.journal.Write(s.shared(), recs...)
 }
 
 // deliver persists a task's end and its ToolMessage in one commit
@@ -140,19 +145,34 @@ func (s *runSink) taskMessage(taskID, content string, kwargs taskKwargs, o Outco
 	}
 }
 
-// recordUsage writes an LLM call to the ledger (once, by call id), usage
-// reported or not, and keeps it for the run's totals (taskSink; the lead's
-// own calls have no task); model is the herd model that made it.
-func (s *runSink) recordUsage(taskID, model string, resp Response) *models.UsageEntry {
+// keepUsage keeps an LLM call for the run's totals and returns its
+// ledger row (once, by call id), usage reported or not (taskSink; the
+// lead's own calls have no task); model is the herd model that made it.
+// The caller writes the row in the commit of what the call produced (the
+// lead's answer, a step and its checkpoint), so that a kill leaves both or
+// neither: a resume makes again a call whose answer is not kept, and
+// counts it lost, never twice (docs/DESIGN.md §11).
+func (s *runSink) keepUsage(taskID, model string, resp Response) *models.UsageEntry {
 	e := ledgerEntry(s.threadID, s.runID, taskID, model, resp)
 	s.mu.Lock()
 	s.usage[e.CallID] = e
 	s.mu.Unlock()
-	row := *e // the writer stamps its own copy; callers keep reading e
-	if err := s.journal.Enqueue(s.shared(), models.Record{Usage: &row}); err != nil {
+	return e
+}
+
+// usageRecord is e's ledger record: the writer stamps its own copy, and
+// callers keep reading e.
+func usageRecord(e *models.UsageEntry) models.Record {
+	row := *e
+	return models.Record{Usage: &row}
+}
+
+// writeUsage writes e to the ledger on its own: a call whose step is not
+// written (its task ended meanwhile) or whose answer could not be.
+func (s *runSink) writeUsage(e *models.UsageEntry) {
+	if err := s.journal.Enqueue(s.shared(), usageRecord(e)); err != nil {
 		s.logger().Error("record usage", "call", e.CallID, "err", err)
 	}
-	return e
 }
 
 // recordLost records a model call a restart cut off (lostCall): in the
@@ -161,10 +181,7 @@ func (s *runSink) recordLost(e *models.UsageEntry) {
 	s.mu.Lock()
 	s.usage[e.CallID] = e
 	s.mu.Unlock()
-	row := *e
-	if err := s.journal.Enqueue(s.shared(), models.Record{Usage: &row}); err != nil {
-		s.logger().Error("record usage", "call", e.CallID, "err", err)
-	}
+	s.writeUsage(e)
 }
 
 // totals aggregates the run's calls as the ledger would.

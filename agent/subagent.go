@@ -66,10 +66,12 @@ func (e *execution) executeFrom(ctx context.Context, history []Message, open []T
 		if err != nil {
 			return e.interrupted(ctx, err)
 		}
-		// A call that completes is counted even if ctx ended meanwhile.
-		e.collector.Record(e.sink.recordUsage(e.TaskID, e.model.Config.Name, resp))
+		// A call that completes is counted even if ctx ended meanwhile;
+		// its ledger row commits with its step (keepUsage).
+		used := e.sink.keepUsage(e.TaskID, e.model.Config.Name, resp)
+		e.collector.Record(used)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
-		e.emitStep(stepAI, resp.Text, resp.Reasoning, resp.ToolCalls, "", ai)
+		e.emitStep(stepAI, resp.Text, resp.Reasoning, resp.ToolCalls, "", ai, used)
 		if t := strings.TrimSpace(resp.Text); t != "" {
 			lastText = resp.Text
 		}
