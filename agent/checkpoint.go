@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 
 	"herd/models"
 )
@@ -27,4 +28,37 @@ func (s *runSink) emitKept(taskID string, ev Event, msgs []Message, usage *model
 		with = append(with, usageRecord(usage))
 	}
 	s.emit(taskID, ev, with...)
+}
+
+// answerRecords is what commits with a lead's AI message: the ledger row
+// of the call that made it and, for a turn of tool use whose reasoning the
+// provider signed, the checkpoint piece that keeps that reasoning (the
+// thread's messages never hold it, docs/DESIGN.md §3): a run resumed in
+// that turn sends it back as it came (keepThinking).
+func (s *runSink) answerRecords(used *models.UsageEntry, ai Message) []models.Record {
+	recs := []models.Record{usageRecord(used)}
+	if len(ai.Thinking) == 0 || len(ai.ToolCalls) == 0 {
+		return recs
+	}
+	body, err := json.Marshal([]Message{ai})
+	if err != nil {
+		s.logger().Error("checkpoint", "err", err)
+		return recs
+	}
+	return append(recs, models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, "", checkpointFormat, body)})
+}
+
+// keepThinking gives the last AI message of msgs the signed reasoning of
+// kept, the lead's last AI message as its checkpoint kept it, when they
+// are the same message (the same tool calls).
+func keepThinking(msgs []Message, kept Message) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Type != TypeAI {
+			continue
+		}
+		if slices.EqualFunc(msgs[i].ToolCalls, kept.ToolCalls, func(a, b ToolCall) bool { return a.ID == b.ID && a.Name == b.Name }) {
+			msgs[i].Thinking = kept.Thinking
+		}
+		return
+	}
 }

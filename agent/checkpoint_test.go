@@ -175,3 +175,65 @@ func TestCallCommitsWithItsStep(t *testing.T) {
 		t.Errorf("%d ledger rows written, want 11", rows)
 	}
 }
+
+// TestLeadThinkingResumed: a run released (as a deploy's stop does) while
+// its lead's next call is in flight, after a turn of tool use whose
+// reasoning the provider signed, is resumed by another runtime on the same
+// database: the call made again carries that signed reasoning back, as
+// the provider requires within a turn of tool use; the thread's messages
+// alone do not hold it.
+func TestLeadThinkingResumed(t *testing.T) {
+	signed := []ThinkingBlock{{Thinking: "list first", Signature: "sig-lead"}}
+	first := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+		if usedTurns(req) == 0 {
+			r := reply("", nil, ToolCall{ID: "c1", Name: "ls", Args: json.RawMessage(`{"path":"."}`)})
+			r.Thinking = signed
+			return r, nil
+		}
+		<-ctx.Done() // in flight when the process stops
+		return Response{}, ctx.Err()
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", first)}})
+	h.start("look")
+	h.until("the tool's result", func(recs []models.Record) bool {
+		return slices.ContainsFunc(recs, func(r models.Record) bool { return r.Message != nil && r.Message.Type == TypeTool })
+	})
+	if _, err := h.rt.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan Request, 1)
+	second := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+		select {
+		case sent <- req:
+		default:
+		}
+		return reply("done", nil), nil
+	})
+	rt, err := New(Options{Models: []*Model{model("gpt", second)}, Subagents: defaultSubagents(), Lead: LeadConfig{MaxTurns: 5},
+		WorkspaceRoot: t.TempDir(), Tools: tools.Workspace(), Journal: h.writer, History: h.store, Claims: h.store,
+		Resume: ResumeConfig{Enabled: true, MaxResumes: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	runs, err := h.store.RunningRuns(context.Background())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("running runs %v, %v", runs, err)
+	}
+	if resumed, _, err := rt.Continue(context.Background(), h.store, runs, ResumeRestart); err != nil || resumed != 1 {
+		t.Fatalf("resumed %d, %v", resumed, err)
+	}
+	req := <-sent
+	var ai *Message
+	for i := range req.Messages {
+		if req.Messages[i].Type == TypeAI {
+			ai = &req.Messages[i]
+		}
+	}
+	if ai == nil || len(ai.Thinking) != 1 || ai.Thinking[0].Signature != "sig-lead" {
+		t.Fatalf("the resumed call's AI message %+v; want the signed reasoning back", ai)
+	}
+	if err := rt.Wait(context.Background(), h.thread); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -130,6 +130,10 @@ type run struct {
 	// resumed, when set, is what a restart left open of the run: the
 	// loop finishes it before its next model call (agent/resume.go).
 	resumed *resumePlan
+	// thinking, when set, is the lead's last AI message as its checkpoint
+	// kept it, with the signed reasoning the thread's messages do not
+	// hold (a resumed run).
+	thinking *Message
 	// lease is what the run was claimed under (Options.Lease); zero on
 	// SQLite.
 	lease models.Fence
@@ -235,6 +239,12 @@ func (r *run) converse(log *slog.Logger) ending {
 		return failed("could not load the conversation", "herd could not read this conversation from its database.")
 	}
 	msgs := append([]Message{{Type: TypeSystem, Content: r.box.prompt}}, replayable(stored)...)
+	if r.thinking != nil {
+		// Resumed within a turn of tool use: its signed reasoning goes
+		// back to the provider as it came (agent/checkpoint.go).
+		keepThinking(msgs, *r.thinking)
+		r.thinking = nil
+	}
 	var trimmed *fitReport // the latest call of the run that left turns out
 	for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
 		msgID := r.env.newID()
@@ -263,7 +273,7 @@ func (r *run) converse(log *slog.Logger) ending {
 			// for it (which may carry a date) stays in the ledger and logs.
 			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
 			AdditionalKwargs: answerKwargs(answerState{final: final}, trimmed, resp.Reasoning),
-		}, used); err != nil {
+		}, r.sink.answerRecords(used, ai)...); err != nil {
 			r.sink.writeUsage(used) // the call was made: counted all the same
 			log.Error("persist ai message", "err", err)
 			return failed("could not save the answer", "herd could not save the answer to its database.")

@@ -197,6 +197,9 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		r.sink.recordLost(models.LostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lead.seq, resumes)))
 	}
 	r.tasks.Store(int32(dispatched))
+	if kept := histories[""]; len(kept) > 0 {
+		r.thinking = &kept[len(kept)-1]
+	}
 	r.resumed = plan
 	rt.wg.Go(r.loop)
 	return "", nil

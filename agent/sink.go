@@ -76,14 +76,11 @@ func (s *runSink) emit(taskID string, ev Event, with ...models.Record) {
 }
 
 // persist writes one message of the run, even after the run was stopped,
-// with the ledger rows of the calls that made it (keepUsage).
-func (s *runSink) persist(m *models.Message, usage ...*models.UsageEntry) error {
+// with what goes in its commit: the ledger row of the call that made it
+// (keepUsage), a checkpoint piece (leadPiece).
+func (s *runSink) persist(m *models.Message, with ...models.Record) error {
 	m.ThreadID, m.RunID = s.threadID, s.runID
-	recs := []models.Record{{Message: m}}
-	for _, e := range usage {
-		recs = append(recs, usageRecord(e))
-	}
-	return s.journal.Write(s.shared(), recs...)
+	return s.journal.Write(s.shared(), append([]models.Record{{Message: m}}, with...)...)
 }
 
 // deliver persists a task's end and its ToolMessage in one commit
