@@ -9,9 +9,60 @@ import (
 
 // checkpointFormat is the version of a checkpoint piece's body
 // (models.Checkpoint): a JSON array of Message, appended in order to the
-// subagent's conversation after its system prompt. A herd resumes only
-// the formats it knows.
-const checkpointFormat = 1
+// subagent's conversation after its system prompt. Format 2 adds the
+// lead's streamed pieces (typeStreamed). A herd resumes only the formats
+// it knows (knownFormat).
+const checkpointFormat = 2
+
+func knownFormat(f int64) bool { return f == 1 || f == 2 }
+
+// typeStreamed is the type of a lead's piece that keeps a batch of an
+// answer being streamed: its message's id, the text and the reasoning
+// (streamedPiece). A run resumed before that message was saved continues
+// the answer from them (run.converse).
+const typeStreamed = "ai_streamed"
+
+// streamedPiece is a piece's element as read back: a Message, or with
+// typeStreamed a batch of a streamed answer.
+type streamedPiece struct {
+	Message
+	ID        string `json:"id,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
+}
+
+// keepStreamed commits a batch of the lead's answer msgID as it streams
+// (answerStream), before it is shown.
+func (s *runSink) keepStreamed(msgID, text, reasoning string) error {
+	body, err := json.Marshal([]streamedPiece{{Message: Message{Type: typeStreamed, Content: text}, ID: msgID, Reasoning: reasoning}})
+	if err != nil {
+		return err
+	}
+	return s.journal.Write(s.shared(), models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, "", checkpointFormat, body)})
+}
+
+// openAnswer is the lead's answer a restart cut off while it streamed:
+// what its pieces kept, which the page showed.
+type openAnswer struct{ id, text, reasoning string }
+
+// cutAnswer is the last answer of pieces, the lead's, that was streamed
+// and never saved (no message in saved has its id), if any.
+func cutAnswer(pieces []streamedPiece, saved func(id string) bool) *openAnswer {
+	var a *openAnswer
+	for _, p := range pieces {
+		if p.Type != typeStreamed {
+			continue
+		}
+		if a == nil || a.id != p.ID {
+			a = &openAnswer{id: p.ID}
+		}
+		a.text += p.Content
+		a.reasoning += p.Reasoning
+	}
+	if a == nil || saved(a.id) {
+		return nil
+	}
+	return a
+}
 
 // emitKept is emit with msgs, what the event's step adds to the task's
 // exact history (its prompt, an AI message whole with its tool calls and

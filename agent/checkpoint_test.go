@@ -237,3 +237,107 @@ func TestLeadThinkingResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeadAnswerContinued: a run released while its answer streams is
+// resumed by another runtime on the same database. The answer goes on
+// under the same message id from exactly the text the page was shown:
+// the continuing call gets that text and ContinueNote, the page's text
+// is reset to it and grows, the saved answer is that text followed by
+// the rest, and the cut call is a lost call of the ledger.
+func TestLeadAnswerContinued(t *testing.T) {
+	pub := &streamed{text: map[string]string{}, reasoning: map[string]string{}}
+	first := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+		req.OnReasoning("thinking it over")
+		onDelta("The answer ")
+		onDelta("begins")
+		<-ctx.Done() // in flight when the process stops
+		return Response{}, ctx.Err()
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", first)}, publisher: pub})
+	h.start("ask")
+	h.until("the streamed text kept", func(recs []models.Record) bool {
+		return slices.ContainsFunc(recs, func(r models.Record) bool {
+			b, _ := checkpointData(r)
+			return strings.Contains(string(b), "begins")
+		})
+	})
+	if _, err := h.rt.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pub.mu.Lock()
+	var msgID string
+	for id, text := range pub.text {
+		msgID = id
+		if text != "The answer begins" {
+			t.Errorf("shown %q before the restart", text)
+		}
+	}
+	pub.mu.Unlock()
+
+	sent := make(chan Request, 1)
+	second := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+		select {
+		case sent <- req:
+		default:
+		}
+		onDelta(" and ends.")
+		return Response{CallID: "c2", Text: " and ends.", Reasoning: ""}, nil
+	})
+	rt, err := New(Options{Models: []*Model{model("gpt", second)}, Subagents: defaultSubagents(), Lead: LeadConfig{MaxTurns: 5},
+		WorkspaceRoot: t.TempDir(), Tools: tools.Workspace(), Journal: h.writer, History: h.store, Claims: h.store, Publisher: pub,
+		Resume: ResumeConfig{Enabled: true, MaxResumes: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	runs, err := h.store.RunningRuns(context.Background())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("running runs %v, %v", runs, err)
+	}
+	if resumed, _, err := rt.Continue(context.Background(), h.store, runs, ResumeRestart); err != nil || resumed != 1 {
+		t.Fatalf("resumed %d, %v", resumed, err)
+	}
+	req := <-sent
+	n := len(req.Messages)
+	if n < 2 || req.Messages[n-2].Type != TypeAI || req.Messages[n-2].Content != "The answer begins" ||
+		req.Messages[n-1].Type != TypeHuman || req.Messages[n-1].Content != ContinueNote {
+		t.Fatalf("the continuing call ends with %+v; want the text so far and ContinueNote", req.Messages[max(n-2, 0):])
+	}
+	if err := rt.Wait(context.Background(), h.thread); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := h.store.Messages(context.Background(), h.thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []models.Message
+	for _, m := range msgs {
+		if m.Type == TypeAI {
+			answers = append(answers, m)
+		}
+	}
+	const want = "The answer begins and ends."
+	if len(answers) != 1 || answers[0].ID != msgID || answers[0].Content != want {
+		t.Fatalf("saved answers %+v; want one, id %s, %q", answers, msgID, want)
+	}
+	if !strings.Contains(string(answers[0].AdditionalKwargs), "thinking it over") {
+		t.Errorf("the answer's reasoning %s lost what was streamed before the restart", answers[0].AdditionalKwargs)
+	}
+	pub.mu.Lock()
+	if got := pub.text[msgID]; got != want {
+		t.Errorf("the page shows %q, want %q", got, want)
+	}
+	pub.mu.Unlock()
+	u, err := h.store.Usage(context.Background(), h.thread, "")
+	if err != nil || u.Total.LostCalls != 1 {
+		t.Errorf("usage %+v, %v: want the cut call as one lost call", u.Total, err)
+	}
+}
+
+// checkpointData is a record's checkpoint piece, uncompressed.
+func checkpointData(r models.Record) ([]byte, error) {
+	if r.Checkpoint == nil {
+		return nil, nil
+	}
+	return r.Checkpoint.Data()
+}

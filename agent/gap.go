@@ -11,6 +11,11 @@ import (
 // same words live; the examples both are tested against are in
 // contracts/card_format_contract.json ("lost_times", "resumed").
 
+// ContinueNote follows the text of an answer a restart cut off, in the
+// call that continues it (run.converse): the model writes the rest, and
+// the saved answer is the text so far followed by what it writes.
+const ContinueNote = "[herd] Your reply above was cut off by a server restart. Continue it from exactly where it stops: do not repeat any of it and do not mention the interruption."
+
 // LostTime is a gap in words: "4.2 s" (tenths, rounded half up) under a
 // minute, then "1 min 5 s", then "2 h 3 min".
 func LostTime(ms int64) string {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,9 @@ type run struct {
 	// kept it, with the signed reasoning the thread's messages do not
 	// hold (a resumed run).
 	thinking *Message
+	// continued, when set, is the answer a restart cut off while it
+	// streamed: the run's first call continues it (a resumed run).
+	continued *openAnswer
 	// lease is what the run was claimed under (Options.Lease); zero on
 	// SQLite.
 	lease models.Fence
@@ -247,8 +251,17 @@ func (r *run) converse(log *slog.Logger) ending {
 	}
 	var trimmed *fitReport // the latest call of the run that left turns out
 	for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
-		msgID := r.env.newID()
-		resp, fit, streamed, err := r.complete(msgID, msgs)
+		msgID, call, before := r.env.newID(), msgs, partial{}
+		if c := r.continued; c != nil {
+			r.continued = nil
+			msgID, call, before = c.id, continuing(msgs, c.text), partial{text: c.text, reasoning: c.reasoning}
+			// Where the answer stands, for an instance whose page had it
+			// already and one whose page did not.
+			r.env.pub.Publish(r.threadID, r.id, event.Delta{MessageID: msgID, Text: c.text, Reset: true})
+		}
+		resp, fit, streamed, err := r.complete(msgID, call)
+		streamed = partial{text: before.text + streamed.text, reasoning: before.reasoning + streamed.reasoning}
+		resp.Text, resp.Reasoning = before.text+resp.Text, before.reasoning+resp.Reasoning
 		if fit.Trimmed() {
 			trimmed = &fit
 		}
@@ -337,30 +350,47 @@ func (r *run) failureNotice(err error) string {
 func (r *run) complete(msgID string, msgs []Message) (Response, fitReport, partial, error) {
 	var mu sync.Mutex // an abandoned call may stream on
 	var text, reasoning strings.Builder
-	stream := func(b *strings.Builder, s *deltaStream, before func()) func(string) {
+	// Each batch is kept before it is shown (answerStream): a restart
+	// continues the answer from what the page showed. Reasoning goes out
+	// before text, the order the model wrote in.
+	stream := newAnswerStream(
+		func(t, rs string) error { return r.sink.keepStreamed(msgID, t, rs) },
+		func(t, rs string) {
+			if rs != "" {
+				r.env.pub.Publish(r.threadID, r.id, event.Reasoning{MessageID: msgID, Text: rs})
+			}
+			if t != "" {
+				r.env.pub.Publish(r.threadID, r.id, event.Delta{MessageID: msgID, Text: t})
+			}
+		})
+	gather := func(b *strings.Builder, write func(string)) func(string) {
 		return func(d string) {
 			mu.Lock()
 			b.WriteString(d)
 			mu.Unlock()
-			before()
-			s.write(d)
+			write(d)
 		}
 	}
-	deltas := newDeltaStream(func(text string) { r.env.pub.Publish(r.threadID, r.id, event.Delta{MessageID: msgID, Text: text}) })
-	thoughts := newDeltaStream(func(text string) { r.env.pub.Publish(r.threadID, r.id, event.Reasoning{MessageID: msgID, Text: text}) })
-	// Text sends the reasoning gathered before it first, so frames keep
-	// the order the model wrote in.
-	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs, OnReasoning: stream(&reasoning, thoughts, func() {})}
+	req := Request{Model: r.model.Config.Model, Messages: msgs, Tools: r.box.specs, OnReasoning: gather(&reasoning, stream.writeReasoning)}
 	ctx := withModelWait(r.ctx, r.emitWaiting)
-	resp, fit, err := callFitted(ctx, r.env.strays, r.logger(), r.model, req, stream(&text, deltas, thoughts.flush))
-	thoughts.close()
-	deltas.close()
+	resp, fit, err := callFitted(ctx, r.env.strays, r.logger(), r.model, req, gather(&text, stream.writeText))
+	stream.close()
 	if fit.Trimmed() {
 		r.logger().Info("left turns out to fit the context window", "model", r.model.Config.Name, "sent", fit.Sent, "total", fit.Total)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	return resp, fit, partial{text: text.String(), reasoning: reasoning.String()}, err
+}
+
+// continuing is msgs with the answer so far and ContinueNote after them:
+// the call that continues an answer a restart cut off. An answer with no
+// text yet (only reasoning was streamed) is simply asked again.
+func continuing(msgs []Message, text string) []Message {
+	if strings.TrimSpace(text) == "" {
+		return msgs
+	}
+	return append(slices.Clip(msgs), Message{Type: TypeAI, Content: text}, Message{Type: TypeHuman, Content: ContinueNote})
 }
 
 // partial is what a call streamed before it ended.

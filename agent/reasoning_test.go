@@ -23,6 +23,9 @@ func (s *streamed) Publish(_, _ string, f event.Frame) {
 	defer s.mu.Unlock()
 	switch f := f.(type) {
 	case event.Delta:
+		if f.Reset {
+			s.text[f.MessageID] = ""
+		}
 		s.text[f.MessageID] += f.Text
 	case event.Reasoning:
 		s.reasoning[f.MessageID] += f.Text

@@ -173,7 +173,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		plan.calls = lead.open
 		for _, t := range open {
 			if slices.ContainsFunc(lead.open, func(c ToolCall) bool { return c.ID == t.intro.TaskID }) {
-				t.history = histories[t.intro.TaskID]
+				t.history = history(histories[t.intro.TaskID])
 				plan.tasks[t.intro.TaskID] = t
 			}
 		}
@@ -197,8 +197,15 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		r.sink.recordLost(models.LostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lead.seq, resumes)))
 	}
 	r.tasks.Store(int32(dispatched))
-	if kept := histories[""]; len(kept) > 0 {
+	if kept := history(histories[""]); len(kept) > 0 {
 		r.thinking = &kept[len(kept)-1]
+	}
+	if !plan.final && len(plan.calls) == 0 {
+		// Cut off while it streamed its answer: the answer goes on from
+		// what the page showed.
+		r.continued = cutAnswer(histories[""], func(id string) bool {
+			return slices.ContainsFunc(msgs, func(m models.Message) bool { return m.ID == id })
+		})
 	}
 	r.resumed = plan
 	rt.wg.Go(r.loop)
@@ -213,25 +220,37 @@ func later(a, b time.Time) time.Time {
 }
 
 // decodeCheckpoints is each task's history from its pieces, or why they
-// cannot be read.
-func decodeCheckpoints(pieces []models.Checkpoint) (map[string][]Message, string) {
-	out := map[string][]Message{}
+// cannot be read; the lead's ("") holds its signed reasoning and its
+// streamed batches (typeStreamed).
+func decodeCheckpoints(pieces []models.Checkpoint) (map[string][]streamedPiece, string) {
+	out := map[string][]streamedPiece{}
 	for i := range pieces {
 		c := &pieces[i]
-		if c.Format != checkpointFormat {
+		if !knownFormat(c.Format) {
 			return nil, fmt.Sprintf("its checkpoint is of format %d, which this herd version does not know", c.Format)
 		}
 		b, err := c.Data()
 		if err != nil {
 			return nil, "its checkpoint cannot be read"
 		}
-		var ms []Message
+		var ms []streamedPiece
 		if err := json.Unmarshal(b, &ms); err != nil {
 			return nil, "its checkpoint cannot be read"
 		}
 		out[c.TaskID] = append(out[c.TaskID], ms...)
 	}
 	return out, ""
+}
+
+// history is a task's conversation from its pieces.
+func history(pieces []streamedPiece) []Message {
+	out := make([]Message, 0, len(pieces))
+	for _, p := range pieces {
+		if p.Type != typeStreamed {
+			out = append(out, p.Message)
+		}
+	}
+	return out
 }
 
 // leadOpen is where the lead's last turn of a run stands as stored:

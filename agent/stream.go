@@ -9,66 +9,94 @@ import (
 // deltaWindow is how long streamed text may gather before it is sent. A
 // provider emits a delta per token; a page cannot show more than a few
 // updates a frame anyway, and every delta is a frame to every client of
-// the thread, so deltas are coalesced to at most one per window.
+// the thread and a piece in the database, so deltas are coalesced to at
+// most one per window.
 const deltaWindow = 25 * time.Millisecond
 
-// deltaStream coalesces one answer's streamed text: the first delta goes
-// out at once, later ones at most every deltaWindow, and close sends what
-// is left — before the answer is persisted, so the page never shows the
-// message before its last words.
-type deltaStream struct {
-	send func(text string)
+// answerStream is the lead's answer as it streams, shown only once kept
+// (docs/DESIGN.md §11): each batch of its text and reasoning is
+// committed as a checkpoint piece (keep) before it is published, so a run
+// resumed after a crash continues the answer from exactly what the page
+// showed. One batch is in flight at a time; what arrives meanwhile
+// gathers into the next, so a slow database makes fewer, larger batches,
+// never a queue, and batches go out at most every deltaWindow.
+type answerStream struct {
+	keep    func(text, reasoning string) error
+	publish func(text, reasoning string)
 
-	mu      sync.Mutex
-	pending strings.Builder
-	last    time.Time
-	timer   *time.Timer
-	closed  bool
+	mu              sync.Mutex
+	text, reasoning strings.Builder // not yet kept
+	closed          bool            // set with closing: no more writes
+	wake            chan struct{}
+	closing         chan struct{}
+	done            chan struct{}
 }
 
-func newDeltaStream(send func(string)) *deltaStream { return &deltaStream{send: send} }
-
-// write queues text; it never blocks on the window.
-func (s *deltaStream) write(text string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	s.pending.WriteString(text)
-	if wait := deltaWindow - time.Since(s.last); wait <= 0 {
-		s.flushLocked()
-	} else if s.timer == nil {
-		s.timer = time.AfterFunc(wait, s.flush)
-	}
+// newAnswerStream starts the stream's goroutine; close stops it.
+func newAnswerStream(keep func(text, reasoning string) error, publish func(text, reasoning string)) *answerStream {
+	s := &answerStream{keep: keep, publish: publish, wake: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	return s
 }
 
-func (s *deltaStream) flush() {
+// writeText and writeReasoning queue streamed text; they never block on
+// the database.
+func (s *answerStream) writeText(d string)      { s.write(&s.text, d) }
+func (s *answerStream) writeReasoning(d string) { s.write(&s.reasoning, d) }
+
+func (s *answerStream) write(b *strings.Builder, d string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.closed {
-		s.flushLocked()
+		b.WriteString(d)
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
-func (s *deltaStream) flushLocked() {
-	s.timer = nil
-	if s.pending.Len() == 0 {
-		return
-	}
-	s.send(s.pending.String())
-	s.pending.Reset()
-	s.last = time.Now()
-}
-
-// close sends what is pending and stops the stream; a timer that fires
-// afterwards does nothing.
-func (s *deltaStream) close() {
+// close keeps and publishes what is pending and returns once that is
+// done: the answer's message, persisted next, never comes before its
+// last words.
+func (s *answerStream) close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.timer != nil {
-		s.timer.Stop()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
 	}
-	s.flushLocked()
-	s.closed = true
+	s.mu.Unlock()
+	<-s.done
+}
+
+func (s *answerStream) run() {
+	defer close(s.done)
+	pause := time.NewTimer(deltaWindow)
+	pause.Stop()
+	for {
+		select {
+		case <-s.wake:
+		case <-s.closing:
+		}
+		s.mu.Lock()
+		text, reasoning, closed := s.text.String(), s.reasoning.String(), s.closed
+		s.text.Reset()
+		s.reasoning.Reset()
+		s.mu.Unlock()
+		sent := text != "" || reasoning != ""
+		if sent && s.keep(text, reasoning) == nil {
+			s.publish(text, reasoning)
+		}
+		if closed {
+			return
+		}
+		if sent { // the next batch waits out the window, or the close
+			pause.Reset(deltaWindow)
+			select {
+			case <-pause.C:
+			case <-s.closing:
+				pause.Stop()
+			}
+		}
+	}
 }

@@ -12,6 +12,15 @@ import (
 )
 
 func lead(msgs []agent.Message, types []string, offered map[string]bool, label string) reply {
+	if n := len(msgs); n >= 2 && msgs[n-1].Type == agent.TypeHuman && msgs[n-1].Content == agent.ContinueNote && msgs[n-2].Type == agent.TypeAI {
+		// An answer a restart cut off: the demo writes what it would have
+		// written after the text so far, as a model that continues would.
+		r := lead(msgs[:n-2], types, offered, label)
+		if rest, ok := strings.CutPrefix(r.text, msgs[n-2].Content); ok {
+			r.text, r.reasoning = rest, ""
+		}
+		return r
+	}
 	if len(msgs) > 0 && msgs[len(msgs)-1].Type == agent.TypeTool {
 		return leadAfterTools(msgs)
 	}

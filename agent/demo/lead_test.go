@@ -320,3 +320,20 @@ func TestLeadExampleWorks(t *testing.T) {
 		})
 	}
 }
+
+// TestLeadContinuesACutAnswer: after the text so far and ContinueNote,
+// the demo lead writes the rest of the answer it would have written, and
+// nothing of the text so far.
+func TestLeadContinuesACutAnswer(t *testing.T) {
+	msgs := []agent.Message{{Type: agent.TypeSystem, Content: "You lead."}, {Type: agent.TypeHuman, Content: "hello there"}}
+	whole := lead(msgs, allTypes, nil, "Demo")
+	if len(whole.text) < 10 {
+		t.Fatalf("the demo's answer %q is too short to cut", whole.text)
+	}
+	so := whole.text[:len(whole.text)/2]
+	cut := append(msgs, agent.Message{Type: agent.TypeAI, Content: so}, agent.Message{Type: agent.TypeHuman, Content: agent.ContinueNote})
+	rest := lead(cut, allTypes, nil, "Demo")
+	if so+rest.text != whole.text || rest.reasoning != "" {
+		t.Fatalf("continued with %q (reasoning %q); want %q", rest.text, rest.reasoning, whole.text[len(so):])
+	}
+}

@@ -38,10 +38,12 @@ type Frame interface {
 }
 
 // Delta is text of an AI message being written, appended to what came
-// before it.
+// before it; with Reset, the whole text so far, replacing what came
+// before (a run resumed mid-answer says where its answer stands).
 type Delta struct {
 	MessageID string `json:"message_id"`
 	Text      string `json:"text"`
+	Reset     bool   `json:"reset,omitempty"`
 }
 
 // Reasoning is the model's reasoning for an AI message being written,

@@ -278,3 +278,89 @@ func TestCrashLoopEnds(t *testing.T) {
 	oneTerminalEach(t, c, th)
 	stopHerd(t, p)
 }
+
+// TestKillMidAnswer: herd is killed while the lead streams its answer;
+// started again, it continues that answer instead of writing it anew:
+// one answer, under the message id that streamed, beginning with every
+// word a client was shown before the kill, and word for word the answer
+// an uninterrupted run gives; the cut call is one lost call.
+func TestKillMidAnswer(t *testing.T) {
+	const question = "What is a good name for a sheepdog that herds goats?"
+	dir := t.TempDir()
+	slow := []string{"HERD_MODELS_0_LATENCY_MS=0", "HERD_MODELS_0_CHUNK_MS=60"}
+	p := startHerdWith(t, dir, slow...)
+	c := p.signIn()
+	var th struct{ ID string }
+	c.call("POST", "/api/threads", map[string]string{"title": "cut"}, &th)
+	conn := dialThread(t, p, c, th.ID)
+	c.call("POST", "/api/threads/"+th.ID+"/runs", map[string]string{"content": question}, nil)
+	var (
+		msgID string
+		shown strings.Builder
+	)
+	for deltas := 0; deltas < 4; {
+		f := readFrame(t, conn, p)
+		if f.Type != "ai_delta" {
+			continue
+		}
+		var d struct {
+			MessageID string `json:"message_id"`
+			Text      string `json:"text"`
+		}
+		_ = json.Unmarshal(f.Data, &d)
+		msgID = d.MessageID
+		shown.WriteString(d.Text)
+		deltas++
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.wait(10 * time.Second)
+
+	p2 := startHerdWith(t, dir, slow...)
+	c2 := p2.signIn()
+	waitRunEnd(t, c2, th.ID, 60*time.Second)
+	answers := aiMessages(c2, th.ID)
+	if len(answers) != 1 || answers[0].ID != msgID {
+		t.Fatalf("answers %+v; want one, the message %s that streamed", answers, msgID)
+	}
+	if !strings.HasPrefix(answers[0].Content, shown.String()) {
+		t.Errorf("the answer %q does not begin with what was shown before the kill, %q", answers[0].Content, shown.String())
+	}
+	var th2 struct{ ID string }
+	c2.call("POST", "/api/threads", map[string]string{"title": "whole"}, &th2)
+	c2.call("POST", "/api/threads/"+th2.ID+"/runs", map[string]string{"content": question}, nil)
+	waitRunEnd(t, c2, th2.ID, 60*time.Second)
+	if whole := aiMessages(c2, th2.ID); len(whole) != 1 || whole[0].Content != answers[0].Content {
+		t.Errorf("continued answer %q; an uninterrupted run answers %+v", answers[0].Content, whole)
+	}
+	var usage struct {
+		Total struct {
+			LostCalls int `json:"lost_calls"`
+		} `json:"total"`
+	}
+	c2.call("GET", "/api/threads/"+th.ID+"/usage", nil, &usage)
+	if usage.Total.LostCalls != 1 {
+		t.Errorf("%d lost calls, want the cut one", usage.Total.LostCalls)
+	}
+	stopHerd(t, p2)
+}
+
+// aiMessages are a thread's saved AI messages.
+func aiMessages(c *client, threadID string) []struct{ ID, Content string } {
+	var th struct {
+		Messages []struct {
+			ID      string `json:"id"`
+			Type    string `json:"type"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	c.call("GET", "/api/threads/"+threadID, nil, &th)
+	var out []struct{ ID, Content string }
+	for _, m := range th.Messages {
+		if m.Type == "ai" {
+			out = append(out, struct{ ID, Content string }{m.ID, m.Content})
+		}
+	}
+	return out
+}

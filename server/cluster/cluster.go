@@ -681,8 +681,10 @@ func joinable(n notice) bool {
 func joinFrames(prev, next event.Frame) (event.Frame, bool) {
 	switch p := prev.(type) {
 	case event.Delta:
-		if n, ok := next.(event.Delta); ok && n.MessageID == p.MessageID && len(p.Text)+len(n.Text) <= maxNoticeText {
-			return event.Delta{MessageID: p.MessageID, Text: p.Text + n.Text}, true
+		// A Reset starts the text again: it joins what follows it, never
+		// what came before it.
+		if n, ok := next.(event.Delta); ok && !n.Reset && n.MessageID == p.MessageID && len(p.Text)+len(n.Text) <= maxNoticeText {
+			return event.Delta{MessageID: p.MessageID, Text: p.Text + n.Text, Reset: p.Reset}, true
 		}
 	case event.Reasoning:
 		if n, ok := next.(event.Reasoning); ok && n.MessageID == p.MessageID && len(p.Text)+len(n.Text) <= maxNoticeText {

@@ -378,6 +378,9 @@ func TestNoticeBatchMerges(t *testing.T) {
 	p := func(th, task, text string) notice {
 		return notice{Kind: kindFrame, Thread: th, Run: "r", frame: event.TaskProgress{TaskID: task, Text: text}}
 	}
+	reset := func(th, msg, text string) notice {
+		return notice{Kind: kindFrame, Thread: th, Run: "r", frame: event.Delta{MessageID: msg, Text: text, Reset: true}}
+	}
 	long := strings.Repeat("x", maxNoticeText-1)
 	cases := []struct {
 		name string
@@ -392,6 +395,8 @@ func TestNoticeBatchMerges(t *testing.T) {
 		{"other messages do", []notice{d("t", "m", "a"), d("t", "n", "x"), d("t", "m", "b")},
 			[]notice{d("t", "m", "a"), d("t", "n", "x"), d("t", "m", "b")}},
 		{"text that would not fit stays apart", []notice{d("t", "m", long), d("t", "m", "ab")}, []notice{d("t", "m", long), d("t", "m", "ab")}},
+		{"a reset joins what follows it", []notice{reset("t", "m", "a"), d("t", "m", "b")}, []notice{reset("t", "m", "ab")}},
+		{"never what came before it", []notice{d("t", "m", "a"), reset("t", "m", "ab")}, []notice{d("t", "m", "a"), reset("t", "m", "ab")}},
 		{"commits join", []notice{c("t", 1, 3), c("t", 4, 4), c("u", 2, 2)}, []notice{c("t", 1, 4), c("u", 2, 2)}},
 		{"progress replaces", []notice{p("t", "k", "1/3"), p("t", "k", "2/3")}, []notice{p("t", "k", "2/3")}},
 		{"nothing moves across a broadcast", []notice{d("t", "m", "a"), {Kind: kindFrame, frame: event.Settings{}}, d("t", "m", "b")},

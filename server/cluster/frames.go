@@ -25,8 +25,8 @@ func (c *Cluster) announceFrame(threadID, runID string, f event.Frame) {
 	one := func(f event.Frame) { c.announce(notice{Kind: kindFrame, Thread: threadID, Run: runID, frame: f}) }
 	switch f := f.(type) {
 	case event.Delta:
-		for _, part := range splitUTF8(f.Text, maxNoticeText) {
-			one(event.Delta{MessageID: f.MessageID, Text: part})
+		for i, part := range splitUTF8(f.Text, maxNoticeText) {
+			one(event.Delta{MessageID: f.MessageID, Text: part, Reset: f.Reset && i == 0})
 		}
 	case event.Reasoning:
 		for _, part := range splitUTF8(f.Text, maxNoticeText) {

@@ -160,7 +160,7 @@ func (h *Hub) Publish(threadID, runID string, f event.Frame) {
 		h.broadcast(f)
 		return
 	case event.Delta:
-		h.live.append(threadID, runID, f.MessageID, f.Text)
+		h.live.append(threadID, runID, f.MessageID, f.Text, f.Reset)
 	}
 	if !h.watched(threadID) { // before encoding: a token of an unwatched thread costs nothing
 		return

@@ -82,9 +82,11 @@ func newLiveText(md *render.Markdown, publish func(string, *frame), watched func
 	return &liveText{md: md, publish: publish, watched: watched, now: time.Now, wake: make(chan struct{}, 1), answers: map[string]*liveAnswer{}}
 }
 
-// append adds streamed text to an answer.
-func (l *liveText) append(threadID, runID, messageID, text string) {
-	if messageID == "" || text == "" {
+// append adds streamed text to an answer; reset replaces what it held
+// (a resumed answer's text so far, which an instance that watched it
+// before the restart holds already).
+func (l *liveText) append(threadID, runID, messageID, text string, reset bool) {
+	if messageID == "" || (text == "" && !reset) {
 		return
 	}
 	l.mu.Lock()
@@ -96,6 +98,9 @@ func (l *liveText) append(threadID, runID, messageID, text string) {
 		}
 		a = &liveAnswer{threadID: threadID, runID: runID, full: true}
 		l.answers[messageID] = a
+	}
+	if reset {
+		a.text, a.over, a.full = strings.Builder{}, false, true
 	}
 	if !a.over {
 		if a.text.Len()+len(text) > liveMaxBytes {

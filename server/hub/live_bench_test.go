@@ -51,7 +51,7 @@ func BenchmarkLiveRender(b *testing.B) {
 			l := newLiveText(render.NewMarkdown(), func(_ string, f *frame) { frames++; bytes += len(f.full) }, func(string) bool { return true })
 			l.now = func() time.Time { return clock }
 			for _, tok := range tokens {
-				l.append("th", "run", "m", tok)
+				l.append("th", "run", "m", tok, false)
 				clock = clock.Add(20 * time.Millisecond)
 				l.renderDue()
 			}

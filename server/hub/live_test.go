@@ -69,7 +69,7 @@ func TestLiveRender(t *testing.T) {
 	var text strings.Builder
 	pieces := chunks(answer, 3)
 	for _, chunk := range pieces {
-		h.l.append("th", "run", "m1", chunk)
+		h.l.append("th", "run", "m1", chunk, false)
 		text.WriteString(chunk)
 		h.clock = h.clock.Add(20 * time.Millisecond)
 		n := len(h.frames)
@@ -115,7 +115,7 @@ func TestLiveRenderCatchesUp(t *testing.T) {
 	md := render.NewMarkdown()
 	h := newLiveHarness(t, md)
 	step := func(s string) {
-		h.l.append("th", "run", "m1", s)
+		h.l.append("th", "run", "m1", s, false)
 		h.clock = h.clock.Add(time.Second)
 		h.l.renderDue()
 	}
@@ -140,13 +140,13 @@ func TestLiveRenderCatchesUp(t *testing.T) {
 func TestLiveRenderLifecycle(t *testing.T) {
 	h := newLiveHarness(t, render.NewMarkdown())
 	h.watched = false
-	h.l.append("th", "run", "m1", "hello")
+	h.l.append("th", "run", "m1", "hello", false)
 	if h.l.renderDue(); len(h.frames) != 0 {
 		t.Errorf("%d frames for an unwatched thread", len(h.frames))
 	}
 	h.watched = true
-	h.l.append("th", "run", "m1", " world")
-	h.l.append("th", "run2", "m2", "other")
+	h.l.append("th", "run", "m1", " world", false)
+	h.l.append("th", "run2", "m2", "other", false)
 	h.l.renderDue()
 	if h.shown("m1") != "<p>hello world</p>\n" {
 		t.Errorf("shown %q", h.shown("m1"))
@@ -156,8 +156,8 @@ func TestLiveRenderLifecycle(t *testing.T) {
 	if n := len(h.l.answers); n != 0 {
 		t.Errorf("%d answers held after their message was saved and their run ended", n)
 	}
-	h.l.append("th", "run", "m3", strings.Repeat("x", liveMaxBytes))
-	h.l.append("th", "run", "m3", "y")
+	h.l.append("th", "run", "m3", strings.Repeat("x", liveMaxBytes), false)
+	h.l.append("th", "run", "m3", "y", false)
 	n := len(h.frames)
 	h.clock = h.clock.Add(time.Second)
 	h.l.renderDue()
@@ -174,7 +174,7 @@ func TestLiveRenderIsInert(t *testing.T) {
 		h := newLiveHarness(t, md)
 		id := "m" + string(rune('a'+i))
 		for _, c := range chunks(src, 2) {
-			h.l.append("th", "run", id, c)
+			h.l.append("th", "run", id, c, false)
 			h.clock = h.clock.Add(liveMinGap)
 			n := len(h.frames)
 			h.l.renderDue()
@@ -212,4 +212,25 @@ func chunks(s string, n int) []string {
 		s = s[k:]
 	}
 	return out
+}
+
+// TestLiveRenderReset: a reset replaces what an instance held of an
+// answer (a run resumed mid-answer says where it stands), so an instance
+// that watched it before the restart does not show its text twice, and
+// the next frame is whole.
+func TestLiveRenderReset(t *testing.T) {
+	h := newLiveHarness(t, render.NewMarkdown())
+	h.l.append("th", "run", "m1", "hello", false)
+	h.l.renderDue()
+	h.clock = h.clock.Add(time.Second)
+	h.l.append("th", "run", "m1", "hello", true)
+	h.l.append("th", "run", "m1", " again", false)
+	n := len(h.frames)
+	h.l.renderDue()
+	if h.shown("m1") != "<p>hello again</p>\n" {
+		t.Errorf("shown %q after a reset, want the text once", h.shown("m1"))
+	}
+	if len(h.frames) != n+1 || h.frames[n].Keep != 0 {
+		t.Errorf("the frame after a reset is not whole: %+v", h.frames[n:])
+	}
 }
