@@ -341,3 +341,66 @@ func checkpointData(r models.Record) ([]byte, error) {
 	}
 	return r.Checkpoint.Data()
 }
+
+// TestAnswerCommitsWithTheEnd: a subagent's answer step commits in the
+// commit of its task's end, with its ledger row and no checkpoint piece
+// (an ended task is never resumed), so the task hand-off waits for one
+// commit; the steps before it keep their pieces.
+func TestAnswerCommitsWithTheEnd(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		batches [][]models.Record
+	)
+	llm := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+		switch {
+		case !isLead(req) && usedTurns(req) == 0:
+			return reply("", &Usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}, ToolCall{ID: "ls1", Name: "ls", Args: json.RawMessage(`{"path":"."}`)}), nil
+		case !isLead(req):
+			return reply("the sub's answer", &Usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}), nil
+		case usedTurns(req) == 0:
+			return reply("", nil, taskCall("t1", "look", "general-purpose")), nil
+		}
+		return reply("done", nil), nil
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("m", llm)}, onCommit: func(recs []models.Record) {
+		mu.Lock()
+		batches = append(batches, slices.Clone(recs))
+		mu.Unlock()
+	}})
+	h.run("go")
+	mu.Lock()
+	defer mu.Unlock()
+	var pieces int
+	for _, b := range batches {
+		var end, answer, usage, tool bool
+		for _, r := range b {
+			if r.Checkpoint != nil && r.Checkpoint.TaskID == "t1" {
+				pieces++
+				if d, _ := r.Checkpoint.Data(); strings.Contains(string(d), "the sub's answer") {
+					t.Error("the answer's step has a checkpoint piece")
+				}
+			}
+			if r.Usage != nil && r.Usage.TaskID == "t1" {
+				usage = true
+			}
+			if r.Message != nil && r.Message.Type == TypeTool && r.Message.ToolCallID == "t1" {
+				tool = true
+			}
+			if r.Event == nil || r.Event.TaskID != "t1" {
+				continue
+			}
+			switch p, _ := PayloadOf(r.Event); e := p.(type) {
+			case TaskEnd:
+				end = true
+			case TaskStep:
+				answer = answer || (e.Kind == stepAI && e.Text == "the sub's answer")
+			}
+		}
+		if end != answer || (end && !(usage && tool)) {
+			t.Errorf("a commit with the end %v, the answer's step %v, its ledger row %v, the ToolMessage %v: want all or none", end, answer, usage, tool)
+		}
+	}
+	if pieces != 3 { // the prompt, the call of ls, its result
+		t.Errorf("%d pieces for task t1, want 3", pieces)
+	}
+}

@@ -25,7 +25,12 @@ type taskSink interface {
 	// usage, when set, is the ledger row of the call that made the step
 	// (keepUsage), committed with it too.
 	emitKept(taskID string, ev Event, msgs []Message, usage *models.UsageEntry)
-	deliver(end TaskEnd, o Outcome)
+	// deliver commits the task's end and ToolMessage, after before (the
+	// answer's step, held for that commit).
+	deliver(end TaskEnd, o Outcome, before ...models.Record)
+	// records are an event's records with its commit's others, without
+	// queuing them; nil for an event the contract refuses.
+	records(taskID string, ev Event, with ...models.Record) []models.Record
 	keepUsage(taskID, model string, resp Response) *models.UsageEntry
 	writeUsage(e *models.UsageEntry)
 	callOutput(taskID, callID string) *callOutput
@@ -90,6 +95,12 @@ type execution struct {
 	version int64
 	steps   int64
 	final   Outcome
+	// answer is the records of the step of the subagent's answer (an AI
+	// message without tool calls, the loop's last), held for the commit
+	// of the task's end (finish): an ended task is never resumed, so that
+	// step needs no checkpoint piece, and the task hand-off waits for one
+	// commit with one INSERT fewer.
+	answer []models.Record
 	done    chan struct{} // closed once the terminal state is set and persisted
 	janitor *time.Timer   // removes the entry if it is never delivered
 }
@@ -176,6 +187,14 @@ func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall,
 	} else {
 		st.ToolName, st.Output = toolName, output
 	}
+	if kind == stepAI && len(calls) == 0 {
+		var with []models.Record
+		if usage != nil {
+			with = append(with, usageRecord(usage))
+		}
+		e.answer = e.sink.records(e.TaskID, st, with...)
+		return
+	}
 	e.sink.emitKept(e.TaskID, st, []Message{kept}, usage)
 }
 
@@ -223,7 +242,8 @@ func (e *execution) finish(o Outcome) bool {
 	if msg := strings.TrimSpace(o.Error); msg != "" && o.Status != StatusCompleted {
 		end.Error, end.ErrorTruncated = cut(msg, eventTextCap)
 	}
-	e.sink.deliver(end, o)
+	e.sink.deliver(end, o, e.answer...)
+	e.answer = nil
 	e.onEnd(e)
 	e.mu.Unlock()
 	close(e.done)

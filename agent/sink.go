@@ -65,14 +65,24 @@ func (s *runSink) logger() *slog.Logger {
 // (taskSink), even after the run was stopped; with records that go in
 // its commit (a checkpoint piece, emitKept).
 func (s *runSink) emit(taskID string, ev Event, with ...models.Record) {
+	recs := s.records(taskID, ev, with...)
+	if recs == nil {
+		return
+	}
+	if err := s.journal.Enqueue(s.shared(), recs...); err != nil {
+		s.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
+	}
+}
+
+// records is one event of task taskID with the records of its commit,
+// validated; nil, logged, when the contract refuses it.
+func (s *runSink) records(taskID string, ev Event, with ...models.Record) []models.Record {
 	rec, err := eventRecord(s.threadID, taskID, ev)
 	if err != nil {
 		s.logger().Error("event rejected at the producer", "type", ev.EventType(), "task", taskID, "err", err)
-		return
+		return nil
 	}
-	if err := s.journal.Enqueue(s.shared(), append([]models.Record{rec}, with...)...); err != nil {
-		s.logger().Error("persist event", "type", ev.EventType(), "task", taskID, "err", err)
-	}
+	return append([]models.Record{rec}, with...)
 }
 
 // persist writes one message of the run, even after the run was stopped,
@@ -87,9 +97,10 @@ func (s *runSink) persist(m *models.Message, with ...models.Record) error {
 // (taskSink): the end is what a card shows, the message what the lead and
 // a reload read, and one commit instead of two halves the writer's work
 // on the task tool's hand-off (docs/PERFORMANCE.md).
-func (s *runSink) deliver(end TaskEnd, o Outcome) {
+func (s *runSink) deliver(end TaskEnd, o Outcome, before ...models.Record) {
 	content, kwargs := s.taskOutcome(end.TaskID, o)
-	recs := make([]models.Record, 0, 2)
+	recs := make([]models.Record, 0, len(before)+2)
+	recs = append(recs, before...)
 	if ev, err := eventRecord(s.threadID, end.TaskID, end); err != nil {
 		s.logger().Error("event rejected at the producer", "type", end.EventType(), "task", end.TaskID, "err", err)
 	} else {
