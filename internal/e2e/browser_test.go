@@ -151,3 +151,9 @@ func (br *pageBrowser) signIn(base string) {
 	)
 	br.waitFor("signed in", `location.pathname === "/"`)
 }
+
+// scrollTo scrolls the first element sel picks to the middle of the view.
+func (br *pageBrowser) scrollTo(sel string) {
+	br.t.Helper()
+	br.run("scroll to "+sel, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).scrollIntoView({ block: "center" })`, sel)))
+}
