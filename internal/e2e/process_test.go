@@ -30,6 +30,10 @@ type proc struct {
 	metricsURL string // the metrics listener's /metrics
 	log        *syncBuffer
 	done       chan error
+	// What started it, for startAgain.
+	argv    []string
+	dataDir string
+	env     []string
 }
 
 var (
@@ -59,14 +63,31 @@ func startHerdEnv(t *testing.T, dataDir string, env ...string) *proc {
 // it: a wrapper that drops privileges, say), on dataDir.
 func startHerdCmd(t *testing.T, argv []string, dataDir string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(argv[0], append(argv[1:], "--data-dir", dataDir, "--addr", "127.0.0.1:0")...)
+	return startHerdAt(t, argv, dataDir, "127.0.0.1:0", env...)
+}
+
+// startAgain starts herd, which has ended, again as it was started, on
+// the same data directory and the address it listened on: a page open on
+// the old process reconnects to the new one.
+func (p *proc) startAgain() *proc {
+	p.t.Helper()
+	if p.cmd.ProcessState == nil {
+		p.t.Fatal("startAgain: herd is still running")
+	}
+	return startHerdAt(p.t, p.argv, p.dataDir, mustParse(p.url).Host, p.env...)
+}
+
+// startHerdAt starts herd as startHerdCmd does, listening on addr.
+func startHerdAt(t *testing.T, argv []string, dataDir, addr string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(argv[0], append(argv[1:], "--data-dir", dataDir, "--addr", addr)...)
 	cmd.Env = append(os.Environ(),
 		// Slow demo models, so a run is still in flight when the test strikes.
 		"HERD_MODELS_0_LATENCY_MS=250", "HERD_MODELS_1_LATENCY_MS=250",
 		"HERD_METRICS_ADDR=127.0.0.1:0",
 	)
 	cmd.Env = append(cmd.Env, env...)
-	p := &proc{t: t, cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{t: t, cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1), argv: argv, dataDir: dataDir, env: env}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
