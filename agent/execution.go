@@ -100,7 +100,7 @@ type execution struct {
 	// of the task's end (finish): an ended task is never resumed, so that
 	// step needs no checkpoint piece, and the task hand-off waits for one
 	// commit with one INSERT fewer.
-	answer []models.Record
+	answer  []models.Record
 	done    chan struct{} // closed once the terminal state is set and persisted
 	janitor *time.Timer   // removes the entry if it is never delivered
 }

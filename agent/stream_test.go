@@ -12,10 +12,10 @@ import (
 // close goes nowhere.
 func TestAnswerStreamKeepsBeforeItShows(t *testing.T) {
 	var (
-		mu              sync.Mutex
-		kept, shown     strings.Builder
-		keeps           int
-		gate            = make(chan struct{}) // holds the first keep: a slow database
+		mu          sync.Mutex
+		kept, shown strings.Builder
+		keeps       int
+		gate        = make(chan struct{}) // holds the first keep: a slow database
 	)
 	s := newAnswerStream(
 		func(text, reasoning string) error {
