@@ -375,3 +375,69 @@ func restartWords(t *testing.T) (words struct{ step, notice lostWords }) {
 	t.Fatal("the contract has no restart's resumed words with their lost time")
 	return words
 }
+
+// TestBrowserAnswerAcrossRestart: herd is killed while the page shows the
+// lead's answer streaming, and started again. Without a reload the page
+// catches up: the answer goes on in the same bubble and is saved under
+// the message id that streamed, what was shown before the kill stays at
+// its start, word for word, one resumed notice sits above it; a reload
+// shows the same.
+func TestBrowserAnswerAcrossRestart(t *testing.T) {
+	r := newRestartPage(t, "HERD_MODELS_0_LATENCY_MS=0", "HERD_MODELS_0_CHUNK_MS=80")
+	r.send("What is a good name for a sheepdog that herds goats?")
+	// Two blocks shown: the first is whole, and stays as it is.
+	r.br.waitFor("the answer streaming, a paragraph shown", `(() => {
+		const b = document.querySelector("#messages .msg-streaming .msg-body");
+		return !!b && b.children.length >= 2;
+	})()`)
+	var shown struct {
+		ID     string   `json:"id"`
+		Blocks []string `json:"blocks"`
+	}
+	if err := json.Unmarshal([]byte(r.eval(`JSON.stringify((() => {
+		const bubble = document.querySelector("#messages .msg-streaming");
+		const blocks = [...bubble.querySelector(".msg-body").children].map((b) => b.innerText);
+		return { id: bubble.id.replace(/^stream-/, ""), blocks: blocks.slice(0, -1) };
+	})())`)), &shown); err != nil || shown.ID == "" || len(shown.Blocks) == 0 {
+		t.Fatalf("the streaming answer %+v, %v", shown, err)
+	}
+	r.br.shot("1-answer-before-kill")
+	r.killAndStartAgain()
+	r.caughtUp()
+	read := func(when string) {
+		var v struct {
+			IDs     []string `json:"ids"`
+			Blocks  []string `json:"blocks"`
+			Notices int      `json:"notices"`
+			Above   bool     `json:"above"`
+		}
+		_ = json.Unmarshal([]byte(r.eval(`JSON.stringify((() => {
+			const ais = [...document.querySelectorAll("#messages .msg-ai")];
+			const last = ais[ais.length - 1];
+			const notice = document.querySelector("#messages .run-resumed");
+			return {
+				ids: ais.map((m) => m.id),
+				blocks: last ? [...last.querySelector(".msg-body").children].map((b) => b.innerText) : [],
+				notices: document.querySelectorAll("#messages .run-resumed").length,
+				above: !!(notice && last && (notice.compareDocumentPosition(last) & Node.DOCUMENT_POSITION_FOLLOWING)),
+			};
+		})())`)), &v)
+		if !slices.Equal(v.IDs, []string{"msg-" + shown.ID}) {
+			t.Errorf("%s, the answers are %v, want one, msg-%s, the message that streamed", when, v.IDs, shown.ID)
+		}
+		if len(v.Blocks) < len(shown.Blocks) || !slices.Equal(v.Blocks[:len(shown.Blocks)], shown.Blocks) {
+			t.Errorf("%s, the answer reads %q, want it to begin with what was shown before the kill, %q", when, v.Blocks, shown.Blocks)
+		}
+		if v.Notices != 1 || !v.Above {
+			t.Errorf("%s, %d resumed notices, above the answer %v; want one above it", when, v.Notices, v.Above)
+		}
+	}
+	read("live")
+	r.br.scrollTo("#messages .run-resumed")
+	r.br.shot("2-answer-continued-live")
+	r.br.run("reload", chromedp.Reload())
+	r.br.waitFor("the reloaded page", `document.documentElement.dataset.herdReady === "1" && `+runEndedJS)
+	read("after a reload")
+	r.br.shot("3-answer-reloaded")
+	stopHerd(t, r.herd)
+}
