@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// deltaWindow is how long streamed text may gather before it is sent. A
-// provider emits a delta per token; a page cannot show more than a few
-// updates a frame anyway, and every delta is a frame to every client of
-// the thread and a piece in the database, so deltas are coalesced to at
-// most one per window.
-const deltaWindow = 25 * time.Millisecond
+// deltaWindow is how long streamed text may gather before it is kept
+// and sent. A provider emits a delta per token; every batch is a
+// commit (answerStream) and a frame to every client of the thread, while
+// a page renders an answer at most every 100 ms anyway (the hub's
+// liveMinGap, server/hub/live.go): batches at that pace cost a reader
+// nothing and the Writer a quarter of what 25 ms did (docs/PERFORMANCE.md,
+// §Checkpoints and resume).
+const deltaWindow = 100 * time.Millisecond
 
 // answerStream is the lead's answer as it streams, shown only once kept
 // (docs/DESIGN.md §11): each batch of its text and reasoning is
