@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"herd/agent/tools"
@@ -402,5 +403,55 @@ func TestAnswerCommitsWithTheEnd(t *testing.T) {
 	}
 	if pieces != 3 { // the prompt, the call of ls, its result
 		t.Errorf("%d pieces for task t1, want 3", pieces)
+	}
+}
+
+// TestResumedLeadKeepsItsTurnBudget: lead.max_turns counts the turns a
+// run took before a restart; resuming does not start the count again.
+func TestResumedLeadKeepsItsTurnBudget(t *testing.T) {
+	ls := func(id string) Response {
+		return reply("", nil, ToolCall{ID: id, Name: "ls", Args: json.RawMessage(`{"path":"."}`)})
+	}
+	first := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+		if usedTurns(req) == 0 {
+			return ls("c1"), nil
+		}
+		<-ctx.Done() // in flight when the process stops
+		return Response{}, ctx.Err()
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", first)}})
+	h.start("look")
+	h.until("the tool's result", func(recs []models.Record) bool {
+		return slices.ContainsFunc(recs, func(r models.Record) bool { return r.Message != nil && r.Message.Type == TypeTool })
+	})
+	if _, err := h.rt.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	second := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
+		return ls(fmt.Sprintf("c%d", 2+calls.Add(1))), nil // never a final answer
+	})
+	rt, err := New(Options{Models: []*Model{model("gpt", second)}, Subagents: defaultSubagents(), Lead: LeadConfig{MaxTurns: 3},
+		WorkspaceRoot: t.TempDir(), Tools: tools.Workspace(), Journal: h.writer, History: h.store, Claims: h.store,
+		Resume: ResumeConfig{Enabled: true, MaxResumes: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	runs, err := h.store.RunningRuns(context.Background())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("running runs %v, %v", runs, err)
+	}
+	if resumed, _, err := rt.Continue(context.Background(), h.store, runs, ResumeRestart); err != nil || resumed != 1 {
+		t.Fatalf("resumed %d, %v", resumed, err)
+	}
+	if err := rt.Wait(context.Background(), h.thread); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d calls after the restart, want 2: the run had taken 1 of its 3 turns", n)
+	}
+	if row := h.runRow(runs[0].ID); row == nil || row.Status != models.RunFailed || !strings.Contains(row.Error, "max_turns") {
+		t.Errorf("run %+v, want failed at lead.max_turns", row)
 	}
 }

@@ -138,6 +138,9 @@ type run struct {
 	// continued, when set, is the answer a restart cut off while it
 	// streamed: the run's first call continues it (a resumed run).
 	continued *openAnswer
+	// turnsUsed are the lead's turns before a restart (a resumed run):
+	// lead.max_turns counts them too.
+	turnsUsed int
 	// lease is what the run was claimed under (Options.Lease); zero on
 	// SQLite.
 	lease models.Fence
@@ -250,7 +253,7 @@ func (r *run) converse(log *slog.Logger) ending {
 		r.thinking = nil
 	}
 	var trimmed *fitReport // the latest call of the run that left turns out
-	for turn := 1; turn <= r.env.lead.MaxTurns; turn++ {
+	for turn := 1 + r.turnsUsed; turn <= r.env.lead.MaxTurns; turn++ {
 		msgID, call, before := r.env.newID(), msgs, partial{}
 		if c := r.continued; c != nil {
 			r.continued = nil

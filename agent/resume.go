@@ -136,9 +136,13 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 	if err != nil {
 		return "", err
 	}
+	turns := 0
 	for _, m := range msgs {
 		if m.RunID == row.ID {
 			last = later(last, m.CreatedAt)
+			if m.Type == TypeAI {
+				turns++
+			}
 		}
 	}
 	box, err := rt.toolbox(ctx, start.Commands, start.Admin)
@@ -208,6 +212,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		})
 	}
 	r.resumed = plan
+	r.turnsUsed = turns
 	rt.wg.Go(r.loop)
 	return "", nil
 }
