@@ -210,20 +210,7 @@ func TestLeadThinkingResumed(t *testing.T) {
 		}
 		return reply("done", nil), nil
 	})
-	rt, err := New(Options{Models: []*Model{model("gpt", second)}, Subagents: defaultSubagents(), Lead: LeadConfig{MaxTurns: 5},
-		WorkspaceRoot: t.TempDir(), Tools: tools.Workspace(), Journal: h.writer, History: h.store, Claims: h.store,
-		Resume: ResumeConfig{Enabled: true, MaxResumes: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	runs, err := h.store.RunningRuns(context.Background())
-	if err != nil || len(runs) != 1 {
-		t.Fatalf("running runs %v, %v", runs, err)
-	}
-	if resumed, _, err := rt.Continue(context.Background(), h.store, runs, ResumeRestart); err != nil || resumed != 1 {
-		t.Fatalf("resumed %d, %v", resumed, err)
-	}
+	rt, _ := h.resumeOn(second, 5, nil)
 	req := <-sent
 	var ai *Message
 	for i := range req.Messages {
@@ -284,20 +271,7 @@ func TestLeadAnswerContinued(t *testing.T) {
 		onDelta(" and ends.")
 		return Response{CallID: "c2", Text: " and ends.", Reasoning: ""}, nil
 	})
-	rt, err := New(Options{Models: []*Model{model("gpt", second)}, Subagents: defaultSubagents(), Lead: LeadConfig{MaxTurns: 5},
-		WorkspaceRoot: t.TempDir(), Tools: tools.Workspace(), Journal: h.writer, History: h.store, Claims: h.store, Publisher: pub,
-		Resume: ResumeConfig{Enabled: true, MaxResumes: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	runs, err := h.store.RunningRuns(context.Background())
-	if err != nil || len(runs) != 1 {
-		t.Fatalf("running runs %v, %v", runs, err)
-	}
-	if resumed, _, err := rt.Continue(context.Background(), h.store, runs, ResumeRestart); err != nil || resumed != 1 {
-		t.Fatalf("resumed %d, %v", resumed, err)
-	}
+	rt, _ := h.resumeOn(second, 5, pub)
 	req := <-sent
 	n := len(req.Messages)
 	if n < 2 || req.Messages[n-2].Type != TypeAI || req.Messages[n-2].Content != "The answer begins" ||
@@ -431,27 +405,37 @@ func TestResumedLeadKeepsItsTurnBudget(t *testing.T) {
 	second := llmFunc(func(ctx context.Context, req Request, _ func(string)) (Response, error) {
 		return ls(fmt.Sprintf("c%d", 2+calls.Add(1))), nil // never a final answer
 	})
-	rt, err := New(Options{Models: []*Model{model("gpt", second)}, Subagents: defaultSubagents(), Lead: LeadConfig{MaxTurns: 3},
-		WorkspaceRoot: t.TempDir(), Tools: tools.Workspace(), Journal: h.writer, History: h.store, Claims: h.store,
-		Resume: ResumeConfig{Enabled: true, MaxResumes: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	runs, err := h.store.RunningRuns(context.Background())
-	if err != nil || len(runs) != 1 {
-		t.Fatalf("running runs %v, %v", runs, err)
-	}
-	if resumed, _, err := rt.Continue(context.Background(), h.store, runs, ResumeRestart); err != nil || resumed != 1 {
-		t.Fatalf("resumed %d, %v", resumed, err)
-	}
+	rt, run := h.resumeOn(second, 3, nil)
 	if err := rt.Wait(context.Background(), h.thread); err != nil {
 		t.Fatal(err)
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d calls after the restart, want 2: the run had taken 1 of its 3 turns", n)
 	}
-	if row := h.runRow(runs[0].ID); row == nil || row.Status != models.RunFailed || !strings.Contains(row.Error, "max_turns") {
+	if row := h.runRow(run.ID); row == nil || row.Status != models.RunFailed || !strings.Contains(row.Error, "max_turns") {
 		t.Errorf("run %+v, want failed at lead.max_turns", row)
 	}
+}
+
+// resumeOn resumes the harness's one running run on a new runtime with
+// llm for its model, as a herd started again on the same database does
+// (its lead allowed maxTurns, its frames to pub when set), and returns
+// that runtime and the run's row.
+func (h *harness) resumeOn(llm llmFunc, maxTurns int, pub Publisher) (*Runtime, models.Run) {
+	h.t.Helper()
+	rt, err := New(Options{Models: []*Model{model("gpt", llm)}, Subagents: defaultSubagents(), Lead: LeadConfig{MaxTurns: maxTurns},
+		WorkspaceRoot: h.t.TempDir(), Tools: tools.Workspace(), Journal: h.writer, History: h.store, Claims: h.store, Publisher: pub,
+		Resume: ResumeConfig{Enabled: true, MaxResumes: 3}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	runs, err := h.store.RunningRuns(context.Background())
+	if err != nil || len(runs) != 1 {
+		h.t.Fatalf("running runs %v, %v", runs, err)
+	}
+	if resumed, _, err := rt.Continue(context.Background(), h.store, runs, ResumeRestart); err != nil || resumed != 1 {
+		h.t.Fatalf("resumed %d, %v", resumed, err)
+	}
+	return rt, runs[0]
 }
