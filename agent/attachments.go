@@ -183,6 +183,7 @@ const (
 	remarkImage     = "the image follows"
 	remarkBlind     = "an image; this model cannot see images"
 	remarkNotShown  = "an image, not shown again (a request shows the latest %d)"
+	remarkNoRoom    = "an image, not shown: the model's context window has no room for it"
 	remarkBadImage  = "an image that %s; not shown"
 	remarkOtherType = "an image of a type models are not shown"
 	remarkGone      = "no longer in the workspace"
@@ -191,9 +192,12 @@ const (
 // present readies the replayed conversation for the run's model: each
 // human message's attachments become a note after its text and, for a
 // model that sees, image parts read again from the workspace: the newest
-// maxImagesPerRequest of the conversation. A file gone since, or an image
-// that does not decode, is said so in the note. A resumed run rebuilds
-// its history here as a new one does, so it is shown the images again.
+// of the conversation, maxImagesPerRequest at most and, with a known
+// context_window, within half its prompt budget (an 8k window holds one
+// large photo), so a run is not failed for its latest message's images.
+// A file gone since, or an image that does not decode, is said so in the
+// note. A resumed run rebuilds its history here as a new one does, so it
+// is shown the images again.
 func (r *run) present(msgs []Message) {
 	var root *os.Root
 	if slices.ContainsFunc(msgs, func(m Message) bool { return len(m.attached) > 0 }) {
@@ -204,7 +208,10 @@ func (r *run) present(msgs []Message) {
 			defer root.Close()
 		}
 	}
-	images := 0
+	shown := shownImages{room: -1}
+	if r.model.Config.ContextWindow > 0 {
+		shown.room = windowOf(r.model.Config).budget() / 2
+	}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := &msgs[i]
 		if len(m.attached) == 0 {
@@ -213,7 +220,7 @@ func (r *run) present(msgs []Message) {
 		var b strings.Builder
 		b.WriteString(AttachedNote)
 		for _, a := range m.attached {
-			remark, img := r.attachedFile(root, a, &images)
+			remark, img := r.attachedFile(root, a, &shown)
 			fmt.Fprintf(&b, "\n- %s (%s, %s)", a.Path, byteSize(a.Size), a.Type)
 			if remark != "" {
 				b.WriteString(": " + remark)
@@ -228,8 +235,8 @@ func (r *run) present(msgs []Message) {
 }
 
 // attachedFile is the note's remark on attachment a and, for a model that
-// sees, its image; images counts those the request carries.
-func (r *run) attachedFile(root *os.Root, a Attachment, images *int) (string, *Image) {
+// sees, its image, counted in shown.
+func (r *run) attachedFile(root *os.Root, a Attachment, shown *shownImages) (string, *Image) {
 	if root == nil {
 		return remarkGone, nil
 	}
@@ -239,7 +246,7 @@ func (r *run) attachedFile(root *os.Root, a Attachment, images *int) (string, *I
 		return remarkOtherType, nil
 	case isImage && !r.model.Config.Vision:
 		return remarkBlind, nil
-	case isImage && *images >= maxImagesPerRequest:
+	case isImage && shown.n >= maxImagesPerRequest:
 		return fmt.Sprintf(remarkNotShown, maxImagesPerRequest), nil
 	case isImage:
 		img, err := r.env.picture(r.ctx, root, a.Path)
@@ -249,7 +256,11 @@ func (r *run) attachedFile(root *os.Root, a Attachment, images *int) (string, *I
 		case err != nil:
 			return fmt.Sprintf(remarkBadImage, err), nil
 		}
-		*images++
+		t := imageTokens(img)
+		if shown.room >= 0 && shown.tokens+t > shown.room {
+			return remarkNoRoom, nil
+		}
+		shown.n, shown.tokens = shown.n+1, shown.tokens+t
 		return remarkImage, &img
 	}
 	f, err := tools.OpenRegular(root, a.Path)
@@ -259,6 +270,10 @@ func (r *run) attachedFile(root *os.Root, a Attachment, images *int) (string, *I
 	_ = f.Close()
 	return "", nil
 }
+
+// shownImages counts the images a request carries and their estimated
+// tokens, against room (-1: no bound).
+type shownImages struct{ n, tokens, room int }
 
 // byteSize is n bytes as the note writes it: "812 bytes", "12 KB",
 // "3.4 MB".

@@ -240,6 +240,26 @@ func TestPresentImageCap(t *testing.T) {
 	}
 }
 
+// TestPresentWithinTheWindow: with a known context_window the images of a
+// request take half its prompt budget at most, the newest first, so an 8k
+// window (the demo's) holds two 1200×800 images and the third is noted.
+func TestPresentWithinTheWindow(t *testing.T) {
+	ws := t.TempDir()
+	var atts []Attachment
+	for i := range 3 {
+		p := fmt.Sprintf("uploads/%d.png", i)
+		writeFile(t, filepath.Join(ws, p), pngOf(t, 1200, 800, false))
+		atts = append(atts, Attachment{Path: p, Size: 9000, Type: "image/png"})
+	}
+	r := presentRun(ws, true)
+	r.model.Config.ContextWindow = 8192
+	msgs := []Message{{Type: TypeHuman, Content: "first", attached: atts[:1]}, {Type: TypeAI, Content: "ok"}, {Type: TypeHuman, Content: "then", attached: atts[1:]}}
+	r.present(msgs)
+	if len(msgs[2].Images) != 2 || len(msgs[0].Images) != 0 || !strings.Contains(msgs[0].Content, remarkNoRoom) {
+		t.Errorf("images %d and %d, want the latest message's 2 and the earlier one's noted:\n%s", len(msgs[2].Images), len(msgs[0].Images), msgs[0].Content)
+	}
+}
+
 // TestPictureSizedDown: an image over the byte bound though within the
 // edge is encoded again within it; one over the pixel bound is not
 // decoded at all.
