@@ -163,7 +163,7 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 	}
 	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
-	if err := r.begin(context.Background(), rt.newID(), "benchmark"); err != nil {
+	if err := r.begin(context.Background(), rt.newID(), "benchmark", nil); err != nil {
 		b.Fatal(err)
 	}
 	return r

@@ -22,6 +22,10 @@ type ModelConfig struct {
 	// (0 = unlimited), for a local server that serves one or two at a time.
 	MaxConcurrentRequests int  `yaml:"max_concurrent_requests" json:"-"`
 	MaxRetries            *int `yaml:"max_retries" json:"-"`
+	// Vision says the model sees images: a message's attached images
+	// reach it as image parts; other models get their paths and a note
+	// (docs/DESIGN.md §3).
+	Vision bool `yaml:"vision" json:"vision"`
 	// Demo provider options.
 	LatencyMS int `yaml:"latency_ms" json:"-"`
 	// LatencyJitter spreads each response's latency over

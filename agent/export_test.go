@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -57,6 +59,25 @@ func (h *harness) Start(content string) Started {
 	h.t.Helper()
 	return h.start(content)
 }
+
+// Workspace is the harness thread's workspace directory.
+func (h *harness) Workspace() string { return filepath.Join(h.rt.wsRoot, h.thread) }
+
+// StartAttached sends content with files of the workspace attached,
+// checked as the server checks them (Runtime.Attachments).
+func (h *harness) StartAttached(content string, paths ...string) Started {
+	h.t.Helper()
+	atts, err := h.rt.Attachments(h.thread, paths)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	st, err := h.rt.Start(context.Background(), StartRequest{ThreadID: h.thread, UserID: "u1", Content: content, Attachments: atts, Commands: !h.cfg.noCommands})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
 func (h *harness) Wait() {
 	h.t.Helper()
 	h.wait()

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"herd/agent/event"
 	"herd/models"
 )
@@ -50,6 +48,8 @@ type runEnv struct {
 	strays *strays
 	// images keeps the images tools return; nil keeps none.
 	images *ToolImages
+	// decodes holds a slot per attached image being decoded (maxDecodes).
+	decodes chan struct{}
 }
 
 type nopPublisher struct{}
@@ -58,10 +58,10 @@ func (nopPublisher) Publish(string, string, event.Frame) {}
 
 // workspace returns the thread's workspace directory, creating it.
 func (env *runEnv) workspace(threadID string) (string, error) {
-	if _, err := uuid.Parse(threadID); err != nil {
-		return "", fmt.Errorf("agent: workspace: bad thread id %q", threadID)
+	dir, err := WorkspaceDir(env.wsRoot, threadID)
+	if err != nil {
+		return "", err
 	}
-	dir := filepath.Join(env.wsRoot, threadID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("agent: workspace: %w", err)
 	}
@@ -163,9 +163,10 @@ func (env *runEnv) newSink(threadID, runID string) *runSink {
 	}
 }
 
-// begin persists the run row, run.start and the user's message; a run
-// that answers an earlier message again (retryOf) has none of its own.
-func (r *run) begin(ctx context.Context, msgID, content string) error {
+// begin persists the run row, run.start and the user's message with its
+// attachments; a run that answers an earlier message again (retryOf) has
+// none of its own.
+func (r *run) begin(ctx context.Context, msgID, content string, atts []Attachment) error {
 	ws, err := r.env.workspace(r.threadID)
 	if err != nil {
 		return err
@@ -181,7 +182,7 @@ func (r *run) begin(ctx context.Context, msgID, content string) error {
 		start,
 	}
 	if r.retryOf == "" {
-		recs = append(recs, models.Record{Message: &models.Message{ID: msgID, ThreadID: r.threadID, RunID: r.id, Type: TypeHuman, Content: content}})
+		recs = append(recs, models.Record{Message: &models.Message{ID: msgID, ThreadID: r.threadID, RunID: r.id, Type: TypeHuman, Content: content, AdditionalKwargs: humanKwargs(atts)}})
 	}
 	if err = r.env.journal.Write(ctx, recs...); err != nil {
 		return fmt.Errorf("agent: start run: %w", err)
@@ -246,6 +247,7 @@ func (r *run) converse(log *slog.Logger) ending {
 		return failed("could not load the conversation", "herd could not read this conversation from its database.")
 	}
 	msgs := append([]Message{{Type: TypeSystem, Content: r.box.prompt}}, replayable(stored)...)
+	r.present(msgs)
 	if r.thinking != nil {
 		// Resumed within a turn of tool use: its signed reasoning goes
 		// back to the provider as it came (agent/checkpoint.go).
@@ -616,7 +618,7 @@ func replayable(stored []models.Message) []Message {
 	for _, m := range stored {
 		switch m.Type {
 		case TypeHuman:
-			out = append(out, Message{Type: TypeHuman, Content: m.Content})
+			out = append(out, Message{Type: TypeHuman, Content: m.Content, attached: AttachmentsOf(&m)})
 		case TypeAI:
 			var calls []ToolCall
 			if len(m.ToolCalls) > 0 {

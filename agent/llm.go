@@ -29,6 +29,14 @@ type Message struct {
 	// reasoning is shown to the user, not replayed to models
 	// (docs/DESIGN.md §3).
 	Thinking []ThinkingBlock `json:"thinking,omitempty"`
+	// Images are a human message's pictures, for a model that sees
+	// (ModelConfig.Vision); the note at the end of Content names each by
+	// its path. They are read from the workspace for every run
+	// (run.present), never stored or checkpointed.
+	Images []Image `json:"-"`
+	// attached are a replayed human message's attachments, which
+	// run.present turns into its note and Images.
+	attached []Attachment
 }
 
 // ThinkingBlock is one reasoning block a provider signed: its text and

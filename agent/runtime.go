@@ -140,7 +140,7 @@ func New(o Options) (*Runtime, error) {
 		runEnv: runEnv{
 			journal: releasable{o.Journal, released}, history: o.History, pub: o.Publisher, lead: o.Lead,
 			wsRoot: o.WorkspaceRoot, log: o.Logger, now: o.Now, newID: o.NewID,
-			persistTO: 30 * time.Second, images: o.ToolImages,
+			persistTO: 30 * time.Second, images: o.ToolImages, decodes: make(chan struct{}, maxDecodes),
 			strays: &strays{grace: time.Duration(sub.CancelGraceSeconds) * time.Second},
 		},
 		models:   make(map[string]*Model, len(o.Models)),
@@ -175,7 +175,11 @@ type StartRequest struct {
 	ThreadID string
 	UserID   string
 	Content  string
-	Model    string // "" for the default
+	// Attachments are the files of the thread's workspace the message
+	// attaches, as Runtime.Attachments checked them; an edit keeps the
+	// edited message's (AttachmentsOf). Unused with RetryOf.
+	Attachments []Attachment
+	Model       string // "" for the default
 	// Commands offers the run the bash tool and the bash subagent type,
 	// when they are configured; without it no model of the run is
 	// offered either (docs/DESIGN.md §4, the shell rule).
@@ -240,7 +244,7 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 		r.cancel(nil)
 		return Started{}, err
 	}
-	if err = r.begin(bctx, msgID, req.Content); err != nil {
+	if err = r.begin(bctx, msgID, req.Content, req.Attachments); err != nil {
 		rt.abandon(bctx, r, err)
 		rt.release(r)
 		r.cancel(nil)

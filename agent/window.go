@@ -94,7 +94,18 @@ func estimateMessage(m Message) int {
 	for _, c := range m.ToolCalls {
 		n += len(c.ID) + len(c.Name) + len(c.Args)
 	}
-	return (n+bytesPerToken-1)/bytesPerToken + messageOverhead
+	t := (n+bytesPerToken-1)/bytesPerToken + messageOverhead
+	for _, img := range m.Images {
+		t += imageTokens(img)
+	}
+	return t
+}
+
+// imageTokens is an image's estimate: Anthropic's rule, a token per 750
+// pixels (1,590 for 1092×1092); OpenAI's high detail counts fewer, so the
+// estimate errs on the side that fits.
+func imageTokens(img Image) int {
+	return (img.Width*img.Height + 749) / 750
 }
 
 // estimateTools is the raw token estimate of the tool definitions, which

@@ -42,11 +42,12 @@ func (s *Server) apiModels(c echo.Context) error {
 		Name        string `json:"name"`
 		DisplayName string `json:"display_name"`
 		Provider    string `json:"provider"`
+		Vision      bool   `json:"vision"`
 	}
 	ms := s.rt.Models()
 	out := make([]modelJSON, len(ms))
 	for i, m := range ms {
-		out[i] = modelJSON{Name: m.Name, DisplayName: m.Label(), Provider: m.Provider}
+		out[i] = modelJSON{Name: m.Name, DisplayName: m.Label(), Provider: m.Provider, Vision: m.Vision}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"models": out, "default": s.defaultModel(auth.User(c)), "token_usage_enabled": s.settings.TokenUsage()})
 }

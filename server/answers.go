@@ -43,7 +43,7 @@ func (s *Server) apiRunRetry(c echo.Context) error {
 	if err := s.checkNewWork(c); err != nil {
 		return err
 	}
-	started, err := s.startRun(c, t, "", req.Model, func(r *agent.StartRequest) { r.RetryOf = runID })
+	started, err := s.startRun(c, t, "", req.Model, nil, func(r *agent.StartRequest) { r.RetryOf = runID })
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,13 @@ func (s *Server) apiMessageEdit(c echo.Context) error {
 	if err := s.checkMessage(c, req.Content); err != nil {
 		return err
 	}
-	started, err := s.startRun(c, t, *req.Content, req.Model, func(r *agent.StartRequest) { r.EditOf = m.RunID })
+	atts := agent.AttachmentsOf(m) // an edit keeps the message's files
+	if req.Attachments != nil {
+		if atts, err = s.rt.Attachments(t.ID, req.Attachments); err != nil {
+			return err
+		}
+	}
+	started, err := s.startRun(c, t, *req.Content, req.Model, atts, func(r *agent.StartRequest) { r.EditOf = m.RunID })
 	if err != nil {
 		return err
 	}

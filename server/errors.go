@@ -80,11 +80,14 @@ func knownError(err error, c echo.Context) *apiError {
 	return runtimeError(err)
 }
 
-// runtimeError is the runtime's refusal of a run (agent.Runtime.Start) as
-// a user reads it, nil for any other error.
+// runtimeError is the runtime's refusal of a run (agent.Runtime.Start,
+// Attachments) as a user reads it, nil for any other error.
 func runtimeError(err error) *apiError {
 	var runLimit *agent.RunLimitError
+	var attachment *agent.AttachmentError
 	switch {
+	case errors.As(err, &attachment):
+		return &apiError{http.StatusBadRequest, "bad_attachment", attachment.Error()}
 	case errors.Is(err, agent.ErrRunActive):
 		return errConflict("a run is already active in this thread; wait for it or stop it")
 	case errors.Is(err, agent.ErrNotLatest), errors.Is(err, agent.ErrReplaced):

@@ -20,6 +20,10 @@ import (
 type runRequest struct {
 	Content *string `json:"content"`
 	Model   string  `json:"model"`
+	// Attachments are files of the thread's workspace the message
+	// attaches, by workspace-relative path (agent.Runtime.Attachments);
+	// an edit that leaves them out keeps the edited message's.
+	Attachments []string `json:"attachments"`
 }
 
 // apiRunStart persists the user's message and starts the lead on it (202).
@@ -35,7 +39,11 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if err := s.checkMessage(c, req.Content); err != nil {
 		return err
 	}
-	started, err := s.startRun(c, t, *req.Content, req.Model)
+	atts, err := s.rt.Attachments(t.ID, req.Attachments)
+	if err != nil {
+		return err
+	}
+	started, err := s.startRun(c, t, *req.Content, req.Model, atts)
 	if err != nil {
 		return err
 	}
@@ -76,16 +84,17 @@ func (s *Server) checkNewWork(c echo.Context) error {
 	return nil
 }
 
-// startRun starts the lead on content in thread t (checked by
-// checkMessage); replace, if given, makes the run a Retry or an Edit
-// (answers.go). An untitled thread is titled from its first message.
-func (s *Server) startRun(c echo.Context, t *models.Thread, content, model string, replace ...func(*agent.StartRequest)) (agent.Started, error) {
+// startRun starts the lead on content with its attachments in thread t
+// (checked by checkMessage and Runtime.Attachments); replace, if given,
+// makes the run a Retry or an Edit (answers.go). An untitled thread is
+// titled from its first message.
+func (s *Server) startRun(c echo.Context, t *models.Thread, content, model string, atts []agent.Attachment, replace ...func(*agent.StartRequest)) (agent.Started, error) {
 	u := auth.User(c)
 	if model == "" {
 		model = s.defaultModel(u)
 	}
 	req := agent.StartRequest{
-		ThreadID: t.ID, UserID: u.ID, Content: content, Model: model, Commands: s.commandsFor(u), Admin: u.IsAdmin(),
+		ThreadID: t.ID, UserID: u.ID, Content: content, Attachments: atts, Model: model, Commands: s.commandsFor(u), Admin: u.IsAdmin(),
 	}
 	for _, f := range replace {
 		f(&req)

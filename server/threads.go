@@ -528,6 +528,8 @@ type threadRequest struct {
 	// created with its run, or not at all.
 	Content *string `json:"content"`
 	Model   string  `json:"model"`
+	// Attachments must be empty: a thread not made yet has no files.
+	Attachments []string `json:"attachments"`
 }
 
 func (s *Server) apiThreadCreate(c echo.Context) error {
@@ -550,6 +552,9 @@ func (s *Server) apiThreadCreate(c echo.Context) error {
 			return err
 		}
 	}
+	if len(req.Attachments) > 0 {
+		return &apiError{http.StatusBadRequest, "bad_attachment", "attachments: a new thread has no files yet; create it, upload its files, then start a run with them"}
+	}
 	t, err := s.createThread(c, title)
 	if err != nil {
 		return err
@@ -557,7 +562,7 @@ func (s *Server) apiThreadCreate(c echo.Context) error {
 	if req.Content == nil {
 		return c.JSON(http.StatusCreated, newThreadJSON(t))
 	}
-	started, err := s.startRun(c, t, *req.Content, req.Model)
+	started, err := s.startRun(c, t, *req.Content, req.Model, nil)
 	if err != nil {
 		// A thread exists only with its first message.
 		if derr := s.store.DeleteThread(c.Request().Context(), t.UserID, t.ID); derr != nil {

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"bytes"
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -40,7 +41,7 @@ func messageParams(model string, maxTokens, thinking int64, req agent.Request) (
 			}
 			continue
 		case agent.TypeHuman:
-			t = turn{true, textBlocks(m.Content)}
+			t = turn{true, userBlocks(m)}
 		case agent.TypeAI:
 			t = turn{false, assistantBlocks(m, thinking > 0)}
 		case agent.TypeTool:
@@ -103,6 +104,16 @@ func textBlocks(text string) []sdk.ContentBlockParamUnion {
 		return nil
 	}
 	return []sdk.ContentBlockParamUnion{sdk.NewTextBlock(text)}
+}
+
+// userBlocks is a human message: its text, and its images (a model that
+// sees, agent.Image) as image blocks with a base64 source after it.
+func userBlocks(m agent.Message) []sdk.ContentBlockParamUnion {
+	blocks := textBlocks(m.Content)
+	for _, img := range m.Images {
+		blocks = append(blocks, sdk.NewImageBlockBase64(img.MIMEType, base64.StdEncoding.EncodeToString(img.Data)))
+	}
+	return blocks
 }
 
 // assistantBlocks is an AI message as the API takes it back: its thinking

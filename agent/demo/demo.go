@@ -42,11 +42,17 @@ const defaultSubagentTurns = 4
 // quotes the output; otherwise it writes, lists and re-reads notes under notes/ for
 // its configured number of turns, then answers.
 //
+// Attached files: a message about them ("summarise the attached file")
+// has a subagent read each with read_file and summarise it (size, line
+// count, first lines). Given image parts (a model with vision: true), the
+// lead says what each is ("uploads/cat.png: a 1200×800 PNG image"), read
+// from the bytes it got.
+//
 // Usage is counted with a simple tokenizer: every run of letters and
 // digits is one token, and so is every other non-space character (each
 // CJK ideograph, each punctuation mark). Input is all message contents and
-// tool-call arguments of the request; output is the reply's text and
-// tool-call arguments.
+// tool-call arguments of the request, and an image a token per 750 pixels;
+// output is the reply's text and tool-call arguments.
 type Provider struct {
 	cfg           agent.ModelConfig
 	subagentTurns int
@@ -274,6 +280,9 @@ func usage(req agent.Request, resp agent.Response) *agent.Usage {
 		in += tokens(m.Content)
 		for _, c := range m.ToolCalls {
 			in += tokens(string(c.Args))
+		}
+		for _, img := range m.Images {
+			in += int64(img.Width*img.Height+749) / 750 // as Anthropic counts an image
 		}
 	}
 	out = tokens(resp.Text)

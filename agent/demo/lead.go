@@ -42,7 +42,24 @@ func plan(tasks int) string {
 }
 
 func leadFirstTurn(msgs []agent.Message, types []string, offered map[string]bool, label string) reply {
-	human := lastOf(msgs, agent.TypeHuman)
+	last := lastHuman(msgs)
+	human, files := splitNote(last.Content)
+	images := last.Images
+	if len(files) > 0 && asksAboutAttached(human) {
+		return readAttached(files, images, types)
+	}
+	r := leadRules(msgs, human, types, offered, label)
+	if lines := seen(images); len(lines) > 0 {
+		// A model that sees says what it was shown, whatever else it does.
+		r.text = "I see the attached images:\n\n- " + strings.Join(lines, "\n- ") + "\n\n" + r.text
+	}
+	return r
+}
+
+// leadRules answers the user's text by the demo's rules: a list is
+// delegated item by item, a lead's own MCP tool is used, a command is run
+// by a bash subagent, anything else is answered directly.
+func leadRules(msgs []agent.Message, human string, types []string, offered map[string]bool, label string) reply {
 	noShell := ""
 	if !slices.Contains(types, agent.SubagentBash) {
 		noShell = whyNoCommands(msgs)

@@ -13,6 +13,9 @@ import (
 func subagent(msgs []agent.Message, offered map[string]bool, turns int) reply {
 	prompt := firstOf(msgs, agent.TypeHuman)
 	turn := count(msgs, agent.TypeAI) + 1
+	if m := readRequest.FindStringSubmatch(prompt); m != nil {
+		return readReply(m, msgs, offered, turn)
+	}
 	if cmd, ok := command(prompt); ok && offered[tools.Bash] {
 		if turn == 1 {
 			return reply{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -429,7 +430,7 @@ func chatParams(model string, req agent.Request, streamUsage bool) (oai.ChatComp
 		case agent.TypeSystem:
 			params.Messages = append(params.Messages, oai.SystemMessage(m.Content))
 		case agent.TypeHuman:
-			params.Messages = append(params.Messages, oai.UserMessage(m.Content))
+			params.Messages = append(params.Messages, userMessage(m))
 		case agent.TypeAI:
 			params.Messages = append(params.Messages, assistantMessage(m))
 		case agent.TypeTool:
@@ -454,6 +455,21 @@ func chatParams(model string, req agent.Request, streamUsage bool) (oai.ChatComp
 		params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
 	}
 	return params, nil
+}
+
+// userMessage is a human message: its text, and its images (a model
+// that sees, agent.Image) as image_url parts after it, each a data URL.
+func userMessage(m agent.Message) oai.ChatCompletionMessageParamUnion {
+	if len(m.Images) == 0 {
+		return oai.UserMessage(m.Content)
+	}
+	parts := []oai.ChatCompletionContentPartUnionParam{oai.TextContentPart(m.Content)}
+	for _, img := range m.Images {
+		parts = append(parts, oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{
+			URL: "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data),
+		}))
+	}
+	return oai.UserMessage(parts)
 }
 
 func assistantMessage(m agent.Message) oai.ChatCompletionMessageParamUnion {

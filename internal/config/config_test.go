@@ -66,8 +66,8 @@ func TestLoadDefaults(t *testing.T) {
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Models: []agent.ModelConfig{
-			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
-			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
+			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, Vision: true, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
+			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, Vision: true, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
 		},
 		Lead: agent.LeadConfig{MaxTurns: 25, MaxActiveRunsPerUser: 3, ModelTitles: new(true)},
 		Subagents: agent.SubagentsConfig{
@@ -506,6 +506,7 @@ func TestErrors(t *testing.T) {
 		{name: "not an integer", file: "subagents:\n  max_running: lots\n", want: []string{`config: herd.yaml: subagents.max_running: expected an integer, got "lots"`}},
 		{name: "not an integral number", file: "lead:\n  max_turns: 2.5\n", want: []string{`config: herd.yaml: lead.max_turns: expected an integer, got 2.5`}},
 		{name: "not a boolean", file: "token_usage:\n  enabled: yes\n", want: []string{`config: herd.yaml: token_usage.enabled: expected true or false, got "yes"`}},
+		{name: "vision not a boolean", file: "models:\n  - {name: x, provider: demo, vision: images}\n", want: []string{`config: herd.yaml: models.0.vision: expected true or false, got "images"`}},
 		{name: "not a string", file: "server:\n  addr: [a]\n", want: []string{`config: herd.yaml: server.addr: expected a string, got a list`}},
 		{name: "not a mapping", file: "server: 5\n", want: []string{`config: herd.yaml: server: expected a mapping, got 5`}},
 		{name: "not a list", file: "models: {a: 1}\n", want: []string{`config: herd.yaml: models: expected a list, got a mapping`}},
@@ -533,6 +534,7 @@ func TestErrors(t *testing.T) {
 
 		// The environment.
 		{name: "env not an integer", env: []string{"HERD_SUBAGENTS_MAX_RUNNING=x"}, want: []string{`config: HERD_SUBAGENTS_MAX_RUNNING: expected an integer, got "x"`}},
+		{name: "env vision not a boolean", env: []string{"HERD_MODELS_0_VISION=sometimes"}, want: []string{`config: HERD_MODELS_0_VISION: expected true or false, got "sometimes"`}},
 		{name: "env not a boolean", env: []string{"HERD_AUTH_ALLOW_SIGNUP=maybe"}, want: []string{`config: HERD_AUTH_ALLOW_SIGNUP: expected true or false, got "maybe"`}},
 		{name: "env unknown, near a key", env: []string{"HERD_SUBAGENT_MAX_RUNNING=3"}, want: []string{`config: HERD_SUBAGENT_MAX_RUNNING: matches no config key (did you mean HERD_SUBAGENTS_MAX_RUNNING?)`}},
 		{name: "env list entry missing", env: []string{"HERD_MODELS_7_NAME=x"}, want: []string{`config: HERD_MODELS_7_NAME: matches no config key: models has no such entry (set it whole with HERD_MODELS)`}},

@@ -173,7 +173,8 @@ func (m Message) Text() string {
 	return s
 }
 
-// Block is a content block of a request: text, tool_use or tool_result.
+// Block is a content block of a request: text, image, tool_use or
+// tool_result.
 type Block struct {
 	Type         string          `json:"type"`
 	Text         string          `json:"text"`
@@ -188,6 +189,65 @@ type Block struct {
 	Thinking  string `json:"thinking"`
 	Signature string `json:"signature"`
 	Data      string `json:"data"`
+	// Source is an image block's.
+	Source *ImageSource `json:"source"`
+}
+
+// ImageSource is an image block's source: base64 data of a media type.
+type ImageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// Image is an image block of a request, decoded.
+type Image = fake.Image
+
+// The API's bounds on one image: its base64 data and its edges.
+const (
+	MaxImageBase64 = 5 << 20
+	MaxImageEdge   = 8000
+)
+
+// Images are the message's image blocks, decoded, in order; an error, as
+// the API words it, for a block it would refuse: a source that is not
+// base64, data that is not an image of its media_type, over
+// MaxImageBase64 or over MaxImageEdge pixels.
+func (m Message) Images() ([]Image, error) {
+	var out []Image
+	for i, b := range m.Content {
+		if b.Type != "image" {
+			continue
+		}
+		switch {
+		case b.Source == nil:
+			return nil, fmt.Errorf("content.%d.image.source: Field required", i)
+		case b.Source.Type != "base64":
+			return nil, fmt.Errorf("content.%d.image.source: anthropictest takes base64 sources only, got %q", i, b.Source.Type)
+		case len(b.Source.Data) > MaxImageBase64:
+			return nil, fmt.Errorf("content.%d.image.source.base64: image exceeds 5 MB maximum: %d bytes > %d bytes", i, len(b.Source.Data), MaxImageBase64)
+		}
+		img, err := fake.DecodeImage(b.Source.MediaType, b.Source.Data)
+		if err != nil {
+			return nil, fmt.Errorf("content.%d.image.source.base64: %w", i, err)
+		}
+		if img.Width > MaxImageEdge || img.Height > MaxImageEdge {
+			return nil, fmt.Errorf("content.%d.image.source.base64.data: image dimensions exceed max allowed size: %d pixels", i, MaxImageEdge)
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// imageError is the API's refusal of the first image block it would not
+// take, "" when there is none.
+func imageError(req MessagesRequest) string {
+	for i, m := range req.Messages {
+		if _, err := m.Images(); err != nil {
+			return fmt.Sprintf("messages.%d.%v", i, err)
+		}
+	}
+	return ""
 }
 
 // CacheControl is a block's or tool's cache breakpoint.
@@ -276,6 +336,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropictest: only streaming requests (stream: true) are supported")
 	case rec.Messages.MaxTokens <= 0:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens: Field required")
+	case imageError(rec.Messages) != "":
+		writeError(w, http.StatusBadRequest, "invalid_request_error", imageError(rec.Messages))
 	case thinkingError(rec.Messages) != "":
 		writeError(w, http.StatusBadRequest, "invalid_request_error", thinkingError(rec.Messages))
 	default:

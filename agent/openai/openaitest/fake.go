@@ -22,6 +22,7 @@ package openaitest
 import (
 	"bytes"
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -218,6 +219,67 @@ func (m Message) Text() string {
 	return b.String()
 }
 
+// Image is an image part of a request, decoded.
+type Image = fake.Image
+
+// MaxImageBytes is the most one image part may hold, decoded, as OpenAI's
+// API takes it.
+const MaxImageBytes = 20 << 20
+
+// Images are the message's image_url parts, decoded from their data URLs,
+// in order; an error for a part the API would refuse:
+// a URL that is not a base64 data URL of a PNG, JPEG, GIF or WebP image
+// (the fake fetches nothing), bytes that are not that image, or over
+// MaxImageBytes.
+func (m Message) Images() ([]Image, error) {
+	var parts []struct {
+		Type     string `json:"type"`
+		ImageURL *struct {
+			URL    string `json:"url"`
+			Detail string `json:"detail"`
+		} `json:"image_url"`
+	}
+	if len(m.Content) == 0 || m.Content[0] != '[' {
+		return nil, nil
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return nil, fmt.Errorf("invalid content parts: %w", err)
+	}
+	var out []Image
+	for i, p := range parts {
+		if p.Type != "image_url" {
+			continue
+		}
+		if p.ImageURL == nil {
+			return nil, fmt.Errorf("missing required parameter: 'messages.content.%d.image_url'", i)
+		}
+		mimeType, b64, ok := strings.Cut(strings.TrimPrefix(p.ImageURL.URL, "data:"), ";base64,")
+		if !ok || !strings.HasPrefix(p.ImageURL.URL, "data:") {
+			return nil, fmt.Errorf("invalid image URL: 'messages.content.%d.image_url.url': openaitest takes base64 data URLs only", i)
+		}
+		if base64.StdEncoding.DecodedLen(len(b64)) > MaxImageBytes {
+			return nil, fmt.Errorf("image too large: content part %d is over %d bytes", i, MaxImageBytes)
+		}
+		img, err := fake.DecodeImage(mimeType, b64)
+		if err != nil {
+			return nil, fmt.Errorf("unsupported image in content part %d: %w", i, err)
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// imageError is the API's refusal of the first image part it would not
+// take, "" when there is none.
+func imageError(req ChatRequest) string {
+	for _, m := range req.Messages {
+		if _, err := m.Images(); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
 // RequestToolCall is a tool call sent back to the model in an assistant
 // message.
 type RequestToolCall struct {
@@ -312,6 +374,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case decodeErr != nil:
 		writeError(w, http.StatusBadRequest, "openaitest: request body is not JSON: "+decodeErr.Error())
+		return
+	case imageError(rec.Chat) != "":
+		writeError(w, http.StatusBadRequest, imageError(rec.Chat))
 		return
 	case sentReasoning(rec.Chat):
 		// DeepSeek's own answer to reasoning sent back in a request.
