@@ -210,6 +210,11 @@ func TestResumedCardWhileRunning(t *testing.T) {
 		close(gate)
 		a.waitIdle(th)
 	}()
+	// The task's start was queued before its model call: flushed, it is
+	// committed.
+	if err := a.writer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	var live struct {
 		Tasks []agent.Card `json:"tasks"`
 	}
