@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"herd/agent/event"
 	"herd/models"
 )
@@ -57,10 +55,10 @@ func (nopPublisher) Publish(string, string, event.Frame) {}
 
 // workspace returns the thread's workspace directory, creating it.
 func (env *runEnv) workspace(threadID string) (string, error) {
-	if _, err := uuid.Parse(threadID); err != nil {
-		return "", fmt.Errorf("agent: workspace: bad thread id %q", threadID)
+	dir, err := WorkspaceDir(env.wsRoot, threadID)
+	if err != nil {
+		return "", err
 	}
-	dir := filepath.Join(env.wsRoot, threadID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("agent: workspace: %w", err)
 	}

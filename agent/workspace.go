@@ -5,9 +5,20 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/google/uuid"
 )
+
+// WorkspaceDir is where thread threadID's workspace lives under root
+// (workspaces.dir), whether it exists yet or not: a directory named by
+// the thread's id, which must be a UUID, so no id names anything else.
+func WorkspaceDir(root, threadID string) (string, error) {
+	if _, err := uuid.Parse(threadID); err != nil {
+		return "", fmt.Errorf("agent: workspace: bad thread id %q", threadID)
+	}
+	return filepath.Join(root, threadID), nil
+}
 
 // RemoveWorkspace deletes the thread's workspace and everything in it (and
 // the images its tools returned), for

@@ -122,7 +122,13 @@ type dirUsage struct {
 	mu   sync.Mutex
 	used du
 	at   time.Time // of the walk; zero: never measured
+	// pending is what uploads hold outside the workspace until they move
+	// it in (Room): no walk sees it, every check counts it.
+	pending count
 }
+
+// count is bytes and files.
+type count struct{ bytes, files int64 }
 
 func (c *usageCache) dir(dir string) *dirUsage {
 	c.mu.Lock()
@@ -136,7 +142,7 @@ func (c *usageCache) dir(dir string) *dirUsage {
 			c.swept = time.Now()
 			for k, old := range c.dirs {
 				if old.mu.TryLock() {
-					if time.Since(old.at) > usageFresh {
+					if time.Since(old.at) > usageFresh && old.pending == (count{}) {
 						delete(c.dirs, k)
 					}
 					old.mu.Unlock()
@@ -225,10 +231,23 @@ func (q quota) refuseGrowth(ctx context.Context, dir string, grow int64, create 
 	d := measured.dir(dir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	used := d.used
-	if d.at.IsZero() || time.Since(d.at) > usageFresh || used.bytes+grow > q.limit || used.files+newFiles > q.files {
-		var err error
-		if used, err = d.walk(ctx, dir); err != nil {
+	if err := q.fits(ctx, d, dir, grow, newFiles); err != nil {
+		return err
+	}
+	d.used.bytes += grow // the write about to happen, until the next walk
+	d.used.files += newFiles
+	return nil
+}
+
+// fits refuses grow bytes and newFiles more in dir, with what uploads
+// hold (d.pending), when that breaks a limit; d.mu is held. It trusts a
+// measurement up to usageFresh old, and refuses only on a fresh one.
+func (q quota) fits(ctx context.Context, d *dirUsage, dir string, grow, newFiles int64) error {
+	over := func() bool {
+		return d.used.bytes+d.pending.bytes+grow > q.limit || d.used.files+d.pending.files+newFiles > q.files
+	}
+	if d.at.IsZero() || time.Since(d.at) > usageFresh || over() {
+		if _, err := d.walk(ctx, dir); err != nil {
 			return err
 		}
 	}
@@ -236,20 +255,101 @@ func (q quota) refuseGrowth(ctx context.Context, dir string, grow int64, create 
 	if err != nil {
 		return err
 	}
+	used := d.used.bytes + d.pending.bytes
 	switch {
-	case used.bytes+grow > q.limit:
-		return fmt.Errorf("the write would take the workspace to %s, over its limit of %s (sandbox.limits.workspace_mb); "+
-			"nothing was written", mebibytes(used.bytes+grow), mebibytes(q.limit))
-	case used.files+newFiles > q.files:
-		return fmt.Errorf("the workspace holds %d files and directories, its limit (sandbox.limits.workspace_files); "+
-			"nothing was written", used.files)
+	case used+grow > q.limit:
+		return &LimitError{Limit: "sandbox.limits.workspace_mb", msg: fmt.Sprintf("the write would take the workspace to %s, over its limit of %s (sandbox.limits.workspace_mb); "+
+			"nothing was written", mebibytes(used+grow), mebibytes(q.limit))}
+	case d.used.files+d.pending.files+newFiles > q.files:
+		return &LimitError{Limit: "sandbox.limits.workspace_files", msg: fmt.Sprintf("the workspace holds %d files and directories, its limit (sandbox.limits.workspace_files); "+
+			"nothing was written", d.used.files+d.pending.files)}
 	case free-grow < q.floor:
-		return fmt.Errorf("the disk of the workspaces has %s free, and herd keeps %s free for everyone "+
-			"(sandbox.limits.min_free_mb); nothing was written", mebibytes(free), mebibytes(q.floor))
+		return &LimitError{Limit: "sandbox.limits.min_free_mb", msg: fmt.Sprintf("the disk of the workspaces has %s free, and herd keeps %s free for everyone "+
+			"(sandbox.limits.min_free_mb); nothing was written", mebibytes(free), mebibytes(q.floor))}
 	}
-	d.used.bytes += grow // the write about to happen, until the next walk
-	d.used.files += newFiles
 	return nil
+}
+
+// LimitError is a write refused because the workspace would break one of
+// its limits, or its disk go under the floor; Limit names the setting.
+type LimitError struct {
+	Limit string // "sandbox.limits.workspace_mb", "….workspace_files", "….min_free_mb"
+	msg   string
+}
+
+func (e *LimitError) Error() string { return e.msg }
+
+// Quota is the workspace limits for what grows a workspace besides the
+// tools and commands: the files API's uploads (docs/DESIGN.md §4).
+type Quota struct{ q quota }
+
+// NewQuota returns the limits l, with their defaults, as the tools
+// enforce them.
+func NewQuota(l SandboxLimits) Quota { return Quota{workspaceQuota(l)} }
+
+// Bytes is the most a workspace may hold (sandbox.limits.workspace_mb).
+func (q Quota) Bytes() int64 { return q.q.limit }
+
+// Room is what one upload holds of a workspace's limits while its bytes
+// wait outside the workspace, where no walk of it sees them: they count
+// as pending in every check (the tools' writes included) until Publish
+// moves them in or Release gives them back. Its methods are for one
+// goroutine.
+type Room struct {
+	q    quota
+	dir  string
+	d    *dirUsage
+	held count
+}
+
+// Room returns an empty hold on the workspace dir.
+func (q Quota) Room(dir string) *Room { return &Room{q: q.q, dir: dir, d: measured.dir(dir)} }
+
+// Take holds n more bytes, and one more file when file, or refuses them
+// with a *LimitError when the workspace with everything pending would
+// break a limit or its disk go under the floor.
+func (r *Room) Take(ctx context.Context, n int64, file bool) error {
+	files := int64(0)
+	if file {
+		files = 1
+	}
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	if err := r.q.fits(ctx, r.d, r.dir, n, files); err != nil {
+		return err
+	}
+	r.d.pending.bytes += n
+	r.d.pending.files += files
+	r.held.bytes += n
+	r.held.files += files
+	return nil
+}
+
+// Publish runs move, which puts what r holds into the workspace, with no
+// check of the workspace running meanwhile, so none counts it twice or
+// not at all; what it moved then counts as the workspace's own until the
+// next walk. r holds nothing after, whether move failed or not.
+func (r *Room) Publish(move func() error) error {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	err := move()
+	if err == nil {
+		r.d.used.bytes += r.held.bytes
+		r.d.used.files += r.held.files
+	}
+	r.d.pending.bytes -= r.held.bytes
+	r.d.pending.files -= r.held.files
+	r.held = count{}
+	return err
+}
+
+// Release gives back what r holds: the upload was refused or failed.
+func (r *Room) Release() {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	r.d.pending.bytes -= r.held.bytes
+	r.d.pending.files -= r.held.files
+	r.held = count{}
 }
 
 // noteOver is the note added to a command's result when it left the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -89,6 +90,7 @@ type scan struct {
 	ctx     context.Context
 	visit   visitFunc
 	partial []string // rel paths of what was skipped, and why
+	sorted  bool     // each directory's names in order (WalkFiles)
 }
 
 // tree scans what lies below dir, whose path from the root is rel.
@@ -97,6 +99,9 @@ func (sc *scan) tree(dir *os.File, rel string, depth int) error {
 	if err != nil {
 		sc.skip(rel, err)
 		return nil
+	}
+	if sc.sorted {
+		slices.Sort(names)
 	}
 	for _, name := range names {
 		if err := sc.ctx.Err(); err != nil {

@@ -31,8 +31,19 @@ const (
 	binarySniffBytes = 8000
 )
 
-// errOutsideWorkspace marks a path that resolves outside the workspace.
-var errOutsideWorkspace = errors.New("outside the workspace")
+// ErrOutsideWorkspace marks a path that resolves outside the workspace.
+var ErrOutsideWorkspace = errors.New("outside the workspace")
+
+// ErrFileType marks a path that is not the type of file a call needs: a
+// directory where a file was asked for, a file where a directory was, or
+// a FIFO, socket or device.
+var ErrFileType = errors.New("not the type of file asked for")
+
+// typeError is a refusal of ErrFileType, worded for the model.
+type typeError struct{ msg string }
+
+func (e *typeError) Error() string        { return e.msg }
+func (e *typeError) Is(target error) bool { return target == ErrFileType }
 
 // Workspace returns the file tools confined to Env.Workspace, with the
 // default workspace size limit: see WorkspaceTools.
@@ -577,11 +588,11 @@ func checkKind(name string, info fs.FileInfo, dir bool) error {
 	case info.IsDir() && dir, info.Mode().IsRegular() && !dir:
 		return nil
 	case info.IsDir():
-		return fmt.Errorf("path %q is a directory, not a file; use ls to list it", name)
+		return &typeError{fmt.Sprintf("path %q is a directory, not a file; use ls to list it", name)}
 	case info.Mode().IsRegular():
-		return fmt.Errorf("path %q is a file, not a directory; use read_file to read it", name)
+		return &typeError{fmt.Sprintf("path %q is a file, not a directory; use read_file to read it", name)}
 	default:
-		return fmt.Errorf("path %q is %s, not a regular file or directory; the workspace tools refuse it", name, kindOf(info.Mode().Type()))
+		return &typeError{fmt.Sprintf("path %q is %s, not a regular file or directory; the workspace tools refuse it", name, kindOf(info.Mode().Type()))}
 	}
 }
 
@@ -617,9 +628,9 @@ func workspaceError(name string, err error) error {
 	}
 	if escapesRoot(cause) {
 		if !filepath.IsLocal(name) {
-			return fmt.Errorf("path %q is %w; use a path relative to the workspace root", name, errOutsideWorkspace)
+			return fmt.Errorf("path %q is %w; use a path relative to the workspace root", name, ErrOutsideWorkspace)
 		}
-		return fmt.Errorf("path %q is %w: a symlink on it points outside the workspace or is absolute", name, errOutsideWorkspace)
+		return fmt.Errorf("path %q is %w: a symlink on it points outside the workspace or is absolute", name, ErrOutsideWorkspace)
 	}
 	return fmt.Errorf("path %q: %w", name, cause)
 }

@@ -130,7 +130,7 @@ func TestWorkspaceEscapes(t *testing.T) {
 			}
 			for tool, args := range calls {
 				got, err := runWorkspaceTool(t, tool, f.ws, args)
-				if !errors.Is(err, errOutsideWorkspace) {
+				if !errors.Is(err, ErrOutsideWorkspace) {
 					t.Fatalf("%s(%q) = %q, %v; want an outside-the-workspace error", tool, tc.path, got, err)
 				}
 				want := fmt.Sprintf("path %q is outside the workspace", tc.path)
@@ -148,7 +148,7 @@ func TestWorkspaceEscapes(t *testing.T) {
 	}
 	t.Run("write through a symlinked directory creates nothing outside", func(t *testing.T) {
 		_, err := runWorkspaceTool(t, "write_file", f.ws, map[string]any{"path": "outdir/new/x.txt", "content": "x"})
-		if !errors.Is(err, errOutsideWorkspace) {
+		if !errors.Is(err, ErrOutsideWorkspace) {
 			t.Fatalf("write_file error = %v; want outside the workspace", err)
 		}
 		if _, err := os.Stat(filepath.Join(f.outside, "new")); !errors.Is(err, fs.ErrNotExist) {
@@ -214,7 +214,7 @@ func TestWorkspaceSymlinkMadeByBash(t *testing.T) {
 	}
 	for _, p := range []string{"leak", "root/etc/passwd", "d/up/etc/passwd"} {
 		got, err := runWorkspaceTool(t, "read_file", ws, map[string]any{"path": p})
-		if !errors.Is(err, errOutsideWorkspace) {
+		if !errors.Is(err, ErrOutsideWorkspace) {
 			t.Errorf("read_file(%q) = %q, %v; want outside the workspace", p, got, err)
 		}
 	}
