@@ -242,11 +242,9 @@ func (up *upload) readFailure(given string, err error) error {
 			Msg: fmt.Sprintf("the upload is larger than the workspace may hold (%d MiB, sandbox.limits.workspace_mb); nothing was kept",
 				up.w.quota.Bytes()/mib)}
 	}
-	if up.ctx.Err() != nil {
-		return up.ctx.Err()
-	}
-	// A body that breaks off (the client went away) reads the same as one
-	// that is malformed; only the first has nobody to tell.
+	// A body that breaks off (the client went away or stalled past the
+	// read timeout) reads the same as one that is malformed; only the
+	// first has nobody to tell, and neither is herd's fault.
 	return &UploadError{fmt.Sprintf("the multipart body is malformed or was cut off: %v", err)}
 }
 
