@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -89,6 +90,9 @@ func (s *Server) apiFilesZip(c echo.Context) error {
 	base := t.Title
 	if prefix != "" {
 		base = path.Base(prefix)
+	}
+	if strings.TrimSpace(base) == "" {
+		base = "workspace"
 	}
 	h := c.Response().Header()
 	h.Set("Content-Type", "application/zip")

@@ -236,6 +236,34 @@ func TestFilesThroughTheBinary(t *testing.T) {
 	stopHerd(t, p)
 }
 
+// TestUploadsBelongToTheWorkspace: a command can change and add to what
+// was uploaded, in host and bwrap mode: herd as root gives uploads and
+// uploads/ to the account commands run as (sandbox.user), as it gives
+// the rest of the workspace.
+func TestUploadsBelongToTheWorkspace(t *testing.T) {
+	for _, mode := range sandboxModes {
+		t.Run(mode, func(t *testing.T) {
+			skipBwrap(t, mode)
+			dir := t.TempDir()
+			p := startHerdWith(t, dir, "HERD_SANDBOX_MODE="+mode)
+			c := p.signIn()
+			var th struct{ ID string }
+			c.call("POST", "/api/threads", map[string]string{"title": "own"}, &th)
+			c.uploadFiles(th.ID, filePart{"notes.txt", []byte("uploaded\n")})
+			c.call("POST", "/api/threads/"+th.ID+"/runs", map[string]string{
+				"content": "Run `echo changed >> uploads/notes.txt && echo new > uploads/made.txt && echo ok-$((40+2))`"}, nil)
+			if result := taskResult(t, c, th.ID); !strings.Contains(result, "ok-42") {
+				t.Fatalf("the command could not change the upload: %q", result)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "workspaces", th.ID, "uploads", "notes.txt"))
+			if err != nil || string(got) != "uploaded\nchanged\n" {
+				t.Errorf("notes.txt holds %q (%v)", got, err)
+			}
+			stopHerd(t, p)
+		})
+	}
+}
+
 // TestClusterFilesOnEveryInstance: a file uploaded through instance A is
 // listed, served and zipped by instance B, which shares workspaces.dir;
 // another user gets 404 on B as on A.
