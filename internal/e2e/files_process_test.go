@@ -315,7 +315,8 @@ func TestZipOfALargeWorkspaceInConstantMemory(t *testing.T) {
 	var th struct{ ID string }
 	c.call("POST", "/api/threads", map[string]string{"title": "large"}, &th)
 	ws := filepath.Join(dir, "workspaces", th.ID)
-	want := writeWorkspace(t, ws, 256<<20)
+	const size = 256 << 20
+	want := writeWorkspace(t, ws, size)
 
 	before := rss(t, p, "VmRSS")
 	// Peak resident memory from now on (clear_refs 5 resets VmHWM).
@@ -336,7 +337,7 @@ func TestZipOfALargeWorkspaceInConstantMemory(t *testing.T) {
 		t.Fatalf("zip: %d, %d bytes, %v", resp.StatusCode, n, err)
 	}
 	peak := rss(t, p, "VmHWM")
-	t.Logf("zip of 256 MiB: %d bytes in %v; RSS %d MB before, peak %d MB", n, took.Round(time.Millisecond), before>>20, peak>>20)
+	t.Logf("zip of %d MiB: %d bytes in %v; RSS %d MB before, peak %d MB", size>>20, n, took.Round(time.Millisecond), before>>20, peak>>20)
 	if grew := peak - before; grew >= 32<<20 {
 		t.Errorf("resident memory grew %d MB zipping, want under 32", grew>>20)
 	}
