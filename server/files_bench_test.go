@@ -16,7 +16,7 @@ import (
 // The files API's throughput, each beside the command-line tool that does
 // the same on the same files in the same run (docs/PERFORMANCE.md "Files
 // in and out"): a 100 MB upload through HTTP on loopback beside cp of the
-// file, and a zip of a 64 MiB workspace beside zip -1 and zip's default
+// file, and a zip of a workspace of some 64 MiB beside zip -1 and zip's default
 // level, into a pipe.
 
 const uploadBenchBytes = 100 << 20
@@ -88,7 +88,7 @@ func BenchmarkUpload100MB(b *testing.B) {
 	})
 }
 
-// BenchmarkZipWorkspace: a 64 MiB workspace of text-like files (1 MiB
+// BenchmarkZipWorkspace: a workspace of some 64 MiB of text-like files (1 MiB
 // ones zipped through memory, 4 MiB ones through the spool) zipped by
 // herd to a client on loopback, beside zip -1 (herd's level) and zip's
 // default level writing to a pipe.
