@@ -22,7 +22,7 @@ const fallbackName = "file"
 
 // CleanName turns the name a client gave an uploaded file into one that
 // is safe in the workspace and wherever the file goes next (a zip opened
-// on Windows or macOS): its last part after any "/" or "\" only; invalid
+// on Windows or macOS): its last non-empty part between "/" or "\"; invalid
 // UTF-8 as "_"; no control, format (bidirectional overrides, zero-width
 // characters), separator or other invisible character; "_" for the
 // characters Windows reserves (<>:"|?*); other spaces as " "; NFC (macOS

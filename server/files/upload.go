@@ -119,10 +119,9 @@ type upload struct {
 
 // spooled is a file of the upload, whole in the spool.
 type spooled struct {
-	given string // the name the client gave
-	name  string // cleaned
-	tmp   string // its name in the spool
-	size  int64
+	name string // cleaned
+	tmp  string // its name in the spool
+	size int64
 }
 
 // add spools part.
@@ -152,7 +151,7 @@ func (up *upload) add(part *multipart.Part) error {
 		return err
 	}
 	// Listed before it is written, so discard removes it whatever happens.
-	up.files = append(up.files, spooled{given: given, name: CleanName(given), tmp: tmp})
+	up.files = append(up.files, spooled{name: CleanName(given), tmp: tmp})
 	size, err := up.copy(f, part, given)
 	if err == nil {
 		err = up.own(f)

@@ -54,7 +54,7 @@ var stored = map[string]bool{
 // workspace's root, in the order and with the confinement of
 // tools.WalkFiles (no link followed, no FIFO, socket or device). It
 // streams in constant memory: an entry at a time, through a 1 MiB buffer
-// or a spool file. Each file is the file as it was at one moment
+// or a spool file. Each file is taken when two reads of it agree
 // (snapshot), however it is written meanwhile. A prefix that is no folder
 // is ErrNotFound, before anything is written; an empty workspace is an
 // empty zip.
