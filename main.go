@@ -29,6 +29,7 @@ import (
 	"herd/models"
 	"herd/server"
 	"herd/server/cluster"
+	"herd/server/files"
 	"herd/server/hub"
 	"herd/server/limits"
 	"herd/server/metrics"
@@ -499,6 +500,12 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		MaxSocketsPerUser:   cfg.Server.MaxSocketsPerUser,
 		WSConnectsPerMinute: cfg.Server.WSConnectsPerMinute,
 		Cluster:             b.peers(),
+		Files: files.New(files.Options{
+			Root: workspaceRoot(cfg), Limits: cfg.Sandbox.Limits, Owner: cfg.Sandbox.RunAs,
+			MaxUploadMB: cfg.Files.MaxUploadMB, Logger: log,
+		}),
+		ReadTimeout:  time.Duration(cfg.Server.ReadTimeoutSeconds) * time.Second,
+		WriteTimeout: time.Duration(cfg.Server.WriteTimeoutSeconds) * time.Second,
 		// On the host a command runs as the server's own user, with its
 		// environment and data: a trust boundary only admins may cross.
 		CommandsAdminOnly: cfg.Sandbox.Mode == tools.SandboxHost,

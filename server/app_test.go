@@ -21,6 +21,7 @@ import (
 	"herd/agent/tools"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/files"
 	"herd/server/hub"
 	"herd/server/metrics"
 	"herd/server/render"
@@ -65,7 +66,11 @@ type appConfig struct {
 	mcp       agent.ToolSource
 	demo      map[string][]demo.Option // by model name
 	dir       string                   // the data directory; "": a new one
+	files     func(*files.Options)     // adjusts the workspace files' options (limits)
 }
+
+// withFiles adjusts the options of the server's workspace files.
+func withFiles(f func(*files.Options)) appOption { return func(c *appConfig) { c.files = f } }
 
 // inDir serves from the data directory dir, as a restart of herd would.
 func inDir(dir string) appOption { return func(c *appConfig) { c.dir = dir } }
@@ -152,8 +157,13 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	}
 	a.metrics.Watch(metrics.Sources{Runtime: a.rt, Hub: a.hub, Writer: a.writer})
 	a.dbPath = filepath.Join(dir, "herd.db")
+	fo := files.Options{Root: filepath.Join(dir, "workspaces")}
+	if cfg.files != nil {
+		cfg.files(&fo)
+	}
 	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
-		ThreadsPerMinute: 10000, MaxSocketsPerUser: 10000, WSConnectsPerMinute: 100000}
+		ThreadsPerMinute: 10000, MaxSocketsPerUser: 10000, WSConnectsPerMinute: 100000,
+		Files: files.New(fo)}
 	if cfg.server != nil {
 		cfg.server(&so)
 	}
@@ -281,6 +291,8 @@ func (u *user) do(method, path string, body any, hdr ...string) response {
 		rd, ct = bytes.NewReader(b), "application/json"
 	case url.Values:
 		rd, ct = strings.NewReader(b.Encode()), "application/x-www-form-urlencoded"
+	case multipartBody:
+		rd, ct = bytes.NewReader(b.data), b.contentType
 	default:
 		j, _ := json.Marshal(b)
 		rd, ct = bytes.NewReader(j), "application/json"

@@ -12,6 +12,7 @@ import (
 	"herd/agent"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/files"
 	"herd/views"
 )
 
@@ -77,7 +78,37 @@ func knownError(err error, c echo.Context) *apiError {
 			return &apiError{m.status, m.code, err.Error()}
 		}
 	}
-	return runtimeError(err)
+	if ae := runtimeError(err); ae != nil {
+		return ae
+	}
+	return filesError(err)
+}
+
+// filesError is server/files' refusal as a user reads it, nil for any
+// other error.
+func filesError(err error) *apiError {
+	var (
+		refused *files.RefusedError
+		bad     *files.PathError
+		upload  *files.UploadError
+	)
+	switch {
+	case errors.As(err, &refused):
+		return errTooLarge(refused.Msg)
+	case errors.As(err, &bad):
+		return errBadRequest("%s", bad.Msg)
+	case errors.As(err, &upload):
+		return errBadRequest("%s", upload.Msg)
+	case errors.Is(err, files.ErrNotFound):
+		return errNotFound("file")
+	case errors.Is(err, files.ErrOutside):
+		return &apiError{Status: http.StatusForbidden, Code: "outside_workspace", Message: "a symbolic link on the path leads outside the workspace; herd serves nothing there"}
+	case errors.Is(err, files.ErrNotMultipart):
+		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Message: `send the files as multipart/form-data, each as a part named "file"`}
+	case errors.Is(err, files.ErrUploadsTaken):
+		return errConflict("the workspace's uploads is not a folder (a file or a link out took its name); move it away and upload again")
+	}
+	return nil
 }
 
 // runtimeError is the runtime's refusal of a run (agent.Runtime.Start,
@@ -116,7 +147,14 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", "5")
 	}
 	if strings.HasPrefix(c.Request().URL.Path, "/api/") || strings.HasPrefix(c.Request().URL.Path, "/healthz") || strings.HasPrefix(c.Request().URL.Path, "/readyz") {
-		_ = c.JSON(ae.Status, map[string]any{"error": map[string]string{"code": ae.Code, "message": ae.Message}})
+		body := map[string]string{"code": ae.Code, "message": ae.Message}
+		// A refused upload names the file and the setting in fields too,
+		// so a client need not parse the message.
+		var refused *files.RefusedError
+		if errors.As(err, &refused) {
+			body["file"], body["limit"] = refused.File, refused.Limit
+		}
+		_ = c.JSON(ae.Status, map[string]any{"error": body})
 		return
 	}
 	// A browser is sent to sign in; a client that sent credentials (a

@@ -122,6 +122,10 @@ func TestOwnershipMatrix(t *testing.T) {
 		{name: "events", method: "GET", path: "/api/threads/%s/events", owner: 200},
 		{name: "usage", method: "GET", path: "/api/threads/%s/usage", owner: 200},
 		{name: "stream", method: "GET", path: "/api/threads/%s/stream", hdr: []string{"Origin", a.http.URL}, owner: 400},
+		{name: "upload files", method: "POST", path: "/api/threads/%s/files", body: uploadBody(t, upload{name: "x.txt", data: []byte("x")}), owner: 201},
+		{name: "list files", method: "GET", path: "/api/threads/%s/files", owner: 200},
+		{name: "download a file", method: "GET", path: "/api/threads/%s/files/uploads/x.txt", owner: 404, ownerMsg: "file not found"},
+		{name: "zip files", method: "GET", path: "/api/threads/%s/files.zip", owner: 200},
 	}
 	callers := []struct {
 		name string
@@ -162,6 +166,9 @@ func TestOwnershipMatrix(t *testing.T) {
 					t.Errorf("owner body = %s, want %q", r.body, rt.ownerMsg)
 				}
 				if who.u != owner {
+					if files := a.workspaceFiles(th); files != nil {
+						t.Errorf("refused %s left %v in the workspace", rt.name, files)
+					}
 					if _, err := a.store.Thread(context.Background(), owner.id, th); err != nil {
 						t.Errorf("thread gone after a refused %s: %v", rt.name, err)
 					}

@@ -15,10 +15,14 @@ import (
 // a declared length over it is refused before anything is read, a chunked
 // body once it passes max, both with 413 (docs/API.md). A form is parsed
 // here, because the handlers' FormValue would drop the error and answer
-// as if a field were missing.
-func limitBody(max int64) echo.MiddlewareFunc {
+// as if a field were missing. A route that streams its body under its
+// own limits (streams) is left alone.
+func limitBody(max int64, streams func(echo.Context) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if streams(c) {
+				return next(c)
+			}
 			req := c.Request()
 			if req.ContentLength > max {
 				return errTooLarge("the request body is larger than 1 MB")

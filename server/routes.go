@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
@@ -18,7 +20,7 @@ func (s *Server) routes() {
 	e.Use(s.auth.CheckHost)
 	e.Use(securityHeaders)
 	e.Use(noStoreAPI)
-	e.Use(limitBody(s.maxBody))
+	e.Use(limitBody(s.maxBody, streamsBody))
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -64,6 +66,15 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, auth.RequireAdmin)
 }
 
+// uploadRoute takes files of any size: it streams its body and holds it
+// to its own limits (server/files), not to the 1 MB of the rest.
+const uploadRoute = "/threads/:id/files"
+
+// streamsBody reports the routes that bound their bodies themselves.
+func streamsBody(c echo.Context) bool {
+	return c.Request().Method == http.MethodPost && c.Path() == "/api"+uploadRoute
+}
+
 // apiRoutes lists the JSON API (docs/API.md) under api, the /api group.
 func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/auth/login", s.apiLogin)
@@ -96,6 +107,10 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/threads/:id/events", s.apiEvents, auth.RequireUser)
 	api.GET("/threads/:id/usage", s.apiUsage, auth.RequireUser)
 	api.GET("/threads/:id/tool-images/:name", s.apiToolImage, auth.RequireUser)
+	api.POST(uploadRoute, s.apiFilesUpload, auth.RequireUser)
+	api.GET("/threads/:id/files", s.apiFiles, auth.RequireUser)
+	api.GET("/threads/:id/files.zip", s.apiFilesZip, auth.RequireUser)
+	api.GET("/threads/:id/files/*", s.apiFile, auth.RequireUser)
 	api.GET("/threads/:id/stream", s.stream, s.limitConnects, auth.RequireUser)
 	api.GET("/tokens", s.apiTokens, auth.RequireUser, auth.RequireSession)
 	api.POST("/tokens", s.apiTokenCreate, auth.RequireUser, auth.RequireSession)

@@ -23,6 +23,7 @@ import (
 	"herd/internal/lapse"
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/files"
 	"herd/server/hub"
 	"herd/server/limits"
 	"herd/server/metrics"
@@ -94,6 +95,13 @@ type Options struct {
 	// database: Stop and a card's cancel reach the run on any instance,
 	// and ended sessions close their sockets on every instance.
 	Cluster Peers
+	// Files serves the threads' workspace files (uploads, downloads,
+	// zips); required.
+	Files *files.Workspaces
+	// ReadTimeout and WriteTimeout are the HTTP server's: an upload or a
+	// download sets its deadline that far ahead again as it moves, so
+	// only one that stalls is cut. 0: 60 s and 120 s.
+	ReadTimeout, WriteTimeout time.Duration
 }
 
 // Metrics is what the server takes of the registry (metrics.Metrics):
@@ -150,12 +158,15 @@ type Server struct {
 	draining      atomic.Bool // Drain: readyz fails
 	undoWindow    time.Duration
 	mcp           interface{ Status() []mcp.ServerStatus }
+	files         *files.Workspaces
+	readTimeout   time.Duration
+	writeTimeout  time.Duration
 }
 
 // New builds the server and its routes.
 func New(o Options) (*Server, error) {
-	if o.Settings == nil || o.Markdown == nil {
-		return nil, errors.New("server: Options.Settings and Options.Markdown are required")
+	if o.Settings == nil || o.Markdown == nil || o.Files == nil {
+		return nil, errors.New("server: Options.Settings, Options.Markdown and Options.Files are required")
 	}
 	o = o.withDefaults()
 	s := &Server{
@@ -182,6 +193,9 @@ func New(o Options) (*Server, error) {
 		mcp:           o.MCP,
 		runs:          o.Runtime,
 		pages:         o.Hub,
+		files:         o.Files,
+		readTimeout:   o.ReadTimeout,
+		writeTimeout:  o.WriteTimeout,
 	}
 	others := s.buildShared(o)
 	s.undoWindow = o.UndoWindow
@@ -301,6 +315,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 60 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 120 * time.Second
 	}
 	return o
 }

@@ -27,6 +27,7 @@ type Config struct {
 	Cluster    ClusterConfig         `yaml:"cluster"`
 	Runs       RunsConfig            `yaml:"runs"`
 	Workspaces WorkspacesConfig      `yaml:"workspaces"`
+	Files      FilesConfig           `yaml:"files"`
 	Log        LogConfig             `yaml:"log"`
 	Auth       AuthConfig            `yaml:"auth"`
 	TokenUsage TokenUsageConfig      `yaml:"token_usage"`
@@ -104,6 +105,13 @@ type RunsConfig struct {
 // in server.data_dir when empty. Several instances need one shared Dir.
 type WorkspacesConfig struct {
 	Dir string `yaml:"dir"`
+}
+
+// FilesConfig bounds what users upload into a workspace through the
+// files API (docs/API.md "Files"), beside the workspace's limits
+// (sandbox.limits): MaxUploadMB is one file's most, in MiB.
+type FilesConfig struct {
+	MaxUploadMB int `yaml:"max_upload_mb"`
 }
 
 // MetricsConfig is where /metrics is served: on its own address (Addr,

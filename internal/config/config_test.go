@@ -61,6 +61,7 @@ func TestLoadDefaults(t *testing.T) {
 		Database:   DatabaseConfig{Driver: "sqlite", ConnectTimeoutSeconds: 60},
 		Cluster:    ClusterConfig{LeaseSeconds: 10, RenewSeconds: 3},
 		Runs:       RunsConfig{Resume: true, MaxResumes: 3},
+		Files:      FilesConfig{MaxUploadMB: 100},
 		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
