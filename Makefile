@@ -20,7 +20,7 @@ build: ## build the single binary ./herd
 	$(GO) build -o herd .
 
 test: mcp-test-server axe-core ## every test with -race: unit, HTTP, WebSocket, browser
-	$(GO) test -race -count=1 -timeout 12m -parallel 4 ./...
+	$(GO) test -race -count=1 -timeout 14m -parallel 4 ./...
 
 # The real third-party MCP server the end-to-end test drives over stdio
 # (internal/e2e/mcp_process_test.go), installed once from the npm registry.

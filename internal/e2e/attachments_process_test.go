@@ -19,6 +19,7 @@ import (
 // hands the CSV to a subagent whose card reads it with read_file, the
 // answer summarises it, and the image the lead was shown is described.
 func TestAttachedFileSummarised(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startHerdWith(t, dir, "HERD_MODELS_0_LATENCY_MS=0", "HERD_MODELS_0_CHUNK_MS=0")
 	c := p.signIn()

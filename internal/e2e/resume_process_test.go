@@ -285,6 +285,7 @@ func TestCrashLoopEnds(t *testing.T) {
 // word a client was shown before the kill, and word for word the answer
 // an uninterrupted run gives; the cut call is one lost call.
 func TestKillMidAnswer(t *testing.T) {
+	t.Parallel()
 	const question = "What is a good name for a sheepdog that herds goats?"
 	dir := t.TempDir()
 	slow := []string{"HERD_MODELS_0_LATENCY_MS=0", "HERD_MODELS_0_CHUNK_MS=60"}
