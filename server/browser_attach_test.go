@@ -78,6 +78,7 @@ func TestBrowserAttach(t *testing.T) {
 	}
 
 	b.do("phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.reload()
 	b.do("pick the file again", chromedp.SetUploadFiles(chromedp.CSS("#attach-input"), []string{local}))
 	b.waitFor("the chip done", `document.querySelector("#composer-files .file-chip")?.dataset.state === "done"`, 10*time.Second)
 	if over := evalAs[bool](b, `document.documentElement.scrollWidth > innerWidth`); over {

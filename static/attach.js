@@ -151,7 +151,6 @@ export class Attachments {
 		node.dataset.state = state;
 		node.querySelector(".file-chip-progress").hidden = state !== "uploading";
 		node.querySelector(".file-chip-error").textContent = message;
-		if (state === "error") node.setAttribute("role", "alert");
 		if (state === "done") node.title = chip.path;
 		this.onChange();
 	}

@@ -458,7 +458,7 @@ func composer(p ThreadPage) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<form id=\"composer\" class=\"composer\"><button type=\"button\" id=\"jump-latest\" class=\"jump-latest\" hidden>&darr; Jump to latest</button> <label for=\"composer-input\" class=\"visually-hidden\">Message</label> <textarea id=\"composer-input\" name=\"content\" rows=\"2\" placeholder=\"Message the lead agent… (Enter sends, Shift+Enter adds a line)\"></textarea><ul id=\"composer-files\" class=\"composer-files\" aria-label=\"Files to attach\" hidden></ul><div class=\"composer-bar\"><button type=\"button\" id=\"attach-button\" class=\"button-secondary\" aria-controls=\"attach-input\" title=\"Attach files (or drop or paste them)\">Attach</button> <input type=\"file\" id=\"attach-input\" class=\"visually-hidden\" multiple tabindex=\"-1\" aria-label=\"Files to attach\"> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<form id=\"composer\" class=\"composer\"><button type=\"button\" id=\"jump-latest\" class=\"jump-latest\" hidden>&darr; Jump to latest</button> <label for=\"composer-input\" class=\"visually-hidden\">Message</label> <textarea id=\"composer-input\" name=\"content\" rows=\"2\" placeholder=\"Message the lead agent… (Enter sends, Shift+Enter adds a line)\"></textarea><ul id=\"composer-files\" class=\"composer-files\" aria-label=\"Files to attach\" hidden></ul><div class=\"composer-bar\"><button type=\"button\" id=\"attach-button\" class=\"button-secondary\" aria-controls=\"attach-input\" title=\"Attach files (or drop or paste them)\">Attach</button> <input type=\"file\" id=\"attach-input\" multiple hidden aria-label=\"Files to attach\"> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -544,7 +544,7 @@ func composer(p ThreadPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "<noscript><p class=\"composer-error\">Sending and live answers need JavaScript.</p></noscript><div id=\"drop-target\" class=\"drop-target\" hidden><p>Drop files to attach them</p></div><template id=\"file-chip-template\"><li class=\"file-chip file-chip-upload\" data-state=\"uploading\"><span class=\"file-chip-name\"></span> <span class=\"file-chip-size\"></span> <progress class=\"file-chip-progress\" max=\"100\" value=\"0\"></progress> <button type=\"button\" class=\"file-chip-remove button-quiet\">×</button> <span class=\"file-chip-error\"></span></li></template></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "<noscript><p class=\"composer-error\">Sending and live answers need JavaScript.</p></noscript><div id=\"drop-target\" class=\"drop-target\" hidden><p>Drop files to attach them</p></div><template id=\"file-chip-template\"><li class=\"file-chip file-chip-upload\" data-state=\"uploading\"><span class=\"file-chip-name\"></span> <span class=\"file-chip-size\"></span> <progress class=\"file-chip-progress\" max=\"100\" value=\"0\"></progress> <button type=\"button\" class=\"file-chip-remove button-quiet\">×</button> <span class=\"file-chip-error\" role=\"alert\"></span></li></template></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
