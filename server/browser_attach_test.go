@@ -95,8 +95,8 @@ func messageChips(b *browser) string {
 }
 
 // TestBrowserAttachRefused: a file over files.max_upload_mb shows its
-// chip in an error state with the server's message; Send still sends
-// the message, without it.
+// chip in an error state with the server's message; a chip is removed
+// from the keyboard; Send still sends the message, without the file.
 func TestBrowserAttachRefused(t *testing.T) {
 	a := newApp(t, withFiles(func(o *files.Options) { o.MaxUploadMB = 1 }))
 	u := a.newUser("ann@example.com", false)
@@ -117,6 +117,18 @@ func TestBrowserAttachRefused(t *testing.T) {
 		t.Errorf("the refused chip says %q, want the server's message naming the file and the limit", msg)
 	}
 	b.shot("refused")
+
+	// A chip is removed from the keyboard; focus goes back to Attach.
+	b.do("pick it again", chromedp.SetUploadFiles(chromedp.CSS("#attach-input"), []string{big}))
+	b.waitFor("two refused chips", `[...document.querySelectorAll("#composer-files .file-chip")].filter((c) => c.dataset.state === "error").length === 2`, 10*time.Second)
+	if label := evalAs[string](b, `document.querySelector("#composer-files .file-chip-remove").getAttribute("aria-label")`); label != "Remove big.bin" {
+		t.Errorf("the remove button is labelled %q", label)
+	}
+	b.do("remove one with Enter", chromedp.Focus(chromedp.CSS("#composer-files .file-chip-remove")), chromedp.KeyEvent("\r"))
+	b.waitFor("one chip left", `document.querySelectorAll("#composer-files .file-chip").length === 1`, 5*time.Second)
+	if id := evalAs[string](b, `document.activeElement.id`); id != "attach-button" {
+		t.Errorf("after removing a chip the focus is on %q, want #attach-button", id)
+	}
 
 	b.sendMessage("hello without the file")
 	b.waitRunEnd(a, th)
