@@ -438,6 +438,9 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, r hub.R
 		}
 		if m.Type == agent.TypeHuman {
 			mv.Editable, mv.Content = true, m.Content // Edit starts from the text
+			for _, a := range agent.AttachmentsOf(m) {
+				mv.Attachments = append(mv.Attachments, views.AttachmentView{ThreadID: m.ThreadID, Path: a.Path, Size: a.Size, Type: a.Type})
+			}
 		}
 		var kw struct {
 			Stopped    bool               `json:"stopped"`

@@ -1,8 +1,12 @@
 // The composer: sends a message (starting a run), stops the active run,
 // and shows what went wrong on its error line. One run at a time: Send is
 // disabled while a run is active. Without a thread (the new-thread page)
-// the first message creates the thread with its run, and opens it.
+// the first message creates the thread with its run, and opens it; a
+// file attached there first creates the thread empty (POST /api/threads
+// takes no attachments: the files need a thread to land in), and Send
+// then starts its run and opens it. Send waits for the uploads.
 
+import { Attachments } from "./attach.js";
 import { errorMessage, post, postFromButton } from "./api.js";
 import { keepPinned } from "./pinned.js";
 
@@ -24,12 +28,35 @@ export class Composer {
 		// A run can end before the POST that started it answers; remember
 		// ends so a late 202 does not revive a finished run.
 		this.endedRuns = new Set();
+		this.files = new Attachments({ threadID: () => this.uploadThread(), onChange: () => this.update() });
+		// Set when a first attach created this page's thread (uploadThread).
+		this.created = null;
+	}
+
+	// uploadThread is the thread files upload to: this page's, or on the
+	// new-thread page one made empty on the first attach, once. Its URL
+	// becomes the page's, so a reload opens it rather than another.
+	uploadThread() {
+		if (this.threadID) return Promise.resolve(this.threadID);
+		this.created ??= (async () => {
+			const res = await post("/api/threads");
+			if (res.status !== 201) throw new Error(await errorMessage(res));
+			const id = encodeURIComponent((await res.json()).id);
+			this.threadID = id;
+			history.replaceState(null, "", `/threads/${id}`);
+			return id;
+		})().catch((err) => {
+			this.created = null; // the next attach tries again
+			throw err;
+		});
+		return this.created;
 	}
 
 	listen() {
 		this.form.addEventListener("submit", (ev) => this.submit(ev));
 		this.stop.addEventListener("click", () => this.cancel());
 		this.input.addEventListener("input", () => this.update());
+		this.files.listen(this.input);
 		this.input.addEventListener("keydown", (ev) => {
 			if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
 				ev.preventDefault();
@@ -50,7 +77,8 @@ export class Composer {
 
 	update() {
 		const busy = this.sending || this.activeRun !== null;
-		this.send.disabled = busy || this.offline === true || this.input.value.trim() === "";
+		this.send.disabled = busy || this.offline === true || this.input.value.trim() === "" || this.files.uploading();
+		this.files.setDisabled(this.offline === true || this.sending === "opening");
 		this.stop.hidden = this.activeRun === null;
 		this.stop.disabled = this.offline === true;
 		this.form.dataset.state = this.activeRun !== null ? "running" : this.sending ? "sending" : "idle";
@@ -91,7 +119,7 @@ export class Composer {
 	async submit(ev) {
 		ev.preventDefault();
 		const content = this.input.value;
-		if (content.trim() === "" || this.sending || this.activeRun !== null) return;
+		if (content.trim() === "" || this.sending || this.activeRun !== null || this.files.uploading()) return;
 		this.sending = true;
 		this.showError("");
 		this.update();
@@ -99,13 +127,20 @@ export class Composer {
 		try {
 			const body = { content };
 			if (this.model) body.model = this.model.value;
+			const attachments = this.files.paths();
+			if (attachments.length > 0) body.attachments = attachments;
 			if (!this.threadID) {
 				await this.create(body);
 				return;
 			}
 			const res = await post(`/api/threads/${this.threadID}/runs`, body);
-			if (res.status === 202) {
+			if (res.status === 202 && this.created) {
+				// The new-thread page's thread has its first message: open it.
+				this.sending = "opening";
+				location.replace(`/threads/${this.threadID}`);
+			} else if (res.status === 202) {
 				this.input.value = "";
+				this.files.clear();
 				this.startRun((await res.json()).run_id);
 			} else {
 				this.showError(await errorMessage(res));

@@ -167,3 +167,25 @@ export function resumedNotice(d) {
 	const what = d?.cause === "failover" ? "Continued on another instance" : "Resumed after a restart";
 	return `${what} — ${lostTime(d?.lost_ms)} lost`;
 }
+
+// fileSize follows views.FileSize: bytes below 1 KiB, else KB or MB in
+// tenths rounded half up (1 KB = 1024 bytes), the unit chosen after
+// rounding.
+export function fileSize(n) {
+	const kib = 1024;
+	const mib = kib * kib;
+	if (n < kib) return `${n} B`;
+	const t = Math.floor((n * 10 + kib / 2) / kib);
+	if (t < 10 * kib) return `${tenths(t)} KB`;
+	return `${tenths(Math.floor((n * 10 + mib / 2) / mib))} MB`;
+}
+
+// fileURL is where the thread's files route serves a workspace path
+// (views fileURL): each segment escaped, the slashes kept. threadID is
+// already escaped.
+export function fileURL(threadID, path) {
+	return `/api/threads/${threadID}/files/${path.split("/").map(encodeURIComponent).join("/")}`;
+}
+
+// IMAGE_TYPES open in the browser rather than download (views isImage).
+export const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];

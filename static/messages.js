@@ -3,6 +3,7 @@
 // markup as one rendered with the page.
 
 import { clone } from "./dom.js";
+import { IMAGE_TYPES, fileSize, fileURL } from "./format.js";
 
 function argsText(args) {
 	if (typeof args === "string") return args;
@@ -11,8 +12,9 @@ function argsText(args) {
 
 // messageElement is a human or AI message; its template holds every
 // optional part, and the parts m does not have are removed. labels maps
-// model names to display names (the meta line shows the display name).
-export function messageElement(m, labels) {
+// model names to display names (the meta line shows the display name);
+// threadID (escaped) is where attachment chips link.
+export function messageElement(m, labels, threadID) {
 	const node = clone("message-template");
 	node.className = m.type === "human" ? "msg msg-human" : "msg msg-ai";
 	node.id = `msg-${m.id}`;
@@ -25,6 +27,7 @@ export function messageElement(m, labels) {
 		body.remove();
 		node.querySelector(".msg-actions").remove();
 	}
+	fillAttachments(node.querySelector(".msg-attachments"), m.type === "human" ? m.additional_kwargs?.attachments : null, threadID);
 	if (m.additional_kwargs?.stopped !== true) node.querySelector(".msg-note:not(.msg-context, .msg-incomplete)").remove();
 	if (m.additional_kwargs?.incomplete !== true) node.querySelector(".msg-incomplete").remove();
 	// A human message can be edited and sent again (static/answers.js).
@@ -43,6 +46,35 @@ export function messageElement(m, labels) {
 		meta.title = m.model_name;
 	} else meta.remove();
 	return node;
+}
+
+// fillAttachments gives each attached file a copy of the template's chip
+// (views attachments), or removes the list.
+function fillAttachments(list, atts, threadID) {
+	if (!Array.isArray(atts) || atts.length === 0) {
+		list.remove();
+		return;
+	}
+	const chip = list.querySelector("li");
+	list.replaceChildren(
+		...atts.map((a) => {
+			const item = chip.cloneNode(true);
+			const link = item.querySelector("a");
+			link.href = fileURL(threadID, a.path);
+			link.dataset.path = a.path;
+			link.title = a.path;
+			if (IMAGE_TYPES.includes(a.type)) {
+				link.target = "_blank";
+				link.rel = "noopener";
+			} else {
+				link.removeAttribute("target");
+				link.removeAttribute("rel");
+			}
+			link.querySelector(".file-chip-name").textContent = a.path.slice(a.path.lastIndexOf("/") + 1);
+			link.querySelector(".file-chip-size").textContent = fileSize(a.size);
+			return item;
+		}),
+	);
 }
 
 // fillContextNote fills the figures of the note that older turns were

@@ -196,7 +196,7 @@ export class ThreadPage {
 			this.addToolResult(m);
 			return;
 		}
-		const node = messageElement(m, this.cards.labels);
+		const node = messageElement(m, this.cards.labels, this.threadID);
 		const streaming = document.getElementById(`stream-${m.id}`);
 		// A Thinking block the reader opened while it streamed stays open.
 		if (streaming?.querySelector(".msg-thinking")?.open) node.querySelector(".msg-thinking")?.setAttribute("open", "");

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/a-h/templ"
 )
 
 // taskTool is the lead's delegation tool. Its calls become subagent cards
@@ -160,4 +162,48 @@ func retryLabel(status string) string {
 		return "Regenerate"
 	}
 	return "Retry"
+}
+
+// FileSize writes a file's size as the composer's chips and the
+// message's do (static/format.js fileSize): bytes below 1 KiB, else KB or
+// MB in tenths rounded half up (1 KB = 1024 bytes), the unit chosen after
+// rounding.
+func FileSize(n int64) string {
+	const kib, mib = 1024, 1024 * 1024
+	if n < kib {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	if t := (n*10 + kib/2) / kib; t < 10*kib {
+		return tenthsText(t) + " KB"
+	}
+	return tenthsText((n*10+mib/2)/mib) + " MB"
+}
+
+func tenthsText(t int64) string {
+	return strconv.FormatInt(t/10, 10) + "." + strconv.FormatInt(t%10, 10)
+}
+
+// fileURL is where the thread's files route serves path: each segment
+// escaped, the slashes kept (static/messages.js fileURL).
+func fileURL(threadID, path string) templ.SafeURL {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return templ.SafeURL("/api/threads/" + url.PathEscape(threadID) + "/files/" + strings.Join(segs, "/"))
+}
+
+// baseName is the last segment of a workspace path: what a chip shows.
+func baseName(path string) string {
+	return path[strings.LastIndexByte(path, '/')+1:]
+}
+
+// isImage reports whether a chip's file opens in the browser as an image
+// (server/files.go previewable), not as a download.
+func isImage(typ string) bool {
+	switch typ {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return true
+	}
+	return false
 }

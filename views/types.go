@@ -153,6 +153,19 @@ type MessageView struct {
 	// ToolOutput is a tool message's images and log lines as JSON
 	// (agent.ToolOutput), for static/tool-output.js to show.
 	ToolOutput string
+	// Attachments are the files a human message attached, shown as chips
+	// that download them.
+	Attachments []AttachmentView
+}
+
+// AttachmentView is one file a human message attached: its workspace
+// path, size in bytes and sniffed MIME type (agent.Attachment), and the
+// thread's files route that serves it.
+type AttachmentView struct {
+	ThreadID string
+	Path     string
+	Size     int64
+	Type     string
 }
 
 // TypeRunEnd is the Type of the item that shows a run's end among the
