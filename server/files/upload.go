@@ -191,7 +191,7 @@ func (up *upload) copy(f *os.File, part io.Reader, given string) (int64, error) 
 			size += int64(n)
 			if size > up.w.maxUpload {
 				return size, &RefusedError{File: given, Limit: "files.max_upload_mb",
-					Msg: fmt.Sprintf("%q is larger than %d MiB, the most one uploaded file may be (files.max_upload_mb); nothing was kept",
+					Msg: fmt.Sprintf("%q is larger than %d MiB, the limit for one uploaded file (files.max_upload_mb); nothing was kept",
 						given, up.w.maxUpload/mib)}
 			}
 			if err := up.room.Take(up.ctx, int64(n), false); err != nil {
