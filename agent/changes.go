@@ -78,16 +78,23 @@ func checkChanges(cs []FileChange) error {
 	return nil
 }
 
-// FileWriters folds a thread's workspace.changed events, in seq order,
-// into the task that last wrote each file still there ("" for the lead
-// and uploads): the Files list's task_id.
-func FileWriters(events []models.RunEvent) map[string]string {
+// EventLog is what FileWriters reads: a thread's events of some types
+// (models.Store).
+type EventLog interface {
+	Events(ctx context.Context, threadID string, f models.EventFilter) ([]models.RunEvent, bool, error)
+}
+
+// FileWriters is the task that last wrote each file of thread threadID's
+// workspace still there ("" for the lead and uploads), from its
+// workspace.changed events in one query: the Files list's task_id.
+func FileWriters(ctx context.Context, log EventLog, threadID string) (map[string]string, error) {
+	es, _, err := log.Events(ctx, threadID, models.EventFilter{EventTypes: []string{eventWorkspaceChanged}})
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
-	for i := range events {
-		if events[i].EventType != eventWorkspaceChanged {
-			continue
-		}
-		ev, err := PayloadOf(&events[i])
+	for i := range es {
+		ev, err := PayloadOf(&es[i])
 		if err != nil {
 			continue
 		}
@@ -99,7 +106,7 @@ func FileWriters(events []models.RunEvent) map[string]string {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Uploaded is the event of files a user uploaded to thread threadID's

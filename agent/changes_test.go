@@ -103,9 +103,8 @@ func TestWorkspaceChanges(t *testing.T) {
 	if wantIDs := []string{"", "t1", "t1", "t1"}; !reflect.DeepEqual(taskIDs, wantIDs) {
 		t.Errorf("task_id columns = %q, want %q", taskIDs, wantIDs)
 	}
-	es, _, _ := h.store.Events(context.Background(), h.thread, models.EventFilter{EventTypes: []string{eventWorkspaceChanged}})
-	if w, want := FileWriters(es), map[string]string{"notes/a.md": "t1", "out/b.txt": "t1"}; !reflect.DeepEqual(w, want) {
-		t.Errorf("FileWriters = %v, want %v", w, want)
+	if w, _ := FileWriters(context.Background(), h.store, h.thread); !reflect.DeepEqual(w, map[string]string{"notes/a.md": "t1", "out/b.txt": "t1"}) {
+		t.Errorf("FileWriters = %v, want notes/a.md and out/b.txt of t1", w)
 	}
 }
 
