@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,6 +60,30 @@ func TestWorkspaceFramesAndWriters(t *testing.T) {
 	}
 	if notes == 0 {
 		t.Fatalf("no subagent's file was framed: %v", framed)
+	}
+
+	// After a reload, each card lists what was framed as its task's.
+	var thread struct {
+		Tasks []agent.Card `json:"tasks"`
+	}
+	u.mustJSON("GET", "/api/threads/"+th, nil, http.StatusOK, &thread)
+	if len(thread.Tasks) == 0 {
+		t.Fatal("no cards")
+	}
+	for _, c := range thread.Tasks {
+		want := map[string]int64{}
+		for p, ch := range framed {
+			if ch.TaskID == c.TaskID {
+				want[p] = ch.Size
+			}
+		}
+		got := map[string]int64{}
+		for _, f := range c.Files {
+			got[f.Path] = f.Size
+		}
+		if len(want) == 0 || !maps.Equal(got, want) {
+			t.Errorf("card %s lists %v, framed %v", c.TaskID, got, want)
+		}
 	}
 
 	var list struct {
