@@ -24,11 +24,11 @@ import (
 
 // MaxWatchedFiles is how many files a workspace may hold for a command
 // or an MCP call to be watched: a snapshot costs a stat per file, taken
-// before and after the call (BenchmarkWorkspaceSnapshot on 2 busy cores:
-// 8 ms for 1,000 files, 20 to 30 ms for 5,000, 40 to 90 ms for 10,000).
+// before and after the call (BenchmarkWorkspaceSnapshot, 2 busy cores:
+// 3 to 4 ms for 1,000 files, 17 to 22 ms for 5,000, docs/PERFORMANCE.md).
 // Past it the call's changes are not recorded and the run logs so once;
-// the walk stops at the cap. write_file and str_replace name their file
-// and are always recorded.
+// the walk stops at the cap.
+// write_file and str_replace name their file and are always recorded.
 const MaxWatchedFiles = 5_000
 
 // FileChange is one file a tool call or an upload changed.
@@ -165,7 +165,7 @@ func exactPath(t tools.Tool, args json.RawMessage) (p string, ok bool) {
 	if json.Unmarshal(args, &a) != nil {
 		return "", true
 	}
-	p = path.Clean(strings.ReplaceAll(a.Path, "\\", "/"))
+	p = path.Clean(a.Path) // a backslash is a name's own on Linux
 	if !fs.ValidPath(p) || p == "." {
 		return "", true // the tool refuses it and writes nothing
 	}
