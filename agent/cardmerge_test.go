@@ -63,6 +63,10 @@ type cardState struct {
 	QueuedAt   *time.Time `json:"queued_at"`
 	StartedAt  *time.Time `json:"started_at"`
 	EndedAt    *time.Time `json:"ended_at"`
+	Files      []struct {
+		Path string `json:"path"`
+		Size int64  `json:"size"`
+	} `json:"files"`
 }
 
 // eventTypes maps a task frame to the event type of its persisted row
@@ -139,6 +143,8 @@ func persisted(t *testing.T, frames []mergeFrame) agent.CardSource {
 			// A run's event among the task events: the cards must pass it by.
 			src.Events = append(src.Events, models.RunEvent{ThreadID: "th", Seq: f.Seq, RunID: f.RunID, EventType: f.Type,
 				Category: "run", Content: models.JSON(f.Data), CreatedAt: f.CreatedAt})
+		case f.Type == "workspace":
+			src.Events = append(src.Events, workspaceRow(t, f))
 		case eventTypes[f.Type] != "":
 			src.Events = append(src.Events, eventRow(t, f))
 		default:
@@ -223,5 +229,23 @@ func eventRow(t *testing.T, f mergeFrame) models.RunEvent {
 	return models.RunEvent{
 		ThreadID: "th", Seq: f.Seq, RunID: f.RunID, EventType: eventTypes[f.Type], Category: "subagent",
 		TaskID: ids.TaskID, Content: models.JSON(b), CreatedAt: f.CreatedAt,
+	}
+}
+
+// workspaceRow is a workspace frame's row: its payload as the frame
+// carries it, under the task of its changes (one call's, so one task).
+func workspaceRow(t *testing.T, f mergeFrame) models.RunEvent {
+	t.Helper()
+	var d struct {
+		Changes []struct {
+			TaskID string `json:"task_id"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal(f.Data, &d); err != nil || len(d.Changes) == 0 {
+		t.Fatalf("frame %d: %v, %d changes", f.Seq, err, len(d.Changes))
+	}
+	return models.RunEvent{
+		ThreadID: "th", Seq: f.Seq, RunID: f.RunID, EventType: "workspace.changed", Category: "workspace",
+		TaskID: d.Changes[0].TaskID, Content: models.JSON(f.Data), CreatedAt: f.CreatedAt,
 	}
 }

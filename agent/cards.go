@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,15 +47,25 @@ type Card struct {
 	QueuedAt  *time.Time `json:"queued_at"`
 	StartedAt *time.Time `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
+	// Files are the files its subagent created or changed and left there,
+	// in the order it first wrote them, each at its latest size (its
+	// workspace.changed events); none: left out.
+	Files []CardFile `json:"files,omitempty"`
+}
+
+// CardFile is a file a card's subagent wrote.
+type CardFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
 }
 
 // Terminal reports whether the card has reached a terminal status.
 func (c *Card) Terminal() bool { return isTerminal(c.Status) }
 
 // CardSource is what ProjectCards reads: every message of the thread, the
-// queued/start/end events of the thread, the latest step and the latest
-// wait of each task of the active run, and the active run's id ("" when
-// none).
+// queued/start/end and the tasks' workspace.changed events of the thread,
+// the latest step and the latest wait of each task of the active run, and
+// the active run's id ("" when none).
 type CardSource struct {
 	Messages    []models.Message
 	Events      []models.RunEvent
@@ -128,6 +139,10 @@ func (c *Card) apply(e *models.RunEvent) {
 	if err != nil {
 		return
 	}
+	if wc, ok := ev.(WorkspaceChanged); ok {
+		c.applyChanges(wc.Changes)
+		return
+	}
 	te, ok := ev.(taskEvent)
 	if !ok {
 		return
@@ -167,6 +182,28 @@ func (c *Card) apply(e *models.RunEvent) {
 	case TaskEnd:
 		c.Status, c.Activity = p.Status, ""
 		c.Result, c.Error, c.StopReason = p.Result, p.Error, p.StopReason
+	}
+}
+
+// applyChanges keeps the files of changes its task wrote, at their
+// latest size, and lets go of those it deleted; a change is not a step,
+// so the card's version and status stay (static/merge.js
+// applyFileChanges).
+func (c *Card) applyChanges(changes []FileChange) {
+	for _, ch := range changes {
+		if ch.TaskID != c.TaskID {
+			continue
+		}
+		i := slices.IndexFunc(c.Files, func(f CardFile) bool { return f.Path == ch.Path })
+		switch {
+		case ch.Deleted && i >= 0:
+			c.Files = slices.Delete(c.Files, i, i+1)
+		case ch.Deleted:
+		case i >= 0:
+			c.Files[i].Size = ch.Size
+		default:
+			c.Files = append(c.Files, CardFile{Path: ch.Path, Size: ch.Size})
+		}
 	}
 }
 

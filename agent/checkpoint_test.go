@@ -104,6 +104,7 @@ func TestRunEventsCarryTheirRun(t *testing.T) {
 		RunEnd{RunID: "r", Status: "completed"},
 		RunWait{RunID: "r"},
 		RunResumed{RunID: "r", Resumes: 1, Cause: ResumeRestart},
+		WorkspaceChanged{RunID: "r", Changes: []FileChange{{Path: "a"}}},
 	} {
 		rec, err := eventRecord("th", "", ev)
 		if err != nil {
@@ -113,7 +114,7 @@ func TestRunEventsCarryTheirRun(t *testing.T) {
 			t.Errorf("%s stored with run %q, want r", ev.EventType(), rec.Event.RunID)
 		}
 	}
-	if n := len(payloadTypes); n != 9 {
+	if n := len(payloadTypes); n != 10 {
 		t.Errorf("%d event types: give a new one its case in runIDOf and here", n)
 	}
 }

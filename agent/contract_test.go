@@ -294,6 +294,14 @@ type eventContract struct {
 		Required []string `json:"required"`
 		Optional []string `json:"optional"`
 	} `json:"step_fields"`
+	WorkspaceFrame struct {
+		Required     []string `json:"required"`
+		Optional     []string `json:"optional"`
+		ChangeFields struct {
+			Required []string `json:"required"`
+			Optional []string `json:"optional"`
+		} `json:"change_fields"`
+	} `json:"workspace_frame"`
 }
 
 // validateMap validates content as a stored row: encoded, then decoded
@@ -374,6 +382,13 @@ func TestEventContract(t *testing.T) {
 				t.Errorf("%s redacted frame carries usage: %v", ft, red)
 			}
 			tf, ok := c.TaskFrames[ft]
+			if ft == frameWorkspace {
+				tf.Required, tf.Optional, ok = c.WorkspaceFrame.Required, c.WorkspaceFrame.Optional, true
+				cf := c.WorkspaceFrame.ChangeFields
+				for _, ch := range data["changes"].([]any) {
+					checkFields(t, "workspace change", ch.(map[string]any), cf.Required, cf.Optional)
+				}
+			}
 			if !ok {
 				if ce.Category != categoryRun {
 					t.Errorf("frame %s of %s not in the contract", ft, typ)
@@ -407,6 +422,22 @@ func stringOr(v any) string {
 	return s
 }
 
+// checkFields fails unless m has every field of required and no other
+// than those and optional.
+func checkFields(t *testing.T, what string, m map[string]any, required, optional []string) {
+	t.Helper()
+	for _, k := range required {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s lacks required %s: %v", what, k, m)
+		}
+	}
+	for k := range m {
+		if !slices.Contains(required, k) && !slices.Contains(optional, k) {
+			t.Errorf("%s has %s, not in the contract", what, k)
+		}
+	}
+}
+
 // sampleEvents holds the fullest and the barest valid content of each type.
 func sampleEvents() map[string][]map[string]any {
 	base := func(extra map[string]any) map[string]any {
@@ -432,6 +463,14 @@ func sampleEvents() map[string][]map[string]any {
 				"logs":   []any{map[string]any{"level": "info", "text": "x"}}, "logs_dropped": 2,
 			}}),
 		},
+	}
+	out[eventWorkspaceChanged] = []map[string]any{
+		{"changes": []any{map[string]any{"path": "a.txt", "size": 0}}},
+		{"run_id": "r1", "changes": []any{
+			map[string]any{"path": "notes/a/plan.md", "size": 12, "task_id": "call_1"},
+			map[string]any{"path": "old.txt", "size": 0, "task_id": "call_1", "deleted": true},
+		}},
+		{"changes": []any{map[string]any{"path": "uploads/x.pdf", "size": 3, "uploaded": true}}},
 	}
 	for _, st := range TerminalStatuses() {
 		out[eventSubagentEnd] = append(out[eventSubagentEnd],
@@ -475,6 +514,13 @@ func TestValidateEventRejects(t *testing.T) {
 		{"end with bad stop reason", eventSubagentEnd, map[string]any{"task_id": "t", "execution_id": "e", "run_id": "r", "version": 2, "status": "failed", "stop_reason": "x"}},
 		{"run end bad status", eventRunEnd, map[string]any{"run_id": "r", "status": "running"}},
 		{"unknown type", "subagent.exploded", map[string]any{}},
+		{"no changes", eventWorkspaceChanged, map[string]any{"changes": []any{}}},
+		{"changes missing", eventWorkspaceChanged, map[string]any{"run_id": "r"}},
+		{"absolute path", eventWorkspaceChanged, map[string]any{"changes": []any{map[string]any{"path": "/etc/passwd", "size": 1}}}},
+		{"path out", eventWorkspaceChanged, map[string]any{"changes": []any{map[string]any{"path": "../x", "size": 1}}}},
+		{"negative size", eventWorkspaceChanged, map[string]any{"changes": []any{map[string]any{"path": "x", "size": -1}}}},
+		{"upload of a task", eventWorkspaceChanged, map[string]any{"changes": []any{map[string]any{"path": "x", "size": 1, "task_id": "t", "uploaded": true}}}},
+		{"unknown change field", eventWorkspaceChanged, map[string]any{"changes": []any{map[string]any{"path": "x", "size": 1, "mode": 1}}}},
 	}
 	for _, c := range cases {
 		if _, err := validateMap(c.typ, c.content); err == nil {
@@ -497,6 +543,8 @@ func frameTypeOf(eventType, status string) string {
 		return frameTaskRunning
 	case eventSubagentWait:
 		return frameTaskWaiting
+	case eventWorkspaceChanged:
+		return frameWorkspace
 	case eventSubagentEnd:
 		typ, _ := TaskEnd{Status: status}.Frame(FrameOptions{})
 		return typ

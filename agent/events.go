@@ -25,9 +25,13 @@ const (
 	eventSubagentStep   = "subagent.step"
 	eventSubagentWait   = "subagent.wait"
 	eventSubagentEnd    = "subagent.end"
+	// eventWorkspaceChanged is what a tool call or an upload changed in
+	// the thread's workspace (agent/changes.go).
+	eventWorkspaceChanged = "workspace.changed"
 
-	categoryRun      = "run"
-	categorySubagent = "subagent"
+	categoryRun       = "run"
+	categorySubagent  = "subagent"
+	categoryWorkspace = "workspace"
 )
 
 // Live task frame types.
@@ -40,6 +44,8 @@ const (
 	frameTaskFailed    = "task_failed"
 	frameTaskCancelled = "task_cancelled"
 	frameTaskTimedOut  = "task_timed_out"
+	// frameWorkspace is a workspace.changed event's frame.
+	frameWorkspace = "workspace"
 )
 
 // Step kinds.
@@ -266,8 +272,11 @@ func (e TaskStep) checkTools() error {
 
 // categoryOf is the category of an event type.
 func categoryOf(eventType string) string {
-	if eventType == eventRunStart || eventType == eventRunEnd || eventType == eventRunWait || eventType == eventRunResumed {
+	switch eventType {
+	case eventRunStart, eventRunEnd, eventRunWait, eventRunResumed:
 		return categoryRun
+	case eventWorkspaceChanged:
+		return categoryWorkspace
 	}
 	return categorySubagent
 }
@@ -283,6 +292,8 @@ var payloadTypes = map[string]func() Event{
 	eventSubagentStep:   func() Event { return new(TaskStep) },
 	eventSubagentWait:   func() Event { return new(TaskWait) },
 	eventSubagentEnd:    func() Event { return new(TaskEnd) },
+
+	eventWorkspaceChanged: func() Event { return new(WorkspaceChanged) },
 }
 
 // EventTypes lists every persisted event type.
@@ -433,6 +444,8 @@ func runIDOf(ev Event) string {
 		return e.RunID
 	case RunResumed:
 		return e.RunID
+	case WorkspaceChanged:
+		return e.RunID
 	}
 	return ""
 }
@@ -567,6 +580,8 @@ func checkKind(kind string, v reflect.Value) error {
 		if v.Int() < 0 {
 			return fmt.Errorf("want a count >= 0, got %d", v.Int())
 		}
+	case "changes":
+		return checkChanges(v.Interface().([]FileChange))
 	case "runstate":
 		switch s := v.String(); s {
 		case models.RunCompleted, models.RunFailed, models.RunCancelled:

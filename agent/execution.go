@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -34,6 +35,9 @@ type taskSink interface {
 	keepUsage(taskID, model string, resp Response) *models.UsageEntry
 	writeUsage(e *models.UsageEntry)
 	callOutput(taskID, callID string) *callOutput
+	// watchCall watches a tool call in workspace dir; the function it
+	// returns, after the call, records what the call changed there.
+	watchCall(ctx context.Context, taskID, dir string, t tools.Tool, args json.RawMessage) (changed func())
 	// recordLost records a model call a restart cut off (lostCall).
 	recordLost(e *models.UsageEntry)
 }

@@ -159,7 +159,7 @@ func (env *runEnv) newSink(threadID, runID string) *runSink {
 	return &runSink{
 		threadID: threadID, runID: runID,
 		journal: env.journal, shared: env.persistShared, newID: env.newID, pub: env.pub, images: env.images, baseLog: env.log,
-		usage: map[string]*models.UsageEntry{},
+		usage: map[string]*models.UsageEntry{}, watch: newWorkspaceWatch(env.log.With("thread", threadID, "run", runID)),
 	}
 }
 
@@ -524,7 +524,9 @@ func (r *run) runTool(call ToolCall) (string, *ToolOutput) {
 		return fmt.Sprintf("Error: unknown tool %q. Available: %s", call.Name, strings.Join(append(r.box.tools.Names(), ToolTask), ", ")), nil
 	}
 	out := r.sink.callOutput("", call.ID)
+	changed := r.sink.watchCall(r.ctx, "", r.workspace, t, call.Args)
 	result := r.env.strays.runTool(r.ctx, r.logger(), t, out.env(r.workspace, r.userID, r.id), call)
+	changed()
 	return result, out.finish()
 }
 

@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"herd/agent/event"
+	"herd/agent/tools"
 	"herd/models"
 )
 
@@ -26,6 +28,8 @@ type runSink struct {
 	images          *ToolImages
 	baseLog         *slog.Logger
 	log             atomic.Pointer[slog.Logger] // logger(), built once
+	// watch sees what the run's tool calls change in its workspace.
+	watch *workspaceWatch
 
 	mu    sync.Mutex
 	usage map[string]*models.UsageEntry // every LLM call of the run, by call id; never changed
@@ -220,4 +224,25 @@ func (s *runSink) callOutput(taskID, callID string) *callOutput {
 		c.progress = func(text string) { pub.Publish(threadID, runID, event.TaskProgress{TaskID: taskID, Text: text}) }
 	}
 	return c
+}
+
+// watchCall watches one tool call of task taskID ("" for the lead's) in
+// workspace dir (taskSink); what it changed is committed as one
+// workspace.changed event, queued before the call's step or result, so a
+// card's files and the Files panel follow the thread log (agent/changes.go).
+func (s *runSink) watchCall(ctx context.Context, taskID, dir string, t tools.Tool, args json.RawMessage) func() {
+	if dir == "" {
+		return func() {}
+	}
+	end := s.watch.begin(ctx, dir, t, args)
+	return func() {
+		cs := end()
+		if len(cs) == 0 {
+			return
+		}
+		for i := range cs {
+			cs[i].TaskID = taskID
+		}
+		s.emit(taskID, WorkspaceChanged{RunID: s.runID, Changes: cs})
+	}
 }

@@ -168,7 +168,9 @@ func (e *execution) runTool(ctx context.Context, c ToolCall) (string, *ToolOutpu
 		return fmt.Sprintf("Error: tool %q is not available to this subagent. Available: %s", c.Name, strings.Join(e.tools.Names(), ", ")), nil
 	}
 	out := e.sink.callOutput(e.TaskID, c.ID)
+	changed := e.sink.watchCall(ctx, e.TaskID, e.workspace, t, c.Args)
 	result := e.strays.runTool(ctx, e.log, t, out.env(e.workspace, e.userID, e.RunID), c)
+	changed()
 	return result, out.finish()
 }
 

@@ -352,7 +352,8 @@ func (s *Store) LastSeq(ctx context.Context, threadID string) (int64, error) {
 // rebuilt from besides its messages: the events with from ≤ seq < to (to
 // 0: no upper bound), which lie between the page's first message and the
 // next page's. It takes two queries whatever the number of cards: every
-// queued/start/end row in that range, and the latest step and the latest
+// queued/start/end row and every task's workspace.changed row in that
+// range, and the latest step and the latest
 // wait for the model of each task of activeRunID, and of its lead (none
 // when it is ""). Steps themselves stay in the database until a card is
 // expanded.
@@ -362,7 +363,8 @@ func (s *Store) CardEventsBetween(ctx context.Context, threadID, activeRunID str
 	}
 	var es []RunEvent
 	err := s.r.WithContext(ctx).
-		Where("thread_id = ? AND seq >= ? AND seq < ? AND event_type IN ?", threadID, from, to, []string{"subagent.queued", "subagent.start", "subagent.end"}).
+		Where("thread_id = ? AND seq >= ? AND seq < ? AND (event_type IN ? OR (event_type = ? AND task_id <> ''))",
+			threadID, from, to, []string{"subagent.queued", "subagent.start", "subagent.end"}, "workspace.changed").
 		Order("seq").Find(&es).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: card events: %w", err)

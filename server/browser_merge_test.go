@@ -25,11 +25,11 @@ func TestBrowserCardMergeContract(t *testing.T) {
 		// total, result_html by the browser only.
 		const state = (c) => JSON.stringify([c.runID, c.taskID, c.executionID, c.description, c.prompt, c.subagentType,
 			c.status, c.activity, c.waiting, c.modelName, c.total, c.stopReason, c.result, c.error, c.version, c.lastSeq, c.steps, c.resultHTML,
-			c.queuedAt, c.startedAt, c.endedAt]);
+			c.queuedAt, c.startedAt, c.endedAt, c.files]);
 		const at = (s) => (s ? Date.parse(s) : null);
 		const wanted = (w) => JSON.stringify([w.run_id, w.task_id, w.execution_id, w.description, w.prompt, w.subagent_type,
 			w.status, w.activity, w.waiting === true, w.model_name, w.usage?.total_tokens ?? null, w.stop_reason, w.result, w.error, w.version, w.last_seq, w.steps, w.result_html ?? null,
-			at(w.queued_at), at(w.started_at), at(w.ended_at)]);
+			at(w.queued_at), at(w.started_at), at(w.ended_at), w.files ?? []]);
 		for (const tc of contract.cases) {
 			const cards = new Map();
 			const key = (run, task) => run + "\u0000" + task;
@@ -44,6 +44,8 @@ func TestBrowserCardMergeContract(t *testing.T) {
 					}
 				} else if (f.type === "message" && d.type === "tool" && d.name === "task") {
 					m.applyToolMessage(cards.get(key(d.run_id, d.tool_call_id)), d);
+				} else if (f.type === "workspace") {
+					m.applyWorkspaceFrame(d, (task) => cards.get(key(d.run_id || f.run_id, task)));
 				} else if (f.type === "run.resumed") {
 					// The page hands a run's resumption to no card (thread.js).
 				} else if (f.type === "run.end") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"herd/agent"
 	"herd/server/files"
 )
 
@@ -31,7 +32,22 @@ func (s *Server) apiFilesUpload(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	changes := make([]agent.FileChange, len(saved))
+	for i, f := range saved {
+		changes[i] = agent.FileChange{Path: f.Path, Size: f.Size}
+	}
+	// The files are in: a lost event costs the live panel, not the upload.
+	if err := s.rt.Uploaded(req.Context(), t.ID, changes); err != nil {
+		s.log.Warn("record an upload", "thread", t.ID, "err", err)
+	}
 	return c.JSON(http.StatusCreated, map[string]any{"files": saved})
+}
+
+// fileJSON is a listed file with the task that last wrote it, if a
+// subagent did (docs/API.md "Files").
+type fileJSON struct {
+	files.Entry
+	TaskID string `json:"task_id,omitempty"`
 }
 
 // apiFiles lists the regular files of the thread's workspace, or of the
@@ -41,11 +57,20 @@ func (s *Server) apiFiles(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, cut, err := s.files.List(c.Request().Context(), t.ID, c.QueryParam("prefix"))
+	ctx := c.Request().Context()
+	entries, cut, err := s.files.List(ctx, t.ID, c.QueryParam("prefix"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"files": entries, "truncated": cut})
+	writers, err := agent.FileWriters(ctx, s.store, t.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]fileJSON, len(entries))
+	for i, e := range entries {
+		out[i] = fileJSON{Entry: e, TaskID: writers[e.Path]}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"files": out, "truncated": cut})
 }
 
 // apiFile answers one file's bytes, ranges and conditional requests

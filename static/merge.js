@@ -45,6 +45,7 @@ export function newCard(runID, taskID) {
 		queuedAt: null,
 		startedAt: null,
 		endedAt: null,
+		files: [], // [{path, size}]: what its subagent wrote, as agent.Card.Files
 	};
 }
 
@@ -138,6 +139,26 @@ function applyEnd(card, type, d) {
 	card.resultHTML = str(d.result_html) !== "" ? d.result_html : null;
 	card.error = str(d.error);
 	if (stopLabel(d.stop_reason) !== "") card.stopReason = d.stop_reason;
+}
+
+// applyWorkspaceFrame gives each card the files a workspace frame says
+// its subagent wrote, as agent.Card.applyChanges does: in the order first
+// written, at the latest size; a file it deleted leaves the card. cardOf
+// finds a task's card (undefined: none on this page). A change is not a
+// step: version, status and lastSeq stay. It reports the cards changed.
+export function applyWorkspaceFrame(d, cardOf) {
+	const changed = new Set();
+	for (const ch of Array.isArray(d?.changes) ? d.changes : []) {
+		const card = str(ch?.task_id) !== "" ? cardOf(ch.task_id) : undefined;
+		if (!card || str(ch.path) === "") continue;
+		const i = card.files.findIndex((f) => f.path === ch.path);
+		if (ch.deleted === true) {
+			if (i >= 0) card.files.splice(i, 1);
+		} else if (i >= 0) card.files[i].size = ch.size;
+		else card.files.push({ path: ch.path, size: ch.size });
+		changed.add(card);
+	}
+	return [...changed];
 }
 
 // applyToolMessage makes the task's ToolMessage the card's final word, as

@@ -32,6 +32,7 @@ func TestOneRedaction(t *testing.T) {
 		agent.TaskWait{TaskRef: ref, Waiting: true},
 		agent.TaskStep{TaskRef: ref, StepBody: agent.StepBody{Kind: "ai", Text: "**hi**"}, Usage: usage},
 		agent.TaskEnd{TaskRef: ref, Status: agent.StatusCompleted, Result: "done", Usage: usage},
+		agent.WorkspaceChanged{RunID: "r1", Changes: []agent.FileChange{{Path: "notes/a.md", Size: 12, TaskID: "call_1"}}},
 	}
 	seen := map[string]bool{}
 	for i, ev := range events {
