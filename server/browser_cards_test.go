@@ -56,27 +56,29 @@ func noUsage(m agent.ModelConfig) agent.ModelConfig {
 
 // cardView is what a card shows, read from the page (cardsJS).
 type cardView struct {
-	ID         string   `json:"id"`
-	TaskID     string   `json:"task"`
-	Class      string   `json:"cls"`
-	Status     string   `json:"status"`
-	Version    string   `json:"version"`
-	LastSeq    string   `json:"lastSeq"`
-	Execution  string   `json:"execution"`
-	Total      string   `json:"total"`
-	Title      string   `json:"title"`
-	StatusText string   `json:"statusText"`
-	Model      *string  `json:"model"` // nil when hidden
-	ModelTitle string   `json:"modelTitle"`
-	Tokens     *string  `json:"tokens"` // nil when absent
-	Badge      *string  `json:"badge"`
-	Cancel     bool     `json:"cancel"`
-	Expanded   string   `json:"expanded"`
-	Prompt     string   `json:"prompt"`
-	Meta       string   `json:"meta"`
-	Error      *string  `json:"error"`
-	Result     string   `json:"result"`
-	Steps      []string `json:"steps"` // seq: text of each timeline entry
+	ID         string    `json:"id"`
+	TaskID     string    `json:"task"`
+	Class      string    `json:"cls"`
+	Status     string    `json:"status"`
+	Version    string    `json:"version"`
+	LastSeq    string    `json:"lastSeq"`
+	Execution  string    `json:"execution"`
+	Total      string    `json:"total"`
+	Title      string    `json:"title"`
+	StatusText string    `json:"statusText"`
+	Model      *string   `json:"model"` // nil when hidden
+	ModelTitle string    `json:"modelTitle"`
+	Tokens     *string   `json:"tokens"` // nil when absent
+	Badge      *string   `json:"badge"`
+	Cancel     bool      `json:"cancel"`
+	Expanded   string    `json:"expanded"`
+	Prompt     string    `json:"prompt"`
+	Meta       string    `json:"meta"`
+	Error      *string   `json:"error"`
+	Result     string    `json:"result"`
+	Steps      []string  `json:"steps"`      // seq: text of each timeline entry
+	FilesCount *string   `json:"filesCount"` // nil when hidden
+	Files      *[]string `json:"files"`      // text, href and target of each; nil when hidden
 }
 
 const cardsJS = `[...document.querySelectorAll("#messages section.card")].map((c) => {
@@ -92,6 +94,11 @@ const cardsJS = `[...document.querySelectorAll("#messages section.card")].map((c
 		prompt: q(".card-prompt").textContent, meta: q(".card-meta").textContent,
 		error: shown(".card-error"), result: q(".card-result").textContent.trim(),
 		steps: [...c.querySelectorAll(".card-step")].map((li) => li.dataset.seq + ": " + li.textContent),
+		filesCount: shown(".card-files-count"),
+		files: q(".card-files").hidden ? null : [...c.querySelectorAll(".card-file")].map((li) => {
+			const a = li.querySelector("a");
+			return li.dataset.path + " " + li.dataset.size + ": " + li.textContent + " → " + a.getAttribute("href") + " " + a.target + " " + a.rel;
+		}),
 	};
 })`
 
@@ -292,8 +299,8 @@ func label(total int64) string { return views.TokenLabel(&total, true) }
 // against the contracts, which the Go code is tested against too: every
 // card format example, exactly the statuses, stop reasons, refusal reasons
 // and task frame types, how every ToolMessage of the contract reads as a
-// card, the usage panel's figures and notes (usage_notes), and Go's own
-// TokenLabel on values the examples do not cover.
+// card, the usage panel's figures and notes (usage_notes), Go's own
+// TokenLabel on values the examples do not cover, and its FilesCount.
 func TestBrowserCardContract(t *testing.T) {
 	_, b := openEmptyThread(t, "contract")
 
@@ -322,12 +329,19 @@ func TestBrowserCardContract(t *testing.T) {
 		}
 	}
 	goLabels, _ := json.Marshal(gos)
+	var counts []string // views.FilesCount(0…12)
+	for n := range 13 {
+		counts = append(counts, views.FilesCount(n))
+	}
+	goCounts, _ := json.Marshal(counts)
 
-	problems := evalAwait[[]string](b, fmt.Sprintf(`(async (format, status, stream, goLabels, messages) => {
+	problems := evalAwait[[]string](b, fmt.Sprintf(`(async (format, status, stream, goLabels, messages, goCounts) => {
 		const m = { ...(await import("/static/format.js")), ...(await import("/static/metadata.js")), ...(await import("/static/merge.js")) };
 		const problems = [];
 		const check = (ok, what) => { if (!ok) problems.push(what); };
 		const eq = (got, want, what) => check(got === want, what + ": got " + JSON.stringify(got) + ", want " + JSON.stringify(want));
+		const view = await import("/static/card-view.js");
+		goCounts.forEach((want, n) => eq(view.filesCount(n), want, "filesCount(" + n + ") as Go writes it"));
 		const sameSet = (got, want, what) => eq(JSON.stringify([...new Set(got)].sort()), JSON.stringify([...new Set(want)].sort()), what);
 
 		for (const c of format.token_labels) eq(m.tokenLabel(c.total, c.terminal), c.label, "tokenLabel(" + c.total + ", " + c.terminal + ")");
@@ -415,7 +429,7 @@ func TestBrowserCardContract(t *testing.T) {
 			eq(card.status, s, type + " with status " + s);
 		}
 		return problems;
-	})(%s, %s, %s, %s, %s)`, read("card_format_contract.json"), read("subagent_status_contract.json"), read("run_event_stream_contract.json"), goLabels, read("tool_message_contract.json")))
+	})(%s, %s, %s, %s, %s, %s)`, read("card_format_contract.json"), read("subagent_status_contract.json"), read("run_event_stream_contract.json"), goLabels, read("tool_message_contract.json"), goCounts))
 	for _, p := range problems {
 		t.Error(p)
 	}

@@ -59,9 +59,9 @@ func (s *Server) cardJSON(c agent.Card, r hub.Redaction) cardJSON {
 	return cardJSON{Card: c, DisplayModel: s.modelLabel(c.ModelName), Usage: r.Card(c)}
 }
 
-func (s *Server) cardView(c agent.Card, r hub.Redaction) *views.CardView {
+func (s *Server) cardView(threadID string, c agent.Card, r hub.Redaction) *views.CardView {
 	v := &views.CardView{
-		TaskID: c.TaskID, RunID: c.RunID, ExecutionID: c.ExecutionID,
+		ThreadID: threadID, TaskID: c.TaskID, RunID: c.RunID, ExecutionID: c.ExecutionID,
 		Description: c.Description, Prompt: c.Prompt, SubagentType: c.SubagentType,
 		Status: c.Status, Activity: c.Activity, Waiting: c.Waiting,
 		ModelName: c.ModelName, ModelLabel: s.modelLabel(c.ModelName),
@@ -78,6 +78,9 @@ func (s *Server) cardView(c agent.Card, r hub.Redaction) *views.CardView {
 	}
 	if c.Refusal != nil {
 		v.RefusalReason, v.RefusalLimit = c.Refusal.Reason, c.Refusal.Limit
+	}
+	for _, f := range c.Files {
+		v.Files = append(v.Files, views.CardFile{Path: f.Path, Size: f.Size})
 	}
 	return v
 }

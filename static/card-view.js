@@ -5,10 +5,10 @@
 
 import { now } from "./clock.js";
 import { clone, el, intAttr } from "./dom.js";
-import { STOP_LABELS, duration, isTerminal, notStartedText, statusText, stopLabel, tokenLabel } from "./format.js";
+import { STOP_LABELS, duration, fileSize, fileURL, isTerminal, notStartedText, statusText, stopLabel, tokenLabel } from "./format.js";
 
-// renderCard shows c in its node; view is {showTokens, labels}, labels
-// mapping model names to display names.
+// renderCard shows c in its node; view is {showTokens, labels, threadID},
+// labels mapping model names to display names.
 export function renderCard(c, view) {
 	if (!c.node) return;
 	const node = c.node;
@@ -25,6 +25,7 @@ export function renderCard(c, view) {
 	node.dataset.endedAt = instantAttr(c.endedAt);
 	renderHead(c, view);
 	renderBody(c);
+	renderFiles(c, view.threadID);
 }
 
 function renderHead(c, view) {
@@ -38,6 +39,9 @@ function renderHead(c, view) {
 	c.node.dataset.refusalLimit = c.refusal ? String(c.refusal.limit) : "";
 	part(".card-status").textContent = notStarted || statusText(c.status, c.activity, c.waiting);
 	renderTime(c, now());
+	const count = part(".card-files-count");
+	count.textContent = filesCount(c.files.length);
+	count.hidden = c.files.length === 0;
 	const model = part(".card-model");
 	model.textContent = view.labels.get(c.modelName) ?? c.modelName;
 	model.title = c.modelName;
@@ -101,6 +105,37 @@ function renderBody(c) {
 	}
 }
 
+// filesCount is views.FilesCount: "2 files", "" for none.
+export function filesCount(n) {
+	if (n === 0) return "";
+	return n === 1 ? "1 file" : `${n} files`;
+}
+
+// renderFiles lists the files c's subagent wrote as views.Card does, each
+// a link to the thread's files route (an image opens, anything else
+// downloads: the route's Content-Disposition says which). The list is
+// rebuilt only when it changed, so a focused link keeps its focus while
+// the card's other parts move.
+function renderFiles(c, threadID) {
+	const list = c.node.querySelector(".card-files");
+	const shown = [...list.querySelectorAll(".card-file")].map((li) => [li.dataset.path, intAttr(li.dataset.size)]);
+	list.hidden = c.files.length === 0;
+	if (JSON.stringify(shown) === JSON.stringify(c.files.map((f) => [f.path, f.size]))) return;
+	list.replaceChildren(
+		...c.files.map((f) => {
+			const li = el("li", "card-file");
+			li.dataset.path = f.path;
+			li.dataset.size = String(f.size);
+			const link = el("a", "", f.path);
+			link.href = fileURL(threadID, f.path);
+			link.target = "_blank";
+			link.rel = "noopener";
+			li.append("Wrote ", link, " · ", el("span", "card-file-size", fileSize(f.size)));
+			return li;
+		}),
+	);
+}
+
 // cardNode clones a fresh card for c from the page's template.
 export function cardNode(c) {
 	const node = clone("card-template");
@@ -137,6 +172,7 @@ export function readCard(c, node, labels) {
 	c.subagentType = text(".card-meta");
 	c.prompt = text(".card-prompt");
 	c.error = text(".card-error");
+	c.files = [...node.querySelectorAll(".card-file")].map((li) => ({ path: li.dataset.path ?? "", size: intAttr(li.dataset.size) }));
 	const reason = node.dataset.refusalReason ?? "";
 	c.refusal = reason === "" ? null : { reason, limit: intAttr(node.dataset.refusalLimit) };
 }

@@ -12,7 +12,7 @@ import { cardNode, readCard, renderCard, renderTime } from "./card-view.js";
 import { every, serverTime } from "./clock.js";
 import { intAttr } from "./dom.js";
 import { isTerminal } from "./format.js";
-import { applyTaskCall, applyTaskFrame, applyToolMessage, failUnfinished, instant, newCard, raiseTotal } from "./merge.js";
+import { applyTaskCall, applyTaskFrame, applyToolMessage, applyWorkspaceFrame, failUnfinished, instant, newCard, raiseTotal } from "./merge.js";
 import { normalizeUsage, str } from "./metadata.js";
 import { addStep, expanded, setExpanded, stepOf } from "./steps.js";
 import { Timelines } from "./timeline.js";
@@ -96,7 +96,7 @@ export class Cards {
 	}
 
 	render(c) {
-		renderCard(c, { showTokens: this.showTokens(), labels: this.labels });
+		renderCard(c, { showTokens: this.showTokens(), labels: this.labels, threadID: this.threadID });
 	}
 
 	// update applies change to a card's state and renders it, unless
@@ -356,6 +356,14 @@ export class Cards {
 		this.update(c, () => {
 			c.activity = str(d.text);
 		});
+	}
+
+	// workspace lists the files a workspace frame says a subagent wrote on
+	// its card; a change without a task (an upload) or of a card not on
+	// this page changes none.
+	workspace(d, frame) {
+		const runID = str(d.run_id) || str(frame.run_id);
+		for (const c of applyWorkspaceFrame(d, (task) => this.cards.get(cardKey(runID, task)))) this.render(c);
 	}
 
 	toolMessage(m) {

@@ -75,6 +75,7 @@ export class ThreadPage {
 			["ai_html", (d) => this.showLiveHTML(d)],
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
 			["task_progress", (d, f) => this.cards.progress(d, f)],
+			["workspace", (d, f) => this.cards.workspace(d, f)],
 			["tool_progress", (d) => toolProgress(this.list, d)],
 			["tool_log", (d) => toolLog(this.list, d)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],

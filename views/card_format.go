@@ -304,3 +304,15 @@ func instant(t *time.Time) string {
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
+
+// FilesCount is a collapsed card's count of the files its subagent wrote
+// ("" for none): static/card-view.js filesCount writes the same.
+func FilesCount(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "1 file"
+	}
+	return strconv.Itoa(n) + " files"
+}

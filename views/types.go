@@ -320,6 +320,7 @@ type ErrorPage struct {
 // CardView is one subagent card (docs/DESIGN.md §9). static/card-view.js renders live
 // updates into the same markup, from a <template> holding an empty card.
 type CardView struct {
+	ThreadID     string // where its files' links point
 	TaskID       string
 	RunID        string
 	ExecutionID  string
@@ -351,6 +352,14 @@ type CardView struct {
 	// page was rendered, for the time so far of a live card.
 	QueuedAt, StartedAt, EndedAt *time.Time
 	Now                          time.Time
+	// Files are the files its subagent wrote and left (agent.Card.Files).
+	Files []CardFile
+}
+
+// CardFile is a file a card's subagent wrote, at its latest size.
+type CardFile struct {
+	Path string
+	Size int64
 }
 
 // UsageTotals is one line of the usage panel.
