@@ -368,7 +368,9 @@ func checkMatrix(t *testing.T, c *client, th string, before matrixThread, count 
 	last := map[string]int64{}
 	resumed := map[string]int{}
 	for _, e := range evs {
-		if e.TaskID == "" {
+		// A task's own events carry its versions; a workspace.changed of
+		// one of its calls names the task but has none.
+		if e.TaskID == "" || !strings.HasPrefix(e.EventType, "subagent.") {
 			continue
 		}
 		if e.Content.Version <= last[e.TaskID] {
