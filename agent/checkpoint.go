@@ -33,11 +33,21 @@ type streamedPiece struct {
 // keepStreamed commits a batch of the lead's answer msgID as it streams
 // (answerStream), before it is shown.
 func (s *runSink) keepStreamed(msgID, text, reasoning string) error {
-	body, err := json.Marshal([]streamedPiece{{Message: Message{Type: typeStreamed, Content: text}, ID: msgID, Reasoning: reasoning}})
+	rec, err := s.piece("", []streamedPiece{{Message: Message{Type: typeStreamed, Content: text}, ID: msgID, Reasoning: reasoning}})
 	if err != nil {
 		return err
 	}
-	return s.journal.Write(s.shared(), models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, "", checkpointFormat, body)})
+	return s.journal.Write(s.shared(), rec)
+}
+
+// piece is a checkpoint piece of task taskID ("" for the lead) of this
+// run: elems, encoded in checkpointFormat.
+func (s *runSink) piece(taskID string, elems any) (models.Record, error) {
+	body, err := json.Marshal(elems)
+	if err != nil {
+		return models.Record{}, err
+	}
+	return models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)}, nil
 }
 
 // openAnswer is the lead's answer a restart cut off while it streamed:
@@ -69,12 +79,12 @@ func cutAnswer(pieces []streamedPiece, saved func(id string) bool) *openAnswer {
 // signed reasoning, a tool result whole), queued in the same Writer job
 // so that the step and its piece commit together (docs/DESIGN.md §11).
 func (s *runSink) emitKept(taskID string, ev Event, msgs []Message, usage *models.UsageEntry) {
-	body, err := json.Marshal(msgs)
+	rec, err := s.piece(taskID, msgs)
 	if err != nil {
 		s.logger().Error("checkpoint", "type", ev.EventType(), "task", taskID, "err", err)
 		return
 	}
-	with := []models.Record{{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, taskID, checkpointFormat, body)}}
+	with := []models.Record{rec}
 	if usage != nil {
 		with = append(with, usageRecord(usage))
 	}
@@ -91,12 +101,12 @@ func (s *runSink) answerRecords(used *models.UsageEntry, ai Message) []models.Re
 	if len(ai.Thinking) == 0 || len(ai.ToolCalls) == 0 {
 		return recs
 	}
-	body, err := json.Marshal([]Message{ai})
+	rec, err := s.piece("", []Message{ai})
 	if err != nil {
 		s.logger().Error("checkpoint", "err", err)
 		return recs
 	}
-	return append(recs, models.Record{Checkpoint: models.NewCheckpoint(s.threadID, s.runID, "", checkpointFormat, body)})
+	return append(recs, rec)
 }
 
 // keepThinking gives the last AI message of msgs the signed reasoning of
