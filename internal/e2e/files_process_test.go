@@ -308,7 +308,7 @@ func TestClusterFilesOnEveryInstance(t *testing.T) {
 	stopHerd(t, b)
 }
 
-// TestZipOfALargeWorkspaceInConstantMemory: a 256 MiB workspace (files
+// TestZipOfALargeWorkspaceInConstantMemory: a 1 GiB workspace (files
 // copied through memory and through the spool) zips through the real
 // binary with its resident memory growing under 32 MB, and the zip holds
 // every file exactly.
@@ -320,7 +320,7 @@ func TestZipOfALargeWorkspaceInConstantMemory(t *testing.T) {
 	var th struct{ ID string }
 	c.call("POST", "/api/threads", map[string]string{"title": "large"}, &th)
 	ws := filepath.Join(dir, "workspaces", th.ID)
-	const size = 256 << 20
+	const size = 1 << 30
 	want := writeWorkspace(t, ws, size)
 
 	before := rss(t, p, "VmRSS")
