@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,8 +43,8 @@ func answerOf(t *testing.T, h *agent.Harness, runID string) (string, []agent.Too
 // TestDemoReadsTheAttachedFile: "summarise the attached file" makes the
 // demo lead delegate a read of each attached file that is not an image it
 // was shown, to a subagent whose prompt names the path; the subagent
-// reads it with read_file and summarises it (size, lines, first lines),
-// and the answer carries that summary and says what the image it was
+// reads it with read_file, writes its summary (size, lines, first lines)
+// to summaries/report.md and says so, and the answer carries that summary and says what the image it was
 // shown is.
 func TestDemoReadsTheAttachedFile(t *testing.T) {
 	h := demoHarness(t, true)
@@ -65,11 +66,14 @@ func TestDemoReadsTheAttachedFile(t *testing.T) {
 	if !read {
 		t.Errorf("the card shows no read_file of uploads/report.csv")
 	}
+	if b, err := os.ReadFile(filepath.Join(h.Workspace(), "summaries", "report.md")); err != nil || !strings.Contains(string(b), "> apples,3\n") {
+		t.Errorf("summaries/report.md: %q, %v", b, err)
+	}
 	summary := "uploads/report.csv is 34 bytes of text/plain in 4 lines; it begins: “name,qty” / “apples,3” / “pears,5”."
 	if tm := h.ToolMessages()[calls[0].ID]; !strings.Contains(tm.Content, summary) {
 		t.Errorf("the subagent's result %q lacks %q", tm.Content, summary)
 	}
-	for _, want := range []string{summary, "uploads/cat.png: a 1200×800 PNG image"} {
+	for _, want := range []string{summary, "Wrote `summaries/report.md`.", "uploads/cat.png: a 1200×800 PNG image"} {
 		if !strings.Contains(answer, want) {
 			t.Errorf("the answer lacks %q:\n%s", want, answer)
 		}

@@ -8,6 +8,7 @@ import { Composer } from "./composer.js";
 import { getJSON } from "./api.js";
 import { addCodeButtons, listenCopy } from "./copy.js";
 import { intAttr } from "./dom.js";
+import { FileLinks } from "./filelinks.js";
 import { applyLiveHTML } from "./markdown-live.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
@@ -44,6 +45,7 @@ export class ThreadPage {
 			list: this.list,
 		});
 		this.cardsLoaded = this.cards.load(this.list);
+		this.fileLinks = new FileLinks({ threadID: this.threadID, list: this.list });
 		this.answers = new Answers({
 			threadID: this.threadID,
 			list: this.list,
@@ -59,6 +61,7 @@ export class ThreadPage {
 				for (const n of nodes) {
 					addCodeButtons(n);
 					showToolOutputsIn(n);
+					this.fileLinks.scan(n);
 				}
 			},
 			showError: (text) => this.composer.showError(text),
@@ -75,7 +78,13 @@ export class ThreadPage {
 			["ai_html", (d) => this.showLiveHTML(d)],
 			["ai_reasoning_delta", (d) => this.appendReasoning(d)],
 			["task_progress", (d, f) => this.cards.progress(d, f)],
-			["workspace", (d, f) => this.cards.workspace(d, f)],
+			[
+				"workspace",
+				(d, f) => {
+					this.cards.workspace(d, f);
+					this.fileLinks.workspace(d);
+				},
+			],
 			["tool_progress", (d) => toolProgress(this.list, d)],
 			["tool_log", (d) => toolLog(this.list, d)],
 			["settings", (d) => this.cards.setTokenUsage(d.token_usage_enabled === true)],
@@ -102,6 +111,7 @@ export class ThreadPage {
 		this.composer.listen();
 		this.older.listen();
 		showToolOutputsIn(this.list);
+		this.fileLinks.scan(this.list);
 		listenCopy(this.list);
 		this.answers.listen(this.composer.activeRun !== null);
 		this.follower.jump();
@@ -207,6 +217,8 @@ export class ThreadPage {
 			this.cards.mount(node, m);
 			addCodeButtons(node);
 		});
+		// A saved answer is final: its paths link now (static/filelinks.js).
+		if (m.type === "ai") this.fileLinks.scan(node);
 	}
 
 	// addToolResult puts a result under the latest call with its id

@@ -7,6 +7,7 @@ import (
 	_ "image/gif" // the image types herd shows a model that sees
 	_ "image/jpeg"
 	_ "image/png"
+	pathpkg "path"
 	"regexp"
 	"slices"
 	"strings"
@@ -129,7 +130,9 @@ const readPrompt = "Read the attached file %s (%s, %s) with read_file and summar
 var readRequest = regexp.MustCompile(`^Read the attached file (.+) \(([^()]*), ([^(),]*)\) with read_file`)
 
 // readReply plays a subagent asked to read an attached file: read_file
-// first, then a summary of what it returned.
+// first; then, when write_file is offered, a Markdown summary written to
+// summaries/ (summaryPath); then its answer, which names the file it wrote
+// so the lead can cite it (leadAfterTools).
 func readReply(m []string, msgs []agent.Message, offered map[string]bool, turn int) reply {
 	path, size, typ := m[1], m[2], m[3]
 	if !offered[tools.ReadFile] {
@@ -141,7 +144,8 @@ func readReply(m []string, msgs []agent.Message, offered map[string]bool, turn i
 			calls: []call{newCall(tools.ReadFile, map[string]string{"path": path})},
 		}
 	}
-	out := lastOf(msgs, agent.TypeTool)
+	// read_file was the first call, so its output is the first tool message.
+	out := firstOf(msgs, agent.TypeTool)
 	if rest, ok := strings.CutPrefix(out, "Error: "); ok {
 		return reply{text: fmt.Sprintf("I could not read %s: %s", path, rest)}
 	}
@@ -154,7 +158,49 @@ func readReply(m []string, msgs []agent.Message, offered map[string]bool, turn i
 		count = "1 line"
 	}
 	head := lines[:min(3, len(lines))]
-	return reply{text: fmt.Sprintf("%s is %s of %s in %s; it begins: %s.", path, size, typ, count, quoteLines(head))}
+	text := fmt.Sprintf("%s is %s of %s in %s; it begins: %s.", path, size, typ, count, quoteLines(head))
+	if !offered[tools.WriteFile] {
+		return reply{text: text}
+	}
+	summary := summaryPath(path)
+	if turn == 2 {
+		return reply{
+			text: fmt.Sprintf("Writing a summary to `%s`.", summary),
+			calls: []call{newCall(tools.WriteFile, map[string]string{
+				"path":    summary,
+				"content": summaryFile(path, size, typ, count, head),
+			})},
+		}
+	}
+	if rest, ok := strings.CutPrefix(lastOf(msgs, agent.TypeTool), "Error: "); ok {
+		return reply{text: fmt.Sprintf("%s I could not write %s: %s", text, summary, rest)}
+	}
+	return reply{text: fmt.Sprintf("%s Wrote `%s`.", text, summary)}
+}
+
+// summaryPath is where the summary of an attached file goes: summaries/
+// and its base name, its extension swapped for .md.
+func summaryPath(file string) string {
+	base := pathpkg.Base(file)
+	if name := strings.TrimSuffix(base, pathpkg.Ext(base)); name != "" {
+		base = name
+	}
+	return "summaries/" + base + ".md"
+}
+
+// summaryFile is the Markdown summary of an attached file: its title,
+// size, type, line count and first lines quoted.
+func summaryFile(file, size, typ, count string, head []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n- Size: %s\n- Type: %s\n- Lines: %s\n", pathpkg.Base(file), size, typ, count)
+	if len(head) > 0 {
+		b.WriteString("\nIt begins:\n\n")
+		for _, l := range head {
+			b.WriteString("> " + clip(l, 120) + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "\nRead from `%s` by herd's offline demo model.\n", file)
+	return b.String()
 }
 
 var numberedLine = regexp.MustCompile(`^ *[0-9]+\t`)

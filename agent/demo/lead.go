@@ -391,6 +391,10 @@ func toolResultsSince(msgs []agent.Message, typ string) ([]agent.Message, map[st
 	return results, calls
 }
 
+// wroteFile is the sentence that ends a subagent's answer naming the file
+// it wrote (readReply), and the words before it.
+var wroteFile = regexp.MustCompile("(?s)^(.*?)\\s*Wrote `([^`\n]+)`\\.\\s*$")
+
 // taskItem renders a task's result m as a list item in the subagent's own
 // words, and reports whether the task succeeded.
 func taskItem(call agent.ToolCall, m agent.Message) (string, bool) {
@@ -411,7 +415,13 @@ func taskItem(call agent.ToolCall, m agent.Message) (string, bool) {
 	if args.SubagentType != "" {
 		fmt.Fprintf(&b, " (%s)", args.SubagentType)
 	}
-	if excerpt := oneLine(detail, 200); excerpt != "" {
+	excerpt := oneLine(detail, 200)
+	if w := wroteFile.FindStringSubmatch(detail); w != nil {
+		// The file a subagent wrote is named whole, in backticks, however
+		// long its words before: the page links the path (static/filelinks.js).
+		excerpt = strings.TrimSpace(oneLine(w[1], 200) + " Wrote `" + w[2] + "`.")
+	}
+	if excerpt != "" {
 		fmt.Fprintf(&b, " %s: %s\n", status, excerpt)
 	} else {
 		fmt.Fprintf(&b, " %s, with nothing to report.\n", status)

@@ -232,6 +232,12 @@ func TestLeadAfterToolResults(t *testing.T) {
 			textHas: []string{"the subagent reported", "**Run Shell Command** (bash) succeeded: I ran it.", "Everything I delegated is done."},
 		},
 		{
+			name:    "a file a subagent wrote is named whole, however long its answer",
+			calls:   []agent.ToolCall{call("call_a", "Read uploads/long.txt", agent.SubagentGeneral)},
+			results: []agent.Message{toolMsg("call_a", agent.ToolTask, "Task Succeeded. Result: "+strings.Repeat("word ", 60)+"ends. Wrote `summaries/long.md`.")},
+			textHas: []string{"word word…", " Wrote `summaries/long.md`.\n"},
+		},
+		{
 			name:    "other tools' results are quoted",
 			calls:   []agent.ToolCall{{ID: "call_x", Name: tools.Ls, Args: json.RawMessage(`{"path":"."}`)}},
 			results: []agent.Message{toolMsg("call_x", tools.Ls, "notes/\nREADME.md 12")},

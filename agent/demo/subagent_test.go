@@ -16,7 +16,13 @@ import (
 // returns every response.
 func runSubagent(t *testing.T, d *Provider, prompt string, set *tools.Set) []agent.Response {
 	t.Helper()
-	env := tools.Env{Workspace: t.TempDir()}
+	return runSubagentIn(t, t.TempDir(), d, prompt, set)
+}
+
+// runSubagentIn is runSubagent in the workspace ws.
+func runSubagentIn(t *testing.T, ws string, d *Provider, prompt string, set *tools.Set) []agent.Response {
+	t.Helper()
+	env := tools.Env{Workspace: ws}
 	msgs := []agent.Message{{Type: agent.TypeSystem, Content: "You are a subagent."}, human(prompt)}
 	var resps []agent.Response
 	for range 50 {

@@ -16,8 +16,8 @@ import (
 // TestAttachedFileSummarised: with the real binary and its default demo
 // models (vision on), files put in a thread's workspace (as the upload
 // route will) are attached to a run: the message keeps them, the lead
-// hands the CSV to a subagent whose card reads it with read_file, the
-// answer summarises it, and the image the lead was shown is described.
+// hands the CSV to a subagent whose card reads it with read_file and
+// writes summaries/report.md, the answer summarises it and names that file, and the image the lead was shown is described.
 func TestAttachedFileSummarised(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -101,6 +101,7 @@ func TestAttachedFileSummarised(t *testing.T) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf("uploads/report.csv is %d bytes of text/plain in 5 lines; it begins: “fruit,qty” / “apples,3” / “pears,5”.", len(csv)),
+		"Wrote `summaries/report.md`.",
 		"uploads/cat.png: a 1200×800 PNG image",
 	} {
 		if !strings.Contains(said.String(), want) {
