@@ -111,6 +111,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/threads/:id/files", s.apiFiles, auth.RequireUser)
 	api.GET("/threads/:id/files.zip", s.apiFilesZip, auth.RequireUser)
 	api.GET("/threads/:id/files/*", s.apiFile, auth.RequireUser)
+	api.DELETE("/threads/:id/files/*", s.apiFileDelete, auth.RequireUser)
 	api.GET("/threads/:id/stream", s.stream, s.limitConnects, auth.RequireUser)
 	api.GET("/tokens", s.apiTokens, auth.RequireUser, auth.RequireSession)
 	api.POST("/tokens", s.apiTokenCreate, auth.RequireUser, auth.RequireSession)
