@@ -47,6 +47,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.GET("/threads/new", s.threadNewPage, auth.RequireUser)
 	app.GET("/threads/:id", s.threadPage, auth.RequireUser)
 	app.GET("/threads/:id/messages", s.threadMessagesFragment, auth.RequireUser)
+	app.GET("/threads/:id/preview/*", s.filePreviewFragment, auth.RequireUser)
 	app.POST("/threads/:id/rename", s.threadRenameSubmit, auth.RequireUser)
 	app.POST("/threads/:id/delete", s.threadDeleteSubmit, auth.RequireUser)
 	app.POST("/threads/:id/restore", s.threadRestoreSubmit, auth.RequireUser)
