@@ -124,6 +124,17 @@ func (rt *Runtime) Uploaded(ctx context.Context, threadID string, files []FileCh
 	return rt.journal.Write(ctx, rec)
 }
 
+// Deleted is the event of a file a user deleted from thread threadID's
+// workspace through the files API, of no task and no run, committed
+// before it returns as Uploaded's is.
+func (rt *Runtime) Deleted(ctx context.Context, threadID, path string) error {
+	rec, err := eventRecord(threadID, "", WorkspaceChanged{Changes: []FileChange{{Path: path, Deleted: true}}})
+	if err != nil {
+		return err
+	}
+	return rt.journal.Write(ctx, rec)
+}
+
 // fileStat is what a snapshot keeps of a file: enough to see it changed.
 type fileStat struct {
 	size     int64

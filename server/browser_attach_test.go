@@ -85,6 +85,25 @@ func TestBrowserAttach(t *testing.T) {
 		t.Error("the page scrolls sideways on a phone with a chip in the composer")
 	}
 	b.shot("phone")
+
+	// Removing the unsent chip deletes its upload; the sent one stays.
+	evalAs[chromedp.Void](b, `(() => {
+		const f = window.fetch;
+		window.fetch = (...args) => {
+			const p = f(...args);
+			if (args[1]?.method === "DELETE") window.__deleted = p.then((r) => r.status);
+			return p;
+		};
+	})()`)
+	b.do("remove the chip", chromedp.Click(`#composer-files .file-chip-remove`))
+	b.waitFor("the delete sent", `document.querySelectorAll("#composer-files .file-chip").length === 0 && !!window.__deleted`, 5*time.Second)
+	if status := evalAwait[int](b, `window.__deleted`); status != 204 {
+		t.Errorf("the removed chip's delete answered %d, want 204", status)
+	}
+	listed := evalAwait[[]string](b, `fetch("/api/threads/`+th+`/files").then((r) => r.json()).then((j) => j.files.map((f) => f.path))`)
+	if strings.Join(listed, "|") != "uploads/harvest notes.txt" {
+		t.Errorf("after removing the chip the workspace lists %q, want the sent file alone", listed)
+	}
 }
 
 // messageChips is the chips of the human messages as

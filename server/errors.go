@@ -99,6 +99,8 @@ func filesError(err error) *apiError {
 		return errBadRequest("%s", bad.Msg)
 	case errors.As(err, &upload):
 		return errBadRequest("%s", upload.Msg)
+	case errors.Is(err, files.ErrFolder):
+		return errBadRequest("only files can be deleted; delete the files of a folder one by one")
 	case errors.Is(err, files.ErrNotFound):
 		return errNotFound("file")
 	case errors.Is(err, files.ErrOutside):

@@ -43,6 +43,40 @@ func (s *Server) apiFilesUpload(c echo.Context) error {
 	return c.JSON(http.StatusCreated, map[string]any{"files": saved})
 }
 
+// apiFileDelete deletes one file of the thread's workspace and the
+// folders it leaves empty: 204, and a workspace frame to every page.
+func (s *Server) apiFileDelete(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	name, err := filePathParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.files.Delete(t.ID, name); err != nil {
+		return err
+	}
+	// The file is gone: a lost event costs the live panel, not the delete.
+	if err := s.rt.Deleted(c.Request().Context(), t.ID, name); err != nil {
+		s.log.Warn("record a delete", "thread", t.ID, "err", err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// filePathParam is the file a files route names after its prefix.
+func filePathParam(c echo.Context) (string, error) {
+	name := c.Param("*")
+	if c.Request().URL.RawPath != "" {
+		// Echo routes on the escaped path when there is one.
+		var err error
+		if name, err = url.PathUnescape(name); err != nil {
+			return "", errBadRequest("the path is not validly escaped")
+		}
+	}
+	return name, nil
+}
+
 // fileJSON is a listed file with the task that last wrote it, if a
 // subagent did (docs/API.md "Files").
 type fileJSON struct {
@@ -51,14 +85,24 @@ type fileJSON struct {
 }
 
 // apiFiles lists the regular files of the thread's workspace, or of the
-// folder ?prefix= names.
+// folder ?prefix= names; with ?depth=1 the folder's direct children
+// alone, its folders summed up, for a tree opened a folder at a time.
 func (s *Server) apiFiles(c echo.Context) error {
 	t, err := s.ownThread(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	entries, cut, err := s.files.List(ctx, t.ID, c.QueryParam("prefix"))
+	prefix := c.QueryParam("prefix")
+	var lv files.Level
+	switch depth := c.QueryParam("depth"); depth {
+	case "":
+		lv.Files, lv.Cut, err = s.files.List(ctx, t.ID, prefix)
+	case "1":
+		lv, err = s.files.ListLevel(ctx, t.ID, prefix)
+	default:
+		return errBadRequest("depth %q is not one herd lists; leave it out for every file below the prefix, or give 1 for its direct children", depth)
+	}
 	if err != nil {
 		return err
 	}
@@ -66,11 +110,15 @@ func (s *Server) apiFiles(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]fileJSON, len(entries))
-	for i, e := range entries {
+	out := make([]fileJSON, len(lv.Files))
+	for i, e := range lv.Files {
 		out[i] = fileJSON{Entry: e, TaskID: writers[e.Path]}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"files": out, "truncated": cut})
+	body := map[string]any{"files": out, "truncated": lv.Cut}
+	if lv.Folders != nil {
+		body["folders"] = lv.Folders
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 // apiFile answers one file's bytes, ranges and conditional requests
@@ -83,12 +131,9 @@ func (s *Server) apiFile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	name := c.Param("*")
-	if c.Request().URL.RawPath != "" {
-		// Echo routes on the escaped path when there is one.
-		if name, err = url.PathUnescape(name); err != nil {
-			return errBadRequest("the path is not validly escaped")
-		}
+	name, err := filePathParam(c)
+	if err != nil {
+		return err
 	}
 	f, info, err := s.files.Open(t.ID, name)
 	if err != nil {

@@ -126,6 +126,9 @@ func TestOwnershipMatrix(t *testing.T) {
 		{name: "list files", method: "GET", path: "/api/threads/%s/files", owner: 200},
 		{name: "download a file", method: "GET", path: "/api/threads/%s/files/uploads/x.txt", owner: 404, ownerMsg: "file not found"},
 		{name: "zip files", method: "GET", path: "/api/threads/%s/files.zip", owner: 200},
+		{name: "list a folder", method: "GET", path: "/api/threads/%s/files?depth=1", owner: 200},
+		{name: "delete a file", method: "DELETE", path: "/api/threads/%s/files/uploads/x.txt", owner: 404, ownerMsg: "file not found"},
+		{name: "preview a file", method: "GET", path: "/threads/%s/preview/uploads/x.txt", owner: 404, ownerMsg: "file not found", page: true},
 	}
 	callers := []struct {
 		name string

@@ -3,8 +3,9 @@
 // route (docs/API.md "Files"), so each has its own progress bar and its
 // own refusal (the route takes a request's files all or nothing); it
 // shows as a chip in #composer-files until the message is sent or the
-// chip removed. A removed or unsent upload stays in the workspace's
-// uploads/: the files route deletes nothing.
+// chip removed. Removing the chip of a finished upload deletes its file
+// from the workspace (DELETE on the files route): the user took it back.
+// An upload never sent because the page was left stays in uploads/.
 
 import { errorMessage } from "./api.js";
 import { clone } from "./dom.js";
@@ -83,9 +84,23 @@ export class Attachments {
 		return [...this.chips].filter((c) => c.state === "done").map((c) => c.path);
 	}
 
-	// clear removes every chip: the message that attached them is sent.
+	// clear removes every chip: the message that attached them is sent,
+	// so their files stay.
 	clear() {
 		for (const c of [...this.chips]) this.remove(c);
+	}
+
+	// discard removes chip at the user's word, and its file with it once
+	// uploaded. A failed delete leaves the file in uploads/, as before
+	// there was one: the chip is gone either way.
+	discard(chip) {
+		this.remove(chip);
+		if (chip.state !== "done" || !chip.path) return;
+		const path = chip.path.split("/").map(encodeURIComponent).join("/");
+		fetch(`/api/threads/${chip.threadID}/files/${path}`, {
+			method: "DELETE",
+			headers: { "X-CSRF-Token": document.querySelector('meta[name="csrf-token"]')?.content ?? "" },
+		}).catch(() => {});
 	}
 
 	add(files) {
@@ -93,13 +108,13 @@ export class Attachments {
 	}
 
 	async upload(file) {
-		const chip = { state: "uploading", path: "", node: clone("file-chip-template"), xhr: null };
+		const chip = { state: "uploading", path: "", threadID: "", node: clone("file-chip-template"), xhr: null };
 		const node = chip.node;
 		node.querySelector(".file-chip-name").textContent = file.name || "pasted file";
 		node.querySelector(".file-chip-size").textContent = fileSize(file.size);
 		const remove = node.querySelector(".file-chip-remove");
 		remove.setAttribute("aria-label", `Remove ${file.name}`);
-		remove.addEventListener("click", () => this.remove(chip));
+		remove.addEventListener("click", () => this.discard(chip));
 		const bar = node.querySelector(".file-chip-progress");
 		bar.setAttribute("aria-label", `Uploading ${file.name}`);
 		this.chips.add(chip);
@@ -116,6 +131,7 @@ export class Attachments {
 			return;
 		}
 		if (!this.chips.has(chip)) return; // removed meanwhile
+		chip.threadID = threadID;
 		const xhr = new XMLHttpRequest();
 		chip.xhr = xhr;
 		xhr.open("POST", `/api/threads/${threadID}/files`);

@@ -207,3 +207,28 @@ func isImage(typ string) bool {
 	}
 	return false
 }
+
+// tableNote says what a CSV preview's table leaves out: its rows past
+// the first, its columns past the first; "" when it shows the whole file.
+func tableNote(t *PreviewTable) string {
+	var parts []string
+	if len(t.Rows) < t.Total || t.AtLeast {
+		of := "of "
+		if t.AtLeast {
+			of = "of at least "
+		}
+		parts = append(parts, "first "+strconv.Itoa(len(t.Rows))+" "+of+strconv.Itoa(t.Total)+" rows")
+	}
+	shown := len(t.Header)
+	for _, r := range t.Rows {
+		shown = max(shown, len(r))
+	}
+	if shown < t.Columns {
+		parts = append(parts, "first "+strconv.Itoa(shown)+" of "+strconv.Itoa(t.Columns)+" columns")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := strings.Join(parts, ", ")
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -393,3 +393,44 @@ type UsageView struct {
 	Replaced UsageTotals
 	ByModel  []ModelUsage
 }
+
+// The kinds of a file's preview (FilePreviewView.Kind), its root's
+// data-kind.
+const (
+	PreviewMarkdown = "markdown"
+	PreviewCode     = "code"
+	PreviewCSV      = "csv"
+	PreviewText     = "text"
+	PreviewImage    = "image"
+	PreviewPDF      = "pdf"
+	PreviewBinary   = "binary"
+)
+
+// FilePreviewView is one workspace file as the Files panel previews it
+// (FilePreview): its kind, and for a text-like kind what was read of it.
+type FilePreviewView struct {
+	ThreadID string
+	Path     string
+	Kind     string
+	Size     int64
+	// Truncated says the file is longer than what was read, Shown bytes.
+	Truncated bool
+	Shown     int64
+	// HTML is the sanitized Markdown or highlighted code (server/render).
+	HTML string
+	// Text is a text kind's content, escaped when rendered.
+	Text  string
+	Table *PreviewTable
+}
+
+// PreviewTable is the head of a CSV or TSV file: its header row and first
+// rows, each cut to a preview's columns and characters. Total is the
+// rows read after the header, AtLeast that the file had more beyond what
+// was read; Columns the widest row's cells, before any was cut.
+type PreviewTable struct {
+	Header  []string
+	Rows    [][]string
+	Total   int
+	AtLeast bool
+	Columns int
+}

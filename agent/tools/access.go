@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +24,40 @@ import (
 // fs.ErrNotExist.
 func OpenRegular(root *os.Root, name string) (*os.File, error) {
 	return openChecked(root, name, os.O_RDONLY, wantFile)
+}
+
+// RemoveRegular removes name, relative to root, only if it is a regular
+// file: through root, as OpenRegular reaches it (ErrOutsideWorkspace,
+// fs.ErrNotExist), but the last part is never followed, so a symbolic
+// link, FIFO, socket or device is ErrFileType and a directory
+// syscall.EISDIR, each left as it is. A name swapped meanwhile for
+// another kind loses its name alone, inside the workspace.
+func RemoveRegular(root *os.Root, name string) error {
+	info, err := root.Lstat(name)
+	switch {
+	case err != nil:
+		return workspaceError(name, err)
+	case info.IsDir():
+		return &fs.PathError{Op: "remove", Path: name, Err: syscall.EISDIR}
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("%s: %w", name, ErrFileType)
+	}
+	if err := root.Remove(name); err != nil {
+		return workspaceError(name, err)
+	}
+	return nil
+}
+
+// RemoveEmptyDirs removes dir, relative to root, and then each folder
+// above it while they are empty directories (never a link to one), up to
+// root, which stays.
+func RemoveEmptyDirs(root *os.Root, dir string) {
+	for ; dir != "." && dir != ""; dir = filepath.Dir(dir) {
+		info, err := root.Lstat(dir)
+		if err != nil || !info.IsDir() || root.Remove(dir) != nil {
+			return
+		}
+	}
 }
 
 // OpenDir opens the directory name, relative to root, as ls does: through

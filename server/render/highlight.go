@@ -126,7 +126,17 @@ func (cb codeBlocks) highlighted(lang, code string) (string, bool) {
 			return out, true
 		}
 	}
-	it, err := lexerFor(lang).Tokenise(nil, code)
+	out, ok := tokens(lexerFor(lang), code)
+	if ok && cb.cache != nil {
+		cb.cache.put(key, out)
+	}
+	return out, ok
+}
+
+// tokens is code as l's tokens, escaped, in spans of their classes;
+// false when the lexer fails.
+func tokens(l chroma.Lexer, code string) (string, bool) {
+	it, err := l.Tokenise(nil, code)
 	if err != nil {
 		return "", false
 	}
@@ -140,10 +150,39 @@ func (cb codeBlocks) highlighted(lang, code string) (string, bool) {
 			out.WriteString(text)
 		}
 	}
-	if cb.cache != nil {
-		cb.cache.put(key, out.String())
-	}
 	return out.String(), true
+}
+
+// MaxHighlightFile bounds the text of a file CodeFile highlights: a
+// preview reads no more (server's file preview), and a longer one is
+// shown plain.
+const MaxHighlightFile = 256 << 10
+
+// FileLexer is the lexer of a file by its name ("report.py",
+// "Makefile", "drawing.svg"), nil when chroma knows none or knows it as
+// plain text only.
+func FileLexer(name string) chroma.Lexer {
+	l := lexers.Match(name)
+	if l == nil || l.Config().Name == "plaintext" {
+		return nil
+	}
+	return chroma.Coalesce(l)
+}
+
+// CodeFile is a file's text as a code block, highlighted as a fenced
+// block of its language is (same classes, same escaping: the source
+// shows, markup of an SVG or HTML file never renders), or escaped plain
+// when chroma knows no lexer for the name, the text is over
+// MaxHighlightFile or the lexer fails.
+func CodeFile(name, code string) string {
+	l := FileLexer(name)
+	if l != nil && len(code) <= MaxHighlightFile {
+		if out, ok := tokens(l, code); ok {
+			lang := strings.ToLower(l.Config().Name)
+			return `<pre class="chroma"><code class="language-` + html.EscapeString(lang) + `">` + out + "</code></pre>\n"
+		}
+	}
+	return "<pre><code>" + html.EscapeString(code) + "</code></pre>\n"
 }
 
 // tokenClass is chroma's class of a token type, or of its nearest

@@ -139,3 +139,33 @@ func TestTokenClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeFile: a file is highlighted by its name's language, as a fence
+// of it is; markup stays source; a name chroma does not know, or knows as
+// plain text, and a text over MaxHighlightFile are plain and escaped.
+func TestCodeFile(t *testing.T) {
+	big := strings.Repeat("x := 1\n", MaxHighlightFile/7+1)
+	for _, c := range []struct {
+		name, code       string
+		contains, absent []string
+	}{
+		{"main.go", "func main() {}", []string{`<pre class="chroma"><code class="language-go">`, `<span class="kd">func</span>`}, nil},
+		{"Makefile", "all:\n\tgo build\n", []string{`<pre class="chroma">`}, nil},
+		{"drawing.svg", `<svg onload="x"><script>alert(1)</script></svg>`, []string{`<pre class="chroma">`, "&lt;script&gt;"}, []string{"<script", "<svg"}},
+		{"notes.txt", "a <b>", []string{"<pre><code>a &lt;b&gt;"}, []string{"chroma", "<span"}},
+		{"data.unknownext", "a <b>", []string{"<pre><code>a &lt;b&gt;"}, []string{"chroma"}},
+		{"big.go", big, []string{"<pre><code>x := 1"}, []string{"<span"}},
+	} {
+		got := CodeFile(c.name, c.code)
+		for _, s := range c.contains {
+			if !strings.Contains(got, s) {
+				t.Errorf("%s: %.200q lacks %q", c.name, got, s)
+			}
+		}
+		for _, s := range c.absent {
+			if strings.Contains(got, s) {
+				t.Errorf("%s: %.200q holds %q", c.name, got, s)
+			}
+		}
+	}
+}
