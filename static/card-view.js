@@ -112,7 +112,8 @@ export function filesCount(n) {
 }
 
 // renderFiles lists the files c's subagent wrote as views.Card does, each
-// a link to the thread's files route (an image opens, anything else
+// a link to the thread's files route, which the Files panel opens in
+// place (static/files-panel.js; without it an image opens, anything else
 // downloads: the route's Content-Disposition says which). The list is
 // rebuilt only when it changed, so a focused link keeps its focus while
 // the card's other parts move.
@@ -128,6 +129,7 @@ function renderFiles(c, threadID) {
 			li.dataset.size = String(f.size);
 			const link = el("a", "", f.path);
 			link.href = fileURL(threadID, f.path);
+			link.dataset.filePath = f.path;
 			link.target = "_blank";
 			link.rel = "noopener";
 			li.append("Wrote ", link, " · ", el("span", "card-file-size", fileSize(f.size)));

@@ -12,6 +12,7 @@ import { FileLinks } from "./filelinks.js";
 import { applyLiveHTML } from "./markdown-live.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
+import { FilesPanel } from "./files-panel.js";
 import { OlderMessages } from "./older.js";
 import { Follower } from "./pinned.js";
 import { openStream } from "./socket.js";
@@ -53,6 +54,7 @@ export class ThreadPage {
 			showError: (text) => this.composer.showError(text),
 			onStarted: (runID) => this.composer.startRun(runID),
 		});
+		this.files = new FilesPanel({ threadID: this.threadID });
 		this.older = new OlderMessages({
 			threadID: this.threadID,
 			list: this.list,
@@ -83,6 +85,7 @@ export class ThreadPage {
 				(d, f) => {
 					this.cards.workspace(d, f);
 					this.fileLinks.workspace(d);
+					this.files.workspace(d);
 				},
 			],
 			["tool_progress", (d) => toolProgress(this.list, d)],
@@ -110,6 +113,7 @@ export class ThreadPage {
 		document.addEventListener("herd:frame", (ev) => this.handleFrame(ev.detail));
 		this.composer.listen();
 		this.older.listen();
+		this.files.listen();
 		showToolOutputsIn(this.list);
 		this.fileLinks.scan(this.list);
 		listenCopy(this.list);
