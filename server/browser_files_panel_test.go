@@ -203,3 +203,78 @@ func TestBrowserFilesPanel(t *testing.T) {
 	b.activate("back to the tree on the phone", "#file-preview-back")
 	b.shot("files-panel-phone-tree")
 }
+
+// TestBrowserFilesRoundTrip is issue 25's whole path in a browser: a file
+// dropped on the composer, "summarise the attached file", the card that
+// reads it, the summary its subagent writes appearing in the open Files
+// panel without a reload, the answer's link to it opening it there, and
+// the panel's download giving the file's bytes.
+func TestBrowserFilesRoundTrip(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 300, 2)))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("round trip")
+	b := newBrowser(t, a.http.URL)
+	b.do("desktop", chromedp.EmulateViewport(1280, 900))
+	b.signIn(u.email, "password123")
+	b.openThread(th, "")
+	b.activate("open Files", "#files-button")
+	b.waitFor("the empty panel", `!document.querySelector("#files-empty").hidden`, 10*time.Second)
+	// When the summary first shows in the panel, and whether the page
+	// was ever reloaded.
+	evalAs[chromedp.Void](b, `(() => {
+		window.__sameDocument = true;
+		new MutationObserver(() => {
+			if (!window.__summaryAt && document.querySelector('#files-tree li.files-folder[data-key="summaries"]')) window.__summaryAt = performance.now();
+		}).observe(document.getElementById("files-tree"), { subtree: true, childList: true });
+	})()`)
+
+	notes := "Apples: 3 crates\nPears: 2 crates\nPlums: none this week\n"
+	evalAs[chromedp.Void](b, fmt.Sprintf(`(() => {
+		const dt = new DataTransfer();
+		dt.items.add(new File([%q], "harvest.txt", { type: "text/plain" }));
+		const composer = document.querySelector("#composer");
+		composer.dispatchEvent(new DragEvent("dragenter", { dataTransfer: dt, bubbles: true, cancelable: true }));
+		composer.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+	})()`, notes))
+	b.waitFor("the chip done", `document.querySelector("#composer-files .file-chip")?.dataset.state === "done"`, 10*time.Second)
+	b.waitFor("the upload in the panel", `document.querySelector('#files-tree li.files-folder[data-key="uploads"] .files-meta')?.textContent.startsWith("1 file · ")`, 5*time.Second)
+
+	b.sendMessage("summarise the attached file")
+	b.waitFor("the summary in the panel", `!!window.__summaryAt`, 20*time.Second)
+	b.waitRunEnd(a, th)
+	if !evalAs[bool](b, `window.__sameDocument === true`) {
+		t.Fatal("the page reloaded")
+	}
+
+	// The card read the attachment.
+	b.activate("expand the card", "#messages section.card .card-toggle")
+	b.waitFor("its steps", `[...document.querySelectorAll("#messages section.card .card-step")].some((s) => s.textContent.includes("read_file") && s.textContent.includes("uploads/harvest.txt"))`, 10*time.Second)
+
+	const summary = "summaries/harvest.md"
+	raw, err := os.ReadFile(filepath.Join(a.workspace(th), summary))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "Apples: 3 crates") {
+		t.Errorf("the summary does not quote the file: %q", raw)
+	}
+
+	// The answer's link opens the summary in the panel.
+	b.activate("the answer's link", fmt.Sprintf(`.msg-ai .msg-body a.file-link[data-file-path=%q]`, summary))
+	b.waitFor("the summary previewed", fmt.Sprintf(`!!document.querySelector('#file-preview-body .file-preview[data-kind="markdown"][data-path=%q]')`, summary), 5*time.Second)
+	b.shot("roundtrip-preview")
+
+	// In the tree, with its writer, and its download is its bytes.
+	b.activate("back to the tree", "#file-preview-back")
+	b.activate("open summaries/", `li.files-folder[data-key="summaries"] > .files-toggle`)
+	row := fmt.Sprintf(`document.querySelector('li.files-file[data-path=%q]')`, summary)
+	b.waitFor("the summary's row", row+` !== null`, 5*time.Second)
+	if by := evalAs[string](b, row+`.querySelector(".files-writer")?.textContent ?? ""`); by != evalAs[string](b, `document.querySelector("#messages section.card .card-title").textContent`) {
+		t.Errorf("the summary's writer reads %q, want the card's title", by)
+	}
+	got := evalAwait[string](b, `fetch(`+row+`.querySelector(".files-download").href).then((r) => r.text())`)
+	if got != string(raw) {
+		t.Errorf("the panel's download gave %q, want %q", got, raw)
+	}
+	b.shot("roundtrip-tree")
+}
