@@ -85,12 +85,17 @@ export class FilesPanel {
 			ev.preventDefault();
 			this.openFile(a.dataset.filePath);
 		});
-		// The address keeps the panel's place: a reload opens it there.
+		// The address keeps the panel's place: a reload opens it there, and
+		// so does a link to #files or #files=path.
+		this.follow(false);
+		window.addEventListener("hashchange", () => this.follow(true));
+	}
+
+	follow(focus) {
 		const m = /^#files(?:=(.*))?$/.exec(location.hash);
-		if (m) {
-			if (m[1] !== undefined) this.openFile(decodeURIComponent(m[1]), false);
-			else this.open(false);
-		}
+		if (!m) return;
+		if (m[1] !== undefined) this.openFile(decodeURIComponent(m[1]), focus);
+		else this.open(focus);
 	}
 
 	isOpen() {
