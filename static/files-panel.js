@@ -141,8 +141,17 @@ export class FilesPanel {
 	// reload lists every folder the panel has open again, the root first.
 	reload() {
 		this.stale = false;
-		const folders = this.loaded.size === 0 ? [""] : [...this.loaded].sort();
-		return Promise.all(folders.map((f) => this.load(f)));
+		return this.loadAll(this.loaded.size === 0 ? [""] : [...this.loaded]);
+	}
+
+	// loadAll lists folders a level at a time, parents first, so a folder
+	// its parent no longer lists (its last file deleted) is dropped, not
+	// asked for.
+	async loadAll(folders) {
+		const depth = (f) => (f === "" ? 0 : f.split("/").length);
+		const levels = new Map();
+		for (const f of folders) levels.set(depth(f), [...(levels.get(depth(f)) ?? []), f]);
+		for (const d of [...levels.keys()].sort((a, b) => a - b)) await Promise.all(levels.get(d).map((f) => this.load(f)));
 	}
 
 	// load lists one folder (depth 1) into its place in the tree.
@@ -417,9 +426,9 @@ export class FilesPanel {
 
 	flush() {
 		this.timer = 0;
-		const folders = [...this.pending].sort();
+		const folders = [...this.pending];
 		this.pending.clear();
-		for (const f of folders) this.load(f);
+		this.loadAll(folders);
 		if (this.pendingPreview && this.previewing !== null) this.loadPreview(this.previewing);
 		this.pendingPreview = false;
 	}
