@@ -46,22 +46,29 @@ func (s *Server) apiFilesUpload(c echo.Context) error {
 // apiFileDelete deletes one file of the thread's workspace and the
 // folders it leaves empty: 204, and a workspace frame to every page.
 func (s *Server) apiFileDelete(c echo.Context) error {
-	t, err := s.ownThread(c)
+	thread, name, err := s.ownFile(c)
 	if err != nil {
 		return err
 	}
-	name, err := filePathParam(c)
-	if err != nil {
-		return err
-	}
-	if err := s.files.Delete(t.ID, name); err != nil {
+	if err := s.files.Delete(thread, name); err != nil {
 		return err
 	}
 	// The file is gone: a lost event costs the live panel, not the delete.
-	if err := s.rt.Deleted(c.Request().Context(), t.ID, name); err != nil {
-		s.log.Warn("record a delete", "thread", t.ID, "err", err)
+	if err := s.rt.Deleted(c.Request().Context(), thread, name); err != nil {
+		s.log.Warn("record a delete", "thread", thread, "err", err)
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// ownFile is the thread (the user's own) and the workspace path a files
+// route names.
+func (s *Server) ownFile(c echo.Context) (thread, name string, err error) {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return "", "", err
+	}
+	name, err = filePathParam(c)
+	return t.ID, name, err
 }
 
 // filePathParam is the file a files route names after its prefix.
@@ -127,15 +134,11 @@ func (s *Server) apiFiles(c echo.Context) error {
 // an attachment of no type a browser renders, and every answer is a
 // sandbox with no sources of its own, so no file runs as a page of herd.
 func (s *Server) apiFile(c echo.Context) error {
-	t, err := s.ownThread(c)
+	thread, name, err := s.ownFile(c)
 	if err != nil {
 		return err
 	}
-	name, err := filePathParam(c)
-	if err != nil {
-		return err
-	}
-	f, info, err := s.files.Open(t.ID, name)
+	f, info, err := s.files.Open(thread, name)
 	if err != nil {
 		return err
 	}

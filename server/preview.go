@@ -35,15 +35,11 @@ const (
 // filePreviewFragment answers the preview of one file of the thread's
 // workspace, reached as its download is.
 func (s *Server) filePreviewFragment(c echo.Context) error {
-	t, err := s.ownThread(c)
+	thread, name, err := s.ownFile(c)
 	if err != nil {
 		return err
 	}
-	name, err := filePathParam(c)
-	if err != nil {
-		return err
-	}
-	f, info, err := s.files.Open(t.ID, name)
+	f, info, err := s.files.Open(thread, name)
 	if err != nil {
 		return err
 	}
@@ -52,7 +48,7 @@ func (s *Server) filePreviewFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v.ThreadID, v.Path = t.ID, name
+	v.ThreadID, v.Path = thread, name
 	return s.render(c, http.StatusOK, views.FilePreview(v))
 }
 
