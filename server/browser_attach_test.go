@@ -100,9 +100,9 @@ func TestBrowserAttach(t *testing.T) {
 	if status := evalAwait[int](b, `window.__deleted`); status != 204 {
 		t.Errorf("the removed chip's delete answered %d, want 204", status)
 	}
-	listed := evalAwait[[]string](b, `fetch("/api/threads/`+th+`/files").then((r) => r.json()).then((j) => j.files.map((f) => f.path))`)
+	listed := evalAwait[[]string](b, `fetch("/api/threads/`+th+`/files?prefix=uploads").then((r) => r.json()).then((j) => j.files.map((f) => f.path))`)
 	if strings.Join(listed, "|") != "uploads/harvest notes.txt" {
-		t.Errorf("after removing the chip the workspace lists %q, want the sent file alone", listed)
+		t.Errorf("after removing the chip uploads/ lists %q, want the sent file alone", listed)
 	}
 }
 
