@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"herd/models"
 )
@@ -233,5 +235,79 @@ func TestRetryOnTheRunEnd(t *testing.T) {
 	h.wait()
 	if retry.RunID == first.RunID {
 		t.Fatal("the retry is the first run")
+	}
+}
+
+// TestVersionsPicked: a Regenerate and an Edit each add a version beside
+// the run they replace; picking an older version shows it again, with
+// what followed it, and the next run's lead is given that version's
+// history (docs/DESIGN.md §3).
+func TestVersionsPicked(t *testing.T) {
+	var calls atomic.Int32
+	var prompts [][]Message
+	lead := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+		n := calls.Add(1)
+		prompts = append(prompts, req.Messages)
+		return reply(fmt.Sprintf("answer %d to %s", n, lastHuman(req)), nil), nil
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", lead)}})
+	ctx := context.Background()
+	first := h.run("question")
+	second := h.run("follow-up")
+	regen, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: second.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	shown := func() Replaced {
+		runs, err := h.store.Runs(ctx, h.thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ReplacedIn(runs)
+	}
+	rp := shown()
+	if got := rp.Versions(regen.RunID); !slices.Equal(got, []string{second.RunID, regen.RunID}) || rp.Latest() != regen.RunID || !rp.AnswerHidden(second.RunID) {
+		t.Fatalf("after a Regenerate: versions %v, latest %s, want [%s %s] and the new one shown", got, rp.Latest(), second.RunID, regen.RunID)
+	}
+
+	// The older version, picked, is shown and followed.
+	if err := h.store.PickRun(ctx, h.thread, second.RunID, time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	rp = shown()
+	if rp.Latest() != second.RunID || rp.AnswerHidden(second.RunID) || !rp.AnswerHidden(regen.RunID) || !slices.Equal(rp.Versions(second.RunID), []string{second.RunID, regen.RunID}) {
+		t.Fatalf("after picking the first version: latest %s, versions %v", rp.Latest(), rp.Versions(second.RunID))
+	}
+	third := h.run("next")
+	got := prompts[len(prompts)-1]
+	var texts []string
+	for _, m := range got[1:] {
+		texts = append(texts, m.Content)
+	}
+	if want := []string{"question", "answer 1 to question", "follow-up", "answer 2 to follow-up", "next"}; !slices.Equal(texts, want) {
+		t.Errorf("the next run's history = %q, want the picked version's %q", texts, want)
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: regen.RunID}); !errors.Is(err, ErrNotLatest) {
+		t.Errorf("retry of a version not shown: %v, want ErrNotLatest", err)
+	}
+
+	// An Edit of the first message is a version of the first run; picking
+	// the first back shows everything that followed it.
+	edit, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", Content: "better question", EditOf: first.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	rp = shown()
+	if !slices.Equal(rp.Versions(edit.RunID), []string{first.RunID, edit.RunID}) || rp.Latest() != edit.RunID || !rp.Whole(third.RunID) {
+		t.Fatalf("after an Edit: versions %v, latest %s", rp.Versions(edit.RunID), rp.Latest())
+	}
+	if err := h.store.PickRun(ctx, h.thread, first.RunID, time.Now().Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	rp = shown()
+	if rp.Latest() != third.RunID || !rp.Shown(second.RunID) || !rp.Whole(edit.RunID) {
+		t.Errorf("the first version picked back: latest %s (want %s), second shown %v", rp.Latest(), third.RunID, rp.Shown(second.RunID))
 	}
 }

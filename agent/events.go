@@ -173,6 +173,9 @@ type RunStart struct {
 	// EditOf is the run whose message this one's edits: that run and
 	// every later one are replaced (docs/DESIGN.md §3).
 	EditOf string `json:"edit_of,omitempty" kind:"string"`
+	// Versions lists the versions of the answer this run adds one to
+	// (a Regenerate, an Edit), oldest first, this run last.
+	Versions []string `json:"versions,omitempty" kind:"ids"`
 	// Commands and Admin are what the run was granted (StartRequest):
 	// a resumed run gets the same tools, never more.
 	Commands bool `json:"commands,omitempty" kind:"bool"`

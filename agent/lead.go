@@ -126,6 +126,10 @@ type run struct {
 	tasks     atomic.Int32 // task calls dispatched, for max_total_per_run
 	// retryOf and editOf are what the run replaces (StartRequest).
 	retryOf, editOf string
+	// parent is the run it follows, versions the versions of its answer
+	// when it starts another (Runtime.place).
+	parent   string
+	versions []string
 	// commands and admin are what the run was granted (StartRequest).
 	commands, admin bool
 	// resumed, when set, is what a restart left open of the run: the
@@ -173,12 +177,12 @@ func (r *run) begin(ctx context.Context, msgID, content string, atts []Attachmen
 	}
 	r.workspace = ws
 	now := r.env.now().UTC()
-	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name, RetryOf: r.retryOf, EditOf: r.editOf, Commands: r.commands, Admin: r.admin})
+	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name, RetryOf: r.retryOf, EditOf: r.editOf, Versions: r.versions, Commands: r.commands, Admin: r.admin})
 	if err != nil {
 		return err
 	}
 	recs := []models.Record{
-		{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning, ModelName: r.model.Config.Name, StartedAt: now, RetryOf: r.retryOf, EditOf: r.editOf}},
+		{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning, ModelName: r.model.Config.Name, StartedAt: now, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent}},
 		start,
 	}
 	if r.retryOf == "" {
@@ -581,7 +585,7 @@ func (r *run) end(e ending) {
 	ctx, cancel := r.env.persistCtx(r.ctx)
 	defer cancel()
 	err = r.env.journal.Write(ctx,
-		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: e.status, ModelName: r.model.Config.Name, Error: e.err, EndedAt: &now, RetryOf: r.retryOf, EditOf: r.editOf}},
+		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: e.status, ModelName: r.model.Config.Name, Error: e.err, EndedAt: &now, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent}},
 		ev,
 	)
 	if err != nil {

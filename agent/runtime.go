@@ -224,7 +224,7 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	}
 	// Checked once the thread is claimed, so no run can start between
 	// the check and the new run's start.
-	if err := rt.checkReplace(ctx, req); err != nil {
+	if err := rt.place(ctx, req, r); err != nil {
 		rt.release(r)
 		r.cancel(nil)
 		return Started{}, err
@@ -292,19 +292,23 @@ func (rt *Runtime) model(name string) (*Model, error) {
 	return m, nil
 }
 
-// checkReplace refuses a retry of any run but the thread's latest, and an
-// edit of a run that is not in the thread, was replaced whole, or has no
+// place finds where run r goes in the thread's tree of runs
+// (ReplacedIn): a new message follows the last run shown; a Retry or
+// Regenerate, of that run only, and an Edit, of a message shown, follow
+// what the run they replace followed, as its next version. It refuses an
+// edit of a run that is not in the thread, is not shown, or has no
 // message of its own.
-func (rt *Runtime) checkReplace(ctx context.Context, req StartRequest) error {
-	target := cmp.Or(req.RetryOf, req.EditOf)
-	if target == "" {
-		return nil
-	}
+func (rt *Runtime) place(ctx context.Context, req StartRequest, r *run) error {
 	runs, err := rt.history.Runs(ctx, req.ThreadID)
 	if err != nil {
 		return fmt.Errorf("agent: read runs: %w", err)
 	}
 	rp := ReplacedIn(runs)
+	target := cmp.Or(req.RetryOf, req.EditOf)
+	if target == "" {
+		r.parent = rp.Latest()
+		return nil
+	}
 	i := slices.IndexFunc(runs, func(r models.Run) bool { return r.ID == target })
 	switch {
 	case i < 0:
@@ -314,6 +318,11 @@ func (rt *Runtime) checkReplace(ctx context.Context, req StartRequest) error {
 	case req.EditOf != "" && (rp.Whole(target) || runs[i].RetryOf != ""):
 		return ErrReplaced
 	}
+	r.parent = rp.Parent(target)
+	// The versions the page switches between: a failed or stopped run
+	// answered again stays history, no version; its retry takes its place.
+	retry := req.RetryOf != "" && runs[i].Status != models.RunCompleted
+	r.versions = rp.NextVersions(r.parent, target, r.id, retry)
 	return nil
 }
 
@@ -488,7 +497,7 @@ func (rt *Runtime) claimRow(ctx context.Context, r *run) error {
 		}
 	}
 	row := &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning,
-		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: r.lease.Instance, LeaseEpoch: r.lease.Epoch, RetryOf: r.retryOf, EditOf: r.editOf}
+		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: r.lease.Instance, LeaseEpoch: r.lease.Epoch, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent}
 	err := rt.claims.ClaimRun(ctx, row, rt.lead.MaxActiveRunsPerUser)
 	switch {
 	case errors.Is(err, models.ErrConflict):

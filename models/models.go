@@ -135,6 +135,17 @@ type Run struct {
 	// the events are history.
 	RetryOf string `gorm:"size:36;not null;default:''"`
 	EditOf  string `gorm:"size:36;not null;default:''"`
+	// ParentRun is the run this one follows in the conversation: the
+	// shown thread's last run when it started, or for a Regenerate or an
+	// Edit the run the replaced one followed (its versions share it). ""
+	// for a thread's first run and for runs from before versions, whose
+	// parent is read from the order of runs (agent.ReplacedIn).
+	ParentRun string `gorm:"size:36;not null;default:''"`
+	// PickedAt is when the user last chose this run's version of its
+	// answer (agent.ReplacedIn shows, of a run's versions, the one picked
+	// or started last); nil when never chosen. Set by Store.PickRun alone:
+	// the Writer's upsert of a run leaves it.
+	PickedAt *time.Time
 	// InstanceID is the herd instance executing the run (Instance); ""
 	// on SQLite's single instance and for runs from before instances.
 	InstanceID string `gorm:"index;not null;default:'';size:36"`

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 )
 
 // ActiveRun returns the thread's running run, or ErrNotFound.
@@ -35,6 +36,19 @@ func (s *Store) LastModel(ctx context.Context, threadID string) (string, error) 
 // Runs returns the thread's runs, oldest first.
 func (s *Store) Runs(ctx context.Context, threadID string) ([]Run, error) {
 	return list[Run](s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("started_at, id"), "runs")
+}
+
+// PickRun records that the user chose run runID's version of its answer
+// (Run.PickedAt); ErrNotFound when the thread has no such run.
+func (s *Store) PickRun(ctx context.Context, threadID, runID string, at time.Time) error {
+	res := s.w.WithContext(ctx).Model(&Run{}).Where("id = ? AND thread_id = ?", runID, threadID).Update("picked_at", at.UTC())
+	if res.Error != nil {
+		return fmt.Errorf("store: pick run: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("store: pick run %s: %w", runID, ErrNotFound)
+	}
+	return nil
 }
 
 // RunningRuns returns every run still marked running: at start, the runs

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -48,6 +49,40 @@ func (s *Server) apiRunRetry(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, startedJSON(started))
+}
+
+// apiRunPick shows run run_id's version of its answer (204): the thread,
+// its cards and totals, and the history the next run's lead is given
+// follow it (docs/API.md "What a new answer replaces"). 409 while a run
+// is active; 422 for a run that is no version of a shown answer.
+func (s *Server) apiRunPick(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	runID, err := pathID(c, "run_id", "run")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	runs, err := s.store.Runs(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(runs, func(r models.Run) bool { return r.ID == runID }) {
+		return errNotFound("run")
+	}
+	if slices.ContainsFunc(runs, func(r models.Run) bool { return r.Status == models.RunRunning }) {
+		return agent.ErrRunActive
+	}
+	rp := agent.ReplacedIn(runs)
+	if !slices.ContainsFunc(runs, func(r models.Run) bool { return slices.Contains(rp.Versions(r.ID), runID) }) {
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "not_a_version", Message: "that run is not a version of an answer the thread shows"}
+	}
+	if err := s.store.PickRun(ctx, t.ID, runID, time.Now()); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 // apiMessageEdit sends an edited copy of one of the user's messages as a
@@ -161,10 +196,11 @@ func runNotice(ev *models.RunEvent, p agent.Event, rp agent.Replaced, idle bool)
 			break
 		}
 		latest := e.RunID == rp.Latest() && idle
-		if e.Status == models.RunCompleted && !latest {
+		versions := rp.Versions(e.RunID)
+		if e.Status == models.RunCompleted && !latest && versions == nil {
 			break
 		}
-		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest}
+		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest, Versions: versions}
 		return views.MessageView{Type: views.TypeRunEnd, Seq: ev.Seq, RunID: e.RunID, End: end}, true
 	}
 	return views.MessageView{}, false

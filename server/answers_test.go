@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,68 @@ func TestRetryFrames(t *testing.T) {
 	var done agent.RunEnd
 	if err := json.Unmarshal(next("run.end").Data, &done); err != nil || done.Status != "completed" || done.Notice != "" || done.RunID != retry.RunID {
 		t.Fatalf("the retry's run.end = %+v, %v", done, err)
+	}
+}
+
+// TestPickRoute: only the thread's owner picks a version, with the CSRF
+// token, of a run that is one, while no run is active; the messages
+// route then shows the picked version's answer.
+func TestPickRoute(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 5, 1), demoModel("demo-slow", 5000, 1)))
+	u := a.newUser("ann@example.com", false)
+	other := a.newUser("bob@example.com", false)
+	th := u.newThread("t")
+	first := u.startRun(th, "Plan:\n- apples")
+	a.waitIdle(th)
+	pick := func(run string) string { return "/api/threads/" + th + "/runs/" + run + "/pick" }
+	if r := u.do("POST", pick(first), nil); r.status != http.StatusUnprocessableEntity || r.errorCode() != "not_a_version" {
+		t.Errorf("pick of an answer with one version: %d %s, want 422 not_a_version", r.status, r.body)
+	}
+	var regen struct {
+		RunID string `json:"run_id"`
+	}
+	u.mustJSON("POST", "/api/threads/"+th+"/runs/"+first+"/retry", nil, http.StatusAccepted, &regen)
+	a.waitIdle(th)
+	answers := func() []string {
+		var out struct {
+			Messages []struct {
+				RunID string `json:"run_id"`
+				Type  string `json:"type"`
+			} `json:"messages"`
+		}
+		u.mustJSON("GET", "/api/threads/"+th+"/messages", nil, http.StatusOK, &out)
+		var runs []string
+		for _, m := range out.Messages {
+			if m.Type == "ai" && !slices.Contains(runs, m.RunID) {
+				runs = append(runs, m.RunID)
+			}
+		}
+		return runs
+	}
+	if got := answers(); !slices.Equal(got, []string{regen.RunID}) {
+		t.Fatalf("answers shown after a Regenerate: %v, want the new one's", got)
+	}
+	if r := other.do("POST", pick(first), nil); r.status != http.StatusNotFound {
+		t.Errorf("another user's pick: %d, want 404", r.status)
+	}
+	tok := u.csrf
+	u.csrf = ""
+	if r := u.do("POST", pick(first), nil); r.status != http.StatusForbidden {
+		t.Errorf("pick without the CSRF token: %d, want 403", r.status)
+	}
+	u.csrf = tok
+	if r := u.do("POST", pick("00000000-0000-0000-0000-000000000000"), nil); r.status != http.StatusNotFound {
+		t.Errorf("pick of an unknown run: %d, want 404", r.status)
+	}
+	if r := u.do("POST", pick(first), nil); r.status != http.StatusNoContent {
+		t.Fatalf("pick: %d %s, want 204", r.status, r.body)
+	}
+	if got := answers(); !slices.Equal(got, []string{first}) {
+		t.Errorf("answers shown after picking the first version: %v, want %s's", got, first)
+	}
+	// While a run is active nothing is picked.
+	u.mustJSON("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "more", "model": "demo-slow"}, http.StatusAccepted, nil)
+	if r := u.do("POST", pick(regen.RunID), nil); r.status != http.StatusConflict {
+		t.Errorf("pick while a run is active: %d, want 409", r.status)
 	}
 }

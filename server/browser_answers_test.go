@@ -34,7 +34,7 @@ func (f *flakyLead) Complete(ctx context.Context, req agent.Request, onDelta fun
 const conversationJS = `JSON.stringify([...document.querySelectorAll("#messages > [data-seq]")].map((n) => [
 	n.className, n.id, n.dataset.runId ?? "", n.dataset.status ?? "",
 	n.querySelector(".msg-body")?.textContent.trim() ?? "",
-	[...n.querySelectorAll(".msg-note, .run-notice, .run-retry, .msg-edit")].map((x) => x.className + ":" + x.textContent.trim()).join("|"),
+	[...n.querySelectorAll(".msg-note, .run-notice, .version-count, .run-retry, .msg-edit")].map((x) => x.className + ":" + x.textContent.trim()).join("|"),
 ]))`
 
 // TestBrowserRetryRegenerateEdit: a failed run leaves its partial answer,
@@ -143,4 +143,69 @@ func sameAfterReload(b *browser, what string) {
 func setTheme(b *browser, theme string) {
 	b.t.Helper()
 	evalAs[chromedp.Void](b, fmt.Sprintf(`(() => { document.documentElement.dataset.theme = %q; })()`, theme))
+}
+
+// TestBrowserVersions: an Edit and a Regenerate keep the answers they
+// replace as versions; the switcher shows "2 / 2" live, and picking the
+// first shows its message, cards, timeline and totals, as a reload does.
+func TestBrowserVersions(t *testing.T) {
+	a := newApp(t, withModels(demoModel("demo-fast", 50, 2)))
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("versions")
+	b := newBrowser(t, a.http.URL)
+	b.do("desktop", chromedp.EmulateViewport(1280, 900))
+	b.signIn(u.email, "password123")
+	b.openThread(th, "")
+	// What the page shows of the conversation: the user's text, the cards'
+	// titles, the timeline's head, the versions and the usage total.
+	const shownJS = `JSON.stringify({
+		asked: [...document.querySelectorAll("#messages .msg-human .msg-body")].map((n) => n.textContent.trim()),
+		cards: [...document.querySelectorAll("#messages section.card")].map((c) => c.querySelector(".card-title").textContent),
+		timeline: [...document.querySelectorAll("#messages .timeline-summary")].map((n) => n.textContent),
+		versions: [...document.querySelectorAll("#messages .version-count")].map((n) => n.textContent),
+	})`
+
+	b.sendMessage("Plan:\n- apples")
+	b.waitRunEnd(a, th)
+	b.activate("edit", ".msg-human .msg-edit")
+	b.waitFor("the edit form", `document.activeElement?.matches(".msg-edit-input")`, 5*time.Second)
+	evalAs[chromedp.Void](b, `(() => { document.querySelector(".msg-edit-input").value = "Plan:\n- pears\n- plums"; })()`)
+	b.do("send the edit", chromedp.KeyEvent("\r"))
+	b.waitRunEnd(a, th)
+	b.waitFor("2 / 2 live", `document.querySelector("#messages .version-count")?.textContent === "2 / 2" && document.querySelectorAll("#messages section.card").length === 2`, 15*time.Second)
+	second := evalAs[string](b, shownJS)
+	if !strings.Contains(second, `"pears"`) || strings.Contains(second, `"apples"`) {
+		t.Errorf("the edited version shows %s", second)
+	}
+	b.shot("version-2-of-2")
+	b.reload()
+	if got := evalAs[string](b, shownJS); got != second {
+		t.Errorf("after a reload: %s, live %s", got, second)
+	}
+
+	b.activate("the first version", "#messages .version-prev")
+	b.waitFor("1 / 2", `document.querySelector("#messages .version-count")?.textContent === "1 / 2" && document.documentElement.dataset.herdReady === "1"`, 15*time.Second)
+	first := evalAs[string](b, shownJS)
+	if !strings.Contains(first, `"apples"`) || strings.Contains(first, `"pears"`) || !strings.Contains(first, "Plan:\\n- apples") && !strings.Contains(first, "apples") {
+		t.Errorf("the first version shows %s", first)
+	}
+	if !strings.Contains(first, "1 subagent") {
+		t.Errorf("the first version's timeline: %s", first)
+	}
+	b.shot("version-1-of-2")
+	b.reload()
+	if got := evalAs[string](b, shownJS); got != first {
+		t.Errorf("the pick after a reload: %s, before %s", got, first)
+	}
+
+	// A Regenerate of the first version adds a third, live.
+	b.activate("regenerate", ".run-end-completed .run-retry")
+	b.waitRunEnd(a, th)
+	b.waitFor("3 / 3 live", `document.querySelector("#messages .version-count")?.textContent === "3 / 3"`, 15*time.Second)
+	live := evalAs[string](b, conversationJS)
+	b.reload()
+	if got := evalAs[string](b, conversationJS); got != live {
+		t.Errorf("after the Regenerate a reload shows\n%s\nlive\n%s", got, live)
+	}
+	b.shot("version-3-of-3")
 }

@@ -27,7 +27,23 @@ export function runEndElement(d, runID, seq) {
 	const retry = node.querySelector(".run-retry");
 	retry.dataset.runId = runID;
 	retry.textContent = status === "completed" ? "Regenerate" : "Retry";
+	const versions = Array.isArray(d.versions) ? d.versions : [];
+	const nav = node.querySelector(".run-versions");
+	if (versions.length > 1) fillVersions(nav, runID, versions);
+	else nav.remove();
 	return node;
+}
+
+// fillVersions sets a run's versions switcher (views.versions): where
+// runID is among versions, and the runs either side.
+function fillVersions(nav, runID, versions) {
+	const i = Math.max(versions.indexOf(runID), 0);
+	const [prev, next] = nav.querySelectorAll(".version-pick");
+	prev.dataset.runId = versions[i - 1] ?? "";
+	prev.disabled = i === 0;
+	next.dataset.runId = versions[i + 1] ?? "";
+	next.disabled = i === versions.length - 1;
+	nav.querySelector(".version-count").textContent = `${i + 1} / ${versions.length}`;
 }
 
 // runResumedElement is where a run resumed as views.runResumed renders
@@ -57,6 +73,7 @@ export class Answers {
 		this.model = model; // the composer's model select, if any
 		this.showError = showError;
 		this.onStarted = onStarted;
+		this.versions = new Map(); // run → the versions of its answer, from its run.start
 	}
 
 	// listen handles the buttons under the list, now and later; while a
@@ -67,6 +84,8 @@ export class Answers {
 		this.list.addEventListener("click", (ev) => {
 			const retry = ev.target.closest(".run-retry");
 			if (retry) return this.retry(retry);
+			const pick = ev.target.closest(".version-pick");
+			if (pick) return this.pick(pick);
 			const edit = ev.target.closest(".msg-edit");
 			if (edit) return this.openEdit(edit.closest(".msg"), edit);
 			const cancel = ev.target.closest(".msg-edit-cancel");
@@ -92,6 +111,7 @@ export class Answers {
 	// runStarted applies what the new run replaces, and takes the
 	// controls that answer again away while it runs.
 	runStarted(d) {
+		if (Array.isArray(d.versions) && d.run_id) this.versions.set(d.run_id, d.versions);
 		// Focus on a control the new run removes goes to the composer.
 		const focused = document.activeElement;
 		const inList = this.list.contains(focused);
@@ -105,11 +125,35 @@ export class Answers {
 	}
 
 	// runEnded shows where the run ended: its notice when it failed or
-	// was stopped, and Retry or Regenerate.
+	// was stopped, the versions of its answer, and Retry or Regenerate.
 	runEnded(d, runID, seq) {
 		this.setEditable(true);
 		if (!runID || document.getElementById(`run-end-${runID}`)) return;
-		this.list.append(runEndElement(d, runID, seq));
+		this.list.append(runEndElement({ ...d, versions: this.versions.get(runID) }, runID, seq));
+	}
+
+	// pick shows another version of an answer: the server keeps the
+	// choice, and the page is made again from it (every part of the
+	// thread below, its cards and totals, follows the version), opened
+	// where the switch was.
+	async pick(button) {
+		const runID = button.dataset.runId;
+		if (!runID) return;
+		button.disabled = true;
+		try {
+			const res = await post(`/api/threads/${this.threadID}/runs/${encodeURIComponent(runID)}/pick`);
+			if (!res.ok) {
+				this.showError(await errorMessage(res));
+				button.disabled = false;
+				return;
+			}
+		} catch {
+			this.showError("The server could not be reached to switch versions.");
+			button.disabled = false;
+			return;
+		}
+		location.replace(`${location.pathname}${location.search}#run-end-${runID}`);
+		location.reload();
 	}
 
 	// runResumed shows where the run resumed. An answer still streaming

@@ -157,6 +157,19 @@ func searchResults(n int, q string) string {
 
 // retryLabel is the button that answers a run's message again: Retry
 // after a failure or a Stop, Regenerate after an answer.
+// versionIndex is where runID is among the versions ids (0 if absent).
+func versionIndex(runID string, ids []string) int {
+	return max(slices.Index(ids, runID), 0)
+}
+
+// versionAt is the version at i, "" out of range.
+func versionAt(ids []string, i int) string {
+	if i < 0 || i >= len(ids) {
+		return ""
+	}
+	return ids[i]
+}
+
 func retryLabel(status string) string {
 	if status == "completed" {
 		return "Regenerate"

@@ -184,6 +184,10 @@ type RunEndView struct {
 	// Latest: the thread's latest run, with no run active: it can be
 	// answered again.
 	Latest bool
+	// Versions are the versions of this run's answer, oldest first, when
+	// a Regenerate or an Edit made more than one; the page switches
+	// between them.
+	Versions []string
 }
 
 // TypeRunResumed is the Type of the item that shows where a run resumed
