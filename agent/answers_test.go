@@ -311,3 +311,67 @@ func TestVersionsPicked(t *testing.T) {
 		t.Errorf("the first version picked back: latest %s (want %s), second shown %v", rp.Latest(), third.RunID, rp.Shown(second.RunID))
 	}
 }
+
+// TestContinueAfterStop: Continue after a Stop gives the model the
+// answer so far and ContinueNote, and saves one answer that starts with
+// the stopped text; the thread shows it alone, without the stopped one
+// or its end, and only a stopped latest run can be continued.
+func TestContinueAfterStop(t *testing.T) {
+	streamed := make(chan struct{}, 1)
+	var calls atomic.Int32
+	var prompts [][]Message
+	lead := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+		prompts = append(prompts, req.Messages)
+		calls.Add(1)
+		if last := req.Messages[len(req.Messages)-1]; last.Content == "first" {
+			return reply("answer", nil), nil
+		} else if last.Content == "tell me" {
+			onDelta("The first words")
+			streamed <- struct{}{}
+			<-ctx.Done()
+			return Response{}, fmt.Errorf("%w: %w", ErrProvider, ctx.Err())
+		}
+		onDelta(" and the rest.")
+		return reply(" and the rest.", nil), nil
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", lead)}})
+	ctx := context.Background()
+	done := h.run("first")
+	st := h.start("tell me")
+	<-streamed
+	if err := h.rt.Cancel(h.thread, st.RunID); err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: done.RunID, Continue: true}); !errors.Is(err, ErrNotLatest) && !errors.Is(err, ErrNotStopped) {
+		t.Errorf("continue of a completed older run: %v, want a refusal", err)
+	}
+	cont, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: st.RunID, Continue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	got := prompts[len(prompts)-1]
+	if n := len(got); n < 2 || got[n-2].Type != TypeAI || got[n-2].Content != "The first words" || got[n-1].Content != ContinueNote {
+		t.Errorf("the continuing call ends %+v, want the stopped text and ContinueNote", got[max(0, len(got)-2):])
+	}
+	msgs, _ := h.store.Messages(ctx, h.thread)
+	runs, _ := h.store.Runs(ctx, h.thread)
+	rp := ReplacedIn(runs)
+	var shown []string
+	for _, m := range msgs {
+		if !rp.FromThread(&m) && m.Type == TypeAI {
+			shown = append(shown, m.RunID+":"+m.Content)
+		}
+	}
+	want := []string{done.RunID + ":" + "answer", cont.RunID + ":The first words and the rest."}
+	if len(shown) != 2 || shown[1] != want[1] {
+		t.Errorf("the thread shows answers %q, want the first and %q", shown, want[1])
+	}
+	if !rp.Continued(st.RunID) || rp.AnswerHidden(st.RunID) {
+		t.Errorf("the stopped run: continued %v, hidden %v", rp.Continued(st.RunID), rp.AnswerHidden(st.RunID))
+	}
+	if _, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: cont.RunID, Continue: true}); !errors.Is(err, ErrNotStopped) {
+		t.Errorf("continue of a completed run: %v, want ErrNotStopped", err)
+	}
+}

@@ -173,6 +173,8 @@ type RunStart struct {
 	// EditOf is the run whose message this one's edits: that run and
 	// every later one are replaced (docs/DESIGN.md §3).
 	EditOf string `json:"edit_of,omitempty" kind:"string"`
+	// Continue: the run continues the stopped answer of RetryOf.
+	Continue bool `json:"continue,omitempty" kind:"bool"`
 	// Versions lists the versions of the answer this run adds one to
 	// (a Regenerate, an Edit), oldest first, this run last.
 	Versions []string `json:"versions,omitempty" kind:"ids"`

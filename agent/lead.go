@@ -130,6 +130,9 @@ type run struct {
 	// when it starts another (Runtime.place).
 	parent   string
 	versions []string
+	// continues: a Continue of the stopped run retryOf; continued then
+	// holds its answer so far.
+	continues bool
 	// commands and admin are what the run was granted (StartRequest).
 	commands, admin bool
 	// resumed, when set, is what a restart left open of the run: the
@@ -177,12 +180,12 @@ func (r *run) begin(ctx context.Context, msgID, content string, atts []Attachmen
 	}
 	r.workspace = ws
 	now := r.env.now().UTC()
-	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name, RetryOf: r.retryOf, EditOf: r.editOf, Versions: r.versions, Commands: r.commands, Admin: r.admin})
+	start, err := eventRecord(r.threadID, "", RunStart{RunID: r.id, ModelName: r.model.Config.Name, RetryOf: r.retryOf, EditOf: r.editOf, Continue: r.continues, Versions: r.versions, Commands: r.commands, Admin: r.admin})
 	if err != nil {
 		return err
 	}
 	recs := []models.Record{
-		{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning, ModelName: r.model.Config.Name, StartedAt: now, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent}},
+		{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning, ModelName: r.model.Config.Name, StartedAt: now, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent, Continues: r.continues}},
 		start,
 	}
 	if r.retryOf == "" {
@@ -585,7 +588,7 @@ func (r *run) end(e ending) {
 	ctx, cancel := r.env.persistCtx(r.ctx)
 	defer cancel()
 	err = r.env.journal.Write(ctx,
-		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: e.status, ModelName: r.model.Config.Name, Error: e.err, EndedAt: &now, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent}},
+		models.Record{Run: &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: e.status, ModelName: r.model.Config.Name, Error: e.err, EndedAt: &now, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent, Continues: r.continues}},
 		ev,
 	)
 	if err != nil {

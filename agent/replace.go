@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"herd/models"
@@ -21,6 +22,7 @@ type Replaced struct {
 	shown   map[string]bool // on the path, or history above it
 	history map[string]bool // shown, but its answer is not in the prompt
 	keep    map[string]bool // not shown, but its user message is
+	cut     map[string]bool // shown, but its stopped answer goes on in a Continue
 	versions map[string][]string // after a run (by its id; "" first): the versions it is followed by
 	parent   map[string]string
 	latest   string
@@ -28,7 +30,7 @@ type Replaced struct {
 
 // ReplacedIn reads a thread's runs, oldest first (models.Store.Runs).
 func ReplacedIn(runs []models.Run) Replaced {
-	rp := Replaced{shown: map[string]bool{}, history: map[string]bool{}, keep: map[string]bool{}, versions: map[string][]string{}}
+	rp := Replaced{shown: map[string]bool{}, history: map[string]bool{}, keep: map[string]bool{}, cut: map[string]bool{}, versions: map[string][]string{}}
 	byID := make(map[string]*models.Run, len(runs))
 	parent := make(map[string]string, len(runs))
 	owner := make(map[string]string, len(runs)) // whose user message a run answers
@@ -56,6 +58,9 @@ func ReplacedIn(runs []models.Run) Replaced {
 			owner[r.ID] = owner[r.RetryOf]
 			if t := byID[r.RetryOf]; t != nil && t.Status != models.RunCompleted && t.Status != models.RunRunning {
 				retried[t.ID] = true
+				if r.Continues {
+					rp.cut[t.ID] = true
+				}
 			}
 		}
 		children[parent[r.ID]] = append(children[parent[r.ID]], r.ID)
@@ -90,7 +95,8 @@ func ReplacedIn(runs []models.Run) Replaced {
 		// Failed attempts at the same message stay above the answer.
 		for _, id := range children[at] {
 			if retried[id] && owner[id] == owner[sel] {
-				rp.shown[id], rp.history[id] = true, true
+				// A continued run's turns are the continuation's history.
+				rp.shown[id], rp.history[id] = true, !rp.cut[id]
 			}
 		}
 		if !rp.shown[owner[sel]] {
@@ -148,12 +154,28 @@ func (rp Replaced) FromPrompt(m *models.Message) bool {
 	if m.Type == TypeHuman {
 		return rp.Whole(m.RunID)
 	}
-	return !rp.shown[m.RunID] || rp.history[m.RunID]
+	return !rp.shown[m.RunID] || rp.history[m.RunID] || rp.cutAnswer(m)
 }
 
 // FromThread reports whether the thread hides m.
 func (rp Replaced) FromThread(m *models.Message) bool {
-	return rp.FromPrompt(m) && (m.Type == TypeHuman || rp.AnswerHidden(m.RunID))
+	return rp.cutAnswer(m) || rp.FromPrompt(m) && (m.Type == TypeHuman || rp.AnswerHidden(m.RunID))
+}
+
+// cutAnswer reports whether m is the stopped answer a Continue goes on
+// with: its text starts the continuing run's answer.
+func (rp Replaced) cutAnswer(m *models.Message) bool {
+	return rp.cut[m.RunID] && m.Type == TypeAI && !hasToolCalls(m)
+}
+
+// Continued reports whether a Continue went on with run runID's stopped
+// answer: the thread shows no end of its own.
+func (rp Replaced) Continued(runID string) bool { return rp.cut[runID] }
+
+// hasToolCalls reports whether a stored AI message called tools.
+func hasToolCalls(m *models.Message) bool {
+	s := strings.TrimSpace(string(m.ToolCalls))
+	return s != "" && s != "null" && s != "[]"
 }
 
 // AnswerHidden reports whether the thread hides run runID's answer and

@@ -153,9 +153,10 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 	if err != nil {
 		return "", err
 	}
-	req := StartRequest{ThreadID: row.ThreadID, UserID: row.UserID, Commands: start.Commands, Admin: start.Admin, RetryOf: row.RetryOf, EditOf: row.EditOf}
+	req := StartRequest{ThreadID: row.ThreadID, UserID: row.UserID, Commands: start.Commands, Admin: start.Admin, RetryOf: row.RetryOf, EditOf: row.EditOf, Continue: row.Continues}
 	r := rt.newRun(req, model, box)
 	r.id = row.ID
+	r.parent = row.ParentRun
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
 	r.sink.base = base
 	if rt.lease != nil {

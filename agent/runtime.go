@@ -192,6 +192,9 @@ type StartRequest struct {
 	// edited message of that run, replacing it and every later run
 	// (docs/DESIGN.md §3). At most one is set.
 	RetryOf, EditOf string
+	// Continue, with RetryOf naming a run the user stopped, continues
+	// its answer from where it stopped instead of answering again.
+	Continue bool
 }
 
 // Started describes a run that Start accepted.
@@ -261,18 +264,19 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 // runtime's, not the request's.
 func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 	r := &run{
-		env:      &rt.runEnv,
-		box:      box,
-		release:  rt.release,
-		id:       rt.newID(),
-		threadID: req.ThreadID,
-		userID:   req.UserID,
-		model:    model,
-		done:     make(chan struct{}),
-		retryOf:  req.RetryOf,
-		editOf:   req.EditOf,
-		commands: req.Commands,
-		admin:    req.Admin,
+		env:       &rt.runEnv,
+		box:       box,
+		release:   rt.release,
+		id:        rt.newID(),
+		threadID:  req.ThreadID,
+		userID:    req.UserID,
+		model:     model,
+		done:      make(chan struct{}),
+		retryOf:   req.RetryOf,
+		continues: req.Continue,
+		editOf:    req.EditOf,
+		commands:  req.Commands,
+		admin:     req.Admin,
 	}
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
@@ -318,12 +322,41 @@ func (rt *Runtime) place(ctx context.Context, req StartRequest, r *run) error {
 	case req.EditOf != "" && (rp.Whole(target) || runs[i].RetryOf != ""):
 		return ErrReplaced
 	}
+	if req.Continue {
+		if req.RetryOf == "" || runs[i].Status != models.RunCancelled {
+			return ErrNotStopped
+		}
+		text, err := rt.stoppedAnswer(ctx, req.ThreadID, target)
+		if err != nil {
+			return err
+		}
+		r.continues = true
+		r.continued = &openAnswer{id: rt.newID(), text: text}
+	}
 	r.parent = rp.Parent(target)
 	// The versions the page switches between: a failed or stopped run
 	// answered again stays history, no version; its retry takes its place.
 	retry := req.RetryOf != "" && runs[i].Status != models.RunCompleted
 	r.versions = rp.NextVersions(r.parent, target, r.id, retry)
 	return nil
+}
+
+// stoppedAnswer is the text run runID's answer had when the user stopped
+// it: its last AI message, if that called no tools; "" when it had none.
+func (rt *Runtime) stoppedAnswer(ctx context.Context, threadID, runID string) (string, error) {
+	msgs, err := rt.history.Messages(ctx, threadID)
+	if err != nil {
+		return "", fmt.Errorf("agent: read messages: %w", err)
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m := &msgs[i]; m.RunID == runID && m.Type == TypeAI {
+			if hasToolCalls(m) {
+				return "", nil
+			}
+			return m.Content, nil
+		}
+	}
+	return "", nil
 }
 
 // firstUseWait bounds how long a run's start waits for MCP servers that
@@ -497,7 +530,7 @@ func (rt *Runtime) claimRow(ctx context.Context, r *run) error {
 		}
 	}
 	row := &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning,
-		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: r.lease.Instance, LeaseEpoch: r.lease.Epoch, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent}
+		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: r.lease.Instance, LeaseEpoch: r.lease.Epoch, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent, Continues: r.continues}
 	err := rt.claims.ClaimRun(ctx, row, rt.lead.MaxActiveRunsPerUser)
 	switch {
 	case errors.Is(err, models.ErrConflict):

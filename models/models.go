@@ -141,6 +141,10 @@ type Run struct {
 	// for a thread's first run and for runs from before versions, whose
 	// parent is read from the order of runs (agent.ReplacedIn).
 	ParentRun string `gorm:"size:36;not null;default:''"`
+	// Continues marks a RetryOf run that continues the answer the user
+	// stopped rather than answering again (Continue): the stopped run's
+	// turns stay, its cut answer is this run's start.
+	Continues bool `gorm:"not null;default:false"`
 	// PickedAt is when the user last chose this run's version of its
 	// answer (agent.ReplacedIn shows, of a run's versions, the one picked
 	// or started last); nil when never chosen. Set by Store.PickRun alone:

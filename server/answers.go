@@ -51,6 +51,31 @@ func (s *Server) apiRunRetry(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, startedJSON(started))
 }
 
+// apiRunContinue continues the answer of the thread's latest run, which
+// the user stopped, as a new run whose answer starts with it (202).
+// 409 for a run that was not stopped or is not the latest.
+func (s *Server) apiRunContinue(c echo.Context) error {
+	t, err := s.ownThread(c)
+	if err != nil {
+		return err
+	}
+	runID, err := pathID(c, "run_id", "run")
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.Run(c.Request().Context(), t.ID, runID); err != nil {
+		return errNotFound("run")
+	}
+	if err := s.checkNewWork(c); err != nil {
+		return err
+	}
+	started, err := s.startRun(c, t, "", "", nil, func(r *agent.StartRequest) { r.RetryOf, r.Continue = runID, true })
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, startedJSON(started))
+}
+
 // apiRunPick shows run run_id's version of its answer (204): the thread,
 // its cards and totals, and the history the next run's lead is given
 // follow it (docs/API.md "What a new answer replaces"). 409 while a run
@@ -192,7 +217,7 @@ func runNotice(ev *models.RunEvent, p agent.Event, rp agent.Replaced, idle bool)
 		r := &views.RunResumedView{Seq: ev.Seq, RunID: e.RunID, Notice: agent.ResumedNotice(e), At: ev.CreatedAt, LostMS: e.LostMS}
 		return views.MessageView{Type: views.TypeRunResumed, Seq: ev.Seq, RunID: e.RunID, Resumed: r}, true
 	case agent.RunEnd:
-		if rp.AnswerHidden(e.RunID) {
+		if rp.AnswerHidden(e.RunID) || rp.Continued(e.RunID) {
 			break
 		}
 		latest := e.RunID == rp.Latest() && idle
@@ -200,7 +225,7 @@ func runNotice(ev *models.RunEvent, p agent.Event, rp agent.Replaced, idle bool)
 		if e.Status == models.RunCompleted && !latest && versions == nil {
 			break
 		}
-		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest, Versions: versions}
+		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest, Continue: latest && e.Status == models.RunCancelled, Versions: versions}
 		return views.MessageView{Type: views.TypeRunEnd, Seq: ev.Seq, RunID: e.RunID, End: end}, true
 	}
 	return views.MessageView{}, false

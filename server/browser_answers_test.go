@@ -209,3 +209,44 @@ func TestBrowserVersions(t *testing.T) {
 	}
 	b.shot("version-3-of-3")
 }
+
+// TestBrowserContinue: an answer stopped while it streams offers
+// Continue; Continue goes on in one bubble that starts with the stopped
+// text and ends as the demo's whole answer does, without the stopped
+// bubble or its notice, live and after a reload.
+func TestBrowserContinue(t *testing.T) {
+	slow := demoModel("demo-slow", 20, 60)
+	a := newApp(t, withModels(slow))
+	u := a.newUser("ann@example.com", false)
+	whole := u.newThread("whole")
+	u.startRun(whole, "What can you do?")
+	a.waitIdle(whole)
+	th := u.newThread("continue")
+	b := newBrowser(t, a.http.URL)
+	b.do("desktop", chromedp.EmulateViewport(1280, 900))
+	b.signIn(u.email, "password123")
+	b.openThread(whole, "")
+	want := evalAs[string](b, `document.querySelector("article.msg-ai .msg-body").textContent.trim()`)
+	b.openThread(th, "")
+	b.sendMessage("What can you do?")
+	b.waitFor("streamed text", `(() => { const s = document.querySelector(".msg-streaming .msg-body"); return s && s.textContent.length > 20; })()`, 15*time.Second)
+	b.activate("stop", "#stop-button")
+	b.waitRunEnd(a, th)
+	b.waitFor("Continue offered", `!!document.querySelector(".run-end-cancelled .run-continue")`, 10*time.Second)
+	stopped := evalAs[string](b, `document.querySelector("article.msg-ai .msg-body").textContent.trim()`)
+	if stopped == "" || stopped == want || !strings.HasPrefix(want, stopped[:min(len(stopped), 20)]) {
+		t.Fatalf("stopped at %q; the whole answer is %q", stopped, want)
+	}
+	b.shot("stopped")
+	b.activate("continue", ".run-continue")
+	b.waitRunEnd(a, th)
+	b.waitFor("one answer", `document.querySelectorAll("article.msg-ai").length === 1 && !document.querySelector(".msg-streaming") && !document.querySelector(".run-end-cancelled")`, 15*time.Second)
+	if got := evalAs[string](b, `document.querySelector("article.msg-ai .msg-body").textContent.trim()`); got != want {
+		t.Errorf("the continued answer reads\n%q\nwant the whole answer\n%q", got, want)
+	}
+	if evalAs[bool](b, `[...document.querySelectorAll("#messages .msg-note")].some((n) => n.textContent === "Stopped")`) {
+		t.Error("the continued answer is still marked stopped")
+	}
+	b.shot("continued")
+	sameAfterReload(b, "the continued answer")
+}

@@ -123,7 +123,7 @@ func runtimeError(err error) *apiError {
 		return &apiError{http.StatusBadRequest, "bad_attachment", attachment.Error()}
 	case errors.Is(err, agent.ErrRunActive):
 		return errConflict("a run is already active in this thread; wait for it or stop it")
-	case errors.Is(err, agent.ErrNotLatest), errors.Is(err, agent.ErrReplaced):
+	case errors.Is(err, agent.ErrNotLatest), errors.Is(err, agent.ErrReplaced), errors.Is(err, agent.ErrNotStopped):
 		return errConflict(err.Error())
 	case errors.As(err, &runLimit):
 		return &apiError{http.StatusTooManyRequests, "too_many_runs", runLimit.Error() + "; wait for one to finish or stop it"}

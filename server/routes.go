@@ -104,6 +104,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/threads/:id/runs/:run_id/cancel", s.apiRunCancel, auth.RequireUser)
 	api.POST("/threads/:id/runs/:run_id/retry", s.apiRunRetry, auth.RequireUser)
 	api.POST("/threads/:id/runs/:run_id/pick", s.apiRunPick, auth.RequireUser)
+	api.POST("/threads/:id/runs/:run_id/continue", s.apiRunContinue, auth.RequireUser)
 	api.POST("/threads/:id/messages/:message_id/edit", s.apiMessageEdit, auth.RequireUser)
 	api.POST("/threads/:id/tasks/:task_id/cancel", s.apiTaskCancel, auth.RequireUser)
 	api.GET("/threads/:id/events", s.apiEvents, auth.RequireUser)

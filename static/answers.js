@@ -24,6 +24,9 @@ export function runEndElement(d, runID, seq) {
 	else node.querySelector(".run-notice").remove();
 	if (status === "failed" && d.error) node.querySelector(".run-error-text").textContent = d.error;
 	else node.querySelector(".run-error").remove();
+	const more = node.querySelector(".run-continue");
+	if (status === "cancelled") more.dataset.runId = runID;
+	else more.remove();
 	const retry = node.querySelector(".run-retry");
 	retry.dataset.runId = runID;
 	retry.textContent = status === "completed" ? "Regenerate" : "Retry";
@@ -84,6 +87,8 @@ export class Answers {
 		this.list.addEventListener("click", (ev) => {
 			const retry = ev.target.closest(".run-retry");
 			if (retry) return this.retry(retry);
+			const more = ev.target.closest(".run-continue");
+			if (more) return this.retry(more, "continue");
 			const pick = ev.target.closest(".version-pick");
 			if (pick) return this.pick(pick);
 			const edit = ev.target.closest(".msg-edit");
@@ -115,10 +120,11 @@ export class Answers {
 		// Focus on a control the new run removes goes to the composer.
 		const focused = document.activeElement;
 		const inList = this.list.contains(focused);
-		for (const b of this.list.querySelectorAll(".run-retry")) b.remove();
+		for (const b of this.list.querySelectorAll(".run-retry, .run-continue")) b.remove();
 		// A completed run's end holds only its Regenerate.
 		for (const e of this.list.querySelectorAll(".run-end-completed")) e.remove();
-		if (d.retry_of) this.replaceAnswer(d.retry_of);
+		if (d.retry_of && d.continue) this.continueAnswer(d.retry_of);
+		else if (d.retry_of) this.replaceAnswer(d.retry_of);
 		if (d.edit_of) this.replaceFrom(d.edit_of);
 		this.setEditable(false);
 		if (inList && !focused.isConnected) document.getElementById("composer-input")?.focus();
@@ -171,6 +177,15 @@ export class Answers {
 		for (const b of this.list.querySelectorAll(".msg-edit, .msg-edit-send")) b.disabled = !on;
 	}
 
+	// continueAnswer takes away the stopped answer of run runID and its
+	// end: the continuing run's answer starts with its text.
+	continueAnswer(runID) {
+		document.getElementById(`run-end-${runID}`)?.remove();
+		const answers = [...this.list.querySelectorAll(`.msg-ai[data-run-id="${CSS.escape(runID)}"]`)];
+		const last = answers.at(-1);
+		if (last && !last.querySelector(".tool-call, .task-slot")) last.remove();
+	}
+
 	// replaceAnswer hides the answer of run runID, which a Regenerate
 	// replaced; a failed or stopped one stays as history.
 	replaceAnswer(runID) {
@@ -193,11 +208,13 @@ export class Answers {
 	// retry answers the run's message again. The button stays enabled
 	// (aria-disabled) while the request is out, so it keeps the focus
 	// until the run's start takes it away.
-	async retry(button) {
+	// retry answers the run's message again (Retry, Regenerate), or with
+	// action "continue" goes on with its stopped answer (Continue).
+	async retry(button, action = "retry") {
 		if (button.getAttribute("aria-disabled") === "true") return;
 		button.setAttribute("aria-disabled", "true");
-		const body = this.model?.value ? { model: this.model.value } : undefined;
-		await this.start(`/api/threads/${this.threadID}/runs/${encodeURIComponent(button.dataset.runId)}/retry`, body, this.showError);
+		const body = this.model?.value && action === "retry" ? { model: this.model.value } : undefined;
+		await this.start(`/api/threads/${this.threadID}/runs/${encodeURIComponent(button.dataset.runId)}/${action}`, body, this.showError);
 		button.removeAttribute("aria-disabled");
 	}
 
