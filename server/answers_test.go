@@ -238,7 +238,8 @@ func TestRetryFrames(t *testing.T) {
 	}
 }
 
-// TestPickRoute: only the thread's owner picks a version, with the CSRF
+// TestPickRoute: only the thread's owner picks a version (or continues
+// an answer, only a stopped one), with the CSRF
 // token, of a run that is one, while no run is active; the messages
 // route then shows the picked version's answer.
 func TestPickRoute(t *testing.T) {
@@ -278,6 +279,13 @@ func TestPickRoute(t *testing.T) {
 	}
 	if r := other.do("POST", pick(first), nil); r.status != http.StatusNotFound {
 		t.Errorf("another user's pick: %d, want 404", r.status)
+	}
+	cont := "/api/threads/" + th + "/runs/" + regen.RunID + "/continue"
+	if r := other.do("POST", cont, nil); r.status != http.StatusNotFound {
+		t.Errorf("another user's continue: %d, want 404", r.status)
+	}
+	if r := u.do("POST", cont, nil); r.status != http.StatusConflict {
+		t.Errorf("continue of a completed answer: %d %s, want 409", r.status, r.body)
 	}
 	tok := u.csrf
 	u.csrf = ""
