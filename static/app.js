@@ -47,8 +47,10 @@ function passwordFormsPostOnce() {
 
 copyButtons();
 passwordFormsPostOnce();
-threadLists();
+// Before threadLists: an Esc that closes the sidebar's drawer must still
+// find it open, or it would stop a run too.
 shortcuts();
+threadLists();
 const stateNode = document.getElementById("herd-state");
 if (stateNode) {
 	const [{ ThreadPage }, { watchRuns }] = await Promise.all([import("./thread.js"), import("./notify.js")]);
