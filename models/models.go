@@ -43,8 +43,12 @@ type User struct {
 	// DefaultModel names the model a new thread starts with; "" or a
 	// model no longer configured means the server's default.
 	DefaultModel string `gorm:"not null;default:''"`
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// EnterKey is what Enter does in a message field: EnterSend,
+	// EnterNewline, or EnterAuto ("" too) to send on a desktop and add a
+	// line on a touch screen.
+	EnterKey  string `gorm:"not null;default:''"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // The themes a user may choose.
@@ -52,6 +56,13 @@ const (
 	ThemeSystem = "system"
 	ThemeLight  = "light"
 	ThemeDark   = "dark"
+)
+
+// What Enter may do in a message field.
+const (
+	EnterAuto    = "auto"
+	EnterSend    = "send"
+	EnterNewline = "newline"
 )
 
 // IsAdmin reports whether u has the admin role.

@@ -71,6 +71,7 @@ type UserUpdate struct {
 	PasswordHash *string
 	Theme        *string
 	DefaultModel *string
+	EnterKey     *string
 }
 
 // UpdateUser applies up to user id, refusing to leave no enabled admin.
@@ -100,6 +101,9 @@ func (s *Store) UpdateUser(ctx context.Context, id string, up UserUpdate) (*User
 		}
 		if up.DefaultModel != nil {
 			u.DefaultModel = *up.DefaultModel
+		}
+		if up.EnterKey != nil {
+			u.EnterKey = *up.EnterKey
 		}
 		if wasActiveAdmin && (u.Role != RoleAdmin || u.Disabled) {
 			if err := lastAdminCheck(tx, id); err != nil {

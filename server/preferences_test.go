@@ -18,7 +18,7 @@ func TestPreferences(t *testing.T) {
 
 	var p preferencesJSON
 	u.mustJSON("GET", "/api/account/preferences", nil, http.StatusOK, &p)
-	if p != (preferencesJSON{Theme: "system"}) {
+	if p != (preferencesJSON{Theme: "system", EnterKey: "auto"}) {
 		t.Fatalf("fresh preferences = %+v, want the system theme and the server's model", p)
 	}
 	if page := string(u.do("GET", "/", nil).body); strings.Contains(page, "data-theme") {
@@ -36,7 +36,7 @@ func TestPreferences(t *testing.T) {
 	}
 
 	u.mustJSON("PUT", "/api/account/preferences", map[string]string{"theme": "dark", "default_model": "demo-deep"}, http.StatusOK, &p)
-	if p != (preferencesJSON{Theme: "dark", DefaultModel: "demo-deep"}) {
+	if p != (preferencesJSON{Theme: "dark", DefaultModel: "demo-deep", EnterKey: "auto"}) {
 		t.Fatalf("saved preferences = %+v", p)
 	}
 	for _, path := range []string{"/", "/settings", "/account"} {
@@ -86,7 +86,7 @@ func TestPreferences(t *testing.T) {
 		t.Errorf("form save: %d, want 200, saved, and the page already light", r.status)
 	}
 	u.mustJSON("GET", "/api/account/preferences", nil, http.StatusOK, &p)
-	if p != (preferencesJSON{Theme: "light", DefaultModel: "demo-fast"}) {
+	if p != (preferencesJSON{Theme: "light", DefaultModel: "demo-fast", EnterKey: "auto"}) {
 		t.Errorf("after the form the preferences are %+v", p)
 	}
 }

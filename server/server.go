@@ -349,6 +349,7 @@ func (s *Server) page(c echo.Context, title string) views.Page {
 	if u := auth.User(c); u != nil {
 		p.User = &views.User{ID: u.ID, Email: u.Email, Admin: u.IsAdmin()}
 		p.Theme = u.Theme
+		p.EnterKey = u.EnterKey
 	}
 	return p
 }

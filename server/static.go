@@ -52,6 +52,10 @@ func (s *Server) serveStatic(c echo.Context) error {
 	} else {
 		c.Response().Header().Set("Cache-Control", "no-cache")
 	}
+	// Go's MIME table has no .webmanifest; browsers want this type.
+	if strings.HasSuffix(name, ".webmanifest") {
+		c.Response().Header().Set("Content-Type", "application/manifest+json")
+	}
 	http.ServeFileFS(c.Response(), c.Request(), s.static, name)
 	return nil
 }

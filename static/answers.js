@@ -5,6 +5,7 @@
 // open page shows the same as a reload.
 
 import { errorMessage, post } from "./api.js";
+import { isSendKey } from "./composer.js";
 import { clone } from "./dom.js";
 import { resumedNotice } from "./format.js";
 
@@ -96,12 +97,14 @@ export class Answers {
 			const cancel = ev.target.closest(".msg-edit-cancel");
 			if (cancel) this.closeEdit(cancel.closest(".msg"));
 		});
-		// As in the composer: Enter sends, Shift+Enter adds a line; Escape
-		// gives the message back unchanged.
+		// Enter as in the composer (isSendKey); Escape gives the message
+		// back unchanged.
 		this.list.addEventListener("keydown", (ev) => {
 			if (!ev.target.matches?.(".msg-edit-input") || ev.isComposing) return;
-			if (ev.key === "Escape") this.closeEdit(ev.target.closest(".msg"));
-			else if (ev.key === "Enter" && !ev.shiftKey) {
+			if (ev.key === "Escape") {
+				ev.preventDefault(); // not a Stop (static/shortcuts.js)
+				this.closeEdit(ev.target.closest(".msg"));
+			} else if (isSendKey(ev)) {
 				ev.preventDefault();
 				ev.target.form.requestSubmit();
 			}

@@ -5,9 +5,12 @@
 // server serves those with an ETag and no-cache, so a page never runs a
 // stale module (server/server.go serveStatic). Only the thread page loads
 // thread.js and the modules it imports; the new-thread page only the
-// composer.
+// composer. Every page has the keyboard shortcuts (shortcuts.js); the
+// thread page marks its hidden tab and the settings page offers desktop
+// notifications (notify.js).
 
 import { copyText } from "./copy.js";
+import { shortcuts } from "./shortcuts.js";
 import { threadLists } from "./threadlist.js";
 
 // Copy buttons are rendered hidden: they only work with this script and a
@@ -44,11 +47,18 @@ function passwordFormsPostOnce() {
 
 copyButtons();
 passwordFormsPostOnce();
+// Before threadLists: an Esc that closes the sidebar's drawer must still
+// find it open, or it would stop a run too.
+shortcuts();
 threadLists();
 const stateNode = document.getElementById("herd-state");
 if (stateNode) {
-	const { ThreadPage } = await import("./thread.js");
+	const [{ ThreadPage }, { watchRuns }] = await Promise.all([import("./thread.js"), import("./notify.js")]);
+	watchRuns();
 	new ThreadPage(JSON.parse(stateNode.textContent)).start();
+} else if (document.getElementById("notify-setting")) {
+	const { notifySetting } = await import("./notify.js");
+	notifySetting();
 } else if (document.getElementById("new-thread")) {
 	const { Composer } = await import("./composer.js");
 	new Composer({}).listen();

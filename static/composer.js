@@ -5,10 +5,32 @@
 // file attached there first creates the thread empty (POST /api/threads
 // takes no attachments: the files need a thread to land in), and Send
 // then starts its run and opens it. Send waits for the uploads.
+//
+// Enter sends on a desktop and adds a line on a touch screen, where Send
+// sends (a phone's return key is the only way to break a line there); the
+// user's setting (<html data-enter-key>, Settings) overrides both. The
+// field keeps the focus: it has it on load and after Send and Stop.
 
 import { Attachments } from "./attach.js";
 import { errorMessage, post, postFromButton } from "./api.js";
+import { touchScreen } from "./dom.js";
 import { keepPinned } from "./pinned.js";
+
+// enterSends says whether Enter sends a message (else it adds a line):
+// the user's setting, or automatic (docs/API.md "Preferences").
+export function enterSends() {
+	const mode = document.documentElement.dataset.enterKey;
+	if (mode === "send" || mode === "newline") return mode === "send";
+	return !touchScreen();
+}
+
+// isSendKey is the keydown of a message field that sends it: Enter where
+// Enter sends (Shift+Enter always breaks the line), Ctrl/Cmd+Enter
+// anywhere, never while an input method composes.
+export function isSendKey(ev) {
+	if (ev.key !== "Enter" || ev.isComposing || ev.shiftKey) return false;
+	return ev.ctrlKey || ev.metaKey || enterSends();
+}
 
 export class Composer {
 	constructor({ threadID, activeRun, onSend }) {
@@ -58,12 +80,22 @@ export class Composer {
 		this.input.addEventListener("input", () => this.update());
 		this.files.listen(this.input);
 		this.input.addEventListener("keydown", (ev) => {
-			if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+			if (isSendKey(ev)) {
 				ev.preventDefault();
 				this.form.requestSubmit();
 			}
 		});
+		if (!enterSends()) this.input.placeholder = "Message the lead agent…";
 		this.update();
+		// A phone's keyboard would cover half the page on load: there the
+		// field waits for a tap. A focus the reader already placed stays.
+		if (!touchScreen() && (document.activeElement === document.body || document.activeElement === null)) this.focus();
+	}
+
+	// focus puts the cursor in the field without scrolling the page: the
+	// conversation's follower decides where the page is.
+	focus() {
+		this.input.focus({ preventScroll: true });
 	}
 
 	// update sets the controls from the state: Send needs a message and no
@@ -79,8 +111,12 @@ export class Composer {
 		const busy = this.sending || this.activeRun !== null;
 		this.send.disabled = busy || this.offline === true || this.input.value.trim() === "" || this.files.uploading();
 		this.files.setDisabled(this.offline === true || this.sending === "opening");
+		// Stop vanishes with the run it stopped; Send is disabled while one
+		// runs: a focus on either goes to the field rather than the body.
+		const lost = (document.activeElement === this.stop && this.activeRun === null) || (document.activeElement === this.send && busy);
 		this.stop.hidden = this.activeRun === null;
 		this.stop.disabled = this.offline === true;
+		if (lost) this.focus();
 		this.form.dataset.state = this.activeRun !== null ? "running" : this.sending ? "sending" : "idle";
 	}
 
@@ -93,16 +129,20 @@ export class Composer {
 	}
 
 	startRun(runID) {
-		if (!runID || this.endedRuns.has(runID)) return;
+		if (!runID || this.endedRuns.has(runID) || this.activeRun === runID) return;
 		this.activeRun = runID;
+		document.dispatchEvent(new CustomEvent("herd:run", { detail: { running: true } }));
 		this.update();
 	}
 
-	endRun(runID) {
+	// endRun ends run runID, which ended with status (completed, failed,
+	// cancelled); a herd:run event tells static/notify.js.
+	endRun(runID, status) {
 		this.endedRuns.add(runID);
 		if (this.activeRun === runID) {
 			this.activeRun = null;
 			this.setWaiting(runID, false);
+			document.dispatchEvent(new CustomEvent("herd:run", { detail: { running: false, status: status ?? "completed" } }));
 		}
 		this.update();
 	}
@@ -168,6 +208,9 @@ export class Composer {
 
 	cancel() {
 		if (this.activeRun === null) return;
+		// Stop is disabled while its request is out and then goes with
+		// the run: the focus moves to the field now, not to the body.
+		this.focus();
 		postFromButton(
 			this.stop,
 			`/api/threads/${this.threadID}/runs/${encodeURIComponent(this.activeRun)}/cancel`,

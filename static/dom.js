@@ -25,3 +25,10 @@ export function scrollRegion(node) {
 	node.tabIndex = 0;
 	return node;
 }
+
+// touchScreen says whether the main pointer is a finger (a phone, a
+// tablet: pointer coarse, hover none). A machine with no pointer at all
+// (a keyboard alone: pointer none, hover none) is no touch screen.
+export function touchScreen() {
+	return matchMedia("(pointer: coarse)").matches;
+}

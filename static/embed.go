@@ -9,7 +9,8 @@ package static
 import "embed"
 
 // FS is the embedded asset tree, its files at the root (app.css, *.js,
+// favicon.svg, and the web app manifest with its PNG icons, made from
 // favicon.svg).
 //
-//go:embed app.css *.js favicon.svg
+//go:embed app.css *.js favicon.svg icon-*.png manifest.webmanifest
 var FS embed.FS

@@ -306,7 +306,7 @@ export class ThreadPage {
 	// ended, in the conversation (static/answers.js), not on the
 	// composer's line, so that it stays after a reload.
 	endRun(d, runID, seq) {
-		this.composer.endRun(runID);
+		this.composer.endRun(runID, d.status);
 		// A bubble whose message was never saved (stopped before any text,
 		// or a failure) would otherwise blink forever.
 		for (const bubble of this.list.querySelectorAll(".msg-streaming")) bubble.remove();

@@ -23,7 +23,11 @@ type Page struct {
 	// Theme is the user's colour scheme, "light" or "dark"; anything
 	// else follows the browser.
 	Theme string
-	Error string // a one-line error shown above the form
+	// EnterKey is what Enter does in a message field, "send" or
+	// "newline"; anything else sends on a desktop and adds a line on a
+	// touch screen (static/composer.js).
+	EnterKey string
+	Error    string // a one-line error shown above the form
 }
 
 // Asset returns the hashed URL of a static file.
