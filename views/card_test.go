@@ -27,6 +27,13 @@ type formatContract struct {
 		} `json:"refusal"`
 		Text string `json:"text"`
 	} `json:"not_started"`
+	Held []struct {
+		Refusal *struct {
+			Reason string `json:"reason"`
+			Limit  int64  `json:"limit"`
+		} `json:"refusal"`
+		Text string `json:"text"`
+	} `json:"held"`
 	StopBadges []struct {
 		StopReason string `json:"stop_reason"`
 		Badge      string `json:"badge"`
@@ -78,6 +85,19 @@ func TestCardFormatContract(t *testing.T) {
 	}
 	if len(c.NotStarted) == 0 {
 		t.Error("the contract has no not_started cases")
+	}
+	for _, h := range c.Held {
+		var reason string
+		var limit int64
+		if h.Refusal != nil {
+			reason, limit = h.Refusal.Reason, h.Refusal.Limit
+		}
+		if got := HeldText(reason, limit); got != h.Text {
+			t.Errorf("HeldText(%q, %d) = %q, want %q", reason, limit, got, h.Text)
+		}
+	}
+	if len(c.Held) == 0 {
+		t.Error("the contract has no held cases")
 	}
 	for _, sb := range c.StopBadges {
 		if got := StopLabel(sb.StopReason); got != sb.Badge {
