@@ -66,6 +66,22 @@ func TestBrowserEightItems(t *testing.T) {
 	const waiting = "Waiting: at most 4 start per response"
 	b.waitFor("4 cards waiting for the next response", `[...document.querySelectorAll("#messages section.card .card-status")].filter((s) => s.textContent === "`+waiting+`").length === 4`, 20*time.Second)
 	b.shot("eight-waiting")
+	// The page as the server renders it mid-run (agent.ProjectCards): the
+	// same 8 cards, the held ones saying so, whatever has started since.
+	mid := evalAwait[map[string]any](b, `fetch(location.href).then((r) => r.text()).then((html) => {
+		const cards = [...new DOMParser().parseFromString(html, "text/html").querySelectorAll("#messages section.card")];
+		const held = cards.filter((c) => c.dataset.refusalReason !== "" && c.dataset.status === "queued");
+		return { cards: cards.length, held: held.length, texts: held.map((c) => c.querySelector(".card-status").textContent + (c.querySelector(".card-cancel").hidden ? "" : " +cancel")) };
+	})`)
+	if mid["cards"] != float64(8) {
+		t.Errorf("mid-run, the server renders %v cards, want 8", mid["cards"])
+	}
+	for _, s := range mid["texts"].([]any) {
+		if s != waiting {
+			t.Errorf("mid-run, a held card renders %q, want %q and no Cancel", s, waiting)
+		}
+	}
+	t.Logf("mid-run, the server rendered %v of the cards held", mid["held"])
 	b.waitRunEnd(a, th)
 	// One card per item: where it sits (its slot, the item's first call),
 	// the call it ran as, its status line and times; the timeline's rows.
