@@ -63,7 +63,12 @@ type cardState struct {
 	QueuedAt   *time.Time `json:"queued_at"`
 	StartedAt  *time.Time `json:"started_at"`
 	EndedAt    *time.Time `json:"ended_at"`
-	Files      []struct {
+	Continues  string     `json:"continues"`
+	Refusal    *struct {
+		Reason string `json:"reason"`
+		Limit  int64  `json:"limit"`
+	} `json:"refusal"`
+	Files []struct {
 		Path string `json:"path"`
 		Size int64  `json:"size"`
 	} `json:"files"`

@@ -29,6 +29,11 @@ type Card struct {
 	// Refusal is the limit that refused a failed task before it started
 	// (the ToolMessage's subagent_refusal); nil for any other card.
 	Refusal *Refusal `json:"refusal"`
+	// Continues is the first call of the card's item when later calls
+	// continued it after the per-response limit held it (an AI message's
+	// task_continues): the card sits in that call's place and TaskID is
+	// the latest call's. "" for a card of one call.
+	Continues string `json:"continues,omitempty"`
 	// Activity is what a running card is doing, in words, from its latest
 	// step (ActivityText): "Reading notes/plan.md", "Thinking".
 	Activity string `json:"activity"`
@@ -96,6 +101,7 @@ func ProjectCards(src CardSource) []Card {
 	}
 
 	var cards []Card
+	slots := map[string]int{} // a call's key → its card's index
 	for _, m := range src.Messages {
 		if m.Type != TypeAI || len(m.ToolCalls) == 0 {
 			continue
@@ -104,33 +110,102 @@ func ProjectCards(src CardSource) []Card {
 		if json.Unmarshal(m.ToolCalls, &calls) != nil {
 			continue
 		}
+		continues := continuesOf(m)
 		for _, call := range calls {
 			if call.Name != ToolTask {
 				continue
 			}
-			c := Card{TaskID: call.ID, RunID: m.RunID, Status: StatusQueued}
+			k := callKey(m.RunID, call.ID)
+			var c *Card
+			if i, ok := slots[callKey(m.RunID, continues[call.ID])]; ok {
+				// The same item called again after the per-response limit
+				// held it: one card, in its first call's place.
+				c = &cards[i]
+				c.continueWith(call.ID)
+				slots[k] = i
+			} else {
+				slots[k] = len(cards)
+				cards = append(cards, Card{TaskID: call.ID, RunID: m.RunID, Status: StatusQueued})
+				c = &cards[len(cards)-1]
+			}
 			var args taskArgs
 			if json.Unmarshal(call.Args, &args) == nil {
 				c.Description = strings.TrimSpace(args.Description)
 				c.Prompt = args.fullPrompt()
 				c.SubagentType = strings.TrimSpace(args.SubagentType)
 			}
-			k := callKey(m.RunID, call.ID)
 			for _, e := range byTask[k] {
 				c.apply(e)
 			}
 			if tm := results[k]; tm != nil {
 				c.applyResult(tm)
-			} else if !c.Terminal() && m.RunID != src.ActiveRunID {
-				c.Status, c.Error, c.Activity, c.Waiting = StatusFailed, noResult, "", false
+				c.hold()
 			}
-			if c.Terminal() {
-				c.Steps = 0
-			}
-			cards = append(cards, c)
+		}
+	}
+	for i := range cards {
+		c := &cards[i]
+		if !c.Terminal() && c.RunID != src.ActiveRunID {
+			c.failUnfinished()
+		}
+		if c.Terminal() {
+			c.Steps = 0
 		}
 	}
 	return cards
+}
+
+// Held reports whether the card's task waits for a later call: the
+// per-response limit refused it and its run may still call it again
+// (docs/DESIGN.md §5). Its status is queued.
+func (c *Card) Held() bool {
+	return c.Status == StatusQueued && c.Refusal != nil && c.Refusal.Reason == RefusedPerResponse
+}
+
+// Slot is the task call whose place the card takes: its item's first
+// call.
+func (c *Card) Slot() string {
+	if c.Continues != "" {
+		return c.Continues
+	}
+	return c.TaskID
+}
+
+// hold makes a card the per-response limit refused wait for a later
+// call (static/merge.js hold): queued from its refusal on.
+func (c *Card) hold() {
+	if c.Status != StatusFailed || c.Refusal == nil || c.Refusal.Reason != RefusedPerResponse {
+		return
+	}
+	c.Status = StatusQueued
+	if c.QueuedAt == nil {
+		c.QueuedAt = c.EndedAt
+	}
+	c.EndedAt = nil
+}
+
+// continueWith makes a held card the card of taskID, the call that
+// continues it (static/merge.js continueCard): its task from now on,
+// still waiting since the first refusal.
+func (c *Card) continueWith(taskID string) {
+	if c.Continues == "" {
+		c.Continues = c.TaskID
+	}
+	c.TaskID, c.ExecutionID, c.Status, c.Refusal = taskID, "", StatusQueued, nil
+	c.Error, c.Result, c.StopReason, c.Activity, c.Waiting = "", "", "", "", false
+	c.Version, c.Steps, c.StartedAt, c.EndedAt = 0, 0, nil, nil
+}
+
+// failUnfinished ends a card whose run ended without its result: a held
+// one was never started (refused when it was first held), any other
+// failed (static/merge.js failUnfinished).
+func (c *Card) failUnfinished() {
+	c.Activity, c.Waiting = "", false
+	if c.Held() {
+		c.Status, c.EndedAt, c.QueuedAt = StatusFailed, c.QueuedAt, nil
+		return
+	}
+	c.Status, c.Error = StatusFailed, noResult
 }
 
 // apply folds one persisted event into the card, as a live frame would.

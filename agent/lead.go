@@ -124,6 +124,9 @@ type run struct {
 
 	workspace string
 	tasks     atomic.Int32 // task calls dispatched, for max_total_per_run
+	// held are the task calls the per-response limit refused that no
+	// later call continues yet (agent/continues.go).
+	held heldCalls
 	// retryOf and editOf are what the run replaces (StartRequest).
 	retryOf, editOf string
 	// parent is the run it follows, versions the versions of its answer
@@ -291,13 +294,16 @@ func (r *run) converse(log *slog.Logger) ending {
 		used := r.sink.keepUsage("", r.model.Config.Name, resp)
 		ai := Message{Type: TypeAI, Content: resp.Text, ToolCalls: resp.ToolCalls, Thinking: resp.Thinking}
 		final := len(resp.ToolCalls) == 0
+		// The links go with the calls, so a page joins a continuing call
+		// to its held card before any of its events (docs/DESIGN.md §9).
+		kwargs := answerKwargs(answerState{final: final}, trimmed, resp.Reasoning, r.held.link(resp.ToolCalls))
 		if err := r.sink.persist(&models.Message{
 			ID: msgID, Type: TypeAI, Content: resp.Text, ToolCalls: toolCallsJSON(resp.ToolCalls),
 			// The herd model's name, as on the run and the cards, so that the
 			// meta line can show its display name; the provider's own name
 			// for it (which may carry a date) stays in the ledger and logs.
 			Usage: usageJSON(resp.Usage), ModelName: r.model.Config.Name,
-			AdditionalKwargs: answerKwargs(answerState{final: final}, trimmed, resp.Reasoning),
+			AdditionalKwargs: kwargs,
 		}, r.sink.answerRecords(used, ai)...); err != nil {
 			r.sink.writeUsage(used) // the call was made: counted all the same
 			log.Error("persist ai message", "err", err)
@@ -418,9 +424,13 @@ type answerState struct{ final, stopped, incomplete bool }
 // answer (final, or cut off) the note that turns were left out of the
 // run's requests (docs/API.md), and the model's reasoning as
 // reasoning_content (LangChain's key for it): kept for the page, never
-// replayed to a model (replayable).
-func answerKwargs(st answerState, trimmed *fitReport, reasoning string) models.JSON {
+// replayed to a model (replayable), and the held task calls its calls
+// continue (kwargTaskContinues).
+func answerKwargs(st answerState, trimmed *fitReport, reasoning string, continues map[string]string) models.JSON {
 	kw := map[string]any{}
+	if len(continues) > 0 {
+		kw[kwargTaskContinues] = continues
+	}
 	if st.stopped {
 		kw["stopped"] = true
 	}
@@ -464,7 +474,7 @@ func (r *run) keepPartial(msgID string, p partial, trimmed *fitReport, byUser bo
 	}
 	err := r.sink.persist(&models.Message{
 		ID: msgID, Type: TypeAI, Content: p.text, ModelName: r.model.Config.Name,
-		AdditionalKwargs: answerKwargs(answerState{stopped: byUser, incomplete: !byUser}, trimmed, p.reasoning),
+		AdditionalKwargs: answerKwargs(answerState{stopped: byUser, incomplete: !byUser}, trimmed, p.reasoning, nil),
 	})
 	if err != nil {
 		r.logger().Error("persist partial answer", "err", err)
@@ -482,6 +492,9 @@ func (r *run) runTools(calls []ToolCall) []Message {
 		if call.Name == ToolTask {
 			perResponse++
 			if refusal := r.admitTask(perResponse); refusal != nil {
+				if refusal.Reason == RefusedPerResponse {
+					r.held.hold(call)
+				}
 				out[i] = r.finishTask(call, refused(refusal), nil)
 				continue
 			}

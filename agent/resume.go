@@ -202,6 +202,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		r.sink.recordLost(models.LostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lead.seq, resumes)))
 	}
 	r.tasks.Store(int32(dispatched))
+	r.held = heldIn(msgs, row.ID)
 	if kept := history(histories[""]); len(kept) > 0 {
 		r.thinking = &kept[len(kept)-1]
 	}

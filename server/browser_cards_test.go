@@ -348,6 +348,7 @@ func TestBrowserCardContract(t *testing.T) {
 		for (const c of goLabels) eq(m.tokenLabel(c.total, c.terminal), c.label, "tokenLabel(" + c.total + ", " + c.terminal + ") as Go formats it");
 		for (const c of format.status_texts) eq(m.statusText(c.status, c.activity, c.waiting === true), c.text, "statusText(" + c.status + ", " + c.activity + ", " + (c.waiting === true) + ")");
 		for (const c of format.not_started) eq(m.notStartedText(c.refusal), c.text, "notStartedText(" + JSON.stringify(c.refusal) + ")");
+		for (const c of format.held) eq(m.heldText(c.refusal), c.text, "heldText(" + JSON.stringify(c.refusal) + ")");
 		for (const c of format.stop_badges) eq(m.stopLabel(c.stop_reason), c.badge, "stopLabel(" + c.stop_reason + ")");
 		for (const s of format.live_statuses) eq(m.isTerminal(s), false, "isTerminal(" + s + ")");
 		for (const c of format.activities) eq(m.activityText(c.step), c.text, "activityText(" + JSON.stringify(c.step) + ")");

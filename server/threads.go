@@ -415,7 +415,9 @@ func (s *Server) threadMessagesFragment(c echo.Context) error {
 func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, r hub.Redaction) []views.MessageView {
 	byCall := make(map[string]*agent.Card, len(cards))
 	for i := range cards {
-		byCall[cards[i].RunID+"\x00"+cards[i].TaskID] = &cards[i]
+		// A card continued after the per-response limit held it sits in
+		// its first call's place (agent.Card.Slot).
+		byCall[cards[i].RunID+"\x00"+cards[i].Slot()] = &cards[i]
 	}
 	out := make([]views.MessageView, 0, len(msgs))
 	for i := range msgs {

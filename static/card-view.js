@@ -5,7 +5,8 @@
 
 import { now } from "./clock.js";
 import { clone, el, intAttr } from "./dom.js";
-import { STOP_LABELS, duration, fileSize, fileURL, isTerminal, notStartedText, statusText, stopLabel, tokenLabel } from "./format.js";
+import { STOP_LABELS, duration, fileSize, fileURL, heldText, isTerminal, notStartedText, statusText, stopLabel, tokenLabel } from "./format.js";
+import { isHeld } from "./merge.js";
 
 // renderCard shows c in its node; view is {showTokens, labels, threadID},
 // labels mapping model names to display names.
@@ -13,6 +14,9 @@ export function renderCard(c, view) {
 	if (!c.node) return;
 	const node = c.node;
 	node.className = `card card-${c.status}`;
+	// A continued card is its latest call's (agent.Card.TaskID): what
+	// finds a card by its task (tool output, the Files panel) finds it.
+	node.dataset.taskId = c.taskID;
 	node.dataset.status = c.status;
 	node.dataset.executionId = c.executionID;
 	node.dataset.version = String(c.version);
@@ -37,7 +41,8 @@ function renderHead(c, view) {
 	// live reads back the same after a merge as after a reload.
 	c.node.dataset.refusalReason = c.refusal?.reason ?? "";
 	c.node.dataset.refusalLimit = c.refusal ? String(c.refusal.limit) : "";
-	part(".card-status").textContent = notStarted || statusText(c.status, c.activity, c.waiting);
+	const held = isHeld(c) ? heldText(c.refusal) : "";
+	part(".card-status").textContent = notStarted || held || statusText(c.status, c.activity, c.waiting);
 	renderTime(c, now());
 	const count = part(".card-files-count");
 	count.textContent = filesCount(c.files.length);
@@ -59,7 +64,8 @@ function renderHead(c, view) {
 	const badge = part(".card-badge");
 	badge.textContent = stopLabel(c.stopReason);
 	badge.hidden = c.stopReason === "";
-	part(".card-cancel").hidden = isTerminal(c.status);
+	// A held card has nothing running to cancel: a later call runs it.
+	part(".card-cancel").hidden = isTerminal(c.status) || held !== "";
 }
 
 // cardTime is a card's time (views.cardTime): its total once ended, the

@@ -12,7 +12,7 @@ import { cardNode, readCard, renderCard, renderTime } from "./card-view.js";
 import { every, serverTime } from "./clock.js";
 import { intAttr } from "./dom.js";
 import { isTerminal } from "./format.js";
-import { applyTaskCall, applyTaskFrame, applyToolMessage, applyWorkspaceFrame, failUnfinished, instant, newCard, raiseTotal } from "./merge.js";
+import { applyTaskCall, applyTaskFrame, applyTaskResult, applyWorkspaceFrame, continueCard, failUnfinished, instant, newCard, raiseTotal, taskContinues } from "./merge.js";
 import { normalizeUsage, str } from "./metadata.js";
 import { addStep, expanded, setExpanded, stepOf } from "./steps.js";
 import { Timelines } from "./timeline.js";
@@ -66,6 +66,9 @@ export class Cards {
 		this.tokensOn = tokenUsage;
 		this.showError = showError;
 		this.cards = new Map(); // cardKey → card state, with its DOM node once placed
+		// cardKey of a call that continues a held card → that card: one
+		// card per item, keyed by the call it was placed for.
+		this.aliases = new Map();
 		this.labels = new Map(); // model name → display name
 		// Bumped on every token-gate change, so an answer fetched before a
 		// change is never applied after it.
@@ -83,9 +86,16 @@ export class Cards {
 		return this.tokensOn;
 	}
 
+	// find is the card of a task call, the held card it continues
+	// included; undefined for none.
+	find(runID, taskID) {
+		const key = cardKey(runID, taskID);
+		return this.cards.get(key) ?? this.aliases.get(key);
+	}
+
 	card(runID, taskID) {
 		const key = cardKey(runID, taskID);
-		let c = this.cards.get(key);
+		let c = this.find(runID, taskID);
 		if (!c) {
 			c = newCard(runID, taskID);
 			c.timeline = new Map(); // seq → step
@@ -122,6 +132,13 @@ export class Cards {
 	adopt(node) {
 		const c = this.card(node.dataset.runId ?? "", node.dataset.taskId ?? "");
 		readCard(c, node, this.labels);
+		// A continued card sits in its item's first call's slot, which
+		// later links name (agent.Card.Slot).
+		const first = node.closest(".task-slot")?.dataset.taskId ?? "";
+		if (first !== "" && first !== c.taskID) {
+			c.continues = first;
+			this.aliases.set(cardKey(c.runID, first), c);
+		}
 		// What of its usage the server's figure at load already counts.
 		const part = (v) => intAttr(v ?? "");
 		c.counted = c.total === null ? null : { input_tokens: part(node.dataset.inputTokens), output_tokens: part(node.dataset.outputTokens), total_tokens: c.total };
@@ -132,7 +149,7 @@ export class Cards {
 	onClick(ev) {
 		const button = ev.target.closest?.("section.card .card-toggle, section.card .card-cancel");
 		const node = button?.closest("section.card");
-		const c = node && this.cards.get(cardKey(node.dataset.runId ?? "", node.dataset.taskId ?? ""));
+		const c = node && this.find(node.dataset.runId ?? "", node.dataset.taskId ?? "");
 		if (!c) return;
 		if (button.matches(".card-cancel")) {
 			this.cancel(c, button);
@@ -207,7 +224,7 @@ export class Cards {
 			for (let page = await getJSON(path); ; page = await getJSON(`${path}&before=${page.next}`)) {
 				if (epoch !== this.gateEpoch) return;
 				for (const t of page.tasks ?? []) {
-					const c = this.cards.get(cardKey(t.run_id, t.task_id));
+					const c = this.find(t.run_id, t.task_id);
 					if (!c) continue;
 					c.counted = normalizeUsage(t.usage);
 					raiseTotal(c, c.counted);
@@ -303,8 +320,10 @@ export class Cards {
 		this.timelines.note(runID, m.type === "human" ? "human" : "ai", at);
 		if (m.type === "human" && runID !== "") this.timelines.setActive(runID, true);
 		if (m.type === "ai") this.countLead(runID, m);
+		const links = taskContinues(m);
 		for (const call of m.tool_calls ?? []) {
 			if (call.name !== "task") continue;
+			if (this.continueHeld(runID, str(call.id), links, call.args)) continue;
 			const c = this.card(runID, str(call.id));
 			applyTaskCall(c, call.args);
 			// Frames follow their message: this page will see every step.
@@ -314,6 +333,22 @@ export class Cards {
 			this.timelines.place(runID, node);
 		}
 		this.changed(runID);
+	}
+
+	// continueHeld joins a task call to the held card it continues (its
+	// message's task_continues), which stays in its place: the item has
+	// one card (docs/DESIGN.md §9). It reports whether there was one.
+	continueHeld(runID, taskID, links, args) {
+		const held = links.has(taskID) ? this.find(runID, links.get(taskID)) : undefined;
+		if (!held) return false;
+		this.aliases.set(cardKey(runID, taskID), held);
+		this.update(held, () => {
+			continueCard(held, taskID, args);
+			// Its steps are the new call's, and every frame of it follows.
+			held.timeline = new Map();
+			held.complete = true;
+		});
+		return true;
 	}
 
 	// countLead counts a lead answer's call (agent.ledgerEntry: no usage
@@ -351,7 +386,7 @@ export class Cards {
 	// notifications/progress) as a running card's status line, until its
 	// next step replaces it.
 	progress(d, frame) {
-		const c = this.cards.get(cardKey(str(d.run_id) || str(frame.run_id), str(d.task_id)));
+		const c = this.find(str(d.run_id) || str(frame.run_id), str(d.task_id));
 		if (!c || c.status !== "running") return;
 		this.update(c, () => {
 			c.activity = str(d.text);
@@ -363,13 +398,13 @@ export class Cards {
 	// this page changes none.
 	workspace(d, frame) {
 		const runID = str(d.run_id) || str(frame.run_id);
-		for (const c of applyWorkspaceFrame(d, (task) => this.cards.get(cardKey(runID, task)))) this.render(c);
+		for (const c of applyWorkspaceFrame(d, (task) => this.find(runID, task))) this.render(c);
 	}
 
 	toolMessage(m) {
 		const c = this.card(str(m.run_id), str(m.tool_call_id));
 		const kwargs = this.showTokens() ? m.additional_kwargs : { ...m.additional_kwargs, subagent_token_usage: null };
-		this.update(c, () => applyToolMessage(c, { ...m, additional_kwargs: kwargs }));
+		this.update(c, () => applyTaskResult(c, { ...m, additional_kwargs: kwargs }));
 		this.countUsage(c, normalizeUsage(kwargs?.subagent_token_usage), false);
 		this.changed(c.runID);
 	}

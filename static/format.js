@@ -47,6 +47,14 @@ export function notStartedText(refusal) {
 	return `Not started · limit of ${refusal.limit} ${REFUSAL_PLACES[refusal.reason]}`;
 }
 
+// heldText is the status of a card the per-response limit refused while
+// its run may still call it again (views.HeldText); "" for any other
+// refusal.
+export function heldText(refusal) {
+	if (refusal?.reason !== "max_concurrent_per_response") return "";
+	return `Waiting: at most ${refusal.limit} start per response`;
+}
+
 export function statusText(status, activity, waiting) {
 	switch (status) {
 		case "queued":

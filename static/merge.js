@@ -37,6 +37,7 @@ export function newCard(runID, taskID) {
 		resultHTML: null, // the ToolMessage's sanitized HTML; null: show result as text
 		error: "",
 		refusal: null, // {reason, limit}: the limit that refused it before it started
+		continues: "", // its item's first call, when later calls continued it (agent.Card.Continues)
 		version: 0,
 		lastSeq: 0,
 		steps: 0,
@@ -190,6 +191,54 @@ export function applyToolMessage(card, m) {
 	applyOutcome(card, md, content, str(m.html));
 }
 
+// applyTaskResult is applyToolMessage as a thread applies it: a card the
+// per-response limit refused then waits for a later call (hold), as
+// agent.ProjectCards does.
+export function applyTaskResult(card, m) {
+	applyToolMessage(card, m);
+	hold(card);
+}
+
+const HELD_REASON = "max_concurrent_per_response";
+
+// isHeld reports whether a card waits for a later call of its task: the
+// per-response limit refused it and its run may call it again
+// (agent.Card.Held).
+export function isHeld(card) {
+	return card.status === "queued" && card.refusal?.reason === HELD_REASON;
+}
+
+// hold makes a card the per-response limit refused wait for a later call,
+// queued from its refusal on (agent.Card.hold).
+function hold(card) {
+	if (card.status !== "failed" || card.refusal?.reason !== HELD_REASON) return;
+	card.status = "queued";
+	card.queuedAt ??= card.endedAt;
+	card.endedAt = null;
+}
+
+// taskContinues is an AI message's links (its additional_kwargs'
+// task_continues): each task call that continues a held one, to its
+// item's first call.
+export function taskContinues(m) {
+	const links = m?.additional_kwargs?.task_continues;
+	const out = new Map();
+	if (!links || typeof links !== "object") return out;
+	for (const [call, first] of Object.entries(links)) if (str(first) !== "") out.set(call, first);
+	return out;
+}
+
+// continueCard makes a held card the card of taskID, the call that
+// continues it (agent.Card.continueWith): its task from now on, still
+// waiting since its first refusal.
+export function continueCard(card, taskID, args) {
+	card.continues ||= card.taskID;
+	card.taskID = taskID;
+	Object.assign(card, { executionID: "", status: "queued", refusal: null, error: "", result: "", resultHTML: null, stopReason: "" });
+	Object.assign(card, { activity: "", waiting: false, version: 0, steps: 0, startedAt: null, endedAt: null });
+	applyTaskCall(card, args);
+}
+
 function applyOutcome(card, md, content, html) {
 	if (md.status === "completed") {
 		const result = textAfterPhrase(content, "completed");
@@ -208,12 +257,17 @@ function applyOutcome(card, md, content, html) {
 
 // failUnfinished fails a card whose run ended without its result, as a
 // reload would show it: never spinning. It reports whether it changed it.
+// A held card was never started: refused when it was first held.
 export function failUnfinished(card) {
 	if (isTerminal(card.status)) return false;
+	const held = isHeld(card);
 	card.status = "failed";
 	card.activity = "";
 	card.waiting = false;
 	card.steps = 0;
-	card.error = NO_RESULT;
+	if (held) {
+		card.endedAt = card.queuedAt;
+		card.queuedAt = null;
+	} else card.error = NO_RESULT;
 	return true;
 }

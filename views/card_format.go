@@ -110,6 +110,21 @@ func notStarted(c CardView) string {
 	return NotStartedText(c.RefusalReason, c.RefusalLimit)
 }
 
+// HeldText is the status of a card the per-response limit refused while
+// its run may still call it again (agent.Card.Held), such as "Waiting: at
+// most 4 start per response"; "" for any other reason.
+func HeldText(reason string, limit int64) string {
+	if reason != "max_concurrent_per_response" {
+		return ""
+	}
+	return "Waiting: at most " + i64(limit) + " start per response"
+}
+
+// held reports whether card c waits for a later call of its task.
+func held(c CardView) bool {
+	return c.Status == "queued" && HeldText(c.RefusalReason, c.RefusalLimit) != ""
+}
+
 // refusalLimitAttr is the limit of a refused card for the script; "" for
 // a card no limit refused.
 func refusalLimitAttr(c CardView) string {
@@ -123,6 +138,9 @@ func refusalLimitAttr(c CardView) string {
 func cardStatus(c CardView) string {
 	if t := notStarted(c); t != "" {
 		return t
+	}
+	if held(c) {
+		return HeldText(c.RefusalReason, c.RefusalLimit)
 	}
 	return StatusText(c.Status, c.Activity, c.Waiting)
 }

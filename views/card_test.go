@@ -27,6 +27,13 @@ type formatContract struct {
 		} `json:"refusal"`
 		Text string `json:"text"`
 	} `json:"not_started"`
+	Held []struct {
+		Refusal *struct {
+			Reason string `json:"reason"`
+			Limit  int64  `json:"limit"`
+		} `json:"refusal"`
+		Text string `json:"text"`
+	} `json:"held"`
 	StopBadges []struct {
 		StopReason string `json:"stop_reason"`
 		Badge      string `json:"badge"`
@@ -78,6 +85,19 @@ func TestCardFormatContract(t *testing.T) {
 	}
 	if len(c.NotStarted) == 0 {
 		t.Error("the contract has no not_started cases")
+	}
+	for _, h := range c.Held {
+		var reason string
+		var limit int64
+		if h.Refusal != nil {
+			reason, limit = h.Refusal.Reason, h.Refusal.Limit
+		}
+		if got := HeldText(reason, limit); got != h.Text {
+			t.Errorf("HeldText(%q, %d) = %q, want %q", reason, limit, got, h.Text)
+		}
+	}
+	if len(c.Held) == 0 {
+		t.Error("the contract has no held cases")
 	}
 	for _, sb := range c.StopBadges {
 		if got := StopLabel(sb.StopReason); got != sb.Badge {
@@ -149,6 +169,9 @@ func TestCardMarkup(t *testing.T) {
 		{"not started: no time", CardView{TaskID: "t", RunID: "r", Status: "failed", Error: "over the limit", RefusalReason: "max_concurrent_per_response", RefusalLimit: 4, EndedAt: ended, Now: ended.Add(time.Second)},
 			[]string{`<span class="card-time" aria-live="off"></span>`, `<span class="card-status">Not started · limit of 4 per response</span>`,
 				`data-not-started="1"`, `data-refusal-reason="max_concurrent_per_response"`, `data-refusal-limit="4"`}, nil},
+		{"held: waiting for a later call, nothing to cancel", CardView{TaskID: "t", RunID: "r", Status: "queued", Error: "over the limit", RefusalReason: "max_concurrent_per_response", RefusalLimit: 4, QueuedAt: queued, Now: queued.Add(3 * time.Second)},
+			[]string{`<span class="card-status">Waiting: at most 4 start per response</span>`, `<span class="card-time" aria-live="off">3s</span>`,
+				`data-not-started=""`, `data-refusal-reason="max_concurrent_per_response"`, `data-refusal-limit="4"`, `class="card-cancel" hidden`}, nil},
 		{"its wording is not read", CardView{TaskID: "t", RunID: "r", Status: "failed", Error: "Not started: one response may start at most 4 subagents (x)."},
 			[]string{`<span class="card-status">Failed</span>`, `data-not-started=""`, `data-refusal-reason=""`, `data-refusal-limit=""`}, nil},
 		{"capped", CardView{TaskID: "t", RunID: "r", Status: "completed", StopReason: "turn_capped", ShowTokens: true},
