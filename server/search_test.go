@@ -69,7 +69,9 @@ func TestSearchAPI(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := alice.do("GET", "/api/search?"+c.query, nil)
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			_ = json.Unmarshal(res.body, &e)
 			if res.status != http.StatusBadRequest || !strings.Contains(e.Error.Message, c.want) {
 				t.Errorf("%s: %d %s, want 400 saying %q", c.query, res.status, res.body, c.want)
