@@ -3,12 +3,15 @@ package models
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"herd/internal/pgtest"
 )
 
 // searchFixture is a store with two users' threads and a writer.
@@ -248,4 +251,57 @@ func (f *searchFixture) indexRows() int {
 		n += keys
 	}
 	return n
+}
+
+// TestSearchBackfill: a database from before search (no index) gets one
+// at its next open, holding the messages already there, and it follows
+// the writes after.
+func TestSearchBackfill(t *testing.T) {
+	path, dsn := filepath.Join(t.TempDir(), "herd.db"), ""
+	opens := map[string]func() (*Store, error){
+		"sqlite":   func() (*Store, error) { return Open(path, Options{}) },
+		"postgres": func() (*Store, error) { return OpenPostgres(dsn, Options{}) },
+	}
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		if d.name == "postgres" {
+			dsn = pgtest.DSN(t)
+		}
+		s, err := opens[d.name]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		th, err := s.CreateThread(ctx, "u1", "old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dropSearchIndex(s); err != nil {
+			t.Fatal(err)
+		}
+		w := s.NewWriter(WriterOptions{})
+		old := &Message{ID: uuid.NewString(), ThreadID: th.ID, RunID: "r", Type: "ai", Content: "an old capybara"}
+		err = w.Write(ctx, Record{Message: old})
+		w.Close()
+		_ = s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err = opens[d.name](); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		w = s.NewWriter(WriterOptions{})
+		defer w.Close()
+		recent := &Message{ID: uuid.NewString(), ThreadID: th.ID, RunID: "r", Type: "human", Content: "capybara again"}
+		if err := w.Write(ctx, Record{Message: recent}); err != nil {
+			t.Fatal(err)
+		}
+		hits, err := s.Search(ctx, "u1", "capybara", 20, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(hits); len(got) != 2 || !slices.Contains(got, old.ID) || !slices.Contains(got, recent.ID) {
+			t.Errorf("after the migration capybara finds %v, want %s and %s", got, old.ID, recent.ID)
+		}
+	})
 }
