@@ -92,26 +92,28 @@ func migrateSearchPostgres(tx *gorm.DB) error {
 var pgHeadline = "StartSel=" + string(markOpen) + ", StopSel=" + string(markClose) +
 	`, MaxWords=24, MinWords=10, MaxFragments=2, FragmentDelimiter=" … "`
 
-// searchPostgres ranks the user's matches (the GIN index finds them, the
-// owner's lexeme with the query's words) and takes the page, then makes
-// the headlines of that page alone: ts_headline parses the whole text.
+// searchPostgres ranks the user's matches in the index alone (the GIN
+// index finds them, the owner's lexeme with the query's words) and takes
+// the page, then reads the page's rows and makes their headlines:
+// ts_headline parses the whole text, and joining every match would cost
+// per match rather than per result.
 func (s *Store) searchPostgres(ctx context.Context, userID, q string, limit, offset int) ([]SearchHit, error) {
 	var hits []SearchHit
 	err := s.r.WithContext(ctx).Raw(`
 WITH page AS MATERIALIZED (
-	SELECT s.message_id, ts_rank_cd(s.doc, plainto_tsquery('simple', @q), 1) AS rank, m.thread_id, t.title AS thread_title,
-		m.run_id, m.tool_call_id, m.type, m.seq, m.created_at, m.content
-	FROM message_search s
-	JOIN messages m ON m.id = s.message_id
-	JOIN threads t ON t.id = m.thread_id
-	WHERE s.doc @@ (plainto_tsquery('simple', @q) && CAST(@owner AS tsquery)) AND t.user_id = @user AND t.delete_at IS NULL
-	ORDER BY rank DESC, m.created_at DESC, m.id
+	SELECT message_id, ts_rank_cd(doc, plainto_tsquery('simple', @q), 1) AS rank
+	FROM message_search
+	WHERE doc @@ (plainto_tsquery('simple', @q) && CAST(@owner AS tsquery))
+	ORDER BY rank DESC, message_id
 	LIMIT @limit OFFSET @offset
 )
-SELECT message_id, thread_id, thread_title, run_id, tool_call_id, type, seq, created_at,
-	ts_headline('simple', left(content, `+strconv.Itoa(searchBodyMax)+`), plainto_tsquery('simple', @q), @headline) AS snippet
+SELECT m.id AS message_id, m.thread_id, t.title AS thread_title, m.run_id, m.tool_call_id, m.type, m.seq, m.created_at,
+	ts_headline('simple', left(m.content, `+strconv.Itoa(searchBodyMax)+`), plainto_tsquery('simple', @q), @headline) AS snippet
 FROM page
-ORDER BY rank DESC, created_at DESC, message_id`,
+JOIN messages m ON m.id = page.message_id
+JOIN threads t ON t.id = m.thread_id
+WHERE t.user_id = @user AND t.delete_at IS NULL
+ORDER BY page.rank DESC, m.created_at DESC, m.id`,
 		map[string]any{"q": pgWords(q), "owner": ownerToken(userID), "user": userID, "limit": limit, "offset": offset, "headline": pgHeadline}).Scan(&hits).Error
 	return hits, err
 }

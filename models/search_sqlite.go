@@ -114,28 +114,26 @@ func ftsQuery(ownerTok string, words []string) string {
 	return b.String()
 }
 
-// searchSQLite ranks the user's matches and takes the page of them,
-// then makes the snippets of that page alone: snippet() costs more than
-// bm25, and the page is materialized so that SQLite cannot fold it into
-// the outer query and make a snippet of every match.
+// searchSQLite ranks the user's matches in the index alone (the owner's
+// word keeps them to the user's) and takes the page, then reads the
+// page's rows and makes their snippets: joining every match, or making
+// its snippet, would cost per match rather than per result. The page is
+// materialized so that SQLite cannot fold it into the outer query.
 func (s *Store) searchSQLite(ctx context.Context, userID string, words []string, limit, offset int) ([]SearchHit, error) {
 	q := ftsQuery(ownerToken(userID), words)
 	var hits []SearchHit
 	err := s.r.WithContext(ctx).Raw(`
 WITH page AS MATERIALIZED (
-	SELECT message_search.rowid AS fts, message_search.rank AS rank, m.id AS message_id, m.thread_id, t.title AS thread_title,
-		m.run_id, m.tool_call_id, m.type, m.seq, m.created_at
-	FROM message_search
-	JOIN message_search_keys k ON k.rowid = message_search.rowid
-	JOIN messages m ON m.id = k.message_id
-	JOIN threads t ON t.id = m.thread_id
-	WHERE message_search MATCH ? AND t.user_id = ? AND t.delete_at IS NULL
-	ORDER BY message_search.rank, m.created_at DESC, m.id
-	LIMIT ? OFFSET ?
+	SELECT rowid AS fts, rank FROM message_search WHERE message_search MATCH ? ORDER BY rank, rowid DESC LIMIT ? OFFSET ?
 )
-SELECT page.*, (SELECT snippet(message_search, 0, char(57344), char(57345), '…', 24)
-	FROM message_search WHERE message_search MATCH ? AND rowid = page.fts) AS snippet
+SELECT m.id AS message_id, m.thread_id, t.title AS thread_title, m.run_id, m.tool_call_id, m.type, m.seq, m.created_at,
+	(SELECT snippet(message_search, 0, char(57344), char(57345), '…', 24)
+		FROM message_search WHERE message_search MATCH ? AND rowid = page.fts) AS snippet
 FROM page
-ORDER BY page.rank, page.created_at DESC, page.message_id`, q, userID, limit, offset, q).Scan(&hits).Error
+JOIN message_search_keys k ON k.rowid = page.fts
+JOIN messages m ON m.id = k.message_id
+JOIN threads t ON t.id = m.thread_id
+WHERE t.user_id = ? AND t.delete_at IS NULL
+ORDER BY page.rank, m.created_at DESC, m.id`, q, limit, offset, q, userID).Scan(&hits).Error
 	return hits, err
 }
