@@ -36,12 +36,22 @@ const (
 	markClose = '\uE001'
 )
 
+// The messages searched: human and AI messages, and the results of the
+// task tool (a card's). These are agent's names (TypeHuman, TypeAI,
+// TypeTool, ToolTask); models knows nothing of agent, so server's
+// TestSearchedTypesAreAgents ties them.
+const (
+	SearchedHuman = "human"
+	SearchedAI    = "ai"
+	SearchedTool  = "tool"
+	SearchedTask  = "task"
+)
+
 // searchDoc is the SQL condition on a message row (new. or m.) that puts
-// it in the index: the texts people read. The names are agent's
-// (TypeHuman, TypeAI, TypeTool, ToolTask); models knows nothing of agent,
-// so agent's TestSearchedTypes ties them.
+// it in the index.
 func searchDoc(row string) string {
-	return fmt.Sprintf("%[1]s.content <> '' AND (%[1]s.type IN ('human', 'ai') OR (%[1]s.type = 'tool' AND %[1]s.name = 'task'))", row)
+	return fmt.Sprintf("%[1]s.content <> '' AND (%[1]s.type IN ('%[2]s', '%[3]s') OR (%[1]s.type = '%[4]s' AND %[1]s.name = '%[5]s'))",
+		row, SearchedHuman, SearchedAI, SearchedTool, SearchedTask)
 }
 
 // SearchHit is one message that matched a search.

@@ -105,7 +105,7 @@ func searchResult(h models.SearchHit) views.SearchResult {
 		r.ThreadTitle = "Untitled thread"
 	}
 	anchor := views.MessageAnchor(h.MessageID)
-	if h.Type == "tool" {
+	if h.Type == models.SearchedTool {
 		r.Card = true
 		anchor = views.CardAnchor(h.RunID, h.ToolCallID)
 	}

@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+
+	"herd/agent"
+	"herd/models"
 )
 
 type searchAnswer struct {
@@ -80,5 +84,16 @@ func TestSearchAPI(t *testing.T) {
 	}
 	if res := a.anonymous().do("GET", "/api/search?q=xylophone", nil); res.status != http.StatusUnauthorized {
 		t.Errorf("anonymous search: %d, want 401", res.status)
+	}
+}
+
+// TestSearchedTypesAreAgents: the index takes the message types and the
+// tool agent writes (models cannot import agent), so a rename there
+// cannot silently drop messages from search.
+func TestSearchedTypesAreAgents(t *testing.T) {
+	got := []string{models.SearchedHuman, models.SearchedAI, models.SearchedTool, models.SearchedTask}
+	want := []string{agent.TypeHuman, agent.TypeAI, agent.TypeTool, agent.ToolTask}
+	if !slices.Equal(got, want) {
+		t.Errorf("models searches %v, agent writes %v", got, want)
 	}
 }
