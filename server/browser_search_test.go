@@ -14,7 +14,8 @@ import (
 // TestBrowserSearchJumpsToTheMessage: a word said once, pages before the
 // newest messages, is searched from the thread list's box; the result
 // shows the word marked, and its link opens the thread with the earlier
-// pages loaded and that message scrolled into view and marked.
+// pages loaded and that message scrolled into view and marked. A card's
+// result is found too, and its link opens the card.
 func TestBrowserSearchJumpsToTheMessage(t *testing.T) {
 	a := newApp(t)
 	u := a.newUser("ann@example.com", false)
@@ -49,4 +50,16 @@ func TestBrowserSearchJumpsToTheMessage(t *testing.T) {
 		t.Errorf("the searched message is not marked")
 	}
 	b.shot("jumped")
+
+	cards := u.newThread("Delegated")
+	a.seedCards(cards, u.id, 1, 1) // its ToolMessage: "Task Succeeded. Result: done"
+	b.navigate("/?q=succeeded")
+	b.waitFor("the card result", `document.querySelector(".search-hit-kind")?.textContent === "card result"`, 10*time.Second)
+	href := evalAs[string](b, `document.querySelector(".search-hit-link").getAttribute("href")`)
+	b.activate("open the card result", ".search-hit-link")
+	b.waitFor("the card, marked", `document.querySelector("section.card.search-target") !== null && location.pathname === "/threads/`+cards+`"`, 20*time.Second)
+	if id := evalAs[string](b, `document.querySelector("section.card.search-target").id`); href != "/threads/"+cards+"#"+id {
+		t.Errorf("the result links to %s; the card marked is #%s", href, id)
+	}
+	b.shot("card")
 }

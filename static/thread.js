@@ -120,7 +120,8 @@ export class ThreadPage {
 		listenCopy(this.list);
 		this.answers.listen(this.composer.activeRun !== null);
 		this.follower.jump();
-		jumpToHash(this.list, this.older);
+		// After the cards load: they may put a card's element anew.
+		this.cardsLoaded.then(() => jumpToHash(this.list, this.older));
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
 			url: () => this.streamURL(scheme),
