@@ -4,6 +4,9 @@ GO       ?= go
 DATA_DIR ?= ./data
 # cgo is needed by the SQLite driver.
 export CGO_ENABLED = 1
+# sqlite_fts5 compiles SQLite's full-text search, which search needs; a herd
+# built without it refuses to start (models.ErrNoFTS5).
+GOTAGS ?= sqlite_fts5
 
 .PHONY: run build test bench load load-cluster load-idle soak generate lint fmt fuzz clean mcp-test-server
 
@@ -14,13 +17,13 @@ FUZZ = ./agent:FuzzNormalizeUsage ./agent:FuzzReadMetadata ./agent:FuzzValidateE
 	./server/hub:FuzzClientFrame ./internal/config:FuzzLoad
 
 run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
-	$(GO) run . --data-dir $(DATA_DIR)
+	$(GO) run -tags $(GOTAGS) . --data-dir $(DATA_DIR)
 
 build: ## build the single binary ./herd
-	$(GO) build -o herd .
+	$(GO) build -tags $(GOTAGS) -o herd .
 
 test: mcp-test-server axe-core ## every test with -race: unit, HTTP, WebSocket, browser
-	$(GO) test -race -count=1 -timeout 14m -parallel 4 ./...
+	$(GO) test -tags $(GOTAGS) -race -count=1 -timeout 14m -parallel 4 ./...
 
 # The real third-party MCP server the end-to-end test drives over stdio
 # (internal/e2e/mcp_process_test.go), installed once from the npm registry.
@@ -51,7 +54,7 @@ BENCHSTAT   ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-2
 
 bench: ## benchmarks reported in docs/PERFORMANCE.md, then their medians
 	@mkdir -p $(dir $(BENCH_OUT))
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) -timeout 30m ./... 2>&1 | tee $(BENCH_OUT)
+	$(GO) test -tags $(GOTAGS) -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) -timeout 30m ./... 2>&1 | tee $(BENCH_OUT)
 	@! grep -Eq '^(FAIL|--- FAIL|panic:)' $(BENCH_OUT) || { echo "bench: a benchmark failed, see $(BENCH_OUT)"; exit 1; }
 	$(BENCHSTAT) $(BENCH_OUT)
 

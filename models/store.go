@@ -294,8 +294,8 @@ func (s *Store) migrate() error {
 	var err error
 	if s.pg {
 		err = s.migratePostgres()
-	} else {
-		err = s.w.AutoMigrate(allModels...)
+	} else if err = s.w.AutoMigrate(allModels...); err == nil {
+		err = s.migrateSearchSQLite()
 	}
 	if err != nil {
 		return fmt.Errorf("store: migrate: %w", err)

@@ -93,6 +93,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/admin/usage", s.apiAdminUsage, auth.RequireAdmin)
 	api.GET("/admin/mcp", s.apiAdminMCP, auth.RequireAdmin)
 	api.GET("/threads", s.apiThreads, auth.RequireUser)
+	api.GET("/search", s.apiSearch, auth.RequireUser)
 	api.POST("/threads", s.apiThreadCreate, auth.RequireUser)
 	api.GET("/threads/:id", s.apiThread, auth.RequireUser)
 	api.GET("/threads/:id/messages", s.apiThreadMessages, auth.RequireUser)

@@ -142,8 +142,12 @@ func (s *Server) threadListPage(c echo.Context) error {
 	var ts []models.Thread
 	var next string
 	var err error
+	var found []views.SearchResult
 	if q != "" {
 		ts, err = s.store.SearchThreads(c.Request().Context(), auth.User(c).ID, q, maxSearchResults)
+		if err == nil {
+			found, err = s.searchResults(c, q)
+		}
 	} else {
 		ts, next, err = s.threadsPageOf(c)
 	}
@@ -160,7 +164,7 @@ func (s *Server) threadListPage(c echo.Context) error {
 	if id, err := uuid.Parse(c.QueryParam("deleted")); err == nil {
 		deleted = id.String()
 	}
-	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items, Older: next, Paged: c.QueryParam("before") != "", Deleted: deleted, Query: q}))
+	return s.render(c, http.StatusOK, views.ThreadList(views.ThreadListPage{Page: p, Threads: items, Older: next, Paged: c.QueryParam("before") != "", Deleted: deleted, Query: q, Results: found}))
 }
 
 func threadItem(t *models.Thread) views.ThreadItem {

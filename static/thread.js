@@ -14,6 +14,7 @@ import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
 import { FilesPanel } from "./files-panel.js";
 import { OlderMessages } from "./older.js";
+import { jumpToHash } from "./search-jump.js";
 import { Follower } from "./pinned.js";
 import { openStream } from "./socket.js";
 import { endCardLive, endLive, showToolOutput, showToolOutputsIn, toolLog, toolProgress } from "./tool-output.js";
@@ -119,6 +120,8 @@ export class ThreadPage {
 		listenCopy(this.list);
 		this.answers.listen(this.composer.activeRun !== null);
 		this.follower.jump();
+		// After the cards load: they may put a card's element anew.
+		this.cardsLoaded.then(() => jumpToHash(this.list, this.older));
 		const scheme = location.protocol === "https:" ? "wss:" : "ws:";
 		openStream({
 			url: () => this.streamURL(scheme),

@@ -96,6 +96,8 @@ type ThreadListPage struct {
 	Deleted string
 	// Query is a search of titles (?q=): Threads are its results.
 	Query string
+	// Results are the messages and card results Query found.
+	Results []SearchResult
 }
 
 // ModelOption is one model in a picker or list.

@@ -82,7 +82,8 @@ func herdBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "herd")
-		cmd := exec.Command("go", "build", "-o", binPath, "herd")
+		// The Makefile's GOTAGS: search needs SQLite's FTS5 (models.ErrNoFTS5).
+		cmd := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", binPath, "herd")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
