@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,8 @@ func TestRefusesToStartWithoutFTS5(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "herd-without-fts5")
 	build := exec.Command("go", "build", "-o", bin, "herd")
 	build.Dir = root
+	// Without any tag, whatever GOFLAGS the caller runs the tests with.
+	build.Env = append(os.Environ(), "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
