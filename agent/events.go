@@ -186,8 +186,11 @@ type RunEnd struct {
 	Error  string `json:"error,omitempty" kind:"string"`
 	// Notice says in plain words why a run failed or was stopped; the
 	// thread shows it where the run ended (docs/API.md).
-	Notice string              `json:"notice,omitempty" kind:"string"`
-	Usage  *models.UsageReport `json:"usage,omitempty" kind:"totals"`
+	Notice string `json:"notice,omitempty" kind:"string"`
+	// ErrorKind is why a failed model call failed (agent.ErrorAuth, …;
+	// FailureOf): the page offers no Retry for NoRetryKinds.
+	ErrorKind string              `json:"error_kind,omitempty" kind:"string"`
+	Usage     *models.UsageReport `json:"usage,omitempty" kind:"totals"`
 }
 
 // RunWait is run.wait: the lead's model call waits for a slot of its model

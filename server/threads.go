@@ -342,6 +342,8 @@ func (s *Server) threadPage(c echo.Context) error {
 		// The server's clock, so the page's elapsed times read right
 		// whatever the reader's clock says.
 		"server_time": s.now().UnixMilli(),
+		// The failures a Retry cannot get past: no Retry on their run.end.
+		"no_retry_kinds": agent.NoRetryKinds,
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID

@@ -11,7 +11,9 @@ import { resumedNotice } from "./format.js";
 // runEndElement is a run's end as views.runEnd renders it: d is the
 // run.end frame's data. It is the thread's latest run, so it carries
 // Retry or Regenerate.
-export function runEndElement(d, runID, seq) {
+// noRetry says whether a Retry cannot get past d's error_kind (the
+// page's no_retry_kinds, agent.NoRetryKinds): then none is offered.
+export function runEndElement(d, runID, seq, noRetry = new Set()) {
 	const node = clone("run-end-template");
 	const status = d.status ?? "failed";
 	node.className = `run-end run-end-${status}`;
@@ -24,7 +26,12 @@ export function runEndElement(d, runID, seq) {
 	else node.querySelector(".run-notice").remove();
 	if (status === "failed" && d.error) node.querySelector(".run-error-text").textContent = d.error;
 	else node.querySelector(".run-error").remove();
+	if (d.error_kind) node.dataset.errorKind = d.error_kind;
 	const retry = node.querySelector(".run-retry");
+	if (status === "failed" && noRetry.has(d.error_kind)) {
+		retry.remove();
+		return node;
+	}
 	retry.dataset.runId = runID;
 	retry.textContent = status === "completed" ? "Regenerate" : "Retry";
 	return node;
@@ -51,12 +58,13 @@ function noticeOf(d, status) {
 }
 
 export class Answers {
-	constructor({ threadID, list, model, showError, onStarted }) {
+	constructor({ threadID, list, model, showError, onStarted, noRetryKinds }) {
 		this.threadID = threadID;
 		this.list = list;
 		this.model = model; // the composer's model select, if any
 		this.showError = showError;
 		this.onStarted = onStarted;
+		this.noRetry = new Set(noRetryKinds ?? []);
 	}
 
 	// listen handles the buttons under the list, now and later; while a
@@ -109,7 +117,7 @@ export class Answers {
 	runEnded(d, runID, seq) {
 		this.setEditable(true);
 		if (!runID || document.getElementById(`run-end-${runID}`)) return;
-		this.list.append(runEndElement(d, runID, seq));
+		this.list.append(runEndElement(d, runID, seq, this.noRetry));
 	}
 
 	// runResumed shows where the run resumed. An answer still streaming

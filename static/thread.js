@@ -53,6 +53,7 @@ export class ThreadPage {
 			model: document.getElementById("composer-model"),
 			showError: (text) => this.composer.showError(text),
 			onStarted: (runID) => this.composer.startRun(runID),
+			noRetryKinds: state.no_retry_kinds,
 		});
 		this.files = new FilesPanel({ threadID: this.threadID });
 		this.older = new OlderMessages({

@@ -181,6 +181,10 @@ type RunEndView struct {
 	Status string // completed, failed, cancelled
 	Notice string
 	Error  string
+	// ErrorKind is why a failed model call failed (run.end's error_kind);
+	// NoRetry: a Retry cannot get past it (agent.NoRetryKinds).
+	ErrorKind string
+	NoRetry   bool
 	// Latest: the thread's latest run, with no run active: it can be
 	// answered again.
 	Latest bool
