@@ -11,5 +11,5 @@ import "embed"
 // FS is the embedded asset tree, its files at the root (app.css, *.js,
 // favicon.svg).
 //
-//go:embed app.css *.js favicon.svg
+//go:embed app.css *.js favicon.svg katex
 var FS embed.FS
