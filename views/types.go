@@ -105,7 +105,10 @@ type ModelOption struct {
 type ToolCallView struct {
 	ID   string
 	Name string
-	Args string // the arguments as compact JSON, as static/messages.js shows them live
+	// Label is Name as people read it (agent.ToolLabel): "files › list
+	// directory" for mcp__files__list_directory; the raw name is its title.
+	Label string
+	Args  string // the arguments as compact JSON, as static/messages.js shows them live
 	// Card is the subagent card of a task call (nil for other tools).
 	Card *CardView
 
