@@ -20,7 +20,7 @@ const (
 	ErrorAuth          = "auth"           // 401/403: the API key is wrong or lacks permission
 	ErrorModel         = "model"          // 404: the provider does not know the model
 	ErrorRateLimit     = "rate_limit"     // 429
-	ErrorServer        = "server"         // 5xx (and Anthropic's 529): the provider failed
+	ErrorServer        = "server"         // 5xx (Anthropic's 529), 408, 409: the provider failed
 	ErrorTimeout       = "timeout"        // the call's timeout_seconds ran out
 	ErrorContextLength = "context_length" // the conversation does not fit the model
 	ErrorNetwork       = "network"        // the provider could not be reached
@@ -120,6 +120,9 @@ func statusFailure(st *StatusError, cfg ModelConfig) Failure {
 			when = "in " + waitWords(w)
 		}
 		return Failure{Kind: ErrorRateLimit, Notice: "The model provider's rate limit was reached (" + code + "). Retry " + when + "; if it keeps happening, an admin can raise the limit in the provider's console."}
+	case s == http.StatusRequestTimeout || s == http.StatusConflict:
+		// The provider gave up on this request, not on the conversation.
+		return Failure{Kind: ErrorServer, Notice: "The model provider could not finish the request (" + code + "). Retry in a moment."}
 	case s >= 500:
 		return Failure{Kind: ErrorServer, Notice: "The model provider failed (" + code + "): the fault is on its side. Retry in a moment."}
 	case s >= 400:
