@@ -68,12 +68,7 @@ func callText(c StepCall) string {
 		}
 		return "Running `" + head(cmd) + "`"
 	}
-	if rest, ok := strings.CutPrefix(c.Name, "mcp__"); ok {
-		if server, tool, ok := strings.Cut(rest, "__"); ok && server != "" && tool != "" {
-			return "Using " + tool + " (" + server + ")"
-		}
-	}
-	return "Using " + c.Name
+	return "Using " + ToolLabel(c.Name, c.Title)
 }
 
 func orWords(s, none string) string {

@@ -38,8 +38,8 @@ func TestFailureKeepsPartialAnswer(t *testing.T) {
 		timeout    int
 		wantNotice string
 	}{
-		{"server error", fmt.Errorf("%w: gpt: HTTP 502 Bad Gateway: upstream", ErrProvider), 0, "The model server answered with an error."},
-		{"timeout", fmt.Errorf("%w: gpt: timed out after 2m0s (timeout_seconds): %w", ErrProvider, context.DeadlineExceeded), 120, "The model server stopped answering (timeout after 120 s)."},
+		{"server error", &StatusError{Status: 502, Err: fmt.Errorf("%w: gpt: HTTP 502 Bad Gateway: upstream", ErrProvider)}, 0, "The model provider failed (HTTP 502): the fault is on its side. Retry in a moment."},
+		{"timeout", fmt.Errorf("%w: gpt: timed out after 2m0s (timeout_seconds): %w", ErrProvider, context.DeadlineExceeded), 120, "The model server stopped answering (timeout after 120 s). Retry; if it keeps happening, an admin can raise timeout_seconds in herd.yaml."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lead := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {

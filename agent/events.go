@@ -106,7 +106,10 @@ type TaskStarted struct{ TaskIntro }
 
 // StepCall is one tool call of an AI step, its arguments bounded.
 type StepCall struct {
-	Name          string `json:"name"`
+	Name string `json:"name"`
+	// Title is how people read the tool's name when its MCP server named
+	// it (tools.Titled, ToolLabel); left out otherwise.
+	Title         string `json:"title,omitempty"`
 	Args          string `json:"args"`
 	ArgsTruncated bool   `json:"args_truncated,omitempty"`
 }
@@ -130,6 +133,9 @@ type StepBody struct {
 	Truncated bool       `json:"truncated" kind:"bool"`
 	ToolCalls []StepCall `json:"tool_calls,omitempty" kind:"calls"`
 	ToolName  string     `json:"tool_name,omitempty" kind:"string"`
+	// ToolTitle is the tool step's tool as people read it, when its MCP
+	// server named it (StepCall.Title).
+	ToolTitle string `json:"tool_title,omitempty" kind:"string"`
 	// Reasoning is what the model thought before this AI step, shown
 	// collapsed and never part of Text or the task's result.
 	Reasoning          string `json:"reasoning,omitempty" kind:"string"`
@@ -191,8 +197,11 @@ type RunEnd struct {
 	Error  string `json:"error,omitempty" kind:"string"`
 	// Notice says in plain words why a run failed or was stopped; the
 	// thread shows it where the run ended (docs/API.md).
-	Notice string              `json:"notice,omitempty" kind:"string"`
-	Usage  *models.UsageReport `json:"usage,omitempty" kind:"totals"`
+	Notice string `json:"notice,omitempty" kind:"string"`
+	// ErrorKind is why a failed model call failed (agent.ErrorAuth, …;
+	// FailureOf): the page offers no Retry for NoRetryKinds.
+	ErrorKind string              `json:"error_kind,omitempty" kind:"string"`
+	Usage     *models.UsageReport `json:"usage,omitempty" kind:"totals"`
 }
 
 // RunWait is run.wait: the lead's model call waits for a slot of its model
@@ -267,7 +276,7 @@ func (e TaskStep) checkTools() error {
 		return fmt.Errorf("event %s: reasoning on a tool step", eventSubagentStep)
 	case e.Kind == stepAI && e.Output != nil:
 		return fmt.Errorf("event %s: output on an ai step", eventSubagentStep)
-	case e.Kind == stepResumed && (e.ToolCalls != nil || e.ToolName != "" || e.Reasoning != "" || e.Output != nil):
+	case e.Kind == stepResumed && (e.ToolCalls != nil || e.ToolName != "" || e.ToolTitle != "" || e.Reasoning != "" || e.Output != nil):
 		return fmt.Errorf("event %s: a resumed step has only its text", eventSubagentStep)
 	case e.Kind != stepResumed && e.LostMS != 0:
 		return fmt.Errorf("event %s: lost_ms on a step that is not resumed", eventSubagentStep)

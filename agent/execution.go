@@ -184,12 +184,12 @@ func (e *execution) emitStepWith(kind, text, reasoning string, calls []ToolCall,
 	st.Reasoning, st.ReasoningTruncated = cut(reasoning, eventTextCap)
 	if kind == stepAI {
 		for _, tc := range calls {
-			c := StepCall{Name: tc.Name}
+			c := StepCall{Name: tc.Name, Title: e.toolTitle(tc.Name)}
 			c.Args, c.ArgsTruncated = cut(string(tc.Args), eventTextCap)
 			st.ToolCalls = append(st.ToolCalls, c)
 		}
 	} else {
-		st.ToolName, st.Output = toolName, output
+		st.ToolName, st.ToolTitle, st.Output = toolName, e.toolTitle(toolName), output
 	}
 	if kind == stepAI && len(calls) == 0 {
 		var with []models.Record
@@ -253,4 +253,18 @@ func (e *execution) finish(o Outcome) bool {
 	close(e.done)
 	e.log.Info("subagent ended", "status", o.Status, "stop_reason", o.StopReason)
 	return true
+}
+
+// toolTitle is the title the execution's tool of that name has (an MCP
+// tool's server › tool, tools.Titled), "" for one without.
+func (e *execution) toolTitle(name string) string {
+	if e.tools == nil {
+		return ""
+	}
+	if t, ok := e.tools.Get(name); ok {
+		if titled, ok := t.(tools.Titled); ok {
+			return titled.Title()
+		}
+	}
+	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -226,8 +225,9 @@ func (r *run) loop() {
 }
 
 // ending is how a run ended: its status, the error the API and the log
-// show, and the notice the thread shows in plain words (RunEnd.Notice).
-type ending struct{ status, err, notice string }
+// show, the notice the thread shows in plain words (RunEnd.Notice) and,
+// for a failed model call, its kind (RunEnd.ErrorKind).
+type ending struct{ status, err, notice, kind string }
 
 func failed(errText, notice string) ending {
 	return ending{status: models.RunFailed, err: errText, notice: notice}
@@ -237,17 +237,17 @@ func failed(errText, notice string) ending {
 // the server shutting down.
 func stopped(cause error) ending {
 	if errors.Is(cause, ErrShuttingDown) {
-		return ending{models.RunCancelled, "interrupted: server shutting down", "The server shut down before this answer was finished."}
+		return ending{status: models.RunCancelled, err: "interrupted: server shutting down", notice: "The server shut down before this answer was finished."}
 	}
 	if errors.Is(cause, ErrReleased) {
 		// Never written (the journal refuses it): for the log.
-		return ending{models.RunCancelled, "released for resuming", ""}
+		return ending{status: models.RunCancelled, err: "released for resuming", notice: ""}
 	}
 	if errors.Is(cause, ErrLeaseTaken) {
 		// Never written (the database refuses it): for the log.
-		return ending{models.RunCancelled, "interrupted: another instance took the run over", ""}
+		return ending{status: models.RunCancelled, err: "interrupted: another instance took the run over", notice: ""}
 	}
-	return ending{models.RunCancelled, "", "Stopped by you."}
+	return ending{status: models.RunCancelled, err: "", notice: "Stopped by you."}
 }
 
 func (r *run) converse(log *slog.Logger) ending {
@@ -288,7 +288,8 @@ func (r *run) converse(log *slog.Logger) ending {
 				return ending{status: models.RunCancelled}
 			}
 			log.Warn("lead model call failed", "err", err, "model", r.model.Config.Name)
-			return failed(err.Error(), r.failureNotice(err))
+			f := FailureOf(err, r.model.Config)
+			return ending{status: models.RunFailed, err: err.Error(), notice: f.Notice, kind: f.Kind}
 		}
 		// The call's ledger row commits with its answer (keepUsage).
 		used := r.sink.keepUsage("", r.model.Config.Name, resp)
@@ -339,26 +340,6 @@ func (r *run) prompt() ([]models.Message, error) {
 		return nil, err
 	}
 	return ReplacedIn(runs).Prompt(stored), nil
-}
-
-// failureNotice says in plain words why the lead's model call failed;
-// the error itself stays on the run for those who need the detail.
-func (r *run) failureNotice(err error) string {
-	var netErr *net.OpError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		if s := r.model.Config.TimeoutSeconds; s > 0 {
-			return fmt.Sprintf("The model server stopped answering (timeout after %d s).", s)
-		}
-		return "The model server stopped answering (the call timed out)."
-	case errors.Is(err, ErrContextLength):
-		return "The conversation is too long for this model's context window."
-	case errors.As(err, &netErr):
-		return "The model server could not be reached."
-	case errors.Is(err, ErrProvider):
-		return "The model server answered with an error."
-	}
-	return "The run failed."
 }
 
 // complete makes one call of the lead's model, streaming its text and,
@@ -593,7 +574,7 @@ func (r *run) end(e ending) {
 	r.ending.Store(true)
 	now := r.env.now().UTC()
 	totals := r.sink.totals()
-	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, Usage: &totals})
+	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, ErrorKind: e.kind, Usage: &totals})
 	if err != nil {
 		r.logger().Error("run.end outside the contract", "err", err)
 		return

@@ -33,9 +33,9 @@ func TestFailureNoticesFromTheOpenAIProvider(t *testing.T) {
 		wantNotice  string
 		wantPartial string
 	}{
-		{"timeout after streaming", &openaitest.Reply{Chunks: []string{"Half ", "an answer"}, End: openaitest.EndHang, After: 3}, "The model server stopped answering (timeout after 1 s).", "Half an answer"},
-		{"server error", &openaitest.Reply{Status: http.StatusInternalServerError, Error: "boom"}, "The model server answered with an error.", ""},
-		{"nothing listens", nil, "The model server could not be reached.", ""},
+		{"timeout after streaming", &openaitest.Reply{Chunks: []string{"Half ", "an answer"}, End: openaitest.EndHang, After: 3}, "The model server stopped answering (timeout after 1 s). Retry; if it keeps happening, an admin can raise timeout_seconds in herd.yaml.", "Half an answer"},
+		{"server error", &openaitest.Reply{Status: http.StatusInternalServerError, Error: "boom"}, "The model provider failed (HTTP 500): the fault is on its side. Retry in a moment.", ""},
+		{"nothing listens", nil, "The model server could not be reached. Retry; if it keeps failing, an admin can check base_url in herd.yaml and the network.", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := agent.ModelConfig{Name: "local", Provider: "openai", Model: "llama", APIKey: "x", TimeoutSeconds: 1, MaxRetries: new(0)}

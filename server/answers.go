@@ -225,7 +225,8 @@ func runNotice(ev *models.RunEvent, p agent.Event, rp agent.Replaced, idle bool)
 		if e.Status == models.RunCompleted && !latest && versions == nil {
 			break
 		}
-		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest, Continue: latest && e.Status == models.RunCancelled, Versions: versions}
+		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest,
+			Continue: latest && e.Status == models.RunCancelled, Versions: versions, ErrorKind: e.ErrorKind, NoRetry: !agent.RetryHelps(e.ErrorKind)}
 		return views.MessageView{Type: views.TypeRunEnd, Seq: ev.Seq, RunID: e.RunID, End: end}, true
 	}
 	return views.MessageView{}, false

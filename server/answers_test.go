@@ -221,7 +221,7 @@ func TestRetryFrames(t *testing.T) {
 		}
 	}
 	var end agent.RunEnd
-	if err := json.Unmarshal(next("run.end").Data, &end); err != nil || end.Notice != "The model server answered with an error." || end.Status != "failed" || !strings.Contains(end.Error, "fail_after") {
+	if err := json.Unmarshal(next("run.end").Data, &end); err != nil || !strings.HasPrefix(end.Notice, "The model server answered with an error.") || end.Status != "failed" || !strings.Contains(end.Error, "fail_after") {
 		t.Fatalf("run.end = %+v, %v", end, err)
 	}
 	var retry struct {

@@ -55,7 +55,7 @@ func TestBrowserRetryRegenerateEdit(t *testing.T) {
 
 	b.sendMessage("What is herd?")
 	b.waitRunEnd(a, th)
-	b.waitFor("the failure's notice", `document.querySelector(".run-end-failed .run-notice-text")?.textContent === "The model server stopped answering (timeout after 120 s)."
+	b.waitFor("the failure's notice", `document.querySelector(".run-end-failed .run-notice-text")?.textContent.startsWith("The model server stopped answering (timeout after 120 s). Retry;")
 		&& document.querySelector(".run-end-failed .run-retry")?.textContent === "Retry"`, 15*time.Second)
 	if got := evalAs[string](b, `document.querySelector(".msg-ai .msg-body")?.textContent.trim() ?? ""`); got != "The first words of an answer" {
 		t.Errorf("the partial answer shows %q", got)

@@ -346,6 +346,8 @@ func (s *Server) threadPage(c echo.Context) error {
 		// The server's clock, so the page's elapsed times read right
 		// whatever the reader's clock says.
 		"server_time": s.now().UnixMilli(),
+		// The failures a Retry cannot get past: no Retry on their run.end.
+		"no_retry_kinds": agent.NoRetryKinds,
 	}
 	if v.active != nil {
 		page.ActiveRunID = v.active.ID
@@ -435,7 +437,7 @@ func (s *Server) messageViews(msgs []models.Message, cards []agent.Card, r hub.R
 		var calls []agent.ToolCall
 		if len(m.ToolCalls) > 0 && json.Unmarshal(m.ToolCalls, &calls) == nil {
 			for _, tc := range calls {
-				tv := views.ToolCallView{ID: tc.ID, Name: tc.Name, Args: string(tc.Args)}
+				tv := views.ToolCallView{ID: tc.ID, Name: tc.Name, Label: agent.ToolLabel(tc.Name, ""), Args: string(tc.Args)}
 				if card := byCall[m.RunID+"\x00"+tc.ID]; card != nil && tc.Name == agent.ToolTask {
 					tv.Card = s.cardView(m.ThreadID, *card, r)
 				}

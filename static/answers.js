@@ -12,7 +12,9 @@ import { resumedNotice } from "./format.js";
 // runEndElement is a run's end as views.runEnd renders it: d is the
 // run.end frame's data. It is the thread's latest run, so it carries
 // Retry or Regenerate.
-export function runEndElement(d, runID, seq) {
+// noRetry says whether a Retry cannot get past d's error_kind (the
+// page's no_retry_kinds, agent.NoRetryKinds): then none is offered.
+export function runEndElement(d, runID, seq, noRetry = new Set()) {
 	const node = clone("run-end-template");
 	const status = d.status ?? "failed";
 	node.className = `run-end run-end-${status}`;
@@ -28,9 +30,14 @@ export function runEndElement(d, runID, seq) {
 	const more = node.querySelector(".run-continue");
 	if (status === "cancelled") more.dataset.runId = runID;
 	else more.remove();
+	if (d.error_kind) node.dataset.errorKind = d.error_kind;
 	const retry = node.querySelector(".run-retry");
-	retry.dataset.runId = runID;
-	retry.textContent = status === "completed" ? "Regenerate" : "Retry";
+	if (status === "failed" && noRetry.has(d.error_kind)) {
+		retry.remove();
+	} else {
+		retry.dataset.runId = runID;
+		retry.textContent = status === "completed" ? "Regenerate" : "Retry";
+	}
 	const versions = Array.isArray(d.versions) ? d.versions : [];
 	const nav = node.querySelector(".run-versions");
 	if (versions.length > 1) fillVersions(nav, runID, versions);
@@ -71,13 +78,14 @@ function noticeOf(d, status) {
 }
 
 export class Answers {
-	constructor({ threadID, list, model, showError, onStarted }) {
+	constructor({ threadID, list, model, showError, onStarted, noRetryKinds }) {
 		this.threadID = threadID;
 		this.list = list;
 		this.model = model; // the composer's model select, if any
 		this.showError = showError;
 		this.onStarted = onStarted;
 		this.versions = new Map(); // run → the versions of its answer, from its run.start
+		this.noRetry = new Set(noRetryKinds ?? []);
 	}
 
 	// listen handles the buttons under the list, now and later; while a
@@ -138,7 +146,7 @@ export class Answers {
 	runEnded(d, runID, seq) {
 		this.setEditable(true);
 		if (!runID || document.getElementById(`run-end-${runID}`)) return;
-		this.list.append(runEndElement({ ...d, versions: this.versions.get(runID) }, runID, seq));
+		this.list.append(runEndElement({ ...d, versions: this.versions.get(runID) }, runID, seq, this.noRetry));
 	}
 
 	// pick shows another version of an answer: the server keeps the

@@ -12,5 +12,5 @@ import "embed"
 // favicon.svg, and the web app manifest with its PNG icons, made from
 // favicon.svg).
 //
-//go:embed app.css *.js favicon.svg icon-*.png manifest.webmanifest
+//go:embed app.css *.js favicon.svg icon-*.png manifest.webmanifest katex
 var FS embed.FS

@@ -122,9 +122,19 @@ function callText(call) {
 		const cmd = text(a.command).trim().split("\n")[0];
 		return cmd === "" ? "Running a command" : `Running \`${head(cmd)}\``;
 	}
-	const mcp = /^mcp__(.+?)__(.+)$/.exec(call.name);
-	if (mcp) return `Using ${mcp[2]} (${mcp[1]})`;
-	return `Using ${call.name}`;
+	return `Using ${toolLabel(call.name, call.title)}`;
+}
+
+// toolLabel is how people read a tool's name (agent.ToolLabel): its
+// title when its MCP server gave one, else an MCP tool's
+// mcp__files__list_directory as "files › list directory"; any other
+// tool keeps its name.
+export function toolLabel(name, title) {
+	const t = text(title).trim();
+	if (t !== "") return t;
+	const mcp = /^mcp__(.+?)__(.+)$/.exec(text(name));
+	if (mcp) return `${mcp[1]} › ${mcp[2].split("_").filter(Boolean).join(" ")}`;
+	return text(name);
 }
 
 // activityText is a step (a task_running frame's step) in words: its
@@ -136,7 +146,7 @@ export function activityText(step) {
 	if (step?.kind === "resumed") return head(text(step.text).trim()) || "Resumed";
 	const calls = Array.isArray(step?.tool_calls) ? step.tool_calls : [];
 	if (calls.length === 0) return "Finishing";
-	const first = callText({ name: text(calls[0]?.name), args: text(calls[0]?.args) });
+	const first = callText({ name: text(calls[0]?.name), title: text(calls[0]?.title), args: text(calls[0]?.args) });
 	return calls.length > 1 ? `${first} and ${calls.length - 1} more` : first;
 }
 

@@ -3,7 +3,7 @@
 // markup as one rendered with the page.
 
 import { clone } from "./dom.js";
-import { IMAGE_TYPES, fileSize, fileURL } from "./format.js";
+import { IMAGE_TYPES, fileSize, fileURL, toolLabel } from "./format.js";
 
 function argsText(args) {
 	if (typeof args === "string") return args;
@@ -106,7 +106,9 @@ function fillToolCalls(tools, calls) {
 			}
 			const node = details.cloneNode(true);
 			node.dataset.toolCallId = call.id;
-			node.querySelector(".tool-name").textContent = call.name;
+			const name = node.querySelector(".tool-name");
+			name.textContent = toolLabel(call.name);
+			if (name.textContent !== call.name) name.title = call.name;
 			node.querySelector(".tool-brief").textContent = argsText(call.args);
 			node.querySelector(".tool-args").textContent = argsText(call.args);
 			return node;

@@ -5,7 +5,7 @@
 
 import { getJSON } from "./api.js";
 import { el, intAttr, scrollRegion } from "./dom.js";
-import { duration } from "./format.js";
+import { duration, toolLabel } from "./format.js";
 import { instant } from "./merge.js";
 import { str } from "./metadata.js";
 import { toolOutputElement } from "./tool-output.js";
@@ -27,9 +27,10 @@ export function stepOf(seq, s, createdAt) {
 		html: str(s.text_html),
 		truncated: s.truncated === true,
 		toolName: str(s.tool_name),
+		toolTitle: str(s.tool_title),
 		reasoning: str(s.reasoning),
 		reasoningTruncated: s.reasoning_truncated === true,
-		calls: calls.map((c) => ({ name: str(c?.name), args: str(c?.args), truncated: c?.args_truncated === true })),
+		calls: calls.map((c) => ({ name: str(c?.name), title: str(c?.title), args: str(c?.args), truncated: c?.args_truncated === true })),
 		output: s.output ?? null,
 	};
 }
@@ -48,7 +49,9 @@ function stepElement(step) {
 		line.append(icon, step.text);
 		li.append(line);
 	} else if (step.kind === "tool") {
-		li.append(el("span", "step-tool", step.toolName || "tool"));
+		const name = el("span", "step-tool", toolLabel(step.toolName, step.toolTitle) || "tool");
+		if (step.toolName !== "" && name.textContent !== step.toolName) name.title = step.toolName;
+		li.append(name);
 		if (step.text !== "") li.append(scrollRegion(el("pre", "step-output", step.text)));
 		const extra = toolOutputElement(step.output);
 		if (extra) li.append(extra);
@@ -61,7 +64,9 @@ function stepElement(step) {
 		else if (step.text !== "") li.append(el("p", "step-text", step.text));
 		for (const call of step.calls) {
 			const line = el("p", "step-call");
-			line.append(el("span", "step-tool", call.name), el("code", "step-args", call.args));
+			const name = el("span", "step-tool", toolLabel(call.name, call.title));
+			if (name.textContent !== call.name) name.title = call.name;
+			line.append(name, el("code", "step-args", call.args));
 			if (call.truncated) line.append(el("span", "step-cut", "arguments truncated"));
 			li.append(line);
 		}

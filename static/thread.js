@@ -10,6 +10,7 @@ import { addCodeButtons, listenCopy } from "./copy.js";
 import { intAttr } from "./dom.js";
 import { FileLinks } from "./filelinks.js";
 import { applyLiveHTML } from "./markdown-live.js";
+import { watchMath } from "./math.js";
 import { TASK_FRAME_TYPES } from "./merge.js";
 import { messageElement, streamElement, toolResultElement } from "./messages.js";
 import { FilesPanel } from "./files-panel.js";
@@ -47,6 +48,7 @@ export class ThreadPage {
 			list: this.list,
 		});
 		this.cardsLoaded = this.cards.load(this.list);
+		watchMath(this.list);
 		this.fileLinks = new FileLinks({ threadID: this.threadID, list: this.list });
 		this.answers = new Answers({
 			threadID: this.threadID,
@@ -54,6 +56,7 @@ export class ThreadPage {
 			model: document.getElementById("composer-model"),
 			showError: (text) => this.composer.showError(text),
 			onStarted: (runID) => this.composer.startRun(runID),
+			noRetryKinds: state.no_retry_kinds,
 		});
 		this.files = new FilesPanel({ threadID: this.threadID });
 		this.older = new OlderMessages({

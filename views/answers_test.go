@@ -18,6 +18,11 @@ func TestRunEndAndEdit(t *testing.T) {
 			want: `<div class="run-end run-end-failed" id="run-end-r1" data-seq="5" data-run-id="r1" data-status="failed"><p class="run-notice" role="note"><strong class="run-notice-text">The model server stopped answering (timeout after 120 s).</strong></p><button type="button" class="run-retry button-secondary" data-run-id="r1">Retry</button> <details class="run-error"><summary>Details</summary> <code class="run-error-text">llm provider: gpt: timed out</code></details></div>`,
 		},
 		{
+			name: "failed, latest, no Retry can help",
+			m:    MessageView{Type: TypeRunEnd, End: &RunEndView{Seq: 8, RunID: "r4", Status: "failed", Notice: "The key is wrong.", Error: "HTTP 401", ErrorKind: "auth", NoRetry: true, Latest: true}},
+			want: `<div class="run-end run-end-failed" id="run-end-r4" data-seq="8" data-run-id="r4" data-status="failed" data-error-kind="auth"><p class="run-notice" role="note"><strong class="run-notice-text">The key is wrong.</strong></p><details class="run-error"><summary>Details</summary> <code class="run-error-text">HTTP 401</code></details></div>`,
+		},
+		{
 			name: "stopped, not latest",
 			m:    MessageView{Type: TypeRunEnd, End: &RunEndView{Seq: 6, RunID: "r2", Status: "cancelled", Notice: "Stopped by you."}},
 			want: `<div class="run-end run-end-cancelled" id="run-end-r2" data-seq="6" data-run-id="r2" data-status="cancelled"><p class="run-notice" role="note"><strong class="run-notice-text">Stopped by you.</strong></p></div>`,

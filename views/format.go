@@ -155,6 +155,15 @@ func searchResults(n int, q string) string {
 	return strconv.Itoa(n) + " thread titles contain “" + q + "”."
 }
 
+// rawName is a tool call's raw name as the title of its label, when
+// the label differs (agent.ToolLabel).
+func rawName(c ToolCallView) templ.Attributes {
+	if c.Label == "" || c.Label == c.Name {
+		return nil
+	}
+	return templ.Attributes{"title": c.Name}
+}
+
 // retryLabel is the button that answers a run's message again: Retry
 // after a failure or a Stop, Regenerate after an answer.
 // versionIndex is where runID is among the versions ids (0 if absent).

@@ -111,7 +111,10 @@ type ModelOption struct {
 type ToolCallView struct {
 	ID   string
 	Name string
-	Args string // the arguments as compact JSON, as static/messages.js shows them live
+	// Label is Name as people read it (agent.ToolLabel): "files › list
+	// directory" for mcp__files__list_directory; the raw name is its title.
+	Label string
+	Args  string // the arguments as compact JSON, as static/messages.js shows them live
 	// Card is the subagent card of a task call (nil for other tools).
 	Card *CardView
 
@@ -187,6 +190,10 @@ type RunEndView struct {
 	Status string // completed, failed, cancelled
 	Notice string
 	Error  string
+	// ErrorKind is why a failed model call failed (run.end's error_kind);
+	// NoRetry: a Retry cannot get past it (agent.NoRetryKinds).
+	ErrorKind string
+	NoRetry   bool
 	// Latest: the thread's latest run, with no run active: it can be
 	// answered again.
 	Latest bool

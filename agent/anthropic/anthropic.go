@@ -246,7 +246,11 @@ func (p *Provider) streamError(ctx context.Context, err error, events, attempts 
 		if provider.Overflow(apiErr.StatusCode, msg) {
 			return p.ep.Errorf("HTTP %d %s: %s%s%w", apiErr.StatusCode, statusText(apiErr.StatusCode), msg, provider.AfterAttempts(attempts), provider.Overflowed)
 		}
-		return p.ep.Errorf("HTTP %d %s: %s%s", apiErr.StatusCode, statusText(apiErr.StatusCode), msg, provider.AfterAttempts(attempts))
+		var after time.Duration
+		if apiErr.Response != nil {
+			after, _ = retryAfter(apiErr.Response.Header)
+		}
+		return p.ep.StatusErrorf(apiErr.StatusCode, after, msg, "HTTP %d %s: %s%s", apiErr.StatusCode, statusText(apiErr.StatusCode), msg, provider.AfterAttempts(attempts))
 	}
 	if events == 0 && attempts > 0 && !provider.IsDecodeError(err) {
 		return p.ep.Errorf("request failed%s: %w", provider.AfterAttempts(attempts), err)

@@ -214,7 +214,11 @@ func (srv *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 		}
 		got = append(got, t)
 	}
-	ts, skipped := srv.adapt(got)
+	serverTitle := ""
+	if init := sess.InitializeResult(); init != nil && init.ServerInfo != nil {
+		serverTitle = init.ServerInfo.Title
+	}
+	ts, skipped := srv.adapt(got, serverTitle)
 	srv.mu.Lock()
 	srv.sess, srv.tools, srv.skipped = sess, ts, skipped
 	srv.state, srv.since, srv.lastErr, srv.lastPublic, srv.fails = StateConnected, time.Now(), "", "", 0

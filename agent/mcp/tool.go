@@ -2,11 +2,13 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -19,6 +21,7 @@ import (
 type Tool struct {
 	srv    *server
 	name   string // the server's own name for it
+	title  string // server › tool, as people read them (Title)
 	spec   tools.Spec
 	schema *jsonschema.Resolved
 	// repeatable: the server annotates the tool read-only or idempotent.
@@ -30,6 +33,11 @@ type Tool struct {
 // readOnlyHint or idempotentHint): after a restart such a call is made
 // again, any other is not (tools.Repeatable).
 func (t *Tool) Repeatable() bool { return t.repeatable }
+
+// Title is the tool as people read it: its server's title (the
+// initialize result's serverInfo.title) or name, › and the tool's title
+// (title, else annotations.title) or its name with underscores as spaces.
+func (t *Tool) Title() string { return t.title }
 
 // Spec is the tool with the schema its server publishes.
 func (t *Tool) Spec() tools.Spec { return t.spec }
@@ -122,13 +130,13 @@ func (t *Tool) check(args json.RawMessage) (map[string]any, error) {
 // adapt turns the server's tools into Tools: those the server's allow-
 // and deny-lists keep, whose schema herd can resolve and whose model name
 // no earlier tool took. skipped says why the others are left out.
-func (srv *server) adapt(list []*sdk.Tool) (out []*Tool, skipped []string) {
+func (srv *server) adapt(list []*sdk.Tool, serverTitle string) (out []*Tool, skipped []string) {
 	taken := map[string]bool{}
 	for _, st := range list {
 		if (srv.cfg.Tools != nil && !slices.Contains(*srv.cfg.Tools, st.Name)) || slices.Contains(srv.cfg.DisallowedTools, st.Name) {
 			continue
 		}
-		t, err := srv.adaptOne(st)
+		t, err := srv.adaptOne(st, serverTitle)
 		if err == nil && taken[t.spec.Name] {
 			err = fmt.Errorf("its model name %s is taken by another of the server's tools", t.spec.Name)
 		}
@@ -142,7 +150,7 @@ func (srv *server) adapt(list []*sdk.Tool) (out []*Tool, skipped []string) {
 	return out, skipped
 }
 
-func (srv *server) adaptOne(st *sdk.Tool) (*Tool, error) {
+func (srv *server) adaptOne(st *sdk.Tool, serverTitle string) (*Tool, error) {
 	raw, err := json.Marshal(st.InputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("input schema: %w", err)
@@ -161,9 +169,17 @@ func (srv *server) adaptOne(st *sdk.Tool) (*Tool, error) {
 		desc = st.Title
 	}
 	a := st.Annotations
+	title := st.Title
+	if title == "" && a != nil {
+		title = a.Title
+	}
+	if title == "" {
+		title = strings.Join(strings.FieldsFunc(st.Name, func(r rune) bool { return r == '_' }), " ")
+	}
 	return &Tool{
 		srv:        srv,
 		name:       st.Name,
+		title:      cmp.Or(strings.TrimSpace(serverTitle), srv.cfg.Name) + " › " + strings.TrimSpace(title),
 		spec:       tools.Spec{Name: ModelName(srv.cfg.Name, st.Name), Description: desc, Parameters: raw},
 		schema:     resolved,
 		repeatable: a != nil && (a.ReadOnlyHint || a.IdempotentHint),

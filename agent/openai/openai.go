@@ -199,7 +199,12 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 		return agent.Response{}, plainErr // keeps context.Canceled and the timeout findable
 	}
 	if plainErr != nil {
-		return agent.Response{}, p.ep.Errorf("%s; retried without streaming: %s", p.ep.TrimPrefix(err), p.ep.TrimPrefix(plainErr))
+		joined := p.ep.Errorf("%s; retried without streaming: %s", p.ep.TrimPrefix(err), p.ep.TrimPrefix(plainErr))
+		// The plain call's status is the cause the run's failure says.
+		if st, ok := errors.AsType[*agent.StatusError](plainErr); ok {
+			joined = &agent.StatusError{Status: st.Status, RetryAfter: st.RetryAfter, Err: joined}
+		}
+		return agent.Response{}, joined
 	}
 	if p.plainTools.CompareAndSwap(false, true) {
 		p.log.Warn("openai: the server failed a streamed request with tools; this model now calls tools without streaming",
@@ -314,11 +319,11 @@ func (p *Provider) send(ctx context.Context, params oai.ChatCompletionNewParams,
 			_ = res.Body.Close()
 		}
 		if !retryable(status) || attempts > p.ep.MaxRetries {
-			return nil, attempts, status, p.requestError(err, status, body, attempts, "")
+			return nil, attempts, status, p.requestError(err, res, status, body, attempts, "")
 		}
 		delay, why := p.retryDelay(ctx, res, status, attempts)
 		if why != "" {
-			return nil, attempts, status, p.requestError(err, status, body, attempts, why)
+			return nil, attempts, status, p.requestError(err, res, status, body, attempts, why)
 		}
 		p.log.Info("openai: retrying", "model", p.ep.Name, "attempt", attempts+1, "previous_status", status, "delay", delay)
 		t := time.NewTimer(delay)
@@ -673,7 +678,7 @@ func (a *streamAccumulator) response(callID, requestedModel string) agent.Respon
 // requestError explains a request that failed: a status with the
 // provider's own message, or the transport failure; why says why no retry
 // followed, when that was not max_retries.
-func (p *Provider) requestError(err error, status int, body []byte, attempts int, why string) error {
+func (p *Provider) requestError(err error, res *http.Response, status int, body []byte, attempts int, why string) error {
 	tries := provider.AfterAttempts(attempts)
 	if why != "" {
 		why = " (" + why + ")"
@@ -683,7 +688,8 @@ func (p *Provider) requestError(err error, status int, body []byte, attempts int
 		if provider.Overflow(status, string(body)) {
 			return p.ep.Errorf("HTTP %d %s: %s%s%s%w", status, http.StatusText(status), msg, tries, why, provider.Overflowed)
 		}
-		return p.ep.Errorf("HTTP %d %s: %s%s%s", status, http.StatusText(status), msg, tries, why)
+		after, _ := retryAfter(res.Header, time.Now())
+		return p.ep.StatusErrorf(status, after, msg, "HTTP %d %s: %s%s%s", status, http.StatusText(status), msg, tries, why)
 	}
 	return p.ep.Errorf("request failed%s: %w", tries, err)
 }

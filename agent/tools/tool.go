@@ -15,6 +15,12 @@ type Tool interface {
 	Run(ctx context.Context, env Env, args json.RawMessage) (string, error)
 }
 
+// Titled is a tool with a name for people ("Files › List directory"),
+// which its cards and steps show instead of its model name.
+type Titled interface {
+	Title() string
+}
+
 // Spec is what a model is told about a tool.
 type Spec struct {
 	Name        string          `json:"name"`

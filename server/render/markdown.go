@@ -9,6 +9,7 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"html"
+	"regexp"
 	"sync"
 	"sync/atomic"
 
@@ -58,13 +59,15 @@ func NewMarkdownCache(maxBytes int) *Markdown {
 	p.AllowAttrs("class").Matching(bluemonday.SpaceSeparatedTokens).OnElements("code", "pre")
 	// Highlighted code is spans of chroma's token classes (highlight.go),
 	// and only those.
-	p.AllowAttrs("class").Matching(TokenClassPattern()).OnElements("span")
+	p.AllowAttrs("class").Matching(regexp.MustCompile(TokenClassPattern().String() + `|^math-(?:inline|display)$`)).OnElements("span")
+	// Math for static/math.js to typeset (math.go).
+	p.AllowAttrs("class").Matching(regexp.MustCompile(`^math-display$`)).OnElements("div")
 	var code codeBlocks
 	if maxBytes > 0 {
 		code.cache = newHTMLCache(maxBytes / 8)
 	}
 	md := goldmark.New(
-		goldmark.WithExtensions(extension.GFM),
+		goldmark.WithExtensions(extension.GFM, Math),
 		goldmark.WithRendererOptions(renderer.WithNodeRenderers(
 			util.Prioritized(rawHTMLAsText{}, 100),
 			util.Prioritized(code, 100),

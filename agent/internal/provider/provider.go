@@ -106,6 +106,17 @@ func (e Endpoint) Errorf(format string, args ...any) error {
 	return err
 }
 
+// StatusErrorf is Errorf for a call the provider refused with an HTTP
+// status, marked with it (agent.StatusError) so that the run's failure
+// is said per cause; after is the wait the provider asked for, from its
+// headers or, failing those, its message ("try again in 20s").
+func (e Endpoint) StatusErrorf(status int, after time.Duration, msg string, format string, args ...any) error {
+	if after <= 0 {
+		after = agent.WaitNamedIn(msg)
+	}
+	return &agent.StatusError{Status: status, RetryAfter: after, Err: e.Errorf(format, args...)}
+}
+
 // TrimPrefix is err's text without the "llm provider: model: " prefix
 // Errorf adds, so that two errors can be joined into one sentence.
 func (e Endpoint) TrimPrefix(err error) string {
