@@ -1,0 +1,29 @@
+#!/bin/sh
+# scripts/build.sh OUT — builds the herd binary OUT. The one place its flags
+# live: `make build` and `make run` call it, the Dockerfile calls it, and
+# .goreleaser.yaml repeats its flags (TestBuildFlagsAgree checks they match).
+# GOTAGS (set in the Makefile) are passed as -tags. docs/PERFORMANCE.md,
+# "First start (issue 26)", has the measurements behind each flag.
+set -eu
+
+out=${1:?usage: scripts/build.sh OUT}
+GO=${GO:-go}
+GOTAGS=${GOTAGS:-}
+
+# cgo is needed by the SQLite driver. Its 9.6 MB C amalgamation is the
+# build's longest single step; Go's default CGO_CFLAGS (-O2 -g) spend part of
+# it on C debug information nobody reads, so -O2 alone (same code).
+export CGO_ENABLED=1
+export CGO_CFLAGS="${CGO_CFLAGS:--O2}"
+
+# -trimpath: no build machine paths in the binary. -s -w: no symbol table or
+# DWARF (panics still print function names and lines), a smaller binary and
+# a shorter link. -gcflags -l on the two provider SDKs: their generated
+# packages are a third of the cold build's compile time, half of it spent
+# inlining code whose every call waits on the network.
+# Said before the long part, so a first `make run` does not look hung.
+echo "building herd — the first build takes a few minutes, later ones seconds…" >&2
+exec "$GO" build -trimpath -tags "$GOTAGS" -ldflags "-s -w" \
+	-gcflags "github.com/openai/openai-go/v3/...=-l" \
+	-gcflags "github.com/anthropics/anthropic-sdk-go/v2/...=-l" \
+	-o "$out" .
