@@ -19,8 +19,8 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2}"
 # -trimpath: no build machine paths in the binary. -s -w: no symbol table or
 # DWARF (panics still print function names and lines), a smaller binary and
 # a shorter link. -gcflags -l on the two provider SDKs: their generated
-# packages are a third of the cold build's compile time, half of it spent
-# inlining code whose every call waits on the network.
+# packages are half the cold build's compile time, a third of theirs spent
+# inlining code whose every call waits on a model server.
 # Said before the long part, so a first `make run` does not look hung.
 echo "building herd — the first build takes a few minutes, later ones seconds…" >&2
 exec "$GO" build -trimpath -tags "$GOTAGS" -ldflags "-s -w" \
