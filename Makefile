@@ -8,8 +8,10 @@ DATA_DIR ?= ./data
 # binary included. .goreleaser.yaml repeats them (TestBuildFlagsAgree).
 GOTAGS   ?=
 export GO GOTAGS
+# (GOFLAGS set in the environment hides `go env -w GOFLAGS`, hence the
+# merge.)
 ifneq ($(GOTAGS),)
-export GOFLAGS := $(strip $(GOFLAGS) -tags=$(GOTAGS))
+export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -tags=$(GOTAGS))
 endif
 # cgo is needed by the SQLite driver; C without debug information, as
 # scripts/build.sh explains.
