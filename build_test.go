@@ -113,6 +113,10 @@ func scriptFlags(t *testing.T, gotags string) buildFlags {
 	args := lines[3 : len(lines)-3]
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
+		case "-p":
+			// How many packages compile at once: the build's speed, not
+			// the binary, so the release does not repeat it.
+			i++
 		case "-tags", "-gcflags", "-ldflags":
 			if i+1 == len(args) {
 				t.Fatalf("scripts/build.sh: %s without a value", args[i])
