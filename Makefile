@@ -2,11 +2,23 @@
 
 GO       ?= go
 DATA_DIR ?= ./data
-# cgo is needed by the SQLite driver.
+# Build tags, comma-separated: the one place they are set. scripts/build.sh
+# passes them as -tags (make build, make run, the Dockerfile), and GOFLAGS
+# carries them to every other go command here, the tests' own builds of the
+# binary included. .goreleaser.yaml repeats them (TestBuildFlagsAgree).
+# sqlite_fts5 compiles SQLite's full-text search, which search needs; a
+# herd built without it refuses to start (models.ErrNoFTS5).
+GOTAGS   ?= sqlite_fts5
+export GO GOTAGS
+# (GOFLAGS set in the environment hides `go env -w GOFLAGS`, hence the
+# merge.)
+ifneq ($(GOTAGS),)
+export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -tags=$(GOTAGS))
+endif
+# cgo is needed by the SQLite driver; C without debug information, as
+# scripts/build.sh explains.
 export CGO_ENABLED = 1
-# sqlite_fts5 compiles SQLite's full-text search, which search needs; a herd
-# built without it refuses to start (models.ErrNoFTS5).
-GOTAGS ?= sqlite_fts5
+export CGO_CFLAGS ?= -O2
 
 .PHONY: run build test bench load load-cluster load-idle soak generate lint fmt fuzz clean mcp-test-server
 
@@ -16,14 +28,22 @@ FUZZTIME ?= 60s
 FUZZ = ./agent:FuzzNormalizeUsage ./agent:FuzzReadMetadata ./agent:FuzzValidateEvent \
 	./server/hub:FuzzClientFrame ./internal/config:FuzzLoad
 
-run: ## start herd on http://127.0.0.1:8080 with the embedded defaults
-	$(GO) run -tags $(GOTAGS) . --data-dir $(DATA_DIR)
+run: build ## start herd on http://127.0.0.1:8080 with the embedded defaults
+	./herd --data-dir $(DATA_DIR)
 
-build: ## build the single binary ./herd
-	$(GO) build -tags $(GOTAGS) -o herd .
+build: ## build the single binary ./herd (scripts/build.sh)
+	@scripts/build.sh herd
 
-test: mcp-test-server axe-core ## every test with -race: unit, HTTP, WebSocket, browser
-	$(GO) test -tags $(GOTAGS) -race -count=1 -timeout 14m -parallel 4 ./...
+# `make test` is the whole set-up on a fresh Debian machine: as root it
+# installs what the tests need, then starts a throwaway PostgreSQL when
+# HERD_TEST_POSTGRES_DSN is not set, installs the npm packages and runs
+# `$(GO) test $(TESTFLAGS) $(PKGS)` (scripts/test.sh). PKGS=./models checks
+# the set-up on one package.
+TESTFLAGS ?= -race -count=1 -timeout 14m -parallel 4
+PKGS      ?= ./...
+export TESTFLAGS PKGS
+test: ## every test with -race: unit, HTTP, WebSocket, browser
+	@scripts/test.sh
 
 # The real third-party MCP server the end-to-end test drives over stdio
 # (internal/e2e/mcp_process_test.go), installed once from the npm registry.
