@@ -375,3 +375,50 @@ func TestContinueAfterStop(t *testing.T) {
 		t.Errorf("continue of a completed run: %v, want ErrNotStopped", err)
 	}
 }
+
+// TestContinueAfterACut: an answer the model's output limit cut ends the
+// run completed, with the cut noted and Continue allowed; Continue goes on
+// from the cut text as after a Stop.
+func TestContinueAfterACut(t *testing.T) {
+	var prompts [][]Message
+	lead := llmFunc(func(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+		prompts = append(prompts, req.Messages)
+		if last := req.Messages[len(req.Messages)-1]; last.Content == ContinueNote {
+			return reply(" and the end.", nil), nil
+		}
+		r := reply("A long answer, cut", nil)
+		r.Cut = true
+		return r, nil
+	})
+	h := newHarness(t, harnessConfig{models: []*Model{model("gpt", lead)}})
+	ctx := context.Background()
+	first := h.run("write a lot")
+	end := h.runEndOf(first.RunID)
+	if end.Status != models.RunCompleted || !end.Cut || end.Notice != CutNotice {
+		t.Fatalf("run.end of a cut answer = %s cut %v %q", end.Status, end.Cut, end.Notice)
+	}
+	cont, err := h.rt.Start(ctx, StartRequest{ThreadID: h.thread, UserID: "u1", RetryOf: first.RunID, Continue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait()
+	got := prompts[len(prompts)-1]
+	if n := len(got); got[n-2].Content != "A long answer, cut" || got[n-1].Content != ContinueNote {
+		t.Errorf("the continuing call ends %+v", got[len(got)-2:])
+	}
+	msgs, _ := h.store.Messages(ctx, h.thread)
+	runs, _ := h.store.Runs(ctx, h.thread)
+	rp := ReplacedIn(runs)
+	var shown []string
+	for _, m := range msgs {
+		if !rp.FromThread(&m) && m.Type == TypeAI {
+			shown = append(shown, m.Content)
+		}
+	}
+	if !slices.Equal(shown, []string{"A long answer, cut and the end."}) {
+		t.Errorf("the thread shows %q", shown)
+	}
+	if !rp.Continued(first.RunID) || rp.Versions(cont.RunID) != nil {
+		t.Errorf("continued %v, versions %v", rp.Continued(first.RunID), rp.Versions(cont.RunID))
+	}
+}

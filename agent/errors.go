@@ -22,7 +22,7 @@ var (
 	// thread's latest: only the latest answer can be answered again.
 	ErrNotLatest = errors.New("only the latest answer of the thread can be answered again")
 	// ErrNotStopped refuses a Continue of a run the user did not stop.
-	ErrNotStopped = errors.New("only an answer you stopped can be continued")
+	ErrNotStopped = errors.New("only an answer you stopped, or one the model's output limit cut, can be continued")
 	// ErrReplaced refuses an Edit of a message a later run replaced, or
 	// of a run that has no message of its own (a Retry).
 	ErrReplaced = errors.New("that message was replaced; edit the one shown")

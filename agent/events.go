@@ -200,8 +200,11 @@ type RunEnd struct {
 	Notice string `json:"notice,omitempty" kind:"string"`
 	// ErrorKind is why a failed model call failed (agent.ErrorAuth, …;
 	// FailureOf): the page offers no Retry for NoRetryKinds.
-	ErrorKind string              `json:"error_kind,omitempty" kind:"string"`
-	Usage     *models.UsageReport `json:"usage,omitempty" kind:"totals"`
+	ErrorKind string `json:"error_kind,omitempty" kind:"string"`
+	// Cut: the run's answer stopped at the model's output limit; it can
+	// be continued (Continue).
+	Cut   bool                `json:"cut,omitempty" kind:"bool"`
+	Usage *models.UsageReport `json:"usage,omitempty" kind:"totals"`
 }
 
 // RunWait is run.wait: the lead's model call waits for a slot of its model

@@ -14,6 +14,10 @@ import (
 // ContinueNote follows the text of an answer a restart cut off, in the
 // call that continues it (run.converse): the model writes the rest, and
 // the saved answer is the text so far followed by what it writes.
+// CutNotice is the notice of a run whose answer stopped at the model's
+// output limit.
+const CutNotice = "The answer stopped at the model's output limit. Continue goes on from there."
+
 const ContinueNote = "[herd] Your reply above was cut off by a server restart. Continue it from exactly where it stops: do not repeat any of it and do not mention the interruption."
 
 // LostTime is a gap in words: "4.2 s" (tenths, rounded half up) under a

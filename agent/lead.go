@@ -227,7 +227,10 @@ func (r *run) loop() {
 // ending is how a run ended: its status, the error the API and the log
 // show, the notice the thread shows in plain words (RunEnd.Notice) and,
 // for a failed model call, its kind (RunEnd.ErrorKind).
-type ending struct{ status, err, notice, kind string }
+type ending struct {
+	status, err, notice, kind string
+	cut                       bool // the answer stopped at the model's output limit
+}
 
 func failed(errText, notice string) ending {
 	return ending{status: models.RunFailed, err: errText, notice: notice}
@@ -297,7 +300,7 @@ func (r *run) converse(log *slog.Logger) ending {
 		final := len(resp.ToolCalls) == 0
 		// The links go with the calls, so a page joins a continuing call
 		// to its held card before any of its events (docs/DESIGN.md §9).
-		kwargs := answerKwargs(answerState{final: final}, trimmed, resp.Reasoning, r.held.link(resp.ToolCalls))
+		kwargs := answerKwargs(answerState{final: final, cut: final && resp.Cut}, trimmed, resp.Reasoning, r.held.link(resp.ToolCalls))
 		if err := r.sink.persist(&models.Message{
 			ID: msgID, Type: TypeAI, Content: resp.Text, ToolCalls: toolCallsJSON(resp.ToolCalls),
 			// The herd model's name, as on the run and the cards, so that the
@@ -314,6 +317,9 @@ func (r *run) converse(log *slog.Logger) ending {
 		if final {
 			if strings.TrimSpace(resp.Text) == "" {
 				return failed("No response generated", "The model returned an empty answer.")
+			}
+			if resp.Cut {
+				return ending{status: models.RunCompleted, cut: true, notice: CutNotice}
 			}
 			return ending{status: models.RunCompleted}
 		}
@@ -398,7 +404,7 @@ type partial struct{ text, reasoning string }
 // answerState is how an AI message ended: final (the run's answer),
 // stopped by the user, or incomplete (cut off by a failure or a
 // shutdown); a stopped or incomplete answer is what was streamed.
-type answerState struct{ final, stopped, incomplete bool }
+type answerState struct{ final, stopped, incomplete, cut bool }
 
 // answerKwargs is an AI message's additional_kwargs: stopped for an answer
 // the user stopped, incomplete for one a failure cut off, on a run's
@@ -417,6 +423,9 @@ func answerKwargs(st answerState, trimmed *fitReport, reasoning string, continue
 	}
 	if st.incomplete {
 		kw["incomplete"] = true
+	}
+	if st.cut {
+		kw["cut"] = true // at the model's output limit: Continue goes on
 	}
 	if reasoning = strings.TrimSpace(reasoning); reasoning != "" {
 		kw["reasoning_content"] = reasoning
@@ -574,7 +583,7 @@ func (r *run) end(e ending) {
 	r.ending.Store(true)
 	now := r.env.now().UTC()
 	totals := r.sink.totals()
-	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, ErrorKind: e.kind, Usage: &totals})
+	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, ErrorKind: e.kind, Cut: e.cut, Usage: &totals})
 	if err != nil {
 		r.logger().Error("run.end outside the contract", "err", err)
 		return

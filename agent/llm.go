@@ -99,6 +99,9 @@ type Response struct {
 	ToolCalls []ToolCall
 	Usage     *Usage // nil when the provider reported none
 	Model     string // the model name the provider reported
+	// Cut: the provider stopped the answer at its output token limit
+	// (OpenAI's finish_reason "length", Anthropic's "max_tokens").
+	Cut bool
 }
 
 // Provider is an LLM backend. Complete streams text through onDelta (which

@@ -56,7 +56,7 @@ func ReplacedIn(runs []models.Run) Replaced {
 		owner[r.ID] = r.ID
 		if r.RetryOf != "" {
 			owner[r.ID] = owner[r.RetryOf]
-			if t := byID[r.RetryOf]; t != nil && t.Status != models.RunCompleted && t.Status != models.RunRunning {
+			if t := byID[r.RetryOf]; t != nil && (r.Continues || t.Status != models.RunCompleted && t.Status != models.RunRunning) {
 				retried[t.ID] = true
 				if r.Continues {
 					rp.cut[t.ID] = true

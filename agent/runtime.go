@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -323,12 +324,12 @@ func (rt *Runtime) place(ctx context.Context, req StartRequest, r *run) error {
 		return ErrReplaced
 	}
 	if req.Continue {
-		if req.RetryOf == "" || runs[i].Status != models.RunCancelled {
-			return ErrNotStopped
-		}
-		text, err := rt.stoppedAnswer(ctx, req.ThreadID, target)
+		text, cut, err := rt.stoppedAnswer(ctx, req.ThreadID, target)
 		if err != nil {
 			return err
+		}
+		if req.RetryOf == "" || runs[i].Status != models.RunCancelled && !(runs[i].Status == models.RunCompleted && cut) {
+			return ErrNotStopped
 		}
 		r.continues = true
 		r.continued = &openAnswer{id: rt.newID(), text: text}
@@ -342,21 +343,26 @@ func (rt *Runtime) place(ctx context.Context, req StartRequest, r *run) error {
 }
 
 // stoppedAnswer is the text run runID's answer had when the user stopped
-// it: its last AI message, if that called no tools; "" when it had none.
-func (rt *Runtime) stoppedAnswer(ctx context.Context, threadID, runID string) (string, error) {
+// it or the model's output limit cut it: its last AI message, if that
+// called no tools ("" when it had none), and whether the limit cut it.
+func (rt *Runtime) stoppedAnswer(ctx context.Context, threadID, runID string) (string, bool, error) {
 	msgs, err := rt.history.Messages(ctx, threadID)
 	if err != nil {
-		return "", fmt.Errorf("agent: read messages: %w", err)
+		return "", false, fmt.Errorf("agent: read messages: %w", err)
 	}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if m := &msgs[i]; m.RunID == runID && m.Type == TypeAI {
 			if hasToolCalls(m) {
-				return "", nil
+				return "", false, nil
 			}
-			return m.Content, nil
+			var kw struct {
+				Cut bool `json:"cut"`
+			}
+			_ = json.Unmarshal(m.AdditionalKwargs, &kw)
+			return m.Content, kw.Cut, nil
 		}
 	}
-	return "", nil
+	return "", false, nil
 }
 
 // firstUseWait bounds how long a run's start waits for MCP servers that

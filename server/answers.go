@@ -226,7 +226,7 @@ func runNotice(ev *models.RunEvent, p agent.Event, rp agent.Replaced, idle bool)
 			break
 		}
 		end := &views.RunEndView{Seq: ev.Seq, RunID: e.RunID, Status: e.Status, Notice: noticeOf(e), Error: e.Error, Latest: latest,
-			Continue: latest && e.Status == models.RunCancelled, Versions: versions, ErrorKind: e.ErrorKind, NoRetry: !agent.RetryHelps(e.ErrorKind)}
+			Continue: latest && (e.Status == models.RunCancelled || e.Cut), Versions: versions, ErrorKind: e.ErrorKind, NoRetry: !agent.RetryHelps(e.ErrorKind)}
 		return views.MessageView{Type: views.TypeRunEnd, Seq: ev.Seq, RunID: e.RunID, End: end}, true
 	}
 	return views.MessageView{}, false

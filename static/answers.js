@@ -28,7 +28,7 @@ export function runEndElement(d, runID, seq, noRetry = new Set()) {
 	if (status === "failed" && d.error) node.querySelector(".run-error-text").textContent = d.error;
 	else node.querySelector(".run-error").remove();
 	const more = node.querySelector(".run-continue");
-	if (status === "cancelled") more.dataset.runId = runID;
+	if (status === "cancelled" || d.cut === true) more.dataset.runId = runID;
 	else more.remove();
 	if (d.error_kind) node.dataset.errorKind = d.error_kind;
 	const retry = node.querySelector(".run-retry");
@@ -132,8 +132,9 @@ export class Answers {
 		const focused = document.activeElement;
 		const inList = this.list.contains(focused);
 		for (const b of this.list.querySelectorAll(".run-retry, .run-continue")) b.remove();
-		// A completed run's end holds only its Regenerate.
-		for (const e of this.list.querySelectorAll(".run-end-completed")) e.remove();
+		// A completed run's end stays only for its versions (as a reload
+		// shows it: server/answers.go runNotice).
+		for (const e of this.list.querySelectorAll(".run-end-completed:not(:has(.run-versions))")) e.remove();
 		if (d.retry_of && d.continue) this.continueAnswer(d.retry_of);
 		else if (d.retry_of) this.replaceAnswer(d.retry_of);
 		if (d.edit_of) this.replaceFrom(d.edit_of);

@@ -197,7 +197,8 @@ type RunEndView struct {
 	// Latest: the thread's latest run, with no run active: it can be
 	// answered again.
 	Latest bool
-	// Continue offers to continue the answer: the latest run, stopped.
+	// Continue offers to continue the answer: the latest run, stopped or
+	// cut at the model's output limit.
 	Continue bool
 	// Versions are the versions of this run's answer, oldest first, when
 	// a Regenerate or an Edit made more than one; the page switches

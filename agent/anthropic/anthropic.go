@@ -178,7 +178,8 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, onDelta func
 	}
 
 	resp := acc.response(callID, model)
-	if acc.stopReason == "max_tokens" && maxTokens == p.maxTokens {
+	resp.Cut = acc.stopReason == "max_tokens"
+	if resp.Cut && maxTokens == p.maxTokens {
 		// The answer (or a tool call's input) is cut; the operator's fix
 		// is max_output_tokens. A call's own smaller cap is its caller's.
 		p.log.Warn("anthropic: answer cut at max_tokens", "model", p.ep.Name, "call_id", callID, "max_output_tokens", p.maxTokens)

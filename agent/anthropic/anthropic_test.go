@@ -78,6 +78,24 @@ func TestStreamedTextInOrder(t *testing.T) {
 	}
 }
 
+// TestCutAtMaxTokens: stop_reason "max_tokens" marks the answer cut
+// (agent.Response.Cut), so the run offers Continue; "end_turn" does not.
+func TestCutAtMaxTokens(t *testing.T) {
+	for _, c := range []struct {
+		reason string
+		cut    bool
+	}{{"max_tokens", true}, {"end_turn", false}} {
+		p, _ := newFake(t, nil, anthropictest.Reply{Chunks: []string{"Once upon ", "a time"}, StopReason: c.reason})
+		resp, err := p.Complete(context.Background(), hello(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Cut != c.cut || resp.Text != "Once upon a time" {
+			t.Errorf("stop_reason %s: cut %v, text %q", c.reason, resp.Cut, resp.Text)
+		}
+	}
+}
+
 func TestParallelToolCalls(t *testing.T) {
 	p, _ := newFake(t, nil, anthropictest.Reply{
 		Chunks: []string{"Let me look."},

@@ -287,6 +287,7 @@ func (p *Provider) completePlain(ctx context.Context, params oai.ChatCompletionN
 // provider's completion id.
 func (p *Provider) completed(acc *streamAccumulator, callID, model string, attempts int, streamed bool) agent.Response {
 	resp := acc.response(callID, model)
+	resp.Cut = acc.finishReason == "length"
 	p.log.Debug("openai: call completed", "model", p.ep.Name, "call_id", callID, "completion_id", acc.completionID,
 		"reported_model", resp.Model, "finish_reason", acc.finishReason, "tool_calls", len(resp.ToolCalls), "attempts", attempts, "streamed", streamed)
 	return resp

@@ -172,6 +172,13 @@ func TestCompleteSuccess(t *testing.T) {
 			wantIncludeUsage: true,
 		},
 		{
+			name:             "an answer cut at the output limit",
+			reply:            openaitest.Reply{Chunks: []string{"Once upon ", "a time"}, FinishReason: "length"},
+			wantText:         "Once upon a time",
+			wantModel:        "gpt-test",
+			wantIncludeUsage: true,
+		},
+		{
 			name: "empty arguments become an empty object",
 			reply: openaitest.Reply{
 				ToolCalls: []openaitest.ToolCall{{ID: "call_e", Name: "ls", Args: ""}},
@@ -216,6 +223,10 @@ func TestCompleteSuccess(t *testing.T) {
 			}
 			if _, err := uuid.Parse(got.CallID); err != nil {
 				t.Errorf("CallID = %q, not a UUID: %v", got.CallID, err)
+			}
+			// finish_reason "length": the answer stopped at the output limit.
+			if want := tt.reply.FinishReason == "length"; got.Cut != want {
+				t.Errorf("Cut = %v, want %v", got.Cut, want)
 			}
 
 			reqs := srv.Requests()
