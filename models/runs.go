@@ -38,6 +38,23 @@ func (s *Store) Runs(ctx context.Context, threadID string) ([]Run, error) {
 	return list[Run](s.r.WithContext(ctx).Where("thread_id = ?", threadID).Order("started_at, id"), "runs")
 }
 
+// RunsOf returns the runs of several threads, each thread's oldest
+// first, in one query.
+func (s *Store) RunsOf(ctx context.Context, threadIDs []string) (map[string][]Run, error) {
+	out := make(map[string][]Run, len(threadIDs))
+	if len(threadIDs) == 0 {
+		return out, nil
+	}
+	runs, err := list[Run](s.r.WithContext(ctx).Where("thread_id IN ?", threadIDs).Order("started_at, id"), "runs")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		out[r.ThreadID] = append(out[r.ThreadID], r)
+	}
+	return out, nil
+}
+
 // PickRun records that the user chose run runID's version of its answer
 // (Run.PickedAt); ErrNotFound when the thread has no such run.
 func (s *Store) PickRun(ctx context.Context, threadID, runID string, at time.Time) error {

@@ -308,3 +308,42 @@ func TestPickRoute(t *testing.T) {
 		t.Errorf("pick while a run is active: %d, want 409", r.status)
 	}
 }
+
+// TestSearchFollowsVersions: search finds what the thread shows, not the
+// versions it hides, and follows a pick.
+func TestSearchFollowsVersions(t *testing.T) {
+	a := newApp(t)
+	u := a.newUser("ann@example.com", false)
+	th := u.newThread("t")
+	first := u.startRun(th, "Plan:\n- quinces")
+	a.waitIdle(th)
+	var msgs struct {
+		Messages []struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+		} `json:"messages"`
+	}
+	u.mustJSON("GET", "/api/threads/"+th+"/messages", nil, http.StatusOK, &msgs)
+	human := ""
+	for _, m := range msgs.Messages {
+		if m.Type == "human" {
+			human = m.ID
+		}
+	}
+	u.mustJSON("POST", "/api/threads/"+th+"/messages/"+human+"/edit", map[string]string{"content": "Plan:\n- medlars"}, http.StatusAccepted, nil)
+	a.waitIdle(th)
+	found := func(q string) int {
+		var out struct {
+			Results []json.RawMessage `json:"results"`
+		}
+		u.mustJSON("GET", "/api/search?q="+q, nil, http.StatusOK, &out)
+		return len(out.Results)
+	}
+	if found("quinces") != 0 || found("medlars") == 0 {
+		t.Errorf("after the Edit: quinces %d, medlars %d hits; want only the shown version's", found("quinces"), found("medlars"))
+	}
+	u.mustJSON("POST", "/api/threads/"+th+"/runs/"+first+"/pick", nil, http.StatusNoContent, nil)
+	if found("quinces") == 0 || found("medlars") != 0 {
+		t.Errorf("after picking the first version: quinces %d, medlars %d hits", found("quinces"), found("medlars"))
+	}
+}

@@ -3,11 +3,13 @@ package server
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"herd/agent"
 	"herd/models"
 	"herd/server/auth"
 	"herd/views"
@@ -54,12 +56,37 @@ func searchQuery(c echo.Context) (string, error) {
 }
 
 // search runs the current user's search q.
+// Hits in what the thread does not show (another version of an answer,
+// docs/API.md "Versions") are left out: a page may hold fewer than limit.
 func (s *Server) search(c echo.Context, q string, limit, offset int) ([]models.SearchHit, error) {
-	hits, err := s.store.Search(c.Request().Context(), auth.User(c).ID, q, limit, offset)
+	ctx := c.Request().Context()
+	hits, err := s.store.Search(ctx, auth.User(c).ID, q, limit, offset)
 	if errors.Is(err, models.ErrSearchQuery) {
 		return nil, errBadRequest("q has no word to look for: give letters or digits")
 	}
-	return hits, err
+	if err != nil || len(hits) == 0 {
+		return hits, err
+	}
+	var threads []string
+	for _, h := range hits {
+		if !slices.Contains(threads, h.ThreadID) {
+			threads = append(threads, h.ThreadID)
+		}
+	}
+	runs, err := s.store.RunsOf(ctx, threads)
+	if err != nil {
+		return nil, err
+	}
+	shown := make(map[string]agent.Replaced, len(runs))
+	for id, rs := range runs {
+		shown[id] = agent.ReplacedIn(rs)
+	}
+	return slices.DeleteFunc(hits, func(h models.SearchHit) bool {
+		rp, ok := shown[h.ThreadID]
+		// Taken as a message that called tools: a hit is never the stopped
+		// text a Continue went on with, whose words its answer repeats.
+		return ok && h.RunID != "" && rp.FromThread(&models.Message{RunID: h.RunID, Type: h.Type, ToolCalls: models.JSON("[{}]")})
+	}), nil
 }
 
 func (s *Server) apiSearch(c echo.Context) error {
