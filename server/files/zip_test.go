@@ -107,7 +107,7 @@ func TestZipConsistentPerFile(t *testing.T) {
 				}
 				// Quiet moments, for copies to settle in (a zip under
 				// the race detector copies slowly).
-				time.Sleep(time.Duration(v%3) * 5 * time.Millisecond)
+				time.Sleep(time.Duration(v%3) * 20 * time.Millisecond)
 			}
 		})
 	}
