@@ -19,10 +19,10 @@ import (
 // are hidden, but for the user's message of a Regenerate's first run,
 // which its versions share.
 type Replaced struct {
-	shown   map[string]bool // on the path, or history above it
-	history map[string]bool // shown, but its answer is not in the prompt
-	keep    map[string]bool // not shown, but its user message is
-	cut     map[string]bool // shown, but its stopped answer goes on in a Continue
+	shown    map[string]bool     // on the path, or history above it
+	history  map[string]bool     // shown, but its answer is not in the prompt
+	keep     map[string]bool     // not shown, but its user message is
+	cut      map[string]bool     // shown, but its stopped answer goes on in a Continue
 	versions map[string][]string // after a run (by its id; "" first): the versions it is followed by
 	parent   map[string]string
 	latest   string

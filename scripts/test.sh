@@ -67,6 +67,9 @@ fi
 # shows as such rather than as a failed test.
 if command -v npm >/dev/null 2>&1; then
   "$MAKE" -s --no-print-directory mcp-test-server axe-core
+elif [ -n "${CI:-}" ]; then
+  echo "test: npm is missing; the MCP and accessibility tests need it" >&2
+  exit 1
 fi
 
 # Not exec: the trap stops PostgreSQL when the tests end. TESTFLAGS and PKGS
