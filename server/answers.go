@@ -23,7 +23,18 @@ type retryRequest struct {
 // apiRunRetry answers the message of the thread's latest run again, as a
 // new run that replaces that run's answer (202): Retry after a failure or
 // a Stop, Regenerate after an answer (docs/API.md).
-func (s *Server) apiRunRetry(c echo.Context) error {
+func (s *Server) apiRunRetry(c echo.Context) error { return s.answerAgain(c, false) }
+
+// apiRunContinue continues the answer of the thread's latest run, which
+// the user stopped or the model's output limit cut, as a new run whose
+// answer starts with it (202). 409 for a run that was neither, or is not
+// the latest.
+func (s *Server) apiRunContinue(c echo.Context) error { return s.answerAgain(c, true) }
+
+// answerAgain starts the run that answers run run_id's message again
+// (Retry, Regenerate: a body may name the model) or, with cont, goes on
+// with its answer (Continue, on the thread's model).
+func (s *Server) answerAgain(c echo.Context, cont bool) error {
 	t, err := s.ownThread(c)
 	if err != nil {
 		return err
@@ -33,7 +44,7 @@ func (s *Server) apiRunRetry(c echo.Context) error {
 		return err
 	}
 	var req retryRequest
-	if c.Request().ContentLength != 0 {
+	if !cont && c.Request().ContentLength != 0 {
 		if err := bindJSON(c, &req); err != nil {
 			return err
 		}
@@ -44,32 +55,7 @@ func (s *Server) apiRunRetry(c echo.Context) error {
 	if err := s.checkNewWork(c); err != nil {
 		return err
 	}
-	started, err := s.startRun(c, t, "", req.Model, nil, func(r *agent.StartRequest) { r.RetryOf = runID })
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusAccepted, startedJSON(started))
-}
-
-// apiRunContinue continues the answer of the thread's latest run, which
-// the user stopped, as a new run whose answer starts with it (202).
-// 409 for a run that was not stopped or is not the latest.
-func (s *Server) apiRunContinue(c echo.Context) error {
-	t, err := s.ownThread(c)
-	if err != nil {
-		return err
-	}
-	runID, err := pathID(c, "run_id", "run")
-	if err != nil {
-		return err
-	}
-	if _, err := s.store.Run(c.Request().Context(), t.ID, runID); err != nil {
-		return errNotFound("run")
-	}
-	if err := s.checkNewWork(c); err != nil {
-		return err
-	}
-	started, err := s.startRun(c, t, "", "", nil, func(r *agent.StartRequest) { r.RetryOf, r.Continue = runID, true })
+	started, err := s.startRun(c, t, "", req.Model, nil, func(r *agent.StartRequest) { r.RetryOf, r.Continue = runID, cont })
 	if err != nil {
 		return err
 	}
