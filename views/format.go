@@ -254,3 +254,20 @@ func tableNote(t *PreviewTable) string {
 	s := strings.Join(parts, ", ")
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// auditSummary says how many fields an audit entry changed.
+func auditSummary(cs []AuditChange) string {
+	n := 0
+	for _, c := range cs {
+		if c.Changed {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return "Show fields (none changed)"
+	case 1:
+		return "Show 1 changed field"
+	}
+	return "Show " + strconv.Itoa(n) + " changed fields"
+}

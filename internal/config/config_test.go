@@ -66,6 +66,7 @@ func TestLoadDefaults(t *testing.T) {
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
 		TokenUsage: TokenUsageConfig{Enabled: true},
+		Audit:      AuditConfig{RetentionDays: 365},
 		Models: []agent.ModelConfig{
 			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, Vision: true, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
 			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, Vision: true, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
