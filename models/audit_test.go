@@ -109,6 +109,41 @@ func TestAuditAddListPurge(t *testing.T) {
 	})
 }
 
+// TestAuditPurgeTogether: instances purging at once (PostgreSQL) remove
+// each entry once between them, and fail nothing.
+func TestAuditPurgeTogether(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		ctx := context.Background()
+		s := d.newStore(t)
+		t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		for i := range 200 {
+			if err := s.AddAudit(ctx, &AuditEntry{At: t0.Add(time.Duration(i) * time.Minute), Action: AuditUserCreate}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const purgers = 4
+		removed := make(chan int64, purgers)
+		errs := make(chan error, purgers)
+		for range purgers {
+			go func() {
+				n, err := s.PurgeAudit(ctx, t0.Add(150*time.Minute))
+				removed <- n
+				errs <- err
+			}()
+		}
+		var total int64
+		for range purgers {
+			total += <-removed
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if total != 150 {
+			t.Fatalf("removed %d in all, want 150", total)
+		}
+	})
+}
+
 func TestMaskAudit(t *testing.T) {
 	type model struct {
 		Name    string            `json:"name"`

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/csv"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -246,14 +245,6 @@ func auditQuery(c echo.Context, extra ...string) string {
 	return q.Encode()
 }
 
-// auditTarget names an entry's target for people: "user 1a2b…".
-func auditTarget(e *models.AuditEntry) string {
-	if e.TargetID == "" {
-		return e.TargetKind
-	}
-	return fmt.Sprintf("%s %s", e.TargetKind, e.TargetID)
-}
-
 // adminAuditPage is /admin/audit: a page of entries with the filters of
 // the query; a bad filter shows the page empty with its message.
 func (s *Server) adminAuditPage(c echo.Context) error {
@@ -302,8 +293,24 @@ func auditChoices() []string {
 func auditView(e *models.AuditEntry) views.AuditEntryView {
 	return views.AuditEntryView{
 		ID: e.ID, At: e.At, ActorEmail: e.ActorEmail, ActorIP: e.ActorIP,
-		Action: e.Action, Target: auditTarget(e), Changes: auditChanges(e.Before, e.After),
+		Action: e.Action, TargetKind: e.TargetKind, TargetID: e.TargetID, TargetLabel: auditLabel(e),
+		Changes: auditChanges(e.Before, e.After), Created: len(e.Before) == 0, Deleted: len(e.After) == 0,
 	}
+}
+
+// auditLabel is the name people know an entry's target by: its email or
+// name, after the action or else before it; for a setting, its key.
+func auditLabel(e *models.AuditEntry) string {
+	for _, side := range []models.JSON{e.After, e.Before} {
+		var named struct{ Email, Name string }
+		if json.Unmarshal(side, &named) == nil && cmp.Or(named.Email, named.Name) != "" {
+			return cmp.Or(named.Email, named.Name)
+		}
+	}
+	if e.TargetKind == "settings" {
+		return e.TargetID
+	}
+	return ""
 }
 
 // auditChanges lists the fields of before and after, flattened to dotted

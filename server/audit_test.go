@@ -7,7 +7,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -377,5 +379,26 @@ func TestAuditRetention(t *testing.T) {
 	es := auditEntries(t, admin, "")
 	if len(es) != 2 || es[0].Action != models.AuditAuditPurge || field(t, es[0].After, "removed") != "2" || es[1].Target.ID != (29*24*time.Hour).String() {
 		t.Fatalf("after the purge: %+v", es)
+	}
+}
+
+// TestAuditFailureCounted: an entry that cannot be written is logged at
+// ERROR and counted, in the server and on /metrics.
+func TestAuditFailureCounted(t *testing.T) {
+	var logs bytes.Buffer
+	a := newApp(t, func(c *appConfig) {
+		c.server = func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }
+	})
+	a.srv.Audit(context.Background(), Actor{ID: "u1"}, "user.explode", "x", nil, nil)
+	if n := a.srv.AuditFailures(); n != 1 {
+		t.Fatalf("%d failures counted, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "user.explode") {
+		t.Fatalf("not logged at ERROR: %s", logs.String())
+	}
+	rec := httptest.NewRecorder()
+	a.metrics.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "herd_audit_failures_total 1") {
+		t.Fatal("herd_audit_failures_total is not 1")
 	}
 }

@@ -478,8 +478,13 @@ type AuditEntryView struct {
 	ID                  int64
 	At                  time.Time
 	ActorEmail, ActorIP string // ActorEmail "" is herd itself
-	Action, Target      string
-	Changes             []AuditChange
+	Action              string
+	// TargetKind and TargetID name what changed; TargetLabel is the
+	// name people know it by (a user's email), "" when the entry has none.
+	TargetKind, TargetID, TargetLabel string
+	Changes                           []AuditChange
+	// Created and Deleted say the target had no fields before, or after.
+	Created, Deleted bool
 }
 
 // AuditChange is a field of an entry's target, before and after the
