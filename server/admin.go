@@ -66,8 +66,8 @@ func validRole(r string) bool { return r == models.RoleUser || r == models.RoleA
 // setTokenUsage switches the token gate (docs/DESIGN.md §9) and records
 // the switch.
 func (s *Server) setTokenUsage(c echo.Context, on bool) error {
-	was := s.settings.TokenUsage()
-	if err := s.settings.SetTokenUsage(c.Request().Context(), on, s.pages); err != nil {
+	was, err := s.settings.SetTokenUsage(c.Request().Context(), on, s.pages)
+	if err != nil {
 		return err
 	}
 	s.audit(c, models.AuditSettingsTokenUsage, settingTokenUsage, map[string]bool{settingTokenUsage: was}, map[string]bool{settingTokenUsage: on})

@@ -402,3 +402,32 @@ func TestAuditFailureCounted(t *testing.T) {
 		t.Fatal("herd_audit_failures_total is not 1")
 	}
 }
+
+// TestAuditFirstAdmin: the first admin is on record, made by themselves
+// through the set-up link, or by herd from HERD_ADMIN_EMAIL.
+func TestAuditFirstAdmin(t *testing.T) {
+	t.Run("set-up link", func(t *testing.T) {
+		a := newApp(t)
+		link := a.setupLink()
+		anon := a.anonymous()
+		anon.do("GET", link, nil)
+		form := url.Values{"_csrf": {preCSRFOf(t, anon)}, "token": {tokenOf(link)}, "email": {"first@example.com"}, "password": {strongPassword}, "password_confirm": {strongPassword}}
+		if r := anon.do("POST", "/setup", form); r.status != http.StatusSeeOther {
+			t.Fatalf("set-up: %d %s", r.status, r.body)
+		}
+		es, _, err := a.store.Audit(context.Background(), models.AuditFilter{}, 10)
+		if err != nil || len(es) != 1 || es[0].Action != models.AuditUserCreate || es[0].ActorEmail != "first@example.com" || es[0].ActorID != es[0].TargetID || es[0].ActorIP != "127.0.0.1" {
+			t.Fatalf("entries %+v, %v; want the admin's creation by themselves", es, err)
+		}
+	})
+	t.Run("environment", func(t *testing.T) {
+		a := newApp(t)
+		if err := a.srv.EnsureAdmin(context.Background(), "env@example.com", strongPassword); err != nil {
+			t.Fatal(err)
+		}
+		es, _, err := a.store.Audit(context.Background(), models.AuditFilter{}, 10)
+		if err != nil || len(es) != 1 || es[0].Action != models.AuditUserCreate || es[0].ActorID != "" || field(t, es[0].After, "email") != "env@example.com" {
+			t.Fatalf("entries %+v, %v; want the admin's creation by herd", es, err)
+		}
+	})
+}
