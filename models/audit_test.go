@@ -144,6 +144,37 @@ func TestAuditPurgeTogether(t *testing.T) {
 	})
 }
 
+// TestEachAuditBatches: an export reads batch after batch, each entry
+// once, newest first, within the filter.
+func TestEachAuditBatches(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		ctx := context.Background()
+		s := d.newStore(t)
+		t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		n := 2*auditBatch + 7
+		es := make([]AuditEntry, n)
+		for i := range es {
+			es[i] = AuditEntry{At: t0.Add(time.Duration(i) * time.Second), Action: AuditUserCreate, TargetKind: "user"}
+		}
+		if err := s.w.CreateInBatches(es, 200).Error; err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		err := s.EachAudit(ctx, AuditFilter{Since: t0.Add(5 * time.Second)}, func(e *AuditEntry) error { ids = append(ids, e.ID); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != n-5 {
+			t.Fatalf("%d entries, want %d", len(ids), n-5)
+		}
+		for i := 1; i < len(ids); i++ {
+			if ids[i] >= ids[i-1] {
+				t.Fatalf("entry %d: id %d after %d, want newest first, each once", i, ids[i], ids[i-1])
+			}
+		}
+	})
+}
+
 func TestMaskAudit(t *testing.T) {
 	type model struct {
 		Name    string            `json:"name"`

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/csv"
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -158,24 +159,26 @@ var auditCSVHeader = []string{"id", "at", "actor_id", "actor_email", "actor_ip",
 
 // exportAudit streams every entry f selects as CSV or JSON lines, newest
 // first, one batch of the store's at a time: the export is never held
-// whole in memory. A failure once the answer has started can only cut it
+// whole in memory, and as long as it moves the write deadline moves with
+// it (transfer). A failure once the answer has started can only cut it
 // short; it is logged.
 func (s *Server) exportAudit(c echo.Context, f models.AuditFilter, format string) error {
 	f.Before = 0
 	name := "herd-audit-" + s.now().UTC().Format("20060102-150405") + "." + format
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`"`)
-	write := s.auditLines(c)
+	w := s.transfer(c).writer(c.Response())
+	var out auditExport = auditLines{json.NewEncoder(w)}
 	if format == "csv" {
 		h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
-		write = s.auditCSV(c)
+		out = newAuditCSV(w)
 	} else {
 		h.Set(echo.HeaderContentType, "application/x-ndjson")
 	}
 	c.Response().WriteHeader(http.StatusOK)
-	err := s.store.EachAudit(c.Request().Context(), f, write)
+	err := s.store.EachAudit(c.Request().Context(), f, out.write)
 	if err == nil {
-		err = write(nil)
+		err = out.end()
 	}
 	if err != nil {
 		s.log.Error("audit export cut short", "err", err)
@@ -183,41 +186,39 @@ func (s *Server) exportAudit(c echo.Context, f models.AuditFilter, format string
 	return nil
 }
 
-// auditLines writes entries as JSON lines; nil ends the export.
-func (s *Server) auditLines(c echo.Context) func(*models.AuditEntry) error {
-	enc := json.NewEncoder(c.Response())
-	return func(e *models.AuditEntry) error {
-		if e == nil {
-			c.Response().Flush()
-			return nil
-		}
-		return enc.Encode(newAuditJSON(e))
-	}
+// auditExport is an export's format: each entry written, then the end.
+type auditExport interface {
+	write(*models.AuditEntry) error
+	end() error
 }
 
-// auditCSV writes entries as CSV rows after the header; nil ends the
-// export.
-func (s *Server) auditCSV(c echo.Context) func(*models.AuditEntry) error {
-	w := csv.NewWriter(c.Response())
-	started := false
-	return func(e *models.AuditEntry) error {
-		if !started {
-			started = true
-			if err := w.Write(auditCSVHeader); err != nil {
-				return err
-			}
-		}
-		if e == nil {
-			w.Flush()
-			return w.Error()
-		}
-		row := []string{strconv.FormatInt(e.ID, 10), e.At.UTC().Format(auditTimeLayout), e.ActorID, e.ActorEmail, e.ActorIP,
-			e.Action, e.TargetKind, e.TargetID, string(e.Before), string(e.After), e.Instance}
-		for i := range row {
-			row[i] = csvCell(row[i])
-		}
-		return w.Write(row)
+// auditLines writes an entry a line, as the API shows it.
+type auditLines struct{ enc *json.Encoder }
+
+func (l auditLines) write(e *models.AuditEntry) error { return l.enc.Encode(newAuditJSON(e)) }
+func (auditLines) end() error                         { return nil }
+
+// auditCSV writes an entry a row under auditCSVHeader.
+type auditCSV struct{ w *csv.Writer }
+
+func newAuditCSV(w io.Writer) auditCSV {
+	c := auditCSV{csv.NewWriter(w)}
+	_ = c.w.Write(auditCSVHeader) // an error stays in the writer: end reports it
+	return c
+}
+
+func (c auditCSV) write(e *models.AuditEntry) error {
+	row := []string{strconv.FormatInt(e.ID, 10), e.At.UTC().Format(auditTimeLayout), e.ActorID, e.ActorEmail, e.ActorIP,
+		e.Action, e.TargetKind, e.TargetID, string(e.Before), string(e.After), e.Instance}
+	for i := range row {
+		row[i] = csvCell(row[i])
 	}
+	return c.w.Write(row)
+}
+
+func (c auditCSV) end() error {
+	c.w.Flush()
+	return c.w.Error()
 }
 
 // csvCell keeps a spreadsheet from reading a cell as a formula: one that
