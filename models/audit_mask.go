@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strings"
 	"unicode"
@@ -47,10 +48,36 @@ func secretName(name string) bool {
 	return false
 }
 
+// urlName reports whether a field named name holds a URL (url, base_url,
+// endpoint_url…): an MCP server's may carry a token in its path or query,
+// so no more than its host is shown, as everywhere else (docs/DESIGN.md
+// §4).
+func urlName(name string) bool {
+	return strings.HasSuffix(strings.ToLower(name), "url")
+}
+
+// maskURL keeps a URL's scheme and host and masks what follows, or the
+// whole value when it does not read as a URL with a host.
+func maskURL(v string, other any, after bool) string {
+	u, err := url.Parse(v)
+	if v == "" || err == nil && u.Host != "" && u.User == nil && strings.Trim(u.Path, "/") == "" && u.RawQuery == "" && u.Fragment == "" {
+		return v // nothing past the host
+	}
+	mask := Masked
+	if after && v != other {
+		mask = MaskedChanged
+	}
+	if err != nil || u.Host == "" {
+		return mask
+	}
+	return u.Scheme + "://" + u.Host + "/" + mask
+}
+
 // MaskAudit encodes an action's before and after for the audit log with
 // every secret masked (docs/DESIGN.md §10): a field named like a secret
 // (secretName) shows Masked, or MaskedChanged on the after side when the
-// action changed it, so a rotated key is on record and never its value.
+// action changed it, so a rotated key is on record and never its value;
+// a URL shows its host alone (maskURL).
 // Empty and absent values stay as they are ("no key" is no secret). A nil
 // side is SQL NULL: nothing before a create, nothing after a delete.
 func MaskAudit(before, after any) (JSON, JSON, error) {
@@ -110,6 +137,10 @@ func maskWalk(v, other any, secret, after bool) any {
 		om, _ := other.(map[string]any)
 		out := make(map[string]any, len(x))
 		for k, e := range x {
+			if u, ok := e.(string); ok && !secret && urlName(k) {
+				out[k] = maskURL(u, om[k], after)
+				continue
+			}
 			out[k] = maskWalk(e, om[k], secret || secretName(k), after)
 		}
 		return out

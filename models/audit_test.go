@@ -201,6 +201,10 @@ func TestMaskAudit(t *testing.T) {
 			`{"client_secret":"","email":"a@b.c","password":"******** (changed)"}`},
 		{"switches and counts are no secrets", map[string]bool{"token_usage_enabled": false}, map[string]bool{"token_usage_enabled": true},
 			`{"token_usage_enabled":false}`, `{"token_usage_enabled":true}`},
+		{"a URL shows its host", map[string]any{"url": "https://mcp.example.com/t/abc123?key=zz", "base_url": "https://api.example.com"},
+			map[string]any{"url": "https://mcp.example.com/t/abc123?key=zz", "base_url": "http://user:hunter22@10.0.0.1:8000/v1"},
+			`{"base_url":"https://api.example.com","url":"https://mcp.example.com/********"}`,
+			`{"base_url":"http://10.0.0.1:8000/******** (changed)","url":"https://mcp.example.com/********"}`},
 		{"a nested secret", map[string]any{"oidc": map[string]any{"ClientSecret": "s"}}, nil, `{"oidc":{"ClientSecret":"********"}}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +215,7 @@ func TestMaskAudit(t *testing.T) {
 			if string(b) != tc.wantBefore || string(a) != tc.wantAfter {
 				t.Fatalf("got\n before %s\n after  %s\nwant\n before %s\n after  %s", b, a, tc.wantBefore, tc.wantAfter)
 			}
-			for _, secret := range []string{"sk-old", "sk-new", "Bearer", "hunter22", "A=1"} {
+			for _, secret := range []string{"sk-old", "sk-new", "Bearer", "hunter22", "A=1", "abc123", "zz"} {
 				if strings.Contains(string(b)+string(a), secret) {
 					t.Fatalf("%q shown: %s %s", secret, b, a)
 				}
