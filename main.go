@@ -504,8 +504,9 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 			Root: workspaceRoot(cfg), Limits: cfg.Sandbox.Limits, Owner: cfg.Sandbox.RunAs,
 			MaxUploadMB: cfg.Files.MaxUploadMB, Logger: log,
 		}),
-		ReadTimeout:  time.Duration(cfg.Server.ReadTimeoutSeconds) * time.Second,
-		WriteTimeout: time.Duration(cfg.Server.WriteTimeoutSeconds) * time.Second,
+		ReadTimeout:    time.Duration(cfg.Server.ReadTimeoutSeconds) * time.Second,
+		WriteTimeout:   time.Duration(cfg.Server.WriteTimeoutSeconds) * time.Second,
+		AuditRetention: time.Duration(cfg.Audit.RetentionDays) * 24 * time.Hour,
 		// On the host a command runs as the server's own user, with its
 		// environment and data: a trust boundary only admins may cross.
 		CommandsAdminOnly: cfg.Sandbox.Mode == tools.SandboxHost,

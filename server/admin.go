@@ -31,7 +31,7 @@ func (s *Server) apiAdminSettings(c echo.Context) error {
 	if req.TokenUsageEnabled == nil {
 		return errUnprocessable("send {\"token_usage_enabled\": true|false}")
 	}
-	if err := s.settings.SetTokenUsage(c.Request().Context(), *req.TokenUsageEnabled, s.pages); err != nil {
+	if err := s.setTokenUsage(c, *req.TokenUsageEnabled); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"token_usage_enabled": *req.TokenUsageEnabled})
@@ -63,7 +63,19 @@ type userRequest struct {
 
 func validRole(r string) bool { return r == models.RoleUser || r == models.RoleAdmin }
 
-func (s *Server) createUser(ctx context.Context, email, password, role string) (*models.User, error) {
+// setTokenUsage switches the token gate (docs/DESIGN.md §9) and records
+// the switch.
+func (s *Server) setTokenUsage(c echo.Context, on bool) error {
+	was, err := s.settings.SetTokenUsage(c.Request().Context(), on, s.pages)
+	if err != nil {
+		return err
+	}
+	s.audit(c, models.AuditSettingsTokenUsage, settingTokenUsage, map[string]bool{settingTokenUsage: was}, map[string]bool{settingTokenUsage: on})
+	return nil
+}
+
+// createUser creates a user and records it.
+func (s *Server) createUser(c echo.Context, email, password, role string) (*models.User, error) {
 	if err := cmp.Or(auth.CheckEmail(email), auth.CheckPassword(password)); err != nil {
 		return nil, err
 	}
@@ -73,15 +85,20 @@ func (s *Server) createUser(ctx context.Context, email, password, role string) (
 	if !validRole(role) {
 		return nil, errUnprocessable("role must be user or admin")
 	}
-	u, err := s.auth.StoreUser(ctx, email, password, role, false)
+	u, err := s.auth.StoreUser(c.Request().Context(), email, password, role, false)
 	if errors.Is(err, models.ErrConflict) {
 		return nil, errConflict("a user with this email already exists")
+	} else if err != nil {
+		return nil, err
 	}
-	return u, err
+	s.audit(c, models.AuditUserCreate, u.ID, nil, newUserJSON(u))
+	return u, nil
 }
 
-// updateUser applies a role or disabled change (the last admin stays).
-func (s *Server) updateUser(ctx context.Context, id string, role *string, disabled *bool) (*models.User, error) {
+// updateUser applies a role or disabled change (the last admin stays)
+// and records it: user.role when the role changed, else user.update.
+func (s *Server) updateUser(c echo.Context, id string, role *string, disabled *bool) (*models.User, error) {
+	ctx := c.Request().Context()
 	if role != nil && !validRole(*role) {
 		return nil, errUnprocessable("role must be user or admin")
 	}
@@ -100,6 +117,12 @@ func (s *Server) updateUser(ctx context.Context, id string, role *string, disabl
 	case err != nil:
 		return nil, err
 	}
+	// Recorded once committed, whatever the revocation below does.
+	action := models.AuditUserUpdate
+	if u.Role != before.Role {
+		action = models.AuditUserRole
+	}
+	s.audit(c, action, id, newUserJSON(before), newUserJSON(u))
 	// The store ended their sessions with the change; their sockets and
 	// runs go now, so nothing carries on with the old rights.
 	if u.Role != before.Role || u.Disabled && !before.Disabled {
@@ -110,7 +133,15 @@ func (s *Server) updateUser(ctx context.Context, id string, role *string, disabl
 	return u, nil
 }
 
-func (s *Server) deleteUser(ctx context.Context, id string) error {
+// deleteUser deletes a user with their threads and records it.
+func (s *Server) deleteUser(c echo.Context, id string) error {
+	ctx := c.Request().Context()
+	before, err := s.store.User(ctx, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return errNotFound("user")
+	} else if err != nil {
+		return err
+	}
 	// Refuse the last admin before stopping their runs; the store checks
 	// again inside its transaction.
 	if last, err := s.isLastAdmin(ctx, id); err != nil {
@@ -137,6 +168,7 @@ func (s *Server) deleteUser(ctx context.Context, id string) error {
 	// Their runs were stopped above and their threads are gone with them:
 	// only their sockets are left to close.
 	s.sockets.CloseUser(hub.CloseAccountChanged, id)
+	s.audit(c, models.AuditUserDelete, id, newUserJSON(before), nil)
 	for _, t := range ts {
 		s.removeWorkspace(t.ID)
 	}
@@ -173,7 +205,7 @@ func (s *Server) apiAdminUserCreate(c echo.Context) error {
 	if req.Role != nil {
 		role = *req.Role
 	}
-	u, err := s.createUser(c.Request().Context(), req.Email, req.Password, role)
+	u, err := s.createUser(c, req.Email, req.Password, role)
 	if err != nil {
 		return err
 	}
@@ -192,7 +224,7 @@ func (s *Server) apiAdminUserUpdate(c echo.Context) error {
 	if req.Email != "" || req.Password != "" {
 		return errUnprocessable("only role and disabled can be changed")
 	}
-	u, err := s.updateUser(c.Request().Context(), id, req.Role, req.Disabled)
+	u, err := s.updateUser(c, id, req.Role, req.Disabled)
 	if err != nil {
 		return err
 	}
@@ -204,7 +236,7 @@ func (s *Server) apiAdminUserDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.deleteUser(c.Request().Context(), id); err != nil {
+	if err := s.deleteUser(c, id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -246,7 +278,7 @@ func formResult(c echo.Context, err error, flash string, render func(c echo.Cont
 
 func (s *Server) adminSettingsSubmit(c echo.Context) error {
 	on := c.FormValue(settingTokenUsage) == "true" || c.FormValue(settingTokenUsage) == "on"
-	err := s.settings.SetTokenUsage(c.Request().Context(), on, s.pages)
+	err := s.setTokenUsage(c, on)
 	state := "off"
 	if on {
 		state = "on"
@@ -255,7 +287,7 @@ func (s *Server) adminSettingsSubmit(c echo.Context) error {
 }
 
 func (s *Server) adminUserCreateSubmit(c echo.Context) error {
-	_, err := s.createUser(c.Request().Context(), c.FormValue("email"), c.FormValue("password"), c.FormValue("role"))
+	_, err := s.createUser(c, c.FormValue("email"), c.FormValue("password"), c.FormValue("role"))
 	return formResult(c, err, "User created.", s.renderAdmin)
 }
 
@@ -273,7 +305,7 @@ func (s *Server) adminUserUpdateSubmit(c echo.Context) error {
 		v := d == "true"
 		disabled = &v
 	}
-	_, err = s.updateUser(c.Request().Context(), id, role, disabled)
+	_, err = s.updateUser(c, id, role, disabled)
 	return formResult(c, err, "User updated.", s.renderAdmin)
 }
 
@@ -282,5 +314,5 @@ func (s *Server) adminUserDeleteSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return formResult(c, s.deleteUser(c.Request().Context(), id), "User deleted.", s.renderAdmin)
+	return formResult(c, s.deleteUser(c, id), "User deleted.", s.renderAdmin)
 }

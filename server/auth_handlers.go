@@ -98,6 +98,9 @@ func (s *Server) setupSubmit(c echo.Context) error {
 		return err
 	}
 	s.auth.UseSetup()
+	// The first admin is on record as made by themselves, from where the
+	// set-up link was used.
+	s.Audit(c.Request().Context(), Actor{ID: u.ID, Email: u.Email, IP: c.RealIP()}, models.AuditUserCreate, u.ID, nil, newUserJSON(u))
 	if _, err := s.auth.SignIn(c, u); err != nil {
 		return err
 	}
@@ -259,6 +262,7 @@ func (s *Server) EnsureAdmin(ctx context.Context, email, password string) error 
 		return err
 	}
 	s.log.Info("admin created from the environment", "user", u.ID, "email", u.Email)
+	s.Audit(ctx, Actor{}, models.AuditUserCreate, u.ID, nil, newUserJSON(u)) // by herd itself
 	return nil
 }
 

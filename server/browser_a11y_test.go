@@ -261,6 +261,8 @@ func TestBrowserAccessibility(t *testing.T) {
 	gone := admin.newThread("Deleted work")
 	admin.mustJSON("DELETE", "/api/threads/"+gone, nil, http.StatusNoContent, nil)
 	admin.mustJSON("POST", "/api/tokens", map[string]string{"name": "laptop"}, http.StatusCreated, &struct{}{})
+	// An entry of the audit log, its fields shown.
+	admin.mustJSON("POST", "/api/admin/users", map[string]string{"email": "bea@example.com", "password": "tall ocean lantern"}, http.StatusCreated, &struct{}{})
 	// The live thread goes first, while its card still runs.
 	liveReady := `document.documentElement.dataset.herdReady === "1"
 		&& [...document.querySelectorAll("#messages section.card")].some((c) => c.dataset.status === "running")
@@ -281,6 +283,8 @@ func TestBrowserAccessibility(t *testing.T) {
 		{name: "account", path: "/account", ready: `!!document.querySelector("#sessions")`},
 		{name: "admin", path: "/admin", ready: `!!document.querySelector("h1")`},
 		{name: "usage", path: "/admin/usage", ready: `!!document.querySelector("h1")`},
+		{name: "audit", path: "/admin/audit", ready: `!!document.querySelector("#audit-entries .audit-diff")`,
+			open: `document.querySelector("#audit-entries .audit-diff").setAttribute("open", "")`},
 		{name: "not-found", path: "/threads/00000000-0000-4000-8000-000000000000", ready: `!!document.querySelector(".error-page")`},
 	})
 
@@ -355,7 +359,9 @@ func (b *browser) checkKeyboard(page string) {
 	evalAs[chromedp.Void](b, `document.activeElement?.blur(); scrollTo(0, 0);
 		window.kbSeen = [];
 		document.addEventListener("focusin", () => kbSeen.push(kb.focused()))`)
-	tabs := make([]chromedp.Action[chromedp.Void], len(controls)+3)
+	// A date field takes three Tabs, one per part (month, day, year).
+	parts := evalAs[int](b, `document.querySelectorAll('input[type="date"]').length * 2`)
+	tabs := make([]chromedp.Action[chromedp.Void], len(controls)+3+parts)
 	for i := range tabs {
 		tabs[i] = chromedp.KeyEvent(kb.Tab)
 	}

@@ -31,6 +31,8 @@ type Peers interface {
 	// Rejoining reports whether this instance lost its lease to another
 	// and has not registered again: it takes no work meanwhile (readyz).
 	Rejoining() bool
+	// ID is this instance's id, which its audit entries carry.
+	ID() string
 }
 
 // runControl stops and watches runs: the local runtime's alone, or with

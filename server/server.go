@@ -98,6 +98,12 @@ type Options struct {
 	// Files serves the threads' workspace files (uploads, downloads,
 	// zips); required.
 	Files *files.Workspaces
+	// AuditRetention is how long the audit log keeps an entry; 0 keeps
+	// every entry (config audit.retention_days).
+	AuditRetention time.Duration
+	// OnAuditPurged, when set, is told how many entries each purge of
+	// the audit log removed (tests wait on it).
+	OnAuditPurged func(removed int64)
 	// ReadTimeout and WriteTimeout are the HTTP server's: an upload or a
 	// download sets its deadline that far ahead again as it moves, so
 	// only one that stalls is cut. 0: 60 s and 120 s.
@@ -109,6 +115,8 @@ type Options struct {
 type Metrics interface {
 	Handler(token string) http.Handler
 	PasswordChecked(kind string)
+	// AuditFailed counts an audit entry that could not be written.
+	AuditFailed()
 }
 
 // MetricLabels are the label values of the server's counters, which the
@@ -161,6 +169,13 @@ type Server struct {
 	files         *files.Workspaces
 	readTimeout   time.Duration
 	writeTimeout  time.Duration
+	// instance is the cluster's id of this instance ("" alone), which
+	// its audit entries carry.
+	instance string
+	// auditFailures counts the audit entries that failed to be written
+	// (audit).
+	auditFailures atomic.Int64
+	retention     *auditRetention
 }
 
 // New builds the server and its routes.
@@ -213,6 +228,7 @@ func New(o Options) (*Server, error) {
 	if err := s.startHTTP(o); err != nil {
 		return nil, err
 	}
+	s.retention = s.keepAudit(o.AuditRetention, o.OnAuditPurged)
 	return s, nil
 }
 
@@ -235,6 +251,7 @@ func authOptions(o Options, m Metrics) auth.Options {
 func (s *Server) Close() {
 	s.titles.Close()
 	s.purger.Close()
+	s.retention.Close()
 }
 
 // buildShared builds the parts that other instances share, when there
@@ -250,6 +267,7 @@ func (s *Server) buildShared(o Options) titleCalling {
 	if c := o.Cluster; c != nil {
 		s.pages, s.runs, others = c, c, c
 		s.rejoining = c.Rejoining
+		s.instance = c.ID()
 		// Every instance purges every delete: whichever claims it first
 		// (models.Store.PurgeThread).
 		relayPurge = c.RelayPurge

@@ -80,17 +80,19 @@ func (s *Settings) TokenUsage() bool { return s.tokens.Load() }
 func (s *Server) redaction() hub.Redaction { return hub.Redaction{Hide: !s.settings.TokenUsage()} }
 
 // SetTokenUsage stores the token gate, applies it and tells every open
-// page at once, through pages. (The hub that pages reach is built with
-// TokenUsage, so pages are given here rather than to NewSettings.)
-func (s *Settings) SetTokenUsage(ctx context.Context, on bool, pages Broadcaster) error {
+// page at once, through pages; it returns the gate it replaced, for the
+// audit log, read under the same lock as the change. (The hub that pages
+// reach is built with TokenUsage, so pages are given here rather than to
+// NewSettings.)
+func (s *Settings) SetTokenUsage(ctx context.Context, on bool, pages Broadcaster) (was bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.store.SetSetting(ctx, settingTokenUsage, strconv.FormatBool(on)); err != nil {
-		return err
+		return false, err
 	}
-	s.tokens.Store(on)
+	was = s.tokens.Swap(on)
 	pages.Publish("", "", event.Settings{TokenUsage: on})
-	return nil
+	return was, nil
 }
 
 // Reload reads the token gate from the store and applies it: another

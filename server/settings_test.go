@@ -82,8 +82,8 @@ func TestSettingsChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	pages := &fakeBroadcaster{}
-	if err := s.SetTokenUsage(ctx, false, pages); err != nil {
-		t.Fatal(err)
+	if was, err := s.SetTokenUsage(ctx, false, pages); err != nil || !was {
+		t.Fatalf("turning it off: was %v, %v; want true", was, err)
 	}
 	if s.TokenUsage() || store.m[settingTokenUsage] != "false" {
 		t.Errorf("after turning it off: gate %v, stored %q; want false, \"false\"", s.TokenUsage(), store.m[settingTokenUsage])
@@ -94,7 +94,7 @@ func TestSettingsChange(t *testing.T) {
 	}
 
 	store.err = errors.New("disk full")
-	if err := s.SetTokenUsage(ctx, true, pages); err == nil {
+	if _, err := s.SetTokenUsage(ctx, true, pages); err == nil {
 		t.Error("a refused store write was not reported")
 	}
 	if s.TokenUsage() || len(pages.got) != 1 {

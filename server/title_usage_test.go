@@ -72,7 +72,7 @@ func TestTitleUsageFrame(t *testing.T) {
 	}
 
 	// With token figures off, the frame still comes, without them.
-	if err := a.settings.SetTokenUsage(context.Background(), false, a.hub); err != nil {
+	if _, err := a.settings.SetTokenUsage(context.Background(), false, a.hub); err != nil {
 		t.Fatal(err)
 	}
 	th2 := u.newThread("")

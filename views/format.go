@@ -254,3 +254,46 @@ func tableNote(t *PreviewTable) string {
 	s := strings.Join(parts, ", ")
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// auditSummary names an audit entry's disclosure of its fields.
+func auditSummary(cs []AuditChange) string {
+	if len(cs) == 1 {
+		return "Show the field before and after"
+	}
+	return "Show all " + strconv.Itoa(len(cs)) + " fields before and after"
+}
+
+// auditSide is one side of a changed field in words: none for a field
+// that side lacks.
+func auditSide(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
+
+// auditInline is how many changed fields an audit entry's row names; the
+// rest are counted, and all are in its disclosure.
+const auditInline = 3
+
+// auditShown are the changed fields an audit entry's row names.
+func auditShown(cs []AuditChange) []AuditChange {
+	var out []AuditChange
+	for _, c := range cs {
+		if c.Changed && len(out) < auditInline {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// auditMore is how many changed fields an audit entry's row leaves out.
+func auditMore(cs []AuditChange) int {
+	n := 0
+	for _, c := range cs {
+		if c.Changed {
+			n++
+		}
+	}
+	return max(0, n-auditInline)
+}

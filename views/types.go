@@ -454,3 +454,42 @@ type PreviewTable struct {
 	AtLeast bool
 	Columns int
 }
+
+// AuditPage is the audit log's page: a page of entries, newest first, the
+// filters it was asked for and the links that keep them.
+type AuditPage struct {
+	Page
+	Entries []AuditEntryView
+	// Actor, Action, Since and Until are the filters, as the form sent
+	// them.
+	Actor, Action, Since, Until string
+	// Actions are the choices of the action filter: each kind of target
+	// ("user."), then each action.
+	Actions []string
+	// Newer and Older are the links to the first page and the next
+	// older one; "" when there is none.
+	Newer, Older string
+	// CSV and JSONL export every entry the filters select.
+	CSV, JSONL string
+}
+
+// AuditEntryView is one entry of the audit log.
+type AuditEntryView struct {
+	ID                  int64
+	At                  time.Time
+	ActorEmail, ActorIP string // ActorEmail "" is herd itself
+	Action              string
+	// TargetKind and TargetID name what changed; TargetLabel is the
+	// name people know it by (a user's email), "" when the entry has none.
+	TargetKind, TargetID, TargetLabel string
+	Changes                           []AuditChange
+	// Created and Deleted say the target had no fields before, or after.
+	Created, Deleted bool
+}
+
+// AuditChange is a field of an entry's target, before and after the
+// action; a side without the field reads "".
+type AuditChange struct {
+	Field, Before, After string
+	Changed              bool
+}

@@ -31,6 +31,7 @@ type Config struct {
 	Log        LogConfig             `yaml:"log"`
 	Auth       AuthConfig            `yaml:"auth"`
 	TokenUsage TokenUsageConfig      `yaml:"token_usage"`
+	Audit      AuditConfig           `yaml:"audit"`
 	Metrics    MetricsConfig         `yaml:"metrics"`
 	Models     []agent.ModelConfig   `yaml:"models"`
 	Lead       agent.LeadConfig      `yaml:"lead"`
@@ -136,6 +137,12 @@ type AuthConfig struct {
 	LoginAttemptsPerMinute int  `yaml:"login_attempts_per_minute"`
 	RunsPerMinute          int  `yaml:"runs_per_minute"`
 	ThreadsPerMinute       int  `yaml:"threads_per_minute"`
+}
+
+// AuditConfig is the audit log's (docs/OPERATIONS.md "Audit log").
+type AuditConfig struct {
+	// RetentionDays is how long an entry is kept; 0 keeps them all.
+	RetentionDays int `yaml:"retention_days"`
 }
 
 // TokenUsageConfig is the initial token-usage display setting; the admin's

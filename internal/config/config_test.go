@@ -66,6 +66,7 @@ func TestLoadDefaults(t *testing.T) {
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
 		TokenUsage: TokenUsageConfig{Enabled: true},
+		Audit:      AuditConfig{RetentionDays: 365},
 		Models: []agent.ModelConfig{
 			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, Vision: true, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
 			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, Vision: true, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
@@ -417,12 +418,13 @@ func TestMerge(t *testing.T) {
 			name: "env bool, pointer and verbatim string",
 			env: []string{
 				"HERD_TOKEN_USAGE_ENABLED=false",
+				"HERD_AUDIT_RETENTION_DAYS=0",
 				"HERD_SUBAGENTS_MAX_TURNS=7",
 				"HERD_MODELS_1_LATENCY_JITTER=0.25",
 				`HERD_LEAD_SYSTEM_PROMPT="Be brief": always.`,
 			},
 			check: func(c *Config) string {
-				if c.TokenUsage.Enabled || c.Subagents.MaxTurns == nil || *c.Subagents.MaxTurns != 7 || c.Lead.SystemPrompt != `"Be brief": always.` || c.Models[1].LatencyJitter != 0.25 {
+				if c.TokenUsage.Enabled || c.Audit.RetentionDays != 0 || c.Subagents.MaxTurns == nil || *c.Subagents.MaxTurns != 7 || c.Lead.SystemPrompt != `"Be brief": always.` || c.Models[1].LatencyJitter != 0.25 {
 					return fmt.Sprintf("token_usage %v, max_turns %v, system_prompt %q", c.TokenUsage.Enabled, c.Subagents.MaxTurns, c.Lead.SystemPrompt)
 				}
 				return ""
@@ -579,6 +581,7 @@ func TestErrors(t *testing.T) {
 		{name: "log level", file: "log: {level: verbose}\n", want: []string{`config: herd.yaml: log.level: must be one of debug, info, warn, error, got "verbose"`}},
 		{name: "log format", file: "log: {format: xml}\n", want: []string{`config: herd.yaml: log.format: must be one of text, json, got "xml"`}},
 		{name: "session hours", file: "auth: {session_hours: 0}\n", want: []string{`config: herd.yaml: auth.session_hours: must be at least 1, got 0`}},
+		{name: "audit retention", env: []string{"HERD_AUDIT_RETENTION_DAYS=-1"}, want: []string{`config: HERD_AUDIT_RETENTION_DAYS: must be at least 0, got -1`}},
 		{name: "login attempts", file: "auth: {login_attempts_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.login_attempts_per_minute: must be at least 1, got 0`}},
 		{name: "runs per minute", file: "auth: {runs_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.runs_per_minute: must be at least 1, got 0`}},
 		{name: "threads per minute", file: "auth: {threads_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.threads_per_minute: must be at least 1, got 0`}},

@@ -154,6 +154,7 @@ func (l *loader) validate(c *Config) {
 	l.atLeast("server.max_sockets_per_user", c.Server.MaxSocketsPerUser, 1)
 	l.atLeast("server.ws_connects_per_minute", c.Server.WSConnectsPerMinute, 1)
 	l.atLeast("files.max_upload_mb", c.Files.MaxUploadMB, 1)
+	l.atLeast("audit.retention_days", c.Audit.RetentionDays, 0)
 	l.validateModels(c.Models)
 	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
 	l.atLeast("lead.max_active_runs_per_user", c.Lead.MaxActiveRunsPerUser, 1)

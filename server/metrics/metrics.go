@@ -39,6 +39,7 @@ type Metrics struct {
 	llmTokens     *prometheus.CounterVec
 	refused       *prometheus.CounterVec
 	passChecks    *prometheus.CounterVec
+	auditFailures prometheus.Counter
 }
 
 // Labels are the label values two counters show from 0, before their
@@ -74,7 +75,8 @@ func New(l Labels) *Metrics {
 	for _, k := range l.PasswordChecks {
 		m.passChecks.WithLabelValues(k) // shown from 0
 	}
-	for _, c := range []prometheus.Collector{m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens, m.refused, m.passChecks} {
+	m.auditFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "herd_audit_failures_total", Help: "Admin actions whose audit log entry could not be written (each logged at ERROR)."})
+	for _, c := range []prometheus.Collector{m.auditFailures, m.wsDropped, m.batchRecords, m.writeLatency, m.writeFailures, m.writeRetries, m.llmLatency, m.llmErrors, m.llmTokens, m.refused, m.passChecks} {
 		f(c)
 	}
 	return m
@@ -142,6 +144,14 @@ func (m *Metrics) WatchConns(l Conns) {
 func (m *Metrics) PasswordChecked(kind string) {
 	if m != nil {
 		m.passChecks.WithLabelValues(kind).Inc()
+	}
+}
+
+// AuditFailed counts an audit entry that could not be written; nil
+// counts nothing (a server without metrics).
+func (m *Metrics) AuditFailed() {
+	if m != nil {
+		m.auditFailures.Inc()
 	}
 }
 
