@@ -51,6 +51,18 @@ type LoginPage struct {
 	Email       string
 	AllowSignup bool
 	Next        string
+	// Providers are the single sign-on buttons, in configuration order.
+	Providers []ProviderButton
+	// Passwords shows the password form; AdminLink, instead, a small
+	// link to it for admins (auth.local_passwords: admins).
+	Passwords, AdminLink bool
+}
+
+// ProviderButton is a single sign-on provider on the sign-in page.
+type ProviderButton struct {
+	Name, Label string
+	// Down says why it cannot be used now ("" = it can).
+	Down string
 }
 
 // SessionView is one signed-in browser of the user.

@@ -102,3 +102,20 @@ func (s *Service) LimitAttempt(c echo.Context, form string) (leave func(), err e
 	}
 	return leave, nil
 }
+
+// LimitSignOn holds a single sign-on callback to the sign-in limits of
+// its address: refused when the address has failed too often, it counts
+// as a failure until done(true) gives it back, as a password check does
+// (checks.go), so a flood of forged callbacks is stopped like one of
+// wrong passwords.
+func (s *Service) LimitSignOn(c echo.Context) (done func(ok bool), err error) {
+	key := passwordCheck{addr: c.RealIP(), what: "failed sign-ins"}.failureKey()
+	if !s.limits.failures.Allow(key) {
+		return nil, rateLimited(s.limits.failures.RetryAfter(key), "too many failed sign-ins from your address")
+	}
+	return func(ok bool) {
+		if ok {
+			s.limits.failures.Refund(key)
+		}
+	}, nil
+}
