@@ -198,17 +198,17 @@ func (s *Server) verifyPassword(c echo.Context, email, password string) (*models
 }
 
 // logoutSubmit ends the session and, when it came from a provider with
-// an end-session endpoint, sends the browser there to end the
-// provider's session too, then back to the sign-in page.
+// an end-session endpoint, offers to end the provider's session too.
 func (s *Server) logoutSubmit(c echo.Context) error {
-	to := s.ssoEndSession(c, auth.Session(c))
+	label, to := s.ssoEndSession(c, auth.Session(c))
 	if err := s.signOut(c); err != nil {
 		return err
 	}
 	if to == "" {
-		to = "/login"
+		return c.Redirect(http.StatusSeeOther, "/login")
 	}
-	return c.Redirect(http.StatusSeeOther, to)
+	auth.SetUser(c, nil)
+	return s.render(c, http.StatusOK, views.SignedOut(views.SignedOutPage{Page: s.page(c, "Signed out"), Provider: label, EndSession: to}))
 }
 
 func (s *Server) signupPage(c echo.Context) error {

@@ -15,14 +15,22 @@ import (
 )
 
 // Single sign-on with OpenID Connect (docs/DESIGN.md §10): the sign-in
-// page's buttons post to ssoStart, the provider sends the browser back
+// page's buttons link to ssoStart, the provider sends the browser back
 // to ssoCallback, and the session that ends it is the same kind a
 // password starts.
+//
+// The buttons are links, not forms: the page's CSP (form-action 'self')
+// would block a form's redirect to the provider, and a start needs no
+// CSRF token: it only binds a new flow to the browser that asked, so a
+// forged one signs nobody into anything (the callback needs the flow).
 
 // ssoStart sends the browser to the provider to sign in.
 func (s *Server) ssoStart(c echo.Context) error {
 	name := c.Param("name")
-	to, err := s.sso.Begin(c.Response(), c.Request(), name, s.ssoRedirectURL(c, name), safeNext(c.FormValue("next")))
+	if err := s.auth.LimitSignOnStart(c); err != nil {
+		return s.ssoRefused(c, err)
+	}
+	to, err := s.sso.Begin(c.Response(), c.Request(), name, s.ssoRedirectURL(c, name), safeNext(c.QueryParam("next")))
 	if err != nil {
 		return s.ssoRefused(c, err)
 	}
@@ -126,11 +134,12 @@ func (s *Server) origin(c echo.Context) string {
 	return c.Scheme() + "://" + c.Request().Host
 }
 
-// ssoEndSession is where sign-out sends a browser whose session came
-// from a provider with an end-session endpoint, "" for any other.
-func (s *Server) ssoEndSession(c echo.Context, sess *models.Session) string {
+// ssoEndSession is the provider and its end-session URL that sign-out
+// offers a browser whose session came from a provider with one; ""
+// for any other.
+func (s *Server) ssoEndSession(c echo.Context, sess *models.Session) (label, to string) {
 	if sess == nil || sess.Provider == "" {
-		return ""
+		return "", ""
 	}
 	return s.sso.EndSessionURL(c.Request().Context(), sess.Provider, sess.IDToken, s.origin(c)+"/login?signed_out=1")
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -86,8 +88,7 @@ func (s *ssoApp) browser() *user {
 // the provider's authorization URL herd sent the browser to.
 func (s *ssoApp) start(b *user) *url.URL {
 	s.t.Helper()
-	tok := formToken(s.t.(*testing.T), b.do("GET", "/login", nil))
-	r := b.do("POST", "/auth/oidc/test/start", url.Values{"_csrf": {tok}, "next": {"/threads/new"}})
+	r := b.do("GET", "/auth/oidc/test/start?next=/threads/new", nil)
 	if r.status != http.StatusSeeOther {
 		s.t.Fatalf("start: %d %s", r.status, r.body)
 	}
@@ -335,7 +336,7 @@ func TestSSOProviderDownAtStart(t *testing.T) {
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), down) {
 		t.Fatalf("sign-in page: %d, want 200 saying %q:\n%s", r.status, down, r.body)
 	}
-	r = b.do("POST", "/auth/oidc/test/start", url.Values{"_csrf": {formToken(t, r)}})
+	r = b.do("GET", "/auth/oidc/test/start", nil)
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), down) {
 		t.Fatalf("start: %d, want 503 saying %q", r.status, down)
 	}
@@ -350,13 +351,19 @@ func TestSSOProviderDownAtStart(t *testing.T) {
 	}
 }
 
+var endSessionLink = regexp.MustCompile(`id="end-session"[^>]*href="([^"]+)"`)
+
 func TestSSOSignOutEndsTheProvidersSession(t *testing.T) {
 	s := newSSOApp(t)
 	b, _ := s.signOn("bob")
 	r := b.do("POST", "/logout", url.Values{"_csrf": {csrfOfBrowser(t, b)}})
-	end, err := url.Parse(r.header.Get("Location"))
-	if r.status != http.StatusSeeOther || err != nil || !strings.HasPrefix(end.String(), s.idp.Issuer+"/end_session") {
-		t.Fatalf("logout: %d to %q, want the provider's end_session", r.status, r.header.Get("Location"))
+	m := endSessionLink.FindSubmatch(r.body)
+	if r.status != http.StatusOK || m == nil {
+		t.Fatalf("logout: %d, want a page offering the provider's end-session:\n%s", r.status, r.body)
+	}
+	end, err := url.Parse(html.UnescapeString(string(m[1])))
+	if err != nil || !strings.HasPrefix(end.String(), s.idp.Issuer+"/end_session") {
+		t.Fatalf("the sign-out page links to %q, not the provider's end_session", m[1])
 	}
 	if q := end.Query(); q.Get("id_token_hint") == "" || q.Get("post_logout_redirect_uri") != s.http.URL+"/login?signed_out=1" {
 		t.Errorf("end-session query = %v", q)

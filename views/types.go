@@ -58,6 +58,13 @@ type LoginPage struct {
 	Passwords, AdminLink bool
 }
 
+// SignedOutPage offers the provider's end-session after herd's sign-out.
+type SignedOutPage struct {
+	Page
+	Provider   string // its display name
+	EndSession string // its end-session URL
+}
+
 // ProviderButton is a single sign-on provider on the sign-in page.
 type ProviderButton struct {
 	Name, Label string

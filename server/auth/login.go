@@ -119,3 +119,15 @@ func (s *Service) LimitSignOn(c echo.Context) (done func(ok bool), err error) {
 		}
 	}, nil
 }
+
+// LimitSignOnStart counts a single sign-on start against its address:
+// each keeps a flow for ten minutes (server/sso), so one address may
+// start six times the sign-in limit a minute, enough for an office
+// behind one address, and no flood fills the store.
+func (s *Service) LimitSignOnStart(c echo.Context) error {
+	key := "sso-start:" + clientNet(c.RealIP())
+	if !s.limits.starts.Allow(key) {
+		return rateLimited(s.limits.starts.RetryAfter(key), "too many sign-ins started from your address")
+	}
+	return nil
+}

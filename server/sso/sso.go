@@ -174,24 +174,25 @@ func (p *provider) oauth(op *oidc.Provider, redirectURL string) *oauth2.Config {
 	}
 }
 
-// EndSessionURL is where the provider ends its own session after herd
-// ended its one, back at postLogout, or "" when the provider has no
-// end_session_endpoint (or name is no provider any more).
-func (s *Service) EndSessionURL(ctx context.Context, name, idToken, postLogout string) string {
+// EndSessionURL is the provider's display name and where it ends its
+// own session after herd ended its one, back at postLogout; "" when the
+// provider has no end_session_endpoint (or name is no provider any
+// more).
+func (s *Service) EndSessionURL(ctx context.Context, name, idToken, postLogout string) (label, endSession string) {
 	p, op, err := s.ready(ctx, name)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	var meta struct {
 		EndSession string `json:"end_session_endpoint"`
 	}
 	if err := op.Claims(&meta); err != nil || meta.EndSession == "" {
-		return ""
+		return "", ""
 	}
 	q := url.Values{"client_id": {p.cfg.ClientID}, "id_token_hint": {idToken}, "post_logout_redirect_uri": {postLogout}}
 	sep := "?"
 	if strings.Contains(meta.EndSession, "?") {
 		sep = "&"
 	}
-	return meta.EndSession + sep + q.Encode()
+	return p.cfg.label(), meta.EndSession + sep + q.Encode()
 }
