@@ -172,6 +172,10 @@ func ssoError(err error) *apiError {
 	return nil
 }
 
+// errNoPassword refuses a password change of an account made by single
+// sign-on: it has no password to check.
+var errNoPassword = &apiError{http.StatusConflict, "no_password", "this account signs in with single sign-on and has no password to change"}
+
 // errPasswordsOff refuses a password sign-in auth.local_passwords does
 // not allow.
 var errPasswordsOff = errors.New("this account signs in with single sign-on: use your identity provider's button")

@@ -186,6 +186,22 @@ func TestSSOSignInCreatesUsersAndMapsTheAdminClaim(t *testing.T) {
 	}
 }
 
+// TestSSOAccountHasNoPassword: an account made by single sign-on has no
+// password to change, and its page says so.
+func TestSSOAccountHasNoPassword(t *testing.T) {
+	s := newSSOApp(t)
+	b, _ := s.signOn("bob")
+	b.me(t)
+	r := b.do("POST", "/api/account/password", map[string]string{"current_password": "", "new_password": "a long new passphrase"})
+	if r.status != http.StatusConflict || r.errorCode() != "no_password" {
+		t.Errorf("password change: %d %s, want 409 no_password", r.status, r.body)
+	}
+	page := string(b.do("GET", "/account", nil).body)
+	if strings.Contains(page, `action="/account/password"`) || !strings.Contains(page, "You sign in with single sign-on") {
+		t.Errorf("the account page offers a password change:\n%s", page)
+	}
+}
+
 func TestSSORefusesWhomTheRulesLeaveOut(t *testing.T) {
 	s := newSSOApp(t)
 	for _, tc := range []struct{ username, email, want string }{

@@ -86,6 +86,9 @@ type SessionView struct {
 type AccountPage struct {
 	Page
 	Sessions []SessionView
+	// NoPassword: the account signs in with single sign-on only, so there
+	// is no password to change.
+	NoPassword bool
 }
 
 // SignupPage creates an account when open sign-up is on.
