@@ -53,7 +53,9 @@ func (s *Server) setupPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !empty {
+	// With passwords off an admin made here could never sign in: the
+	// first users come from the providers.
+	if !empty || s.localPasswords == sso.PasswordsOff {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	switch tok := c.QueryParam("token"); {
@@ -77,7 +79,7 @@ func (s *Server) renderSetup(c echo.Context, status int, token, email, errMsg st
 func (s *Server) setupSubmit(c echo.Context) error {
 	if empty, err := s.needsSetup(c); err != nil {
 		return err
-	} else if !empty {
+	} else if !empty || s.localPasswords == sso.PasswordsOff {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")

@@ -430,4 +430,27 @@ func TestLocalPasswordsSwitch(t *testing.T) {
 			t.Errorf("the sign-in page offers passwords:\n%s", page)
 		}
 	})
+	t.Run("off, on an empty instance", func(t *testing.T) {
+		idp := oidctest.Start(t, ssoUsers, oidctest.Client{ID: "herd", Secret: "herd-secret"})
+		a := newApp(t, func(c *appConfig) {
+			c.server = func(o *Options) {
+				o.LocalPasswords = sso.PasswordsOff
+				o.OIDCProviders = []sso.ProviderConfig{{Name: "test", DisplayName: "Test IdP", Issuer: idp.Issuer, ClientID: "herd", ClientSecret: "herd-secret"}}
+			}
+		})
+		tok, err := a.srv.SetupURL(context.Background(), a.http.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(tok)
+		for _, path := range []string{"/login", u.RequestURI()} {
+			r := a.anonymous().do("GET", path, nil)
+			if r.status != http.StatusOK && r.header.Get("Location") != "/login" {
+				t.Errorf("GET %s: %d to %q, want the sign-in page (no password set-up)", path, r.status, r.header.Get("Location"))
+			}
+			if r.status == http.StatusOK && !strings.Contains(string(r.body), "Sign in with Test IdP") {
+				t.Errorf("GET %s: %s", path, r.body)
+			}
+		}
+	})
 }

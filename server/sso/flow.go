@@ -102,7 +102,11 @@ func (s *Service) Finish(r *http.Request, name, redirectURL string) (*Identity, 
 	if err != nil {
 		return nil, "", err
 	}
-	id, err := s.exchange(oidc.ClientContext(ctx, s.client), p, op, redirectURL, q.Get("code"), f)
+	// The token, keys and userinfo calls together get what a start's
+	// discovery gets: a provider that hangs must not hold the request.
+	ctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client), startWait)
+	defer cancel()
+	id, err := s.exchange(ctx, p, op, redirectURL, q.Get("code"), f)
 	if err != nil {
 		return nil, "", err
 	}
