@@ -16,6 +16,7 @@ import (
 // and goes through the provider's end-session back to herd.
 func TestBrowserSingleSignOn(t *testing.T) {
 	s := newSSOApp(t)
+	axe := loadAxe(t)
 	b := newBrowser(t, s.http.URL)
 	b.allowErrors(`favicon\.ico`)                 // the provider's pages have none
 	b.allowErrors(`status of 403`)                // the refusals are 403 pages
@@ -48,6 +49,7 @@ func TestBrowserSingleSignOn(t *testing.T) {
 		b.markPage()
 		b.activate("sign out", `form.sign-out button`)
 		b.waitNewPage("herd's sign-out offers the provider's", `document.querySelector("#end-session") !== null`, 10*time.Second)
+		b.checkAxe(axe, "signed-out-"+tc.username)
 		b.markPage()
 		b.activate("sign out of the provider too", `#end-session`)
 		b.waitNewPage("back from the provider's end-session", `location.origin === `+jsString(s.http.URL)+` && location.pathname === "/login" && document.body.innerText.includes("signed out of herd")`, 15*time.Second)
@@ -61,6 +63,7 @@ func TestBrowserSingleSignOn(t *testing.T) {
 	b.ssoSignIn(s, "eve")
 	b.waitFor("the refusal", `location.pathname === "/auth/oidc/test/callback" && document.querySelector('[role="alert"]').innerText.includes("accounts of elsewhere.org cannot sign in to herd with Test IdP")`, 15*time.Second)
 	b.shot("eve-refused")
+	b.checkAxe(axe, "sso-refused")
 	if _, err := s.store.UserByEmail(context.Background(), "eve@elsewhere.org"); err == nil {
 		t.Error("eve was created")
 	}
