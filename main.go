@@ -492,6 +492,8 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		AllowedHosts:        cfg.Server.AllowedHosts,
 		TrustedProxies:      cfg.Server.TrustedProxies,
 		AllowSignup:         cfg.Auth.AllowSignup,
+		OIDCProviders:       cfg.Auth.OIDC.Providers,
+		LocalPasswords:      cfg.Auth.LocalPasswords,
 		SessionTTL:          time.Duration(cfg.Auth.SessionHours) * time.Hour,
 		LoginPerMinute:      cfg.Auth.LoginAttemptsPerMinute,
 		RunsPerMinute:       cfg.Auth.RunsPerMinute,

@@ -22,6 +22,9 @@ const (
 	// AuditUserRole is a change of a user's role, alone or with others.
 	AuditUserRole   = "user.role"
 	AuditUserDelete = "user.delete"
+	// AuditUserLink is an identity provider's account joined to an
+	// existing user at their first single sign-on (same verified email).
+	AuditUserLink = "user.link"
 
 	AuditSettingsTokenUsage = "settings.token_usage"
 
@@ -45,7 +48,7 @@ const (
 // AuditActions is every action an entry may record, in the order the
 // admin page offers them.
 var AuditActions = []string{
-	AuditUserCreate, AuditUserUpdate, AuditUserRole, AuditUserDelete,
+	AuditUserCreate, AuditUserUpdate, AuditUserRole, AuditUserDelete, AuditUserLink,
 	AuditSettingsTokenUsage,
 	AuditModelCreate, AuditModelUpdate, AuditModelDelete,
 	AuditMCPCreate, AuditMCPUpdate, AuditMCPDelete,

@@ -81,6 +81,38 @@ type Session struct {
 	LastSeenAt *time.Time
 	UserAgent  string `gorm:"not null;default:''"`
 	IP         string `gorm:"not null;default:''"`
+	// Provider names the single sign-on provider the session came from
+	// ("" = a password), and IDToken is its ID token: the hint its
+	// end-session is given at sign-out.
+	Provider string `gorm:"not null;default:''"`
+	IDToken  string `gorm:"not null;default:''"`
+}
+
+// Identity links a person at an OpenID Connect provider (issuer and
+// subject, which never change) to a user, so an email changed at the
+// provider keeps the account.
+type Identity struct {
+	ID          string `gorm:"primaryKey;size:36"`
+	UserID      string `gorm:"index;not null;size:36"`
+	Issuer      string `gorm:"uniqueIndex:idx_identity_subject;not null"`
+	Subject     string `gorm:"uniqueIndex:idx_identity_subject;not null"`
+	Provider    string `gorm:"not null"`
+	Email       string `gorm:"not null"`
+	CreatedAt   time.Time
+	LastLoginAt time.Time
+}
+
+// LoginFlow is a single sign-on under way: ID is the hash of its state,
+// Browser the hash of the cookie of the browser that started it; taken
+// once by the callback (TakeLoginFlow).
+type LoginFlow struct {
+	ID        string    `gorm:"primaryKey;size:64"`
+	Browser   string    `gorm:"not null;size:64"`
+	Provider  string    `gorm:"not null"`
+	Nonce     string    `gorm:"not null"`
+	Verifier  string    `gorm:"not null"`
+	Next      string    `gorm:"not null;default:''"`
+	ExpiresAt time.Time `gorm:"index"`
 }
 
 // APIToken is a personal bearer token. Hash is the SHA-256 of the token;

@@ -147,7 +147,7 @@ func (s *Store) DeleteUser(ctx context.Context, id string) error {
 				}
 			}
 		}
-		for _, m := range []any{&Thread{}, &Session{}, &APIToken{}} {
+		for _, m := range []any{&Thread{}, &Session{}, &APIToken{}, &Identity{}} {
 			if err := tx.Where("user_id = ?", id).Delete(m).Error; err != nil {
 				return err
 			}

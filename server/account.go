@@ -153,6 +153,9 @@ func (s *Server) signOutEverywhere(c echo.Context) error {
 func (s *Server) changePassword(c echo.Context, current, next string) error {
 	u := auth.User(c)
 	ctx := c.Request().Context()
+	if u.PasswordHash == "" {
+		return errNoPassword
+	}
 	hash, err := s.auth.NewPasswordHash(c, u, current, next)
 	if err != nil {
 		return err
@@ -228,7 +231,7 @@ func (s *Server) renderAccount(c echo.Context, status int, flash, errMsg string)
 	}
 	p := s.page(c, "Account")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Account(views.AccountPage{Page: p, Sessions: items}))
+	return s.render(c, status, views.Account(views.AccountPage{Page: p, Sessions: items, NoPassword: auth.User(c).PasswordHash == ""}))
 }
 
 func (s *Server) passwordSubmit(c echo.Context) error {

@@ -10,10 +10,12 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"herd/models"
 	"herd/server/auth"
+	"herd/server/sso"
 	"herd/views"
 )
 
@@ -51,7 +53,9 @@ func (s *Server) setupPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !empty {
+	// With passwords off an admin made here could never sign in: the
+	// first users come from the providers.
+	if !empty || s.localPasswords == sso.PasswordsOff {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	switch tok := c.QueryParam("token"); {
@@ -75,7 +79,7 @@ func (s *Server) renderSetup(c echo.Context, status int, token, email, errMsg st
 func (s *Server) setupSubmit(c echo.Context) error {
 	if empty, err := s.needsSetup(c); err != nil {
 		return err
-	} else if !empty {
+	} else if !empty || s.localPasswords == sso.PasswordsOff {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	email, pw, tok := c.FormValue("email"), c.FormValue("password"), c.FormValue("token")
@@ -121,19 +125,43 @@ func checkNewAccount(email, pw, confirm string) error {
 }
 
 func (s *Server) loginPage(c echo.Context) error {
+	// With passwords off the first user comes from a provider, so there
+	// is nothing to set up.
 	if empty, err := s.needsSetup(c); err != nil {
 		return err
-	} else if empty {
+	} else if empty && s.localPasswords != sso.PasswordsOff {
 		return c.Redirect(http.StatusSeeOther, "/setup")
 	}
 	if auth.User(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
 	p := s.page(c, "Sign in")
-	if c.QueryParam("signed_up") != "" {
+	switch {
+	case c.QueryParam("signed_up") != "":
 		p.Flash = signedUpNotice
+	case c.QueryParam("signed_out") != "":
+		p.Flash = "You are signed out of herd and of your identity provider."
 	}
-	return s.render(c, http.StatusOK, views.Login(views.LoginPage{Page: p, AllowSignup: s.allowSignup, Next: safeNext(c.QueryParam("next"))}))
+	return s.render(c, http.StatusOK, s.loginView(c, p, "", safeNext(c.QueryParam("next"))))
+}
+
+// loginView is the sign-in page: the providers' buttons (each saying
+// whether it can be reached), and the password form when
+// auth.local_passwords lets anyone use it, or when an admin asks for it
+// (?password=1) under "admins".
+func (s *Server) loginView(c echo.Context, p views.Page, email, next string) templ.Component {
+	v := views.LoginPage{Page: p, Email: email, AllowSignup: s.allowSignup, Next: next}
+	for _, b := range s.sso.Buttons(c.Request().Context()) {
+		v.Providers = append(v.Providers, views.ProviderButton{Name: b.Name, Label: b.Label, Down: b.Down})
+	}
+	switch s.localPasswords {
+	case sso.PasswordsAll:
+		v.Passwords = true
+	case sso.PasswordsAdmins:
+		v.Passwords = c.QueryParam("password") != "" || c.Request().Method == http.MethodPost && c.Path() == "/login"
+		v.AdminLink = !v.Passwords
+	}
+	return views.Login(v)
 }
 
 // signedUpNotice is what every sign-up reads, new address or not.
@@ -141,7 +169,7 @@ const signedUpNotice = "If this address had no account, it has one now: sign in 
 
 func (s *Server) loginSubmit(c echo.Context) error {
 	email, next := c.FormValue("email"), safeNext(c.FormValue("next"))
-	u, err := s.auth.VerifyLogin(c, email, c.FormValue("password"))
+	u, err := s.verifyPassword(c, email, c.FormValue("password"))
 	if err != nil {
 		ae := knownError(err, c)
 		if ae == nil {
@@ -149,7 +177,7 @@ func (s *Server) loginSubmit(c echo.Context) error {
 		}
 		p := s.page(c, "Sign in")
 		p.Error = ae.Message
-		return s.render(c, ae.Status, views.Login(views.LoginPage{Page: p, Email: email, AllowSignup: s.allowSignup, Next: next}))
+		return s.render(c, ae.Status, s.loginView(c, p, email, next))
 	}
 	if _, err := s.auth.SignIn(c, u); err != nil {
 		return err
@@ -157,11 +185,35 @@ func (s *Server) loginSubmit(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
+// verifyPassword checks a password sign-in, then whether
+// auth.local_passwords lets the account use one; with passwords off no
+// password is checked at all.
+func (s *Server) verifyPassword(c echo.Context, email, password string) (*models.User, error) {
+	if s.localPasswords == sso.PasswordsOff {
+		return nil, errPasswordsOff
+	}
+	u, err := s.auth.VerifyLogin(c, email, password)
+	if err != nil {
+		return nil, err
+	}
+	if !s.passwordsAllowed(u) {
+		return nil, errPasswordsOff
+	}
+	return u, nil
+}
+
+// logoutSubmit ends the session and, when it came from a provider with
+// an end-session endpoint, offers to end the provider's session too.
 func (s *Server) logoutSubmit(c echo.Context) error {
+	label, to := s.ssoEndSession(c, auth.Session(c))
 	if err := s.signOut(c); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/login")
+	if to == "" {
+		return c.Redirect(http.StatusSeeOther, "/login")
+	}
+	auth.SetUser(c, nil)
+	return s.render(c, http.StatusOK, views.SignedOut(views.SignedOutPage{Page: s.page(c, "Signed out"), Provider: label, EndSession: to}))
 }
 
 func (s *Server) signupPage(c echo.Context) error {
@@ -214,7 +266,7 @@ func (s *Server) apiLogin(c echo.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	u, err := s.auth.VerifyLogin(c, req.Email, req.Password)
+	u, err := s.verifyPassword(c, req.Email, req.Password)
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,9 @@ func knownError(err error, c echo.Context) *apiError {
 	if ae := runtimeError(err); ae != nil {
 		return ae
 	}
+	if ae := ssoError(err); ae != nil {
+		return ae
+	}
 	return filesError(err)
 }
 

@@ -43,6 +43,8 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.GET("/signup", s.signupPage)
 	app.POST("/signup", s.signupSubmit)
 	app.POST("/logout", s.logoutSubmit)
+	app.GET("/auth/oidc/:name/start", s.ssoStart)
+	app.GET("/auth/oidc/:name/callback", s.ssoCallback)
 	app.GET("/", s.threadListPage, auth.RequireUser)
 	app.GET("/threads/new", s.threadNewPage, auth.RequireUser)
 	app.GET("/threads/:id", s.threadPage, auth.RequireUser)

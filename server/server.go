@@ -7,11 +7,13 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	"herd/server/metrics"
 	"herd/server/purge"
 	"herd/server/render"
+	"herd/server/sso"
 	"herd/server/titles"
 	"herd/views"
 )
@@ -71,7 +74,12 @@ type Options struct {
 	// AllowedHosts are Host names served beside loopback and PublicURL's.
 	AllowedHosts []string
 	// TrustedProxies are the CIDRs whose X-Forwarded-For is believed.
-	TrustedProxies     []string
+	TrustedProxies []string
+	// OIDCProviders are the single sign-on providers (auth.oidc), and
+	// LocalPasswords who may still sign in with a password (sso.Passwords*;
+	// "" = all).
+	OIDCProviders      []sso.ProviderConfig
+	LocalPasswords     string
 	AllowSignup        bool
 	SessionTTL         time.Duration
 	LoginPerMinute     int
@@ -145,30 +153,33 @@ type Server struct {
 	// storageFails logs the requests that fail on storage once a lapse
 	// and a count a minute: in an outage every open page retries (issue
 	// 24).
-	storageFails  *lapse.Lapse
-	now           func() time.Time
-	md            *render.Markdown
-	assets        map[string]string
-	static        fs.FS
-	auth          *auth.Service
-	allowSignup   bool
-	sockets       *hub.Sockets
-	runLimiter    *limits.Limiter
-	threadLimiter *limits.Limiter
-	connLimiter   *limits.Limiter
-	socketCap     *limits.SocketCounter
-	labels        map[string]string // model name → display name
-	maxContent    int
-	maxBody       int64
-	adminCommands bool // CommandsAdminOnly
-	purger        *purge.Purger
-	titles        *titles.Titler
-	draining      atomic.Bool // Drain: readyz fails
-	undoWindow    time.Duration
-	mcp           interface{ Status() []mcp.ServerStatus }
-	files         *files.Workspaces
-	readTimeout   time.Duration
-	writeTimeout  time.Duration
+	storageFails   *lapse.Lapse
+	now            func() time.Time
+	md             *render.Markdown
+	assets         map[string]string
+	static         fs.FS
+	auth           *auth.Service
+	sso            *sso.Service
+	publicURL      string
+	localPasswords string
+	allowSignup    bool
+	sockets        *hub.Sockets
+	runLimiter     *limits.Limiter
+	threadLimiter  *limits.Limiter
+	connLimiter    *limits.Limiter
+	socketCap      *limits.SocketCounter
+	labels         map[string]string // model name → display name
+	maxContent     int
+	maxBody        int64
+	adminCommands  bool // CommandsAdminOnly
+	purger         *purge.Purger
+	titles         *titles.Titler
+	draining       atomic.Bool // Drain: readyz fails
+	undoWindow     time.Duration
+	mcp            interface{ Status() []mcp.ServerStatus }
+	files          *files.Workspaces
+	readTimeout    time.Duration
+	writeTimeout   time.Duration
 	// instance is the cluster's id of this instance ("" alone), which
 	// its audit entries carry.
 	instance string
@@ -185,32 +196,34 @@ func New(o Options) (*Server, error) {
 	}
 	o = o.withDefaults()
 	s := &Server{
-		store:         o.Store,
-		rt:            o.Runtime,
-		hub:           o.Hub,
-		settings:      o.Settings,
-		metrics:       o.Metrics,
-		metricsToken:  o.MetricsToken,
-		storage:       o.Storage,
-		log:           o.Logger,
-		storageFails:  lapse.New(o.Logger, "requests fail on storage; answering 503"),
-		now:           o.Now,
-		md:            o.Markdown,
-		static:        o.Static,
-		allowSignup:   o.AllowSignup,
-		runLimiter:    limits.NewLimiter(o.RunsPerMinute, o.Now),
-		threadLimiter: limits.NewLimiter(o.ThreadsPerMinute, o.Now),
-		connLimiter:   limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
-		socketCap:     limits.NewSocketCounter(o.MaxSocketsPerUser),
-		maxContent:    o.MaxContentBytes,
-		maxBody:       o.MaxBodyBytes,
-		adminCommands: o.CommandsAdminOnly,
-		mcp:           o.MCP,
-		runs:          o.Runtime,
-		pages:         o.Hub,
-		files:         o.Files,
-		readTimeout:   o.ReadTimeout,
-		writeTimeout:  o.WriteTimeout,
+		store:          o.Store,
+		rt:             o.Runtime,
+		hub:            o.Hub,
+		settings:       o.Settings,
+		metrics:        o.Metrics,
+		metricsToken:   o.MetricsToken,
+		storage:        o.Storage,
+		log:            o.Logger,
+		storageFails:   lapse.New(o.Logger, "requests fail on storage; answering 503"),
+		now:            o.Now,
+		md:             o.Markdown,
+		static:         o.Static,
+		allowSignup:    o.AllowSignup && sso.PasswordAllowed(o.LocalPasswords, false),
+		publicURL:      strings.TrimRight(o.PublicURL, "/"),
+		localPasswords: cmp.Or(o.LocalPasswords, sso.PasswordsAll),
+		runLimiter:     limits.NewLimiter(o.RunsPerMinute, o.Now),
+		threadLimiter:  limits.NewLimiter(o.ThreadsPerMinute, o.Now),
+		connLimiter:    limits.NewLimiter(o.WSConnectsPerMinute, o.Now),
+		socketCap:      limits.NewSocketCounter(o.MaxSocketsPerUser),
+		maxContent:     o.MaxContentBytes,
+		maxBody:        o.MaxBodyBytes,
+		adminCommands:  o.CommandsAdminOnly,
+		mcp:            o.MCP,
+		runs:           o.Runtime,
+		pages:          o.Hub,
+		files:          o.Files,
+		readTimeout:    o.ReadTimeout,
+		writeTimeout:   o.WriteTimeout,
 	}
 	others := s.buildShared(o)
 	s.undoWindow = o.UndoWindow
@@ -225,6 +238,10 @@ func New(o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.sso = sso.New(sso.Options{
+		Providers: o.OIDCProviders, Store: o.Store, SecureCookies: strings.HasPrefix(o.PublicURL, "https://"),
+		Now: o.Now, Logger: o.Logger,
+	})
 	if err := s.startHTTP(o); err != nil {
 		return nil, err
 	}

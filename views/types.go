@@ -51,6 +51,25 @@ type LoginPage struct {
 	Email       string
 	AllowSignup bool
 	Next        string
+	// Providers are the single sign-on buttons, in configuration order.
+	Providers []ProviderButton
+	// Passwords shows the password form; AdminLink, instead, a small
+	// link to it for admins (auth.local_passwords: admins).
+	Passwords, AdminLink bool
+}
+
+// SignedOutPage offers the provider's end-session after herd's sign-out.
+type SignedOutPage struct {
+	Page
+	Provider   string // its display name
+	EndSession string // its end-session URL
+}
+
+// ProviderButton is a single sign-on provider on the sign-in page.
+type ProviderButton struct {
+	Name, Label string
+	// Down says why it cannot be used now ("" = it can).
+	Down string
 }
 
 // SessionView is one signed-in browser of the user.
@@ -67,6 +86,9 @@ type SessionView struct {
 type AccountPage struct {
 	Page
 	Sessions []SessionView
+	// NoPassword: the account signs in with single sign-on only, so there
+	// is no password to change.
+	NoPassword bool
 }
 
 // SignupPage creates an account when open sign-up is on.

@@ -68,7 +68,7 @@ func threadPage(t *testing.T, u *User, title string) ThreadPage {
 func pages(t *testing.T) map[string]templ.Component {
 	return map[string]templ.Component{
 		"setup":  Setup(SetupPage{Page: page(nil), Email: "a@b.c", Token: "one-time"}),
-		"login":  Login(LoginPage{Page: page(nil), Email: "a@b.c", AllowSignup: true, Next: "/threads/x"}),
+		"login":  Login(LoginPage{Page: page(nil), Email: "a@b.c", AllowSignup: true, Next: "/threads/x", Passwords: true, Providers: []ProviderButton{{Name: "corp", Label: "Corp", Down: "Corp cannot be reached right now"}}}),
 		"signup": Signup(SignupPage{Page: page(nil)}),
 		"threads": ThreadList(ThreadListPage{Page: page(testUser), Threads: []ThreadItem{
 			{ID: "th-1", Title: "First", UpdatedAt: testTime}, {ID: "th-2", UpdatedAt: testTime},

@@ -17,6 +17,7 @@ import (
 	"herd/agent"
 	"herd/agent/mcp"
 	"herd/agent/tools"
+	"herd/server/sso"
 )
 
 // Config is herd's effective configuration. config.example.yaml documents
@@ -130,13 +131,24 @@ type LogConfig struct {
 	Format string `yaml:"format"`
 }
 
-// AuthConfig governs sign-up, sessions and the login rate limit.
+// AuthConfig governs sign-up, sessions, the login rate limit and single
+// sign-on.
 type AuthConfig struct {
 	AllowSignup            bool `yaml:"allow_signup"`
 	SessionHours           int  `yaml:"session_hours"`
 	LoginAttemptsPerMinute int  `yaml:"login_attempts_per_minute"`
 	RunsPerMinute          int  `yaml:"runs_per_minute"`
 	ThreadsPerMinute       int  `yaml:"threads_per_minute"`
+	// LocalPasswords is who may sign in with a password: all, admins or
+	// off (sso.PasswordsAll, …).
+	LocalPasswords string     `yaml:"local_passwords"`
+	OIDC           OIDCConfig `yaml:"oidc"`
+}
+
+// OIDCConfig lists the OpenID Connect providers users sign in with
+// (docs/OPERATIONS.md "Single sign-on").
+type OIDCConfig struct {
+	Providers []sso.ProviderConfig `yaml:"providers"`
 }
 
 // AuditConfig is the audit log's (docs/OPERATIONS.md "Audit log").
@@ -227,6 +239,7 @@ func load(defaults []byte, path string, file []byte, environ []string, o Overrid
 	l.applyFlags(&c, o)
 	refs := l.expandAPIKeys(&c, env)
 	maps.Copy(refs, l.expandMCPSecrets(&c, env))
+	maps.Copy(refs, l.expandClientSecrets(&c, env))
 	allowed := append([]string{EnvAdminEmail, EnvAdminPassword}, o.NonKeyEnv...)
 	for _, u := range unmatched {
 		switch {
@@ -269,6 +282,12 @@ func (c Config) redacted() Config {
 		}
 	}
 	c.MCP.Servers = redactMCP(c.MCP.Servers)
+	c.Auth.OIDC.Providers = slices.Clone(c.Auth.OIDC.Providers)
+	for i := range c.Auth.OIDC.Providers {
+		if c.Auth.OIDC.Providers[i].ClientSecret != "" {
+			c.Auth.OIDC.Providers[i].ClientSecret = redactedKey
+		}
+	}
 	return c
 }
 

@@ -64,7 +64,7 @@ func TestLoadDefaults(t *testing.T) {
 		Files:      FilesConfig{MaxUploadMB: 100},
 		Metrics:    MetricsConfig{Addr: "127.0.0.1:9180"},
 		Log:        LogConfig{Level: "info", Format: "text"},
-		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20},
+		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20, LocalPasswords: "all"},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Audit:      AuditConfig{RetentionDays: 365},
 		Models: []agent.ModelConfig{

@@ -151,6 +151,7 @@ func (l *loader) validate(c *Config) {
 	l.atLeast("auth.login_attempts_per_minute", c.Auth.LoginAttemptsPerMinute, 1)
 	l.atLeast("auth.runs_per_minute", c.Auth.RunsPerMinute, 1)
 	l.atLeast("auth.threads_per_minute", c.Auth.ThreadsPerMinute, 1)
+	l.validateSSO(c.Auth)
 	l.atLeast("server.max_sockets_per_user", c.Server.MaxSocketsPerUser, 1)
 	l.atLeast("server.ws_connects_per_minute", c.Server.WSConnectsPerMinute, 1)
 	l.atLeast("files.max_upload_mb", c.Files.MaxUploadMB, 1)

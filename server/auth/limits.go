@@ -94,8 +94,10 @@ type authLimits struct {
 	// checking runs one password check or hash at a time per address
 	// and per account (checks.go).
 	checking *checkGate
+	// starts counts single sign-on starts per address.
+	starts *limits.Limiter
 }
 
 func newAuthLimits(perMinute int, now func() time.Time) *authLimits {
-	return &authLimits{failures: limits.NewLimiter(perMinute, now), accounts: newBackoff(now), attempts: limits.NewLimiter(perMinute, now), checking: newCheckGate(max(2, runtime.GOMAXPROCS(0)))}
+	return &authLimits{failures: limits.NewLimiter(perMinute, now), accounts: newBackoff(now), attempts: limits.NewLimiter(perMinute, now), checking: newCheckGate(max(2, runtime.GOMAXPROCS(0))), starts: limits.NewLimiter(6*perMinute, now)}
 }

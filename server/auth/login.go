@@ -102,3 +102,32 @@ func (s *Service) LimitAttempt(c echo.Context, form string) (leave func(), err e
 	}
 	return leave, nil
 }
+
+// LimitSignOn holds a single sign-on callback to the sign-in limits of
+// its address: refused when the address has failed too often, it counts
+// as a failure until done(true) gives it back, as a password check does
+// (checks.go), so a flood of forged callbacks is stopped like one of
+// wrong passwords.
+func (s *Service) LimitSignOn(c echo.Context) (done func(ok bool), err error) {
+	key := passwordCheck{addr: c.RealIP(), what: "failed sign-ins"}.failureKey()
+	if !s.limits.failures.Allow(key) {
+		return nil, rateLimited(s.limits.failures.RetryAfter(key), "too many failed sign-ins from your address")
+	}
+	return func(ok bool) {
+		if ok {
+			s.limits.failures.Refund(key)
+		}
+	}, nil
+}
+
+// LimitSignOnStart counts a single sign-on start against its address:
+// each keeps a flow for ten minutes (server/sso), so one address may
+// start six times the sign-in limit a minute, enough for an office
+// behind one address, and no flood fills the store.
+func (s *Service) LimitSignOnStart(c echo.Context) error {
+	key := "sso-start:" + clientNet(c.RealIP())
+	if !s.limits.starts.Allow(key) {
+		return rateLimited(s.limits.starts.RetryAfter(key), "too many sign-ins started from your address")
+	}
+	return nil
+}

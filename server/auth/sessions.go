@@ -166,6 +166,17 @@ func (s *Service) ClearSession(c echo.Context) { s.clearCookie(c, sessionCookie)
 // SignIn starts a new session for u (ending the request's previous one,
 // if any) and returns its CSRF token.
 func (s *Service) SignIn(c echo.Context, u *models.User) (string, error) {
+	return s.signIn(c, u, "", "")
+}
+
+// SignInWithProvider starts a session for u as SignIn, signed in by the
+// single sign-on provider named provider, keeping its ID token for the
+// provider's end-session at sign-out.
+func (s *Service) SignInWithProvider(c echo.Context, u *models.User, provider, idToken string) (string, error) {
+	return s.signIn(c, u, provider, idToken)
+}
+
+func (s *Service) signIn(c echo.Context, u *models.User, provider, idToken string) (string, error) {
 	req := c.Request()
 	if id := s.SessionID(req); id != "" {
 		_ = s.store.DeleteSession(req.Context(), id)
@@ -176,6 +187,7 @@ func (s *Service) SignIn(c echo.Context, u *models.User) (string, error) {
 		ID: HashToken(tok), UserID: u.ID, CSRFToken: RandomToken(),
 		CreatedAt: now, ExpiresAt: now.Add(s.sessionTTL),
 		LastSeenAt: &now, IP: c.RealIP(), UserAgent: userAgent(req),
+		Provider: provider, IDToken: idToken,
 	}
 	if err := s.store.CreateSession(req.Context(), sess); err != nil {
 		return "", err

@@ -1,0 +1,162 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+// SignOn is who an OpenID Connect provider says signed in, already
+// admitted by its rules (a verified email, allowed domain and groups).
+type SignOn struct {
+	Provider, Issuer, Subject, Email string
+	// Admin is the provider's word on the admin role; nil leaves the role
+	// as it is (a new user is a user).
+	Admin *bool
+}
+
+// SignOnResult is what SignInIdentity did, for the caller to log.
+type SignOnResult struct {
+	User    *User
+	Created bool // a new user
+	Linked  bool // the identity joined an existing user (same email)
+	// RoleFrom is the role before the provider's claim changed it ("" =
+	// unchanged).
+	RoleFrom string
+	// KeptLastAdmin: the claim would have removed the last admin; the
+	// role stayed (ErrLastAdmin's rule).
+	KeptLastAdmin bool
+	// EndedSessions are the ids of the sessions a role change ended, for
+	// the caller to close their sockets.
+	EndedSessions []string
+}
+
+// SignInIdentity finds or makes the user of so, in one transaction: the
+// user its issuer and subject are linked to; else the user with its
+// email, to whom it is linked (the provider verified the email); else a
+// new user without a password. Then the provider's admin claim, if any,
+// sets the role, granted or removed, never removing the last enabled
+// admin. A role changed ends the user's other sessions, as UpdateUser.
+func (s *Store) SignInIdentity(ctx context.Context, so SignOn) (*SignOnResult, error) {
+	res := &SignOnResult{}
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		u, err := s.identityUser(tx, so, res)
+		if err != nil {
+			return err
+		}
+		res.User = u
+		return s.claimRole(tx, u, so.Admin, res)
+	})
+	if err != nil {
+		return nil, userErr("sign in identity", err)
+	}
+	return res, nil
+}
+
+// identityUser is the user so is linked to, linked or made now.
+func (s *Store) identityUser(tx *gorm.DB, so SignOn, res *SignOnResult) (*User, error) {
+	now := s.now().UTC()
+	email := strings.ToLower(strings.TrimSpace(so.Email))
+	var id Identity
+	err := tx.Where("issuer = ? AND subject = ?", so.Issuer, so.Subject).Take(&id).Error
+	if err == nil {
+		var u User
+		if err := tx.Where("id = ?", id.UserID).Take(&u).Error; err != nil {
+			return nil, err
+		}
+		return &u, tx.Model(&id).Updates(map[string]any{"email": email, "last_login_at": now}).Error
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, err
+	}
+	var u User
+	switch err := tx.Where("email = ?", email).Take(&u).Error; {
+	case err == nil:
+		res.Linked = true
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		u = User{ID: uuid.NewString(), Email: email, Role: RoleUser}
+		if err := tx.Create(&u).Error; err != nil {
+			return nil, err
+		}
+		res.Created = true
+	default:
+		return nil, err
+	}
+	id = Identity{ID: uuid.NewString(), UserID: u.ID, Issuer: so.Issuer, Subject: so.Subject, Provider: so.Provider, Email: email, CreatedAt: now, LastLoginAt: now}
+	return &u, tx.Create(&id).Error
+}
+
+// claimRole gives u the role the provider's admin claim says, if any.
+func (s *Store) claimRole(tx *gorm.DB, u *User, admin *bool, res *SignOnResult) error {
+	if admin == nil {
+		return nil
+	}
+	want := RoleUser
+	if *admin {
+		want = RoleAdmin
+	}
+	if u.Role == want {
+		return nil
+	}
+	if u.Role == RoleAdmin && !u.Disabled {
+		if err := lastAdminCheck(tx, u.ID); errors.Is(err, ErrLastAdmin) {
+			res.KeptLastAdmin = true
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	res.RoleFrom = u.Role
+	u.Role = want
+	if err := tx.Model(u).Update("role", want).Error; err != nil {
+		return err
+	}
+	if err := tx.Model(&Session{}).Where("user_id = ?", u.ID).Pluck("id", &res.EndedSessions).Error; err != nil {
+		return err
+	}
+	return tx.Where("user_id = ?", u.ID).Delete(&Session{}).Error
+}
+
+// Identities lists userID's linked identities, oldest first.
+func (s *Store) Identities(ctx context.Context, userID string) ([]Identity, error) {
+	return list[Identity](s.r.WithContext(ctx).Where("user_id = ?", userID).Order("created_at"), "identities")
+}
+
+// CreateLoginFlow keeps a sign-in under way, and drops the expired ones.
+func (s *Store) CreateLoginFlow(ctx context.Context, f *LoginFlow) error {
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("expires_at <= ?", s.now().UTC()).Delete(&LoginFlow{}).Error; err != nil {
+			return err
+		}
+		return tx.Create(f).Error
+	})
+	if err != nil {
+		return fmt.Errorf("store: create login flow: %w", err)
+	}
+	return nil
+}
+
+// TakeLoginFlow returns the flow with id and deletes it, so it is used
+// once: of two callbacks racing with one state (on one instance or two),
+// one finds it and the other ErrNotFound.
+func (s *Store) TakeLoginFlow(ctx context.Context, id string) (*LoginFlow, error) {
+	var f LoginFlow
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ?", id).Take(&f).Error; err != nil {
+			return err
+		}
+		res := tx.Where("id = ?", id).Delete(&LoginFlow{})
+		if res.Error == nil && res.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		return res.Error
+	})
+	if err != nil {
+		return nil, userErr("take login flow", err)
+	}
+	return &f, nil
+}
