@@ -196,6 +196,10 @@ type StartRequest struct {
 	// Continue, with RetryOf naming a run the user stopped, continues
 	// its answer from where it stopped instead of answering again.
 	Continue bool
+	// Budget, when its Limit is set, is the user's token budget for the
+	// period: the run stops with stop reason budget once the ledger at
+	// its start plus its own calls reach it (docs/DESIGN.md §6).
+	Budget Budget
 }
 
 // Started describes a run that Start accepted.
@@ -280,6 +284,9 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		admin:     req.Admin,
 	}
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
+	if req.Budget.Limit > 0 {
+		r.budget = &budgetGuard{Budget: req.Budget, sink: r.sink}
+	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	r.ctx = withRun(r.ctx)
 	return r
