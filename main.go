@@ -245,6 +245,9 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		return nil, err
 	}
 	settings, err := server.NewSettings(ctx, store, cfg.TokenUsage.Enabled)
+	if err == nil {
+		err = settings.LoadBudgets(ctx, server.BudgetRule(cfg.Budgets.Default))
+	}
 	if err != nil {
 		_ = store.Close()
 		return nil, err

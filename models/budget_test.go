@@ -57,7 +57,7 @@ func TestUsedTokens(t *testing.T) {
 			{start.Add(50 * time.Hour), a2, "r", 10},
 			{start.Add(51 * time.Hour), a2, "", 100}, // a title call
 			{end.Add(-time.Microsecond), a1, "r", 1000_0},
-			{end, a1, "r", 5000},                // the next week
+			{end, a1, "r", 5000},               // the next week
 			{start.Add(time.Hour), b1, "r", 7}, // bob's
 		}
 		for i, r := range rows {

@@ -200,6 +200,8 @@ func TestAdminRoutesForbidUsers(t *testing.T) {
 		{"GET", "/admin/usage"},
 		{"GET", "/api/admin/usage"},
 		{"PUT", "/api/admin/settings"},
+		{"GET", "/api/admin/budgets"},
+		{"PUT", "/api/admin/budgets"},
 		{"GET", "/api/admin/users"},
 		{"POST", "/api/admin/users"},
 		{"PATCH", "/api/admin/users/" + admin.id},

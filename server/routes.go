@@ -90,6 +90,8 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/models", s.apiModels, auth.RequireUser)
 	api.GET("/settings", s.apiSettings, auth.RequireUser)
 	api.PUT("/admin/settings", s.apiAdminSettings, auth.RequireAdmin)
+	api.GET("/admin/budgets", s.apiAdminBudgets, auth.RequireAdmin)
+	api.PUT("/admin/budgets", s.apiAdminBudgetsPut, auth.RequireAdmin)
 	api.GET("/admin/usage", s.apiAdminUsage, auth.RequireAdmin)
 	api.GET("/admin/mcp", s.apiAdminMCP, auth.RequireAdmin)
 	api.GET("/threads", s.apiThreads, auth.RequireUser)

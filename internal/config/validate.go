@@ -154,6 +154,7 @@ func (l *loader) validate(c *Config) {
 	l.atLeast("server.max_sockets_per_user", c.Server.MaxSocketsPerUser, 1)
 	l.atLeast("server.ws_connects_per_minute", c.Server.WSConnectsPerMinute, 1)
 	l.atLeast("files.max_upload_mb", c.Files.MaxUploadMB, 1)
+	l.validateBudget("budgets.default", c.Budgets.Default)
 	l.validateModels(c.Models)
 	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
 	l.atLeast("lead.max_active_runs_per_user", c.Lead.MaxActiveRunsPerUser, 1)
@@ -461,5 +462,15 @@ func (l *loader) validateThinking(key string, m agent.ModelConfig) {
 		l.invalid(key+".thinking_budget_tokens", "must be 0 (off) or at least 1024 (the API's minimum), got %d", budget)
 	case budget >= cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens):
 		l.invalid(key+".thinking_budget_tokens", "must be below max_output_tokens (%d): thinking is part of each answer's max_tokens, got %d", cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens), budget)
+	}
+}
+
+// validateBudget checks a budget as PUT /api/admin/budgets does.
+func (l *loader) validateBudget(key string, r BudgetRule) {
+	if r.Tokens < 0 {
+		l.invalid(key+".tokens", "must be 0 (no budget) or more, got %d", r.Tokens)
+	}
+	if r.Tokens > 0 || r.Period != "" {
+		l.oneOf(key+".period", r.Period, "day", "week", "month")
 	}
 }

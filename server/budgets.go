@@ -1,0 +1,239 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+	"herd/agent/event"
+	"herd/models"
+)
+
+// settingBudgets is where the admin's budgets are stored, as BudgetsJSON.
+const settingBudgets = "budgets"
+
+// BudgetRule is a token budget: Tokens per Period (day, week or month, UTC
+// calendar periods: models.PeriodBounds). Tokens 0 is no budget.
+type BudgetRule struct {
+	Tokens int64  `json:"tokens"`
+	Period string `json:"period,omitempty"`
+}
+
+// Budgets are the token budgets (docs/DESIGN.md §6): Default for every
+// user, Users for the users who have their own (one with Tokens 0 has
+// none, whatever the default).
+type Budgets struct {
+	Default BudgetRule            `json:"default"`
+	Users   map[string]BudgetRule `json:"users"`
+}
+
+// rule is the budget that applies to userID; ok is false for none.
+func (b *Budgets) rule(userID string) (BudgetRule, bool) {
+	r, own := b.Users[userID]
+	if !own {
+		r = b.Default
+	}
+	return r, r.Tokens > 0
+}
+
+// check says what is wrong with b, in plain words, or nil.
+func (b *Budgets) check() error {
+	if err := b.Default.check("default"); err != nil {
+		return err
+	}
+	for id, r := range b.Users {
+		if err := r.check("users." + id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r BudgetRule) check(key string) error {
+	switch {
+	case r.Tokens < 0:
+		return fmt.Errorf("%s.tokens must be 0 (no budget) or more, got %d", key, r.Tokens)
+	case r.Tokens == 0 && r.Period == "":
+		return nil
+	}
+	if _, _, ok := models.PeriodBounds(r.Period, time.Time{}); !ok {
+		return fmt.Errorf("%s.period must be one of day, week, month, got %q", key, r.Period)
+	}
+	return nil
+}
+
+// LoadBudgets sets the config file's default budget (budgets.default),
+// which holds until an admin first saves budgets, and reads the stored
+// ones (docs/DESIGN.md §12).
+func (s *Settings) LoadBudgets(ctx context.Context, seed BudgetRule) error {
+	s.budgetSeed = seed
+	b, err := s.storedBudgets(ctx)
+	if err != nil {
+		return err
+	}
+	s.budgets.Store(b)
+	return nil
+}
+
+// storedBudgets are the budgets as the store has them: the config file's
+// default while none were saved.
+func (s *Settings) storedBudgets(ctx context.Context) (*Budgets, error) {
+	v, err := s.store.Setting(ctx, settingBudgets)
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		return &Budgets{Default: s.budgetSeed, Users: map[string]BudgetRule{}}, nil
+	case err != nil:
+		return nil, err
+	}
+	var b Budgets
+	if err := json.Unmarshal([]byte(v), &b); err != nil {
+		return nil, fmt.Errorf("settings: stored budgets: %w", err)
+	}
+	if b.Users == nil {
+		b.Users = map[string]BudgetRule{}
+	}
+	return &b, nil
+}
+
+// Budgets are the budgets in force; never nil.
+func (s *Settings) Budgets() *Budgets {
+	if b := s.budgets.Load(); b != nil {
+		return b
+	}
+	return &Budgets{Default: s.budgetSeed, Users: map[string]BudgetRule{}}
+}
+
+// SetBudgets stores b (checked), applies it here at once, and has every
+// other instance read it again: the settings frame they reread on is the
+// token gate's (server/cluster), sent unchanged.
+func (s *Settings) SetBudgets(ctx context.Context, b *Budgets, pages Broadcaster) error {
+	v, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.store.SetSetting(ctx, settingBudgets, string(v)); err != nil {
+		return err
+	}
+	s.budgets.Store(b)
+	pages.Publish("", "", event.Settings{TokenUsage: s.tokens.Load()})
+	return nil
+}
+
+// reloadBudgets reads the budgets again (Reload).
+func (s *Settings) reloadBudgets(ctx context.Context) error {
+	b, err := s.storedBudgets(ctx)
+	if err != nil {
+		return err
+	}
+	s.budgets.Store(b)
+	return nil
+}
+
+// userBudget is the budget that applies to userID now, with what the
+// ledger holds for its period (one query), and the period; a zero Budget
+// and "" when none applies.
+func (s *Server) userBudget(ctx context.Context, userID string) (agent.Budget, string, error) {
+	r, ok := s.settings.Budgets().rule(userID)
+	if !ok {
+		return agent.Budget{}, "", nil
+	}
+	start, end, _ := models.PeriodBounds(r.Period, s.now())
+	used, err := s.store.UsedTokens(ctx, userID, start, end)
+	if err != nil {
+		return agent.Budget{}, "", err
+	}
+	return agent.Budget{Limit: r.Tokens, Used: used, ResetsAt: end}, r.Period, nil
+}
+
+// budgetError refuses a run whose user's budget is used up (HTTP 429,
+// budget_exhausted, with resets_at and Retry-After).
+type budgetError struct {
+	apiError
+	resetsAt time.Time
+}
+
+func errBudget(b agent.Budget, period string) *budgetError {
+	return &budgetError{
+		apiError: apiError{http.StatusTooManyRequests, "budget_exhausted", fmt.Sprintf(
+			"Your token budget for this %s is used up (%d of %d tokens); it resets %s.", period, b.Used, b.Limit, agent.ResetTime(b.ResetsAt))},
+		resetsAt: b.ResetsAt,
+	}
+}
+
+// retryAfter is the whole seconds until the budget resets, at least 1.
+func (e *budgetError) retryAfter(now time.Time) string {
+	return strconv.Itoa(max(1, int(e.resetsAt.Sub(now).Seconds()+0.999)))
+}
+
+// checkBudget is the budget of u's next run, refused when it is spent.
+func (s *Server) checkBudget(ctx context.Context, userID string) (agent.Budget, error) {
+	b, period, err := s.userBudget(ctx, userID)
+	if err != nil {
+		return b, err
+	}
+	if b.Spent(b.Used) {
+		return b, errBudget(b, period)
+	}
+	return b, nil
+}
+
+// budgetJSON is a budget as GET /api/auth/me shows it.
+type budgetJSON struct {
+	Limit    int64  `json:"limit"`
+	Used     int64  `json:"used"`
+	Period   string `json:"period"`
+	ResetsAt string `json:"resets_at"`
+}
+
+func newBudgetJSON(b agent.Budget, period string) *budgetJSON {
+	if b.Limit <= 0 {
+		return nil
+	}
+	return &budgetJSON{Limit: b.Limit, Used: b.Used, Period: period, ResetsAt: b.ResetsAt.UTC().Format(time.RFC3339)}
+}
+
+// apiAdminBudgets answers the budgets in force (docs/API.md).
+func (s *Server) apiAdminBudgets(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.settings.Budgets())
+}
+
+// apiAdminBudgetsPut replaces the budgets: checked, stored and applied at
+// once on every instance; the next run of each user is checked against
+// them.
+func (s *Server) apiAdminBudgetsPut(c echo.Context) error {
+	var b Budgets
+	if err := bindJSON(c, &b); err != nil {
+		return err
+	}
+	if err := s.saveBudgets(c.Request().Context(), &b); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, &b)
+}
+
+// saveBudgets checks b, that each user it names exists, and stores it.
+func (s *Server) saveBudgets(ctx context.Context, b *Budgets) error {
+	if b.Users == nil {
+		b.Users = map[string]BudgetRule{}
+	}
+	if err := b.check(); err != nil {
+		return errUnprocessable("%s", err)
+	}
+	for id := range b.Users {
+		if _, err := s.store.User(ctx, id); errors.Is(err, models.ErrNotFound) {
+			return errUnprocessable("users.%s: no such user", id)
+		} else if err != nil {
+			return err
+		}
+	}
+	return s.settings.SetBudgets(ctx, b, s.pages)
+}
