@@ -14,6 +14,7 @@ import (
 	"herd/agent"
 	"herd/agent/event"
 	"herd/models"
+	"herd/views"
 )
 
 // settingBudgets is where the admin's budgets are stored, as BudgetsJSON.
@@ -164,7 +165,8 @@ type budgetError struct {
 func errBudget(b agent.Budget, period string) *budgetError {
 	return &budgetError{
 		apiError: apiError{http.StatusTooManyRequests, "budget_exhausted", fmt.Sprintf(
-			"Your token budget for this %s is used up (%d of %d tokens); it resets %s.", period, b.Used, b.Limit, agent.ResetTime(b.ResetsAt))},
+			// No figures: the token gate may hide them (docs/DESIGN.md §9).
+			"Your token budget for this %s is used up; it resets %s.", period, agent.ResetTime(b.ResetsAt))},
 		resetsAt: b.ResetsAt,
 	}
 }
@@ -236,4 +238,15 @@ func (s *Server) saveBudgets(ctx context.Context, b *Budgets) error {
 		}
 	}
 	return s.settings.SetBudgets(ctx, b, s.pages)
+}
+
+// budgetNote is the composer's line about userID's budget (views.BudgetText),
+// "" when none applies; under the token gate it gives a share, not
+// tokens (docs/DESIGN.md §9).
+func (s *Server) budgetNote(ctx context.Context, userID string) (string, error) {
+	b, period, err := s.userBudget(ctx, userID)
+	if err != nil || b.Limit <= 0 {
+		return "", err
+	}
+	return views.BudgetText(b.Limit, b.Used, period, b.ResetsAt, s.settings.TokenUsage()), nil
 }

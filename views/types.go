@@ -250,6 +250,9 @@ type ThreadPage struct {
 	// CommandsOff shows the note that this user's runs are offered no
 	// commands (host mode, not an admin).
 	CommandsOff bool
+	// Budget is the line about the user's token budget (BudgetText); ""
+	// when none applies.
+	Budget string
 	// StateJSON is the page's initial state for static/thread.js, embedded as
 	// a JSON data block (never executed).
 	StateJSON string
