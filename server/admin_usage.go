@@ -85,12 +85,24 @@ func (s *Server) apiAdminUsage(c echo.Context) error {
 }
 
 func (s *Server) adminUsagePage(c echo.Context) error {
+	return s.renderUsage(c, http.StatusOK, "", "")
+}
+
+// renderUsage is the usage page, with a form's flash or error.
+func (s *Server) renderUsage(c echo.Context, status int, flash, errMsg string) error {
 	h, days, err := s.usageHistory(c)
 	if err != nil {
 		return err
 	}
+	page := s.page(c, "Token usage")
+	page.Flash, page.Error = flash, errMsg
+	budgets, err := s.budgetsView(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	p := views.UsagePage{
-		Page:              s.page(c, "Token usage"),
+		Page:              page,
+		Budgets:           budgets,
 		Range:             days,
 		DayChoices:        usageDayChoices,
 		TokenUsageEnabled: s.settings.TokenUsage(),
@@ -120,7 +132,7 @@ func (s *Server) adminUsagePage(c echo.Context) error {
 	for _, m := range h.ByModel {
 		p.ByModel = append(p.ByModel, usageLine(s.modelLabel(m.Key), m.Key, m))
 	}
-	return s.render(c, http.StatusOK, views.AdminUsage(p))
+	return s.render(c, status, views.AdminUsage(p))
 }
 
 // usageLine is a series of the history as the page shows it.

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -249,4 +251,83 @@ func (s *Server) budgetNote(ctx context.Context, userID string) (string, error) 
 		return "", err
 	}
 	return views.BudgetText(b.Limit, b.Used, period, b.ResetsAt, s.settings.TokenUsage()), nil
+}
+
+// budgetsView is the usage page's budgets: the form's values and every
+// user's spend of their current period, in one ledger query per period
+// in use.
+func (s *Server) budgetsView(ctx context.Context) (views.BudgetsView, error) {
+	b := s.settings.Budgets()
+	users, err := s.store.Users(ctx)
+	if err != nil {
+		return views.BudgetsView{}, err
+	}
+	v := views.BudgetsView{DefaultPeriod: cmp.Or(b.Default.Period, models.PeriodWeek)}
+	if b.Default.Tokens > 0 {
+		v.DefaultTokens = strconv.FormatInt(b.Default.Tokens, 10)
+	}
+	used := map[string]map[string]int64{} // by period, by user
+	for _, u := range users {
+		row := views.BudgetRow{UserID: u.ID, Email: u.Email, Period: v.DefaultPeriod}
+		if own, ok := b.Users[u.ID]; ok {
+			row.Own, row.Tokens, row.Period = true, strconv.FormatInt(own.Tokens, 10), cmp.Or(own.Period, v.DefaultPeriod)
+		}
+		if r, ok := b.rule(u.ID); ok {
+			start, end, _ := models.PeriodBounds(r.Period, s.now())
+			if used[r.Period] == nil {
+				if used[r.Period], err = s.store.UsedTokensByUser(ctx, start, end); err != nil {
+					return views.BudgetsView{}, err
+				}
+			}
+			row.Limit, row.Used, row.ResetsAt = r.Tokens, used[r.Period][u.ID], end
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	return v, nil
+}
+
+// adminBudgetsSubmit is the usage page's budgets form: the default and
+// each user's own tokens (empty: the default; 0: none) and period.
+func (s *Server) adminBudgetsSubmit(c echo.Context) error {
+	b, err := budgetsForm(c)
+	if err == nil {
+		err = s.saveBudgets(c.Request().Context(), b)
+	}
+	return formResult(c, err, "Budgets saved.", s.renderUsage)
+}
+
+// budgetsForm reads the budgets form.
+func budgetsForm(c echo.Context) (*Budgets, error) {
+	form, err := c.FormParams()
+	if err != nil {
+		return nil, errBadRequest("the form could not be read")
+	}
+	tokens := func(field, what string) (int64, error) {
+		raw := strings.TrimSpace(form.Get(field))
+		if raw == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return 0, errUnprocessable("%s must be a whole number of tokens, got %q", what, raw)
+		}
+		return n, nil
+	}
+	b := &Budgets{Users: map[string]BudgetRule{}}
+	if b.Default.Tokens, err = tokens("default_tokens", "the default"); err != nil {
+		return nil, err
+	}
+	b.Default.Period = form.Get("default_period")
+	for field := range form {
+		id, ok := strings.CutPrefix(field, "tokens_")
+		if !ok || strings.TrimSpace(form.Get(field)) == "" {
+			continue
+		}
+		n, err := tokens(field, "a user's tokens")
+		if err != nil {
+			return nil, err
+		}
+		b.Users[id] = BudgetRule{Tokens: n, Period: form.Get("period_" + id)}
+	}
+	return b, nil
 }

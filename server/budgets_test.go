@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,63 @@ func TestBudgetCheckQueryCount(t *testing.T) {
 	a.seedLedger(time.Now(), seeds)
 	if many := cost(); one != none+1 || many != one {
 		t.Errorf("reads: %d without a budget, %d with one and no calls, %d over 10 threads and 50 calls", none, one, many)
+	}
+}
+
+// TestAdminBudgetsForm: the usage page's form sets the default and a
+// user's own budget (CSRF required, a user refused), refuses bad input
+// in plain words keeping what was stored, and the page shows each user's
+// spend of the period against their budget.
+func TestAdminBudgetsForm(t *testing.T) {
+	a := newApp(t)
+	admin, ann := a.newUser("admin@example.com", true), a.newUser("ann@example.com", false)
+	th := ann.newThread("t")
+	a.seedLedger(time.Now(), []ledgerSeed{{ann, th, "demo-fast", 0, 300, 45, 0}})
+	form := url.Values{"_csrf": {admin.csrf}, "default_tokens": {"5000"}, "default_period": {"day"}, "tokens_" + ann.id: {"1000"}, "period_" + ann.id: {"month"}, "tokens_" + admin.id: {""}, "period_" + admin.id: {"day"}}
+
+	tok := admin.csrf
+	admin.csrf = ""
+	noCSRF := url.Values{}
+	for k, v := range form {
+		if k != "_csrf" {
+			noCSRF[k] = v
+		}
+	}
+	if r := admin.do("POST", "/admin/budgets", noCSRF); r.status != http.StatusForbidden {
+		t.Errorf("the form without _csrf: %d", r.status)
+	}
+	admin.csrf = tok
+	if r := ann.do("POST", "/admin/budgets", url.Values{"_csrf": {ann.csrf}, "default_tokens": {"1"}, "default_period": {"day"}}); r.status != http.StatusForbidden {
+		t.Errorf("the form as a user: %d", r.status)
+	}
+	if b := ann.budgetOf(); b != nil {
+		t.Fatalf("refused forms set a budget: %+v", b)
+	}
+
+	r := admin.do("POST", "/admin/budgets", form)
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "Budgets saved.") {
+		t.Fatalf("the form: %d", r.status)
+	}
+	if b := ann.budgetOf(); b == nil || b.Limit != 1000 || b.Period != "month" || b.Used != 345 {
+		t.Fatalf("ann's budget after the form: %+v", b)
+	}
+	if b := admin.budgetOf(); b == nil || b.Limit != 5000 || b.Period != "day" {
+		t.Fatalf("the default after the form: %+v", b)
+	}
+	page := string(admin.do("GET", "/admin/usage", nil).body)
+	if !strings.Contains(page, `<tr data-user-id="`+ann.id+`">`) || !strings.Contains(page, "655 of 1,000, resets") {
+		t.Errorf("the page does not show ann's spend against her budget")
+	}
+
+	bad := url.Values{"_csrf": {admin.csrf}, "default_tokens": {"lots"}, "default_period": {"day"}}
+	if r := admin.do("POST", "/admin/budgets", bad); r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "the default must be a whole number of tokens") {
+		t.Errorf("bad tokens: %d", r.status)
+	}
+	bad = url.Values{"_csrf": {admin.csrf}, "default_tokens": {"10"}, "default_period": {"year"}}
+	if r := admin.do("POST", "/admin/budgets", bad); r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "default.period must be one of day, week, month") {
+		t.Errorf("bad period: %d", r.status)
+	}
+	if b := ann.budgetOf(); b == nil || b.Limit != 1000 {
+		t.Fatalf("refused forms changed ann's budget: %+v", b)
 	}
 }

@@ -61,6 +61,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/account/sessions/:id/delete", s.sessionDeleteSubmit, auth.RequireUser, auth.RequireSession)
 	app.GET("/admin", s.adminPage, auth.RequireAdmin)
 	app.GET("/admin/usage", s.adminUsagePage, auth.RequireAdmin)
+	app.POST("/admin/budgets", s.adminBudgetsSubmit, auth.RequireAdmin)
 	app.POST("/admin/settings", s.adminSettingsSubmit, auth.RequireAdmin)
 	app.POST("/admin/users", s.adminUserCreateSubmit, auth.RequireAdmin)
 	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, auth.RequireAdmin)
