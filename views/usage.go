@@ -22,6 +22,8 @@ type UsagePage struct {
 	PerDay            []UsageTotals
 	JSONURL           string
 	Budgets           BudgetsView
+	// Priced: some model has a price, so the tables show cost.
+	Priced bool
 }
 
 // UsageLine is a user's or a model's totals over the range and per day.
@@ -31,6 +33,9 @@ type UsageLine struct {
 	UsageTotals
 	CacheRead int64
 	PerDay    []int64 // total tokens, aligned with UsagePage.Days
+	// Cost is what its tokens cost at the models' prices ("1.24 USD");
+	// "" when none of its models has a price.
+	Cost string
 }
 
 // chartSeries is how many series a chart draws in colour: the largest
@@ -212,3 +217,11 @@ type BudgetRow struct {
 
 // BudgetPeriods are the periods a budget may have.
 var BudgetPeriods = []string{"day", "week", "month"}
+
+// costText is a cost as the tables show it: "—" without a price.
+func costText(c string) string {
+	if c == "" {
+		return "—"
+	}
+	return c
+}

@@ -581,6 +581,7 @@ func TestErrors(t *testing.T) {
 		{name: "log format", file: "log: {format: xml}\n", want: []string{`config: herd.yaml: log.format: must be one of text, json, got "xml"`}},
 		{name: "budget period", file: "budgets: {default: {tokens: 100, period: year}}\n", want: []string{`config: herd.yaml: budgets.default.period: must be one of day, week, month, got "year"`}},
 		{name: "budget tokens", file: "budgets: {default: {tokens: -1}}\n", want: []string{`config: herd.yaml: budgets.default.tokens: must be 0 (no budget) or more, got -1`}},
+		{name: "price", file: "models: [{name: a, provider: demo, price: {input_per_mtok: -1, output_per_mtok: 2, currency: dollars}}]\n", want: []string{`config: herd.yaml: models.0.price.input_per_mtok: must be a price per million input tokens, 0 or more, got -1`, `config: herd.yaml: models.0.price.currency: must be a three-letter currency code such as USD or EUR, got "dollars"`}},
 		{name: "session hours", file: "auth: {session_hours: 0}\n", want: []string{`config: herd.yaml: auth.session_hours: must be at least 1, got 0`}},
 		{name: "login attempts", file: "auth: {login_attempts_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.login_attempts_per_minute: must be at least 1, got 0`}},
 		{name: "runs per minute", file: "auth: {runs_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.runs_per_minute: must be at least 1, got 0`}},

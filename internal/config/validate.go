@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -87,6 +88,9 @@ func fillModelDefaults(c *Config) {
 			if m.Usage == nil {
 				m.Usage = new(true)
 			}
+		}
+		if m.Price != nil && m.Price.Currency == "" {
+			m.Price.Currency = "USD"
 		}
 	}
 }
@@ -331,6 +335,26 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 		}
 		l.atLeast(key+".chunk_ms", m.ChunkMS, 0)
 		l.atLeast(key+".fail_after", m.FailAfter, 0)
+		if m.Price != nil {
+			l.validatePrice(key+".price", *m.Price)
+		}
+	}
+}
+
+// currencyCode is an ISO 4217 code, as a price's currency is written.
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// validatePrice checks a model's price: figures per million tokens, not
+// negative (0 is free), and a currency code.
+func (l *loader) validatePrice(key string, p agent.ModelPrice) {
+	if p.InputPerMTok < 0 || math.IsNaN(p.InputPerMTok) || math.IsInf(p.InputPerMTok, 0) {
+		l.invalid(key+".input_per_mtok", "must be a price per million input tokens, 0 or more, got %v", p.InputPerMTok)
+	}
+	if p.OutputPerMTok < 0 || math.IsNaN(p.OutputPerMTok) || math.IsInf(p.OutputPerMTok, 0) {
+		l.invalid(key+".output_per_mtok", "must be a price per million output tokens, 0 or more, got %v", p.OutputPerMTok)
+	}
+	if !currencyCode.MatchString(p.Currency) {
+		l.invalid(key+".currency", "must be a three-letter currency code such as USD or EUR, got %q", p.Currency)
 	}
 }
 
