@@ -68,7 +68,7 @@ func (s *Store) UsageHistory(ctx context.Context, last time.Time, n int) (UsageH
 		Joins("LEFT JOIN threads AS t ON t.id = u.thread_id").
 		Joins("LEFT JOIN users AS us ON us.id = t.user_id").
 		Where("u.created_at >= ? AND u.created_at < ?", start, end).
-		Group("day, t.user_id, us.email, "+usageModelSQL).
+		Group("day, t.user_id, us.email, " + usageModelSQL).
 		Scan(&rows).Error
 	if err != nil {
 		return UsageHistory{}, fmt.Errorf("store: usage history: %w", err)
