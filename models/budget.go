@@ -70,3 +70,27 @@ func PeriodBounds(period string, at time.Time) (start, end time.Time, ok bool) {
 	}
 	return time.Time{}, time.Time{}, false
 }
+
+// UsedByModel sums userID's ledger over [start, end) per herd model, for
+// the cost of their period (models' prices): one query, through the same
+// indexes as UsedTokens.
+func (s *Store) UsedByModel(ctx context.Context, userID string, start, end time.Time) (map[string]UsageTotals, error) {
+	var rows []struct {
+		ModelName string
+		UsageTotals
+	}
+	err := s.r.WithContext(ctx).Table("usage_entries AS u").
+		Select(usageModelSQL+" AS model_name, SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens, SUM(u.total_tokens) AS total_tokens, COUNT(*) AS calls").
+		Joins("JOIN threads AS t ON t.id = u.thread_id").
+		Where("t.user_id = ? AND u.created_at >= ? AND u.created_at < ?", userID, start.UTC(), end.UTC()).
+		Group(usageModelSQL).
+		Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: used by model: %w", err)
+	}
+	out := make(map[string]UsageTotals, len(rows))
+	for _, r := range rows {
+		out[r.ModelName] = r.UsageTotals
+	}
+	return out, nil
+}

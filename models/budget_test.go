@@ -80,6 +80,10 @@ func TestUsedTokens(t *testing.T) {
 		if err != nil || by[ann.ID] != 10111 || by[bob.ID] != 7 || len(by) != 2 {
 			t.Fatalf("by user = %v, %v", by, err)
 		}
+		models, err := s.UsedByModel(ctx, ann.ID, start, end)
+		if err != nil || len(models) != 1 || models["m"].TotalTokens != 10111 || models["m"].Calls != 4 {
+			t.Fatalf("ann's by model = %+v, %v", models, err)
+		}
 	})
 }
 

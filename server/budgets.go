@@ -168,7 +168,7 @@ func errBudget(b agent.Budget, period string) *budgetError {
 	return &budgetError{
 		apiError: apiError{http.StatusTooManyRequests, "budget_exhausted", fmt.Sprintf(
 			// No figures: the token gate may hide them (docs/DESIGN.md §9).
-			"Your token budget for this %s is used up; it resets %s.", period, agent.ResetTime(b.ResetsAt))},
+			"Your token budget for %s is used up; it resets %s.", views.PeriodPhrase(period), agent.ResetTime(b.ResetsAt))},
 		resetsAt: b.ResetsAt,
 	}
 }
@@ -330,4 +330,29 @@ func budgetsForm(c echo.Context) (*Budgets, error) {
 		b.Users[id] = BudgetRule{Tokens: n, Period: form.Get("period_" + id)}
 	}
 	return b, nil
+}
+
+// accountBudget is the account page's budget line and the cost of the
+// budget's period at the models' prices; the cost only while token
+// figures are shown (it is made of them, docs/DESIGN.md §9).
+func (s *Server) accountBudget(ctx context.Context, userID string) (line, cost string, err error) {
+	b, period, err := s.userBudget(ctx, userID)
+	if err != nil || b.Limit <= 0 {
+		return "", "", err
+	}
+	shown := s.settings.TokenUsage()
+	line = views.BudgetText(b.Limit, b.Used, period, b.ResetsAt, shown)
+	prices := s.prices()
+	if !shown || len(prices) == 0 {
+		return line, "", nil
+	}
+	start, end, _ := models.PeriodBounds(period, s.now())
+	byModel, err := s.store.UsedByModel(ctx, userID, start, end)
+	if err != nil {
+		return "", "", err
+	}
+	if c := costOf(prices, byModel); c != nil {
+		cost = c.String()
+	}
+	return line, cost, nil
 }

@@ -237,3 +237,29 @@ func TestAdminBudgetsForm(t *testing.T) {
 		t.Fatalf("refused forms changed ann's budget: %+v", b)
 	}
 }
+
+// TestAccountBudget: the account page shows the user's budget and what
+// their calls of its period cost at the models' prices; under the token
+// gate, the share left and no cost; without a budget, neither.
+func TestAccountBudget(t *testing.T) {
+	fast := demoModel("demo-fast", 5, 1)
+	fast.Price = &agent.ModelPrice{InputPerMTok: 3, OutputPerMTok: 15, Currency: "USD"}
+	a := newApp(t, withModels(fast))
+	admin, ann := a.newUser("admin@example.com", true), a.newUser("ann@example.com", false)
+	page := func() string { return string(ann.do("GET", "/account", nil).body) }
+	if p := page(); strings.Contains(p, "account-budget") {
+		t.Fatal("the account page shows a budget before any was set")
+	}
+	th := ann.newThread("t")
+	a.seedLedger(time.Now(), []ledgerSeed{{ann, th, "demo-fast", 0, 100_000, 10_000, 0}}) // 0.30 + 0.15 USD
+	admin.mustJSON("PUT", "/api/admin/budgets", map[string]any{"users": map[string]any{ann.id: map[string]any{"tokens": 1_000_000, "period": "day"}}}, http.StatusOK, nil)
+	p := page()
+	if !strings.Contains(p, `<p id="account-budget">890,000 of 1,000,000 tokens left today, resets`) || !strings.Contains(p, "cost 0.45 USD at the models") {
+		t.Errorf("the account page's budget and cost are wrong")
+	}
+	admin.mustJSON("PUT", "/api/admin/settings", map[string]bool{"token_usage_enabled": false}, http.StatusOK, nil)
+	p = page()
+	if !strings.Contains(p, `<p id="account-budget">89% of your token budget left today`) || strings.Contains(p, "account-cost") {
+		t.Errorf("under the token gate the account page shows figures")
+	}
+}

@@ -19,9 +19,10 @@ function resetTime(iso) {
 export function budgetText(b, showTokens) {
 	const left = Math.max(b.limit - b.used, 0);
 	const resets = resetTime(b.resets_at);
-	if (left === 0) return `Your token budget for this ${b.period} is used up; it resets ${resets}.`;
-	if (showTokens) return `${groupThousands(left)} of ${groupThousands(b.limit)} tokens left this ${b.period}, resets ${resets}.`;
-	return `${Math.floor((left * 100) / b.limit)}% of your token budget left this ${b.period}, resets ${resets}.`;
+	const when = b.period === "day" ? "today" : `this ${b.period}`; // views.PeriodPhrase
+	if (left === 0) return `Your token budget for ${when} is used up; it resets ${resets}.`;
+	if (showTokens) return `${groupThousands(left)} of ${groupThousands(b.limit)} tokens left ${when}, resets ${resets}.`;
+	return `${Math.floor((left * 100) / b.limit)}% of your token budget left ${when}, resets ${resets}.`;
 }
 
 // refreshBudget writes the line again; it stays as it was when the server

@@ -23,4 +23,7 @@ func TestBudgetText(t *testing.T) {
 			t.Errorf("used %d, shown %v: %q, want %q", c.used, c.shown, got, c.want)
 		}
 	}
+	if got, want := BudgetText(100, 5, "day", resets, true), "95 of 100 tokens left today, resets Mon 7 Dec 2026, 00:00 UTC."; got != want {
+		t.Errorf("a day's budget: %q, want %q", got, want)
+	}
 }

@@ -67,6 +67,10 @@ type SessionView struct {
 type AccountPage struct {
 	Page
 	Sessions []SessionView
+	// Budget is the line about the user's token budget (BudgetText), ""
+	// when none applies; Cost what their calls of its period cost at the
+	// models' prices, "" when unpriced or under the token gate.
+	Budget, Cost string
 }
 
 // SignupPage creates an account when open sign-up is on.
