@@ -389,6 +389,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		Claims:        b.store,
 		Lease:         b.lease(),
 		Resume:        agent.ResumeConfig{Enabled: cfg.Runs.Resume, MaxResumes: cfg.Runs.MaxResumes},
+		BudgetOf:      server.ResumedBudgets(b.settings, b.store),
 		Logger:        log,
 
 		// What the lead of a run without commands (host mode, not an

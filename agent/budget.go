@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -40,6 +41,10 @@ func ResetTime(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006, 15:0
 type budgetGuard struct {
 	Budget
 	sink *runSink
+	// counted are the tokens of the run's calls that Used holds already:
+	// a resumed run's calls before the restart, which its sink's totals
+	// start from (runSink.base).
+	counted int64
 }
 
 // spent reports whether the run may make no further model call.
@@ -47,7 +52,21 @@ func (g *budgetGuard) spent() bool {
 	if g == nil {
 		return false
 	}
-	return g.Spent(g.Used + g.sink.totals().Total.TotalTokens)
+	return g.Spent(g.Used + g.sink.totals().Total.TotalTokens - g.counted)
+}
+
+// resumedBudget is the budget of a run resumed for userID with sink: its
+// user's as the ledger has it now (BudgetOf), which holds the run's calls
+// before the restart; nil without one.
+func (rt *Runtime) resumedBudget(ctx context.Context, userID string, sink *runSink) (*budgetGuard, error) {
+	if rt.budgetOf == nil {
+		return nil, nil
+	}
+	b, err := rt.budgetOf(ctx, userID)
+	if err != nil || b.Limit <= 0 {
+		return nil, err
+	}
+	return &budgetGuard{Budget: b, sink: sink, counted: sink.base.Total.TotalTokens}, nil
 }
 
 // why is the subagent's error when the budget stopped it before any

@@ -56,6 +56,10 @@ type Options struct {
 	// Resume is whether and how often runs resume after a restart or a
 	// failover (Resume); its zero value resumes none.
 	Resume ResumeConfig
+	// BudgetOf, when set, is the token budget of userID now, read from
+	// the ledger: a resumed run is given it (a new one gets its own in
+	// StartRequest.Budget). nil: resumed runs have none.
+	BudgetOf func(ctx context.Context, userID string) (Budget, error)
 }
 
 // RunClaims claims a thread for a run in the database; models.Store
@@ -96,9 +100,10 @@ type Runtime struct {
 	stopBase context.CancelFunc
 	wg       sync.WaitGroup
 
-	claims RunClaims
-	lease  func() models.Fence
-	resume ResumeConfig
+	claims   RunClaims
+	lease    func() models.Fence
+	resume   ResumeConfig
+	budgetOf func(ctx context.Context, userID string) (Budget, error)
 	// released stops every write of a run (Release).
 	released *atomic.Bool
 
@@ -150,9 +155,10 @@ func New(o Options) (*Runtime, error) {
 		active:   map[string]*run{},
 		byUser:   map[string]int{},
 
-		claims: o.Claims,
-		lease:  o.Lease,
-		resume: o.Resume,
+		claims:   o.Claims,
+		lease:    o.Lease,
+		resume:   o.Resume,
+		budgetOf: o.BudgetOf,
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m

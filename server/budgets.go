@@ -145,16 +145,36 @@ func (s *Settings) reloadBudgets(ctx context.Context) error {
 // ledger holds for its period (one query), and the period; a zero Budget
 // and "" when none applies.
 func (s *Server) userBudget(ctx context.Context, userID string) (agent.Budget, string, error) {
-	r, ok := s.settings.Budgets().rule(userID)
+	return budgetOf(ctx, s.settings, s.store, userID, s.now())
+}
+
+// LedgerReader sums a user's ledger over a period; models.Store
+// implements it.
+type LedgerReader interface {
+	UsedTokens(ctx context.Context, userID string, start, end time.Time) (int64, error)
+}
+
+// budgetOf is userBudget for settings and ledger at now.
+func budgetOf(ctx context.Context, settings *Settings, ledger LedgerReader, userID string, now time.Time) (agent.Budget, string, error) {
+	r, ok := settings.Budgets().rule(userID)
 	if !ok {
 		return agent.Budget{}, "", nil
 	}
-	start, end, _ := models.PeriodBounds(r.Period, s.now())
-	used, err := s.store.UsedTokens(ctx, userID, start, end)
+	start, end, _ := models.PeriodBounds(r.Period, now)
+	used, err := ledger.UsedTokens(ctx, userID, start, end)
 	if err != nil {
 		return agent.Budget{}, "", err
 	}
 	return agent.Budget{Limit: r.Tokens, Used: used, ResetsAt: end}, r.Period, nil
+}
+
+// ResumedBudgets is agent.Options.BudgetOf: the budget a run resumed
+// after a restart or a failover is given, as a new run would be.
+func ResumedBudgets(settings *Settings, ledger LedgerReader) func(ctx context.Context, userID string) (agent.Budget, error) {
+	return func(ctx context.Context, userID string) (agent.Budget, error) {
+		b, _, err := budgetOf(ctx, settings, ledger, userID, time.Now())
+		return b, err
+	}
 }
 
 // budgetError refuses a run whose user's budget is used up (HTTP 429,
