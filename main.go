@@ -245,6 +245,9 @@ func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base,
 		return nil, err
 	}
 	settings, err := server.NewSettings(ctx, store, cfg.TokenUsage.Enabled)
+	if err == nil {
+		err = settings.LoadBudgets(ctx, server.BudgetRule(cfg.Budgets.Default))
+	}
 	if err != nil {
 		_ = store.Close()
 		return nil, err
@@ -386,6 +389,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		Claims:        b.store,
 		Lease:         b.lease(),
 		Resume:        agent.ResumeConfig{Enabled: cfg.Runs.Resume, MaxResumes: cfg.Runs.MaxResumes},
+		BudgetOf:      server.ResumedBudgets(b.settings, b.store),
 		Logger:        log,
 
 		// What the lead of a run without commands (host mode, not an

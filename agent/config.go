@@ -35,6 +35,22 @@ type ModelConfig struct {
 	ChunkMS       int     `yaml:"chunk_ms" json:"-"`
 	Usage         *bool   `yaml:"usage" json:"-"`
 	FailAfter     int     `yaml:"fail_after" json:"-"`
+	// Price, when set, is what the model's tokens cost: the admin's usage
+	// page shows usage as cost too (docs/DESIGN.md §6).
+	Price *ModelPrice `yaml:"price" json:"price,omitempty"`
+}
+
+// ModelPrice is a model's price per million input and output tokens, in
+// Currency (an ISO 4217 code, USD when not given).
+type ModelPrice struct {
+	InputPerMTok  float64 `yaml:"input_per_mtok" json:"input_per_mtok"`
+	OutputPerMTok float64 `yaml:"output_per_mtok" json:"output_per_mtok"`
+	Currency      string  `yaml:"currency" json:"currency"`
+}
+
+// Cost is what in input and out output tokens cost at p.
+func (p ModelPrice) Cost(in, out int64) float64 {
+	return (float64(in)*p.InputPerMTok + float64(out)*p.OutputPerMTok) / 1e6
 }
 
 // StreamMode is a model's stream setting: "auto", "true" or "false". It

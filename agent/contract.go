@@ -39,7 +39,9 @@ func TerminalStatuses() []string {
 }
 
 // stopReasons lists the values valid as subagent_stop_reason.
-func stopReasons() []string { return []string{stopTokenCapped, stopTurnCapped, stopLoopCapped} }
+func stopReasons() []string {
+	return []string{stopTokenCapped, stopTurnCapped, stopLoopCapped, stopBudget}
+}
 
 // isTerminal reports whether status is one of TerminalStatuses.
 func isTerminal(status string) bool {
@@ -61,6 +63,8 @@ func capLabel(reason string) string {
 		return "turn budget"
 	case stopLoopCapped:
 		return "repeated tool-call loop"
+	case stopBudget:
+		return "budget used up"
 	}
 	return ""
 }

@@ -68,7 +68,7 @@ func TestStatusContract(t *testing.T) {
 			t.Errorf("producer accepts status %q", s)
 		}
 	}
-	if _, _, err := (Outcome{Status: StatusCompleted, StopReason: "budget"}).ToolMessage(); err == nil {
+	if _, _, err := (Outcome{Status: StatusCompleted, StopReason: "quota"}).ToolMessage(); err == nil {
 		t.Error("producer accepts an unknown stop reason")
 	}
 	// The keys the producer may write are the contract's keys.

@@ -203,8 +203,11 @@ type RunEnd struct {
 	ErrorKind string `json:"error_kind,omitempty" kind:"string"`
 	// Cut: the run's answer stopped at the model's output limit; it can
 	// be continued (Continue).
-	Cut   bool                `json:"cut,omitempty" kind:"bool"`
-	Usage *models.UsageReport `json:"usage,omitempty" kind:"totals"`
+	Cut bool `json:"cut,omitempty" kind:"bool"`
+	// StopReason is budget for a run its user's token budget stopped
+	// (docs/DESIGN.md §6); empty otherwise.
+	StopReason string              `json:"stop_reason,omitempty" kind:"stop"`
+	Usage      *models.UsageReport `json:"usage,omitempty" kind:"totals"`
 }
 
 // RunWait is run.wait: the lead's model call waits for a slot of its model

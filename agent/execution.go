@@ -65,6 +65,8 @@ type execution struct {
 	box       *toolbox
 	rebox     func(*toolbox) *toolbox
 	loopLimit int
+	// budget is the run's token budget: checked before each model call.
+	budget *budgetGuard
 	// strays runs its tool and model calls, abandoning one that
 	// outlives the end of its context by the cancel grace.
 	strays    *strays

@@ -43,6 +43,7 @@ type taskScope struct {
 	rebox     func(*toolbox) *toolbox
 	log       *slog.Logger
 	sink      taskSink
+	budget    *budgetGuard // the run's; nil: no budget
 }
 
 // newExecutor builds the executor; cfg has its defaults filled in
@@ -250,6 +251,7 @@ func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec 
 		tools:       spec.tools,
 		box:         s.box,
 		rebox:       s.rebox,
+		budget:      s.budget,
 		loopLimit:   x.cfg.LoopLimit,
 		strays:      x.strays,
 		model:       model,

@@ -153,6 +153,8 @@ type run struct {
 	// lease is what the run was claimed under (Options.Lease); zero on
 	// SQLite.
 	lease models.Fence
+	// budget is its user's token budget (StartRequest.Budget); nil: none.
+	budget *budgetGuard
 
 	// sink is where the run and its tasks write (events, messages,
 	// ledger rows, tools' live output) and what holds its usage.
@@ -229,7 +231,8 @@ func (r *run) loop() {
 // for a failed model call, its kind (RunEnd.ErrorKind).
 type ending struct {
 	status, err, notice, kind string
-	cut                       bool // the answer stopped at the model's output limit
+	cut                       bool   // the answer stopped at the model's output limit
+	stop                      string // budget: the user's token budget stopped it
 }
 
 func failed(errText, notice string) ending {
@@ -269,6 +272,11 @@ func (r *run) converse(log *slog.Logger) ending {
 	}
 	var trimmed *fitReport // the latest call of the run that left turns out
 	for turn := 1 + r.turnsUsed; turn <= r.env.lead.MaxTurns; turn++ {
+		if r.budget.spent() {
+			// The calls of the last turn, its subagents' included, have
+			// finished: no further one starts (docs/DESIGN.md §6).
+			return ending{status: models.RunCancelled, err: "token budget used up", notice: BudgetNotice(r.budget.ResetsAt), stop: stopBudget}
+		}
 		msgID, call, before := r.env.newID(), msgs, partial{}
 		if c := r.continued; c != nil {
 			r.continued = nil
@@ -575,7 +583,7 @@ func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
 
 // scope is what the executor needs of this run for a task call.
 func (r *run) scope() taskScope {
-	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r.sink}
+	return taskScope{budget: r.budget, ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r.sink}
 }
 
 // end writes the run's final status and run.end.
@@ -583,7 +591,7 @@ func (r *run) end(e ending) {
 	r.ending.Store(true)
 	now := r.env.now().UTC()
 	totals := r.sink.totals()
-	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, ErrorKind: e.kind, Cut: e.cut, Usage: &totals})
+	ev, err := eventRecord(r.threadID, "", RunEnd{RunID: r.id, Status: e.status, Error: e.err, Notice: e.notice, ErrorKind: e.kind, Cut: e.cut, StopReason: e.stop, Usage: &totals})
 	if err != nil {
 		r.logger().Error("run.end outside the contract", "err", err)
 		return

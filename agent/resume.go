@@ -159,6 +159,9 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 	r.parent = row.ParentRun
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
 	r.sink.base = base
+	if r.budget, err = rt.resumedBudget(ctx, r.userID, r.sink); err != nil {
+		return "", err
+	}
 	if rt.lease != nil {
 		r.lease = rt.lease()
 	}

@@ -56,6 +56,10 @@ type Options struct {
 	// Resume is whether and how often runs resume after a restart or a
 	// failover (Resume); its zero value resumes none.
 	Resume ResumeConfig
+	// BudgetOf, when set, is the token budget of userID now, read from
+	// the ledger: a resumed run is given it (a new one gets its own in
+	// StartRequest.Budget). nil: resumed runs have none.
+	BudgetOf func(ctx context.Context, userID string) (Budget, error)
 }
 
 // RunClaims claims a thread for a run in the database; models.Store
@@ -96,9 +100,10 @@ type Runtime struct {
 	stopBase context.CancelFunc
 	wg       sync.WaitGroup
 
-	claims RunClaims
-	lease  func() models.Fence
-	resume ResumeConfig
+	claims   RunClaims
+	lease    func() models.Fence
+	resume   ResumeConfig
+	budgetOf func(ctx context.Context, userID string) (Budget, error)
 	// released stops every write of a run (Release).
 	released *atomic.Bool
 
@@ -150,9 +155,10 @@ func New(o Options) (*Runtime, error) {
 		active:   map[string]*run{},
 		byUser:   map[string]int{},
 
-		claims: o.Claims,
-		lease:  o.Lease,
-		resume: o.Resume,
+		claims:   o.Claims,
+		lease:    o.Lease,
+		resume:   o.Resume,
+		budgetOf: o.BudgetOf,
 	}
 	for _, m := range o.Models {
 		rt.models[m.Config.Name] = m
@@ -196,6 +202,10 @@ type StartRequest struct {
 	// Continue, with RetryOf naming a run the user stopped, continues
 	// its answer from where it stopped instead of answering again.
 	Continue bool
+	// Budget, when its Limit is set, is the user's token budget for the
+	// period: the run stops with stop reason budget once the ledger at
+	// its start plus its own calls reach it (docs/DESIGN.md §6).
+	Budget Budget
 }
 
 // Started describes a run that Start accepted.
@@ -280,6 +290,9 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		admin:     req.Admin,
 	}
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
+	if req.Budget.Limit > 0 {
+		r.budget = &budgetGuard{Budget: req.Budget, sink: r.sink}
+	}
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	r.ctx = withRun(r.ctx)
 	return r

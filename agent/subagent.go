@@ -56,6 +56,9 @@ func (e *execution) executeFrom(ctx context.Context, history []Message, open []T
 		if turn > e.spec.maxTurns {
 			return capped(stopTurnCapped, lastText, fmt.Sprintf("reached the turn budget (max_turns %d) before a final answer", e.spec.maxTurns))
 		}
+		if e.budget.spent() {
+			return capped(stopBudget, lastText, e.budget.why())
+		}
 		e.retool()
 		// Its conversation grows with every tool step; the oldest steps are
 		// left out when it outgrows the model's window (callFitted).

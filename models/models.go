@@ -219,8 +219,10 @@ type RunEvent struct {
 // UsageEntry is one LLM call in the usage ledger, keyed by the call id so
 // that reporting a call twice counts it once (docs/DESIGN.md §6).
 type UsageEntry struct {
-	CallID   string `gorm:"primaryKey"`
-	ThreadID string `gorm:"index;not null;size:36"`
+	CallID string `gorm:"primaryKey"`
+	// ThreadID leads a second index with CreatedAt: a budget sums a
+	// user's rows of one period, thread by thread (Store.UsedTokens).
+	ThreadID string `gorm:"index;index:idx_usage_thread_created,priority:1;not null;size:36"`
 	RunID    string `gorm:"index;not null;size:36"` // "" for the thread's title call
 	TaskID   string // empty for the lead's own calls
 	// ModelName is the model as its provider reported it (which may carry
@@ -245,7 +247,7 @@ type UsageEntry struct {
 	Lost bool `gorm:"not null;default:false"`
 	// CreatedAt is indexed for the admin's usage history, which reads the
 	// ledger by day across every thread.
-	CreatedAt time.Time `gorm:"index"`
+	CreatedAt time.Time `gorm:"index;index:idx_usage_thread_created,priority:2"`
 }
 
 // JSON is a JSON document stored as text. A nil JSON is SQL NULL.

@@ -22,6 +22,9 @@ type UsageSeries struct {
 	// Days is aligned with UsageHistory.Days.
 	Days  []UsageTotals
 	Total UsageTotals
+	// ByModel is a user's total per model over the range, which prices
+	// turn into cost; nil in a model's series.
+	ByModel map[string]UsageTotals
 }
 
 // UsageHistory is the usage ledger over whole UTC days, per user (the
@@ -59,19 +62,24 @@ func (s *Store) UsageHistory(ctx context.Context, last time.Time, n int) (UsageH
 	// wrote it. LEFT JOINs keep a row whose thread or
 	// user is gone: the totals are the ledger's, whole.
 	err := s.r.WithContext(ctx).Table("usage_entries AS u").
-		Select(s.utcDay("u.created_at")+" AS day, COALESCE(t.user_id, '') AS user_id, COALESCE(us.email, '') AS email, u.model_name, "+
+		Select(s.utcDay("u.created_at")+" AS day, COALESCE(t.user_id, '') AS user_id, COALESCE(us.email, '') AS email, "+usageModelSQL+" AS model_name, "+
 			"SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens, SUM(u.total_tokens) AS total_tokens, "+
 			"SUM(u.cache_read_tokens) AS cache_read_tokens, COUNT(*) AS calls, "+usageCounts("u.")).
 		Joins("LEFT JOIN threads AS t ON t.id = u.thread_id").
 		Joins("LEFT JOIN users AS us ON us.id = t.user_id").
 		Where("u.created_at >= ? AND u.created_at < ?", start, end).
-		Group("day, t.user_id, us.email, u.model_name").
+		Group("day, t.user_id, us.email, " + usageModelSQL).
 		Scan(&rows).Error
 	if err != nil {
 		return UsageHistory{}, fmt.Errorf("store: usage history: %w", err)
 	}
 	return buildHistory(start, n, rows), nil
 }
+
+// usageModelSQL is the herd model a ledger row counts under in the
+// history (herdModelSQL), so that its series are the models the config
+// names and prices.
+const usageModelSQL = "COALESCE(NULLIF(u.herd_model, ''), u.model_name)"
 
 // utcDay is the SQL for the UTC day of the time column col, as dayLayout.
 // SQLite's date() reads the offset of the text it is given; PostgreSQL's
@@ -112,10 +120,17 @@ func buildHistory(start time.Time, n int, rows []usageDay) UsageHistory {
 		if !ok {
 			continue // outside the range: the query's bounds make this impossible
 		}
-		for _, s := range []*UsageSeries{series(users, r.UserID, r.Email), series(models, r.ModelName, r.ModelName), &h.Total} {
+		user := series(users, r.UserID, r.Email)
+		for _, s := range []*UsageSeries{user, series(models, r.ModelName, r.ModelName), &h.Total} {
 			s.Days[i].Add(r.UsageTotals)
 			s.Total.Add(r.UsageTotals)
 		}
+		if user.ByModel == nil {
+			user.ByModel = map[string]UsageTotals{}
+		}
+		t := user.ByModel[r.ModelName]
+		t.Add(r.UsageTotals)
+		user.ByModel[r.ModelName] = t
 	}
 	h.ByUser, h.ByModel = ranked(users), ranked(models)
 	return h

@@ -231,7 +231,11 @@ func (s *Server) renderAccount(c echo.Context, status int, flash, errMsg string)
 	}
 	p := s.page(c, "Account")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Account(views.AccountPage{Page: p, Sessions: items, NoPassword: auth.User(c).PasswordHash == ""}))
+	page := views.AccountPage{Page: p, Sessions: items, NoPassword: auth.User(c).PasswordHash == ""}
+	if page.Budget, page.Cost, err = s.accountBudget(c.Request().Context(), auth.User(c).ID); err != nil {
+		return err
+	}
+	return s.render(c, status, views.Account(page))
 }
 
 func (s *Server) passwordSubmit(c echo.Context) error {

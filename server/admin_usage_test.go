@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/net/html"
 
+	"herd/agent"
 	"herd/models"
 )
 
@@ -371,6 +373,63 @@ func TestAdminUsageOfRuns(t *testing.T) {
 	for _, m := range got.ByModel {
 		if m.Total != wantModel[m.Model] {
 			t.Errorf("%s: %+v, want %+v", m.Model, m.Total, wantModel[m.Model])
+		}
+	}
+}
+
+// TestAdminUsageCost: models with prices turn usage into cost on the
+// usage page and in its JSON, per currency, per user and per model; a
+// model without a price adds no cost.
+func TestAdminUsageCost(t *testing.T) {
+	fast, deep := demoModel("demo-fast", 5, 1), demoModel("demo-deep", 10, 1)
+	fast.Price = &agent.ModelPrice{InputPerMTok: 2, OutputPerMTok: 10, Currency: "USD"}
+	deep.Price = &agent.ModelPrice{InputPerMTok: 1, OutputPerMTok: 4, Currency: "EUR"}
+	a := newApp(t, withModels(fast, deep))
+	root, ann := a.newUser("root@example.com", true), a.newUser("ann@example.com", false)
+	th, rth := ann.newThread("t"), root.newThread("r")
+	a.seedLedger(time.Now(), []ledgerSeed{
+		{ann, th, "demo-fast", 0, 1_000_000, 100_000, 0}, // 2 + 1 USD
+		{ann, th, "demo-deep", 1, 500_000, 0, 0},         // 0.50 EUR
+		{root, rth, "gpt-4o", 0, 9_000_000, 0, 0},        // no price
+		{root, rth, "demo-fast", 2, 1000, 0, 0},          // 0.002 USD
+	})
+	var out struct {
+		ByUser []struct {
+			Email string
+			Cost  map[string]float64
+		} `json:"by_user"`
+		ByModel []struct {
+			Model string
+			Cost  map[string]float64
+		} `json:"by_model"`
+		Totals struct{ Cost map[string]float64 }
+	}
+	root.mustJSON("GET", "/api/admin/usage?days=7", nil, http.StatusOK, &out)
+	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
+	if c := out.Totals.Cost; len(c) != 2 || !near(c["USD"], 3.002) || !near(c["EUR"], 0.5) {
+		t.Errorf("total cost %v, want 3.002 USD and 0.50 EUR", c)
+	}
+	for _, u := range out.ByUser {
+		switch u.Email {
+		case ann.email:
+			if !near(u.Cost["USD"], 3) || !near(u.Cost["EUR"], 0.5) {
+				t.Errorf("ann's cost %v", u.Cost)
+			}
+		case root.email:
+			if len(u.Cost) != 1 || !near(u.Cost["USD"], 0.002) {
+				t.Errorf("root's cost %v, want only the priced model's", u.Cost)
+			}
+		}
+	}
+	for _, m := range out.ByModel {
+		if m.Model == "gpt-4o" && m.Cost != nil {
+			t.Errorf("a model without a price costs %v", m.Cost)
+		}
+	}
+	page := string(root.do("GET", "/admin/usage?days=7", nil).body)
+	for _, want := range []string{`<dd data-usage-cost>0.50 EUR + 3.00 USD</dd>`, `<td data-cost>0.50 EUR + 3.00 USD</td>`, `<td data-cost>0.0020 USD</td>`, `<td data-cost>—</td>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
 		}
 	}
 }

@@ -123,6 +123,18 @@ func TestAuditAdminActions(t *testing.T) {
 			}
 			return settingTokenUsage
 		}, models.AuditSettingsTokenUsage, []side{{"token_usage_enabled", "false"}}, []side{{"token_usage_enabled", "true"}}},
+		{"api default budget", func() string {
+			admin.mustJSON("PUT", "/api/admin/budgets", map[string]any{"default": map[string]any{"tokens": 5000, "period": "week"}}, http.StatusOK, nil)
+			return "default"
+		}, models.AuditBudgetUpdate, []side{{"tokens", "0"}}, []side{{"tokens", "5000"}, {"period", "week"}}},
+		{"form user budget", func() string {
+			id := victim("spender@example.com")
+			if r := admin.do("POST", "/admin/budgets", form(url.Values{"default_tokens": {"5000"}, "default_period": {"week"},
+				"tokens_" + id: {"700"}, "period_" + id: {"day"}})); r.status != http.StatusOK {
+				t.Fatalf("budgets form: %d %s", r.status, r.body)
+			}
+			return id
+		}, models.AuditBudgetUpdate, nil, []side{{"tokens", "700"}, {"period", "day"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target := tc.act()

@@ -285,9 +285,17 @@ func (s *Server) apiLogout(c echo.Context) error {
 }
 
 func (s *Server) apiMe(c echo.Context) error {
-	out := map[string]any{"user": newUserJSON(auth.User(c))}
+	u := auth.User(c)
+	out := map[string]any{"user": newUserJSON(u)}
 	if sess := auth.Session(c); sess != nil {
 		out["csrf_token"] = sess.CSRFToken
+	}
+	b, period, err := s.userBudget(c.Request().Context(), u.ID)
+	if err != nil {
+		return err
+	}
+	if bj := newBudgetJSON(b, period); bj != nil {
+		out["budget"] = bj
 	}
 	return c.JSON(http.StatusOK, out)
 }

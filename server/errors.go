@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -68,6 +69,11 @@ func knownError(err error, c echo.Context) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
+	}
+	var be *budgetError
+	if errors.As(err, &be) {
+		c.Response().Header().Set("Retry-After", be.retryAfter(time.Now()))
+		return &be.apiError
 	}
 	var rl *auth.RateLimitError
 	if errors.As(err, &rl) {
@@ -158,6 +164,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		var refused *files.RefusedError
 		if errors.As(err, &refused) {
 			body["file"], body["limit"] = refused.File, refused.Limit
+		}
+		var be *budgetError
+		if errors.As(err, &be) {
+			body["resets_at"] = be.resetsAt.UTC().Format(time.RFC3339)
 		}
 		_ = c.JSON(ae.Status, map[string]any{"error": body})
 		return

@@ -203,6 +203,8 @@ func TestAdminRoutesForbidUsers(t *testing.T) {
 		{"GET", "/api/admin/audit"},
 		{"GET", "/api/admin/audit?format=csv"},
 		{"PUT", "/api/admin/settings"},
+		{"GET", "/api/admin/budgets"},
+		{"PUT", "/api/admin/budgets"},
 		{"GET", "/api/admin/users"},
 		{"POST", "/api/admin/users"},
 		{"PATCH", "/api/admin/users/" + admin.id},

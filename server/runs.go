@@ -93,8 +93,14 @@ func (s *Server) startRun(c echo.Context, t *models.Thread, content, model strin
 	if model == "" {
 		model = s.defaultModel(u)
 	}
+	// A spent budget refuses the run before anything is written; a run
+	// it allows stops once it is spent (docs/DESIGN.md §6).
+	budget, err := s.checkBudget(c.Request().Context(), u.ID)
+	if err != nil {
+		return agent.Started{}, err
+	}
 	req := agent.StartRequest{
-		ThreadID: t.ID, UserID: u.ID, Content: content, Attachments: atts, Model: model, Commands: s.commandsFor(u), Admin: u.IsAdmin(),
+		ThreadID: t.ID, UserID: u.ID, Content: content, Attachments: atts, Model: model, Commands: s.commandsFor(u), Admin: u.IsAdmin(), Budget: budget,
 	}
 	for _, f := range replace {
 		f(&req)

@@ -42,6 +42,10 @@ type Settings struct {
 	// order of the frames telling pages about them agree.
 	mu     sync.Mutex
 	tokens atomic.Bool
+	// budgetSeed is the config file's budgets.default, budgets the budgets
+	// in force (server/budgets.go).
+	budgetSeed BudgetRule
+	budgets    atomic.Pointer[Budgets]
 }
 
 // NewSettings loads the settings from store. tokenUsageDefault (the config
@@ -95,13 +99,16 @@ func (s *Settings) SetTokenUsage(ctx context.Context, on bool, pages Broadcaster
 	return was, nil
 }
 
-// Reload reads the token gate from the store and applies it: another
-// instance changed it (the cluster, which tells the pages itself when it
-// changed here). A gate never stored is the config file's, as at start;
-// only a failed read is an error.
+// Reload reads the token gate and the budgets from the store and applies
+// them: another instance changed one (the cluster, which tells the pages
+// itself when the gate changed here). A gate never stored is the config
+// file's, as at start; only a failed read is an error.
 func (s *Settings) Reload(ctx context.Context) (on, changed bool, err error) {
 	on, err = s.storedTokenUsage(ctx)
 	if err != nil {
+		return false, false, err
+	}
+	if err := s.reloadBudgets(ctx); err != nil {
 		return false, false, err
 	}
 	s.mu.Lock()

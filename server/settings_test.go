@@ -145,3 +145,45 @@ func TestSettingsReload(t *testing.T) {
 		t.Errorf("Reload with the store failing: err %v, gate %v; want the error and the gate kept", err, s.TokenUsage())
 	}
 }
+
+// TestBudgetsSeedAndReload: the config file's default holds until budgets
+// are saved; what one instance saves another reads with Reload, and it
+// tells the other instances through a settings frame that keeps the gate.
+func TestBudgetsSeedAndReload(t *testing.T) {
+	ctx := context.Background()
+	store := &fakeSettingStore{m: map[string]string{}}
+	here, err := NewSettings(ctx, store, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	there, _ := NewSettings(ctx, store, false)
+	seed := BudgetRule{Tokens: 500, Period: "day"}
+	for _, s := range []*Settings{here, there} {
+		if err := s.LoadBudgets(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, ok := there.Budgets().rule("ann"); !ok || r != seed {
+		t.Fatalf("the seed: %+v %v", r, ok)
+	}
+	pages := &fakeBroadcaster{}
+	saved := &Budgets{Default: BudgetRule{Tokens: 0}, Users: map[string]BudgetRule{"ann": {Tokens: 9, Period: "month"}}}
+	if _, err := here.SetBudgets(ctx, saved, pages); err != nil {
+		t.Fatal(err)
+	}
+	if len(pages.got) != 1 || pages.got[0].f != (event.Settings{TokenUsage: false}) {
+		t.Errorf("frames sent: %+v", pages.got)
+	}
+	if _, ok := there.Budgets().rule("bob"); !ok {
+		t.Fatal("the other instance changed before it read the store")
+	}
+	if _, _, err := there.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := there.Budgets().rule("bob"); ok {
+		t.Error("the saved default of no budget did not replace the seed")
+	}
+	if r, ok := there.Budgets().rule("ann"); !ok || r != (BudgetRule{9, "month"}) {
+		t.Errorf("ann's own budget after Reload: %+v %v", r, ok)
+	}
+}

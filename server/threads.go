@@ -367,6 +367,9 @@ func (s *Server) threadPage(c echo.Context) error {
 		return err
 	}
 	page.CommandsOff = s.commandsOff(auth.User(c))
+	if page.Budget, err = s.budgetNote(c.Request().Context(), auth.User(c).ID); err != nil {
+		return err
+	}
 	b, err := json.Marshal(state)
 	if err != nil {
 		return err
@@ -384,12 +387,17 @@ func (s *Server) threadNewPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	note, err := s.budgetNote(c.Request().Context(), u.ID)
+	if err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, views.NewThread(views.ThreadPage{
 		Sidebar:      sidebar,
 		Page:         s.page(c, "New thread"),
 		Models:       s.modelOptions(),
 		DefaultModel: s.defaultModel(u),
 		CommandsOff:  s.commandsOff(u),
+		Budget:       note,
 	}))
 }
 

@@ -8,6 +8,7 @@ export const STOP_LABELS = {
 	token_capped: "capped: token budget",
 	turn_capped: "capped: turn budget",
 	loop_capped: "capped: repeated tool-call loop",
+	budget: "capped: budget used up",
 };
 
 export function groupThousands(n) {

@@ -3,6 +3,7 @@
 // frames and task results to the cards.
 
 import { Answers } from "./answers.js";
+import { refreshBudget } from "./budget.js";
 import { Cards } from "./cards.js";
 import { Composer } from "./composer.js";
 import { getJSON } from "./api.js";
@@ -318,6 +319,7 @@ export class ThreadPage {
 		for (const bubble of this.list.querySelectorAll(".msg-streaming")) bubble.remove();
 		this.changeList(() => this.answers.runEnded(d, runID, seq));
 		this.cards.runEnded(runID, d);
+		refreshBudget(this.cards.tokensOn);
 	}
 
 	onFrame(raw) {

@@ -154,6 +154,8 @@ func StopLabel(reason string) string {
 		return "capped: turn budget"
 	case "loop_capped":
 		return "capped: repeated tool-call loop"
+	case "budget":
+		return "capped: budget used up"
 	}
 	return ""
 }

@@ -89,6 +89,10 @@ type AccountPage struct {
 	// NoPassword: the account signs in with single sign-on only, so there
 	// is no password to change.
 	NoPassword bool
+	// Budget is the line about the user's token budget (BudgetText), ""
+	// when none applies; Cost what their calls of its period cost at the
+	// models' prices, "" when unpriced or under the token gate.
+	Budget, Cost string
 }
 
 // SignupPage creates an account when open sign-up is on.
@@ -272,6 +276,9 @@ type ThreadPage struct {
 	// CommandsOff shows the note that this user's runs are offered no
 	// commands (host mode, not an admin).
 	CommandsOff bool
+	// Budget is the line about the user's token budget (BudgetText); ""
+	// when none applies.
+	Budget string
 	// StateJSON is the page's initial state for static/thread.js, embedded as
 	// a JSON data block (never executed).
 	StateJSON string

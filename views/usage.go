@@ -21,6 +21,9 @@ type UsagePage struct {
 	ByModel           []UsageLine // most tokens first
 	PerDay            []UsageTotals
 	JSONURL           string
+	Budgets           BudgetsView
+	// Priced: some model has a price, so the tables show cost.
+	Priced bool
 }
 
 // UsageLine is a user's or a model's totals over the range and per day.
@@ -30,6 +33,9 @@ type UsageLine struct {
 	UsageTotals
 	CacheRead int64
 	PerDay    []int64 // total tokens, aligned with UsagePage.Days
+	// Cost is what its tokens cost at the models' prices ("1.24 USD");
+	// "" when none of its models has a price.
+	Cost string
 }
 
 // chartSeries is how many series a chart draws in colour: the largest
@@ -189,3 +195,33 @@ func trimZero(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // humanDay names a UTC day: 3 Nov 2026.
 func humanDay(t time.Time) string { return t.Format("2 Jan 2006") }
+
+// BudgetsView is the usage page's budgets: the form that sets them and
+// each user's spend of the current period against theirs.
+type BudgetsView struct {
+	DefaultTokens string // "" or "0": no default budget
+	DefaultPeriod string
+	Rows          []BudgetRow
+}
+
+// BudgetRow is one user's budget: their own (Own) or the default's, and
+// what the ledger holds for its current period.
+type BudgetRow struct {
+	UserID, Email string
+	Own           bool   // the user has a budget of their own
+	Tokens        string // their own, as the form shows it; "" with none
+	Period        string // their own, or the default's
+	Limit, Used   int64  // Limit 0: no budget applies
+	ResetsAt      time.Time
+}
+
+// BudgetPeriods are the periods a budget may have.
+var BudgetPeriods = []string{"day", "week", "month"}
+
+// costText is a cost as the tables show it: "—" without a price.
+func costText(c string) string {
+	if c == "" {
+		return "—"
+	}
+	return c
+}

@@ -33,6 +33,7 @@ type Config struct {
 	Auth       AuthConfig            `yaml:"auth"`
 	TokenUsage TokenUsageConfig      `yaml:"token_usage"`
 	Audit      AuditConfig           `yaml:"audit"`
+	Budgets    BudgetsConfig         `yaml:"budgets"`
 	Metrics    MetricsConfig         `yaml:"metrics"`
 	Models     []agent.ModelConfig   `yaml:"models"`
 	Lead       agent.LeadConfig      `yaml:"lead"`
@@ -161,6 +162,20 @@ type AuditConfig struct {
 // toggle, once used, is stored in the database and wins.
 type TokenUsageConfig struct {
 	Enabled bool `yaml:"enabled"`
+}
+
+// BudgetsConfig seeds the token budgets: Default holds for every user
+// until an admin saves budgets on /admin/usage or PUT /api/admin/budgets,
+// which are stored in the database and win (docs/DESIGN.md §6).
+type BudgetsConfig struct {
+	Default BudgetRule `yaml:"default"`
+}
+
+// BudgetRule is a token budget: Tokens per Period (day, week, month: UTC
+// calendar periods, weeks from Monday); Tokens 0 is no budget.
+type BudgetRule struct {
+	Tokens int64  `yaml:"tokens"`
+	Period string `yaml:"period"`
 }
 
 // Overrides are the command-line flags, which win over every other layer.

@@ -67,6 +67,7 @@ func TestLoadDefaults(t *testing.T) {
 		Auth:       AuthConfig{AllowSignup: false, SessionHours: 720, LoginAttemptsPerMinute: 10, RunsPerMinute: 30, ThreadsPerMinute: 20, LocalPasswords: "all"},
 		TokenUsage: TokenUsageConfig{Enabled: true},
 		Audit:      AuditConfig{RetentionDays: 365},
+		Budgets:    BudgetsConfig{Default: BudgetRule{Period: "week"}},
 		Models: []agent.ModelConfig{
 			{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", Model: "demo-fast", ContextWindow: 8192, Vision: true, LatencyMS: 300, LatencyJitter: 0.5, ChunkMS: 30, Usage: new(true)},
 			{Name: "demo-deep", DisplayName: "Demo Deep", Provider: "demo", Model: "demo-deep", ContextWindow: 8192, Vision: true, LatencyMS: 700, LatencyJitter: 0.5, ChunkMS: 45, Usage: new(true)},
@@ -580,6 +581,9 @@ func TestErrors(t *testing.T) {
 		{name: "short metrics token", env: []string{"HERD_METRICS_TOKEN=short"}, want: []string{`config: HERD_METRICS_TOKEN: must be at least 16 characters (or empty), got 5`}},
 		{name: "log level", file: "log: {level: verbose}\n", want: []string{`config: herd.yaml: log.level: must be one of debug, info, warn, error, got "verbose"`}},
 		{name: "log format", file: "log: {format: xml}\n", want: []string{`config: herd.yaml: log.format: must be one of text, json, got "xml"`}},
+		{name: "budget period", file: "budgets: {default: {tokens: 100, period: year}}\n", want: []string{`config: herd.yaml: budgets.default.period: must be one of day, week, month, got "year"`}},
+		{name: "budget tokens", file: "budgets: {default: {tokens: -1}}\n", want: []string{`config: herd.yaml: budgets.default.tokens: must be 0 (no budget) or more, got -1`}},
+		{name: "price", file: "models: [{name: a, provider: demo, price: {input_per_mtok: -1, output_per_mtok: 2, currency: dollars}}]\n", want: []string{`config: herd.yaml: models.0.price.input_per_mtok: must be a price per million input tokens, 0 or more, got -1`, `config: herd.yaml: models.0.price.currency: must be a three-letter currency code such as USD or EUR, got "dollars"`}},
 		{name: "session hours", file: "auth: {session_hours: 0}\n", want: []string{`config: herd.yaml: auth.session_hours: must be at least 1, got 0`}},
 		{name: "audit retention", env: []string{"HERD_AUDIT_RETENTION_DAYS=-1"}, want: []string{`config: HERD_AUDIT_RETENTION_DAYS: must be at least 0, got -1`}},
 		{name: "login attempts", file: "auth: {login_attempts_per_minute: 0}\n", want: []string{`config: herd.yaml: auth.login_attempts_per_minute: must be at least 1, got 0`}},

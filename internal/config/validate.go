@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -88,6 +89,9 @@ func fillModelDefaults(c *Config) {
 				m.Usage = new(true)
 			}
 		}
+		if m.Price != nil && m.Price.Currency == "" {
+			m.Price.Currency = "USD"
+		}
 	}
 }
 
@@ -156,6 +160,7 @@ func (l *loader) validate(c *Config) {
 	l.atLeast("server.ws_connects_per_minute", c.Server.WSConnectsPerMinute, 1)
 	l.atLeast("files.max_upload_mb", c.Files.MaxUploadMB, 1)
 	l.atLeast("audit.retention_days", c.Audit.RetentionDays, 0)
+	l.validateBudget("budgets.default", c.Budgets.Default)
 	l.validateModels(c.Models)
 	l.atLeast("lead.max_turns", c.Lead.MaxTurns, 1)
 	l.atLeast("lead.max_active_runs_per_user", c.Lead.MaxActiveRunsPerUser, 1)
@@ -332,6 +337,26 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 		}
 		l.atLeast(key+".chunk_ms", m.ChunkMS, 0)
 		l.atLeast(key+".fail_after", m.FailAfter, 0)
+		if m.Price != nil {
+			l.validatePrice(key+".price", *m.Price)
+		}
+	}
+}
+
+// currencyCode is an ISO 4217 code, as a price's currency is written.
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// validatePrice checks a model's price: figures per million tokens, not
+// negative (0 is free), and a currency code.
+func (l *loader) validatePrice(key string, p agent.ModelPrice) {
+	if p.InputPerMTok < 0 || math.IsNaN(p.InputPerMTok) || math.IsInf(p.InputPerMTok, 0) {
+		l.invalid(key+".input_per_mtok", "must be a price per million input tokens, 0 or more, got %v", p.InputPerMTok)
+	}
+	if p.OutputPerMTok < 0 || math.IsNaN(p.OutputPerMTok) || math.IsInf(p.OutputPerMTok, 0) {
+		l.invalid(key+".output_per_mtok", "must be a price per million output tokens, 0 or more, got %v", p.OutputPerMTok)
+	}
+	if !currencyCode.MatchString(p.Currency) {
+		l.invalid(key+".currency", "must be a three-letter currency code such as USD or EUR, got %q", p.Currency)
 	}
 }
 
@@ -463,5 +488,15 @@ func (l *loader) validateThinking(key string, m agent.ModelConfig) {
 		l.invalid(key+".thinking_budget_tokens", "must be 0 (off) or at least 1024 (the API's minimum), got %d", budget)
 	case budget >= cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens):
 		l.invalid(key+".thinking_budget_tokens", "must be below max_output_tokens (%d): thinking is part of each answer's max_tokens, got %d", cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens), budget)
+	}
+}
+
+// validateBudget checks a budget as PUT /api/admin/budgets does.
+func (l *loader) validateBudget(key string, r BudgetRule) {
+	if r.Tokens < 0 {
+		l.invalid(key+".tokens", "must be 0 (no budget) or more, got %d", r.Tokens)
+	}
+	if r.Tokens > 0 || r.Period != "" {
+		l.oneOf(key+".period", r.Period, "day", "week", "month")
 	}
 }
