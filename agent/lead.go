@@ -575,7 +575,7 @@ func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
 
 // scope is what the executor needs of this run for a task call.
 func (r *run) scope() taskScope {
-	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r.sink}
+	return taskScope{ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, models: r.box.models, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r.sink}
 }
 
 // end writes the run's final status and run.end.
