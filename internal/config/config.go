@@ -159,6 +159,11 @@ type Overrides struct {
 const (
 	EnvAdminEmail    = "HERD_ADMIN_EMAIL"
 	EnvAdminPassword = "HERD_ADMIN_PASSWORD"
+	// EnvSecretKey is the key that seals stored secrets (base64 of 32
+	// bytes), EnvSecretKeyPrevious the one before a rotation
+	// (internal/secrets, docs/OPERATIONS.md "Secrets at rest").
+	EnvSecretKey         = "HERD_SECRET_KEY"
+	EnvSecretKeyPrevious = "HERD_SECRET_KEY_PREVIOUS"
 )
 
 // Load builds the effective configuration. defaults is the embedded
@@ -220,7 +225,7 @@ func load(defaults []byte, path string, file []byte, environ []string, o Overrid
 	l.applyFlags(&c, o)
 	refs := l.expandAPIKeys(&c, env)
 	maps.Copy(refs, l.expandMCPSecrets(&c, env))
-	allowed := append([]string{EnvAdminEmail, EnvAdminPassword}, o.NonKeyEnv...)
+	allowed := append([]string{EnvAdminEmail, EnvAdminPassword, EnvSecretKey, EnvSecretKeyPrevious}, o.NonKeyEnv...)
 	for _, u := range unmatched {
 		switch {
 		case slices.Contains(allowed, u.name) || refs[u.name]:

@@ -49,44 +49,49 @@ var (
 // providers need not know them. Options of the other provider stay unset.
 func fillModelDefaults(c *Config) {
 	for i := range c.Models {
-		m := &c.Models[i]
-		if m.Model == "" {
-			m.Model = m.Name
+		FillModelDefaults(&c.Models[i])
+	}
+}
+
+// FillModelDefaults gives m the defaults a model of the config file gets
+// (docs/DESIGN.md §12), for a model the admin console adds.
+func FillModelDefaults(m *agent.ModelConfig) {
+	if m.Model == "" {
+		m.Model = m.Name
+	}
+	switch m.Provider {
+	case providerOpenAI:
+		if m.BaseURL == "" {
+			m.BaseURL = defaultOpenAIBaseURL
 		}
-		switch m.Provider {
-		case providerOpenAI:
-			if m.BaseURL == "" {
-				m.BaseURL = defaultOpenAIBaseURL
-			}
-			if m.StreamUsage == nil {
-				m.StreamUsage = new(true)
-			}
-			if m.Stream == "" {
-				m.Stream = "auto"
-			}
-			if m.MaxRetries == nil {
-				m.MaxRetries = new(defaultOpenAIRetries)
-			}
-			if m.TimeoutSeconds == 0 {
-				m.TimeoutSeconds = defaultOpenAITimeout
-			}
-		case providerAnthropic:
-			if m.BaseURL == "" {
-				m.BaseURL = defaultAnthropicBaseURL
-			}
-			if m.MaxRetries == nil {
-				m.MaxRetries = new(defaultOpenAIRetries)
-			}
-			if m.TimeoutSeconds == 0 {
-				m.TimeoutSeconds = defaultOpenAITimeout
-			}
-			if m.MaxOutputTokens == 0 {
-				m.MaxOutputTokens = defaultAnthropicMaxTokens
-			}
-		case providerDemo:
-			if m.Usage == nil {
-				m.Usage = new(true)
-			}
+		if m.StreamUsage == nil {
+			m.StreamUsage = new(true)
+		}
+		if m.Stream == "" {
+			m.Stream = "auto"
+		}
+		if m.MaxRetries == nil {
+			m.MaxRetries = new(defaultOpenAIRetries)
+		}
+		if m.TimeoutSeconds == 0 {
+			m.TimeoutSeconds = defaultOpenAITimeout
+		}
+	case providerAnthropic:
+		if m.BaseURL == "" {
+			m.BaseURL = defaultAnthropicBaseURL
+		}
+		if m.MaxRetries == nil {
+			m.MaxRetries = new(defaultOpenAIRetries)
+		}
+		if m.TimeoutSeconds == 0 {
+			m.TimeoutSeconds = defaultOpenAITimeout
+		}
+		if m.MaxOutputTokens == 0 {
+			m.MaxOutputTokens = defaultAnthropicMaxTokens
+		}
+	case providerDemo:
+		if m.Usage == nil {
+			m.Usage = new(true)
 		}
 	}
 }
@@ -288,63 +293,101 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 	first := map[string]int{}
 	for i, m := range models {
 		key := "models." + strconv.Itoa(i)
-		switch prev, dup := first[m.Name]; {
-		case m.Name == "":
-			l.invalid(key+".name", "must not be empty")
-		case !modelName.MatchString(m.Name):
-			l.invalid(key+".name", "must match %s, got %q", modelName, m.Name)
-		case dup:
+		if prev, dup := first[m.Name]; dup && m.Name != "" {
 			l.invalid(key+".name", "%q is already the name of models.%d", m.Name, prev)
-		default:
+		} else {
 			first[m.Name] = i
 		}
-		l.oneOf(key+".provider", m.Provider, providerOpenAI, providerAnthropic, providerDemo)
-		if m.Provider == providerOpenAI || m.Provider == providerAnthropic {
-			if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
-				l.invalid(key+".base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
-			}
+		for _, f := range CheckModel(m) {
+			l.invalid(key+"."+f.Field, "%s", f.Message)
 		}
-		if m.Provider == providerOpenAI {
-			l.oneOf(key+".stream", string(m.Stream), "auto", "true", "false")
-		}
-		if m.Provider == providerAnthropic {
-			if m.APIKey == "" {
-				l.invalid(key+".api_key", "is required for provider anthropic (a key, or $ENV_VAR)")
-			}
-			// The anthropic provider always streams.
-			if m.Stream != "" && m.Stream != "auto" && m.Stream != "true" {
-				l.invalid(key+".stream", "provider anthropic always streams: must be auto or true, got %q", m.Stream)
-			}
-		}
-		l.validateThinking(key, m)
-		l.atLeast(key+".max_output_tokens", m.MaxOutputTokens, 0)
-		l.atLeast(key+".max_concurrent_requests", m.MaxConcurrentRequests, 0)
-		l.validateWindow(key, m)
-		l.atLeast(key+".timeout_seconds", m.TimeoutSeconds, 0)
-		if m.MaxRetries != nil {
-			l.atLeast(key+".max_retries", *m.MaxRetries, 0)
-		}
-		l.atLeast(key+".latency_ms", m.LatencyMS, 0)
-		if m.LatencyJitter < 0 || m.LatencyJitter > 1 {
-			l.invalid(key+".latency_jitter", "must be from 0 to 1, got %v", m.LatencyJitter)
-		}
-		l.atLeast(key+".chunk_ms", m.ChunkMS, 0)
-		l.atLeast(key+".fail_after", m.FailAfter, 0)
 	}
+}
+
+// FieldError is a field of one entry that validation refuses: the field
+// as the config file names it, and why.
+type FieldError struct{ Field, Message string }
+
+func (e FieldError) Error() string { return e.Field + " " + e.Message }
+
+// fieldChecks collects the FieldErrors of one entry.
+type fieldChecks []FieldError
+
+func (c *fieldChecks) invalid(field, format string, args ...any) {
+	*c = append(*c, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *fieldChecks) atLeast(field string, got, least int) {
+	if got < least {
+		c.invalid(field, "must be at least %d, got %d", least, got)
+	}
+}
+
+func (c *fieldChecks) oneOf(field, got string, allowed ...string) {
+	if !slices.Contains(allowed, got) {
+		c.invalid(field, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+	}
+}
+
+// CheckModel checks one model, its defaults filled in
+// (FillModelDefaults), by the config file's rules: the file's models and
+// the admin console's are held to the same ones (docs/DESIGN.md §12).
+// Unique names are the caller's to check.
+func CheckModel(m agent.ModelConfig) []FieldError {
+	var c fieldChecks
+	switch {
+	case m.Name == "":
+		c.invalid("name", "must not be empty")
+	case !modelName.MatchString(m.Name):
+		c.invalid("name", "must match %s, got %q", modelName, m.Name)
+	}
+	c.oneOf("provider", m.Provider, providerOpenAI, providerAnthropic, providerDemo)
+	if m.Provider == providerOpenAI || m.Provider == providerAnthropic {
+		if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
+			c.invalid("base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
+		}
+	}
+	if m.Provider == providerOpenAI {
+		c.oneOf("stream", string(m.Stream), "auto", "true", "false")
+	}
+	if m.Provider == providerAnthropic {
+		if m.APIKey == "" {
+			c.invalid("api_key", "is required for provider anthropic (a key, or $ENV_VAR)")
+		}
+		// The anthropic provider always streams.
+		if m.Stream != "" && m.Stream != "auto" && m.Stream != "true" {
+			c.invalid("stream", "provider anthropic always streams: must be auto or true, got %q", m.Stream)
+		}
+	}
+	c.checkThinking(m)
+	c.atLeast("max_output_tokens", m.MaxOutputTokens, 0)
+	c.atLeast("max_concurrent_requests", m.MaxConcurrentRequests, 0)
+	c.checkWindow(m)
+	c.atLeast("timeout_seconds", m.TimeoutSeconds, 0)
+	if m.MaxRetries != nil {
+		c.atLeast("max_retries", *m.MaxRetries, 0)
+	}
+	c.atLeast("latency_ms", m.LatencyMS, 0)
+	if m.LatencyJitter < 0 || m.LatencyJitter > 1 {
+		c.invalid("latency_jitter", "must be from 0 to 1, got %v", m.LatencyJitter)
+	}
+	c.atLeast("chunk_ms", m.ChunkMS, 0)
+	c.atLeast("fail_after", m.FailAfter, 0)
+	return c
 }
 
 // minContextWindow catches a window written in thousands (128 for 128k):
 // below it no conversation would fit.
 const minContextWindow = 512
 
-// validateWindow checks context_window (0 = unknown) against
+// checkWindow checks context_window (0 = unknown) against
 // max_output_tokens, which the window must leave room beside.
-func (l *loader) validateWindow(key string, m agent.ModelConfig) {
+func (c *fieldChecks) checkWindow(m agent.ModelConfig) {
 	switch cw := m.ContextWindow; {
 	case cw < 0 || (cw > 0 && cw < minContextWindow):
-		l.invalid(key+".context_window", "must be 0 (unknown) or at least %d tokens, got %d", minContextWindow, cw)
+		c.invalid("context_window", "must be 0 (unknown) or at least %d tokens, got %d", minContextWindow, cw)
 	case cw > 0 && m.MaxOutputTokens >= cw:
-		l.invalid(key+".max_output_tokens", "must be less than context_window (%d), got %d", cw, m.MaxOutputTokens)
+		c.invalid("max_output_tokens", "must be less than context_window (%d), got %d", cw, m.MaxOutputTokens)
 	}
 }
 
@@ -449,17 +492,17 @@ func sortedNames(agents map[string]agent.AgentConfig) []string {
 	return slices.Sorted(maps.Keys(agents))
 }
 
-// validateThinking checks thinking_budget_tokens against the Messages API:
+// checkThinking checks thinking_budget_tokens against the Messages API:
 // at least its minimum of 1024, and below max_tokens, which it is part of.
-func (l *loader) validateThinking(key string, m agent.ModelConfig) {
+func (c *fieldChecks) checkThinking(m agent.ModelConfig) {
 	budget := m.ThinkingBudgetTokens
 	switch {
 	case budget == 0:
 	case m.Provider != providerAnthropic:
-		l.invalid(key+".thinking_budget_tokens", "is only for provider anthropic (OpenAI-compatible servers send their reasoning unasked), got %d", budget)
+		c.invalid("thinking_budget_tokens", "is only for provider anthropic (OpenAI-compatible servers send their reasoning unasked), got %d", budget)
 	case budget < 1024:
-		l.invalid(key+".thinking_budget_tokens", "must be 0 (off) or at least 1024 (the API's minimum), got %d", budget)
+		c.invalid("thinking_budget_tokens", "must be 0 (off) or at least 1024 (the API's minimum), got %d", budget)
 	case budget >= cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens):
-		l.invalid(key+".thinking_budget_tokens", "must be below max_output_tokens (%d): thinking is part of each answer's max_tokens, got %d", cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens), budget)
+		c.invalid("thinking_budget_tokens", "must be below max_output_tokens (%d): thinking is part of each answer's max_tokens, got %d", cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens), budget)
 	}
 }
