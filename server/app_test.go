@@ -19,6 +19,8 @@ import (
 	"herd/agent"
 	"herd/agent/demo"
 	"herd/agent/tools"
+	"herd/internal/config"
+	"herd/internal/secrets"
 	"herd/models"
 	"herd/server/auth"
 	"herd/server/files"
@@ -38,6 +40,7 @@ type testApp struct {
 	writer   *models.Writer
 	hub      *hub.Hub
 	settings *Settings
+	console  *Console
 	metrics  *metrics.Metrics
 	rt       *agent.Runtime
 	srv      *Server
@@ -142,6 +145,15 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		m.Provider = agent.LimitRequests(m.Provider, m.Config.MaxConcurrentRequests)
 		m.Provider = a.metrics.Instrument(m.Config.Name, m.Provider)
 	}
+	box, err := secrets.Load(dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.console = NewConsole(ConsoleOptions{Store: store, Secrets: box, Seed: llms, Agents: cfg.subagents.Agents,
+		Build: testModelBuilder(a.metrics), Defaults: config.FillModelDefaults, Check: testCheckModel})
+	if llms, err = a.console.Built(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	toolset := cfg.tools
 	if toolset == nil {
 		toolset = tools.Workspace()
@@ -161,7 +173,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if cfg.files != nil {
 		cfg.files(&fo)
 	}
-	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
+	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Console: a.console, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
 		ThreadsPerMinute: 10000, MaxSocketsPerUser: 10000, WSConnectsPerMinute: 100000,
 		Files: files.New(fo)}
 	if cfg.server != nil {

@@ -81,6 +81,9 @@ func knownError(err error, c echo.Context) *apiError {
 	if ae := runtimeError(err); ae != nil {
 		return ae
 	}
+	if ae := consoleError(err); ae != nil {
+		return ae
+	}
 	return filesError(err)
 }
 
@@ -155,6 +158,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		var refused *files.RefusedError
 		if errors.As(err, &refused) {
 			body["file"], body["limit"] = refused.File, refused.Limit
+		}
+		// A console entry's refused field is named apart too.
+		var entry *EntryError
+		if errors.As(err, &entry) && entry.Field != "" {
+			body["field"] = entry.Field
 		}
 		_ = c.JSON(ae.Status, map[string]any{"error": body})
 		return

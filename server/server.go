@@ -54,6 +54,10 @@ type Options struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
 
+	// Console keeps the models (…) an admin adds in the console and
+	// applies them to Runtime; required.
+	Console *Console
+
 	// MCP reports the MCP servers for the admin page and /api/admin/mcp;
 	// nil: none are configured.
 	MCP interface{ Status() []mcp.ServerStatus }
@@ -149,7 +153,7 @@ type Server struct {
 	threadLimiter *limits.Limiter
 	connLimiter   *limits.Limiter
 	socketCap     *limits.SocketCounter
-	labels        map[string]string // model name → display name
+	console       *Console
 	maxContent    int
 	maxBody       int64
 	adminCommands bool // CommandsAdminOnly
@@ -200,9 +204,8 @@ func New(o Options) (*Server, error) {
 	others := s.buildShared(o)
 	s.undoWindow = o.UndoWindow
 	s.titles = titles.New(o.Runtime, o.Store, s.pages, others, s.log)
-	s.labels = map[string]string{}
-	for _, m := range o.Runtime.Models() {
-		s.labels[m.Name] = m.Label()
+	if s.console = o.Console; s.console == nil {
+		return nil, errors.New("server: a console is required")
 	}
 	if s.auth = o.Auth; s.auth == nil {
 		var err error
