@@ -65,6 +65,10 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/admin/users", s.adminUserCreateSubmit, auth.RequireAdmin)
 	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, auth.RequireAdmin)
 	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, auth.RequireAdmin)
+	app.POST("/admin/models", s.adminModelCreateSubmit, auth.RequireAdmin)
+	app.POST("/admin/models/test", s.adminModelTestSubmit, auth.RequireAdmin)
+	app.POST("/admin/models/:name", s.adminModelUpdateSubmit, auth.RequireAdmin)
+	app.POST("/admin/models/:name/delete", s.adminModelDeleteSubmit, auth.RequireAdmin)
 }
 
 // uploadRoute takes files of any size: it streams its body and holds it

@@ -305,9 +305,17 @@ type UserView struct {
 type AdminPage struct {
 	Page
 	TokenUsageEnabled bool
-	Models            []ModelOption
+	ConsoleModels     []ConsoleModelView
 	Users             []UserView
 	MCP               []MCPServerView
+}
+
+// ConsoleModelView is a model in the admin console: herd.yaml's
+// (FromFile: read-only) or one the console added. APIKey is masked.
+type ConsoleModelView struct {
+	Name, DisplayName, Provider, Model, BaseURL, Stream, APIKey string
+	ContextWindow, MaxConcurrentRequests                        int
+	Vision, FromFile, Default                                   bool
 }
 
 // MCPServerView is one configured MCP server on the admin page.

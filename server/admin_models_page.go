@@ -1,0 +1,118 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+	"herd/internal/secrets"
+	"herd/views"
+)
+
+// The admin page's model forms (views.consoleModels): the same console
+// as the API, answered with the page and a flash or an error.
+
+func (s *Server) consoleModelViews(c echo.Context) ([]views.ConsoleModelView, error) {
+	entries, err := s.console.Models(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]views.ConsoleModelView, len(entries))
+	for i, e := range entries {
+		m := e.Config
+		out[i] = views.ConsoleModelView{
+			Name: m.Name, DisplayName: m.DisplayName, Provider: m.Provider, Model: m.Model, BaseURL: m.BaseURL,
+			Stream: string(m.Stream), APIKey: secrets.Mask(m.APIKey), ContextWindow: m.ContextWindow,
+			MaxConcurrentRequests: m.MaxConcurrentRequests, Vision: m.Vision, FromFile: e.FromFile, Default: i == 0,
+		}
+	}
+	return out, nil
+}
+
+// modelForm reads a model form into m's fields (the name apart) and
+// returns the API key typed, nil when the field was left empty.
+func modelForm(c echo.Context, m *agent.ModelConfig) (*string, error) {
+	m.DisplayName = strings.TrimSpace(c.FormValue("display_name"))
+	m.Provider = c.FormValue("provider")
+	m.Model = strings.TrimSpace(c.FormValue("model"))
+	m.BaseURL = strings.TrimSpace(c.FormValue("base_url"))
+	m.Stream = agent.StreamMode(c.FormValue("stream"))
+	m.Vision = c.FormValue("vision") == "true"
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"context_window", &m.ContextWindow}, {"max_concurrent_requests", &m.MaxConcurrentRequests}} {
+		v := strings.TrimSpace(c.FormValue(f.name))
+		if v == "" {
+			*f.dst = 0
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, &EntryError{Field: f.name, Reason: f.name + " must be a whole number, got " + strconv.Quote(v)}
+		}
+		*f.dst = n
+	}
+	if k := c.FormValue("api_key"); k != "" {
+		return &k, nil
+	}
+	return nil, nil
+}
+
+func (s *Server) adminModelCreateSubmit(c echo.Context) error {
+	m := agent.ModelConfig{Name: strings.TrimSpace(c.FormValue("name"))}
+	key, err := modelForm(c, &m)
+	if err == nil {
+		_, err = s.console.CreateModel(c.Request().Context(), ModelChange{Config: m, APIKey: key}, s.rt)
+	}
+	if err == nil {
+		s.consoleChanged()
+	}
+	return formResult(c, err, "Model "+m.Name+" added: new runs may use it now.", s.renderAdmin)
+}
+
+func (s *Server) adminModelUpdateSubmit(c echo.Context) error {
+	name := c.Param("name")
+	edit := func(m *agent.ModelConfig) error {
+		key, err := modelForm(c, m)
+		if key != nil {
+			m.APIKey = *key
+		}
+		return err
+	}
+	_, err := s.console.UpdateModel(c.Request().Context(), name, edit, s.rt)
+	if err == nil {
+		s.consoleChanged()
+	}
+	return formResult(c, err, "Model "+name+" saved: new runs use it now.", s.renderAdmin)
+}
+
+func (s *Server) adminModelDeleteSubmit(c echo.Context) error {
+	name := c.Param("name")
+	err := s.console.DeleteModel(c.Request().Context(), name, s.rt)
+	if err == nil {
+		s.consoleChanged()
+	}
+	return formResult(c, err, "Model "+name+" deleted.", s.renderAdmin)
+}
+
+// adminModelTestSubmit is a form's Test connection: the page again,
+// with what the provider said.
+func (s *Server) adminModelTestSubmit(c echo.Context) error {
+	m := agent.ModelConfig{Name: strings.TrimSpace(c.FormValue("name"))}
+	key, err := modelForm(c, &m)
+	if err == nil {
+		m, err = s.console.TestTarget(c.Request().Context(), m, key)
+	}
+	if err != nil {
+		return formResult(c, err, "", s.renderAdmin)
+	}
+	got := s.console.TestModel(c.Request().Context(), m)
+	if !got.OK {
+		return s.renderAdmin(c, http.StatusOK, "", "Test connection failed: "+got.Detail)
+	}
+	return s.renderAdmin(c, http.StatusOK, "Test connection: "+got.Detail+".", "")
+}
