@@ -45,7 +45,7 @@ func viewOf(e ModelEntry, def bool) modelView {
 
 func (s *Server) apiAdminModels(c echo.Context) error {
 	entries, err := s.console.Models(c.Request().Context())
-	if err != nil {
+	if entries == nil {
 		return err
 	}
 	out := make([]modelView, len(entries))

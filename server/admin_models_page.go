@@ -17,7 +17,7 @@ import (
 
 func (s *Server) consoleModelViews(c echo.Context) ([]views.ConsoleModelView, error) {
 	entries, err := s.console.Models(c.Request().Context())
-	if err != nil {
+	if entries == nil {
 		return nil, err
 	}
 	out := make([]views.ConsoleModelView, len(entries))

@@ -12,6 +12,7 @@ import (
 	"herd/agent/openai"
 	"herd/agent/openai/openaitest"
 	"herd/internal/config"
+	"herd/internal/secrets"
 	"herd/server/metrics"
 )
 
@@ -248,5 +249,27 @@ func TestAdminModelTestConnection(t *testing.T) {
 	r := admin.do("POST", "/api/admin/models/test", map[string]any{"name": "nothing"})
 	if r.status != http.StatusUnprocessableEntity {
 		t.Fatalf("a test of no model: %d %s", r.status, r.body)
+	}
+}
+
+// TestAdminModelWithoutItsKey: a model sealed with a key this herd no
+// longer has is left out, and herd starts and lists the rest.
+func TestAdminModelWithoutItsKey(t *testing.T) {
+	dir := t.TempDir()
+	a := newApp(t, inDir(dir))
+	admin := a.newUser("admin@example.com", true)
+	admin.mustJSON("POST", "/api/admin/models", map[string]any{"name": "sealed", "provider": "openai", "base_url": "http://127.0.0.1:1/v1", "api_key": consoleKey}, http.StatusCreated, nil)
+	a.close()
+	if err := os.Remove(filepath.Join(dir, secrets.KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	b := newApp(t, inDir(dir))
+	admin = b.signIn("admin@example.com")
+	var got struct {
+		Models []modelJSON `json:"models"`
+	}
+	admin.mustJSON("GET", "/api/admin/models", nil, http.StatusOK, &got)
+	if len(got.Models) != 2 {
+		t.Fatalf("models = %+v, want the file's two, the unreadable one left out", got.Models)
 	}
 }

@@ -151,7 +151,8 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	}
 	a.console = NewConsole(ConsoleOptions{Store: store, Secrets: box, Seed: llms, Agents: cfg.subagents.Agents,
 		Build: testModelBuilder(a.metrics), Defaults: config.FillModelDefaults, Check: testCheckModel})
-	if llms, err = a.console.Built(context.Background()); err != nil {
+	// As main does: a stored model herd cannot read is left out.
+	if llms, err = a.console.Built(context.Background()); llms == nil {
 		t.Fatal(err)
 	}
 	toolset := cfg.tools

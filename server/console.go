@@ -134,9 +134,11 @@ type ModelEntry struct {
 }
 
 // Models are the config file's models, then the stored ones that the
-// file does not shadow, their keys opened.
-func (c *Console) Models(ctx context.Context) ([]ModelEntry, error) {
-	stored, err := c.stored(ctx)
+// file does not shadow, their keys opened. One whose key cannot be
+// opened (sealed with a key this herd lacks) is left out: unreadable
+// names it beside the rest.
+func (c *Console) Models(ctx context.Context) (_ []ModelEntry, unreadable error) {
+	stored, unreadable, err := c.stored(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -149,34 +151,38 @@ func (c *Console) Models(ctx context.Context) ([]ModelEntry, error) {
 			out = append(out, ModelEntry{Config: m})
 		}
 	}
-	return out, nil
+	return out, unreadable
 }
 
 func (c *Console) inFile(name string) bool {
 	return slices.ContainsFunc(c.o.Seed, func(m *agent.Model) bool { return m.Config.Name == name })
 }
 
-// stored reads the stored models and opens their keys.
-func (c *Console) stored(ctx context.Context) ([]agent.ModelConfig, error) {
+// stored reads the stored models and opens their keys; those it cannot
+// read are left out and named in unreadable.
+func (c *Console) stored(ctx context.Context) (_ []agent.ModelConfig, unreadable, err error) {
 	rows, err := c.o.Store.ConsoleEntries(ctx, models.EntryModel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]agent.ModelConfig, 0, len(rows))
+	var bad []error
 	for _, r := range rows {
 		var sm storedModel
 		if err := json.Unmarshal(r.Spec, &sm); err != nil {
-			return nil, fmt.Errorf("console: model %s: %w", r.Name, err)
+			bad = append(bad, fmt.Errorf("console: model %s: %w", r.Name, err))
+			continue
 		}
 		key, err := c.o.Secrets.Open(r.Sealed)
 		if err != nil {
-			return nil, fmt.Errorf("console: model %s's API key: %w", r.Name, err)
+			bad = append(bad, fmt.Errorf("console: model %s's API key: %w", r.Name, err))
+			continue
 		}
 		m := sm.config(key)
 		c.o.Defaults(&m)
 		out = append(out, m)
 	}
-	return out, nil
+	return out, errors.Join(bad...), nil
 }
 
 // Built is the models runs start with: the file's, then the stored
@@ -189,16 +195,17 @@ func (c *Console) Built(ctx context.Context) ([]*agent.Model, error) {
 }
 
 func (c *Console) buildLocked(ctx context.Context) ([]*agent.Model, error) {
-	entries, err := c.Models(ctx)
-	if err != nil {
-		return nil, err
+	entries, unreadable := c.Models(ctx)
+	if entries == nil {
+		return nil, unreadable
 	}
 	out := slices.Clone(c.o.Seed)
 	built := map[string]*agent.Model{}
-	var errs []error
+	errs := []error{unreadable}
 	for _, e := range entries[len(c.o.Seed):] {
 		m, ok := c.built[e.Config.Name]
 		if !ok || !reflect.DeepEqual(m.Config, e.Config) {
+			var err error
 			if m, err = c.o.Build(e.Config); err != nil {
 				errs = append(errs, fmt.Errorf("console: model %s: %w", e.Config.Name, err))
 				continue
@@ -313,7 +320,7 @@ func (c *Console) storedModel(ctx context.Context, name string) (agent.ModelConf
 	if c.inFile(name) {
 		return agent.ModelConfig{}, ErrFileEntry
 	}
-	stored, err := c.stored(ctx)
+	stored, _, err := c.stored(ctx)
 	if err != nil {
 		return agent.ModelConfig{}, err
 	}
@@ -331,7 +338,7 @@ func (c *Console) storedModel(ctx context.Context, name string) (agent.ModelConf
 // without the key typed again.
 func (c *Console) TestTarget(ctx context.Context, m agent.ModelConfig, apiKey *string) (agent.ModelConfig, error) {
 	entries, err := c.Models(ctx)
-	if err != nil {
+	if entries == nil {
 		return m, err
 	}
 	i := slices.IndexFunc(entries, func(e ModelEntry) bool { return e.Config.Name == m.Name })
