@@ -440,6 +440,10 @@ func startConsole(ctx context.Context, cfg *config.Config, b *base, box *secrets
 	}
 	b.console = server.NewConsole(server.ConsoleOptions{
 		Store: b.store, Secrets: box, Seed: seed, Agents: cfg.Subagents.Agents,
+		FileLimits: server.ConsoleLimits{RunsPerMinute: cfg.Auth.RunsPerMinute, Limits: agent.Limits{
+			MaxTurns: cfg.Lead.MaxTurns, MaxActiveRunsPerUser: cfg.Lead.MaxActiveRunsPerUser,
+			MaxRunning: cfg.Subagents.MaxRunning, MaxRunningPerUser: cfg.Subagents.MaxRunningPerUser,
+		}},
 		Build: modelBuilder(log, b.metrics.Instrument), Defaults: config.FillModelDefaults, Check: checkModel,
 	})
 	n, err := b.console.Reseal(ctx)

@@ -117,6 +117,8 @@ type run struct {
 	threadID string
 	userID   string
 	model    *Model
+	// maxTurns is lead.max_turns as the run started (Runtime.SetLimits).
+	maxTurns int
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
@@ -268,7 +270,7 @@ func (r *run) converse(log *slog.Logger) ending {
 		r.thinking = nil
 	}
 	var trimmed *fitReport // the latest call of the run that left turns out
-	for turn := 1 + r.turnsUsed; turn <= r.env.lead.MaxTurns; turn++ {
+	for turn := 1 + r.turnsUsed; turn <= r.maxTurns; turn++ {
 		msgID, call, before := r.env.newID(), msgs, partial{}
 		if c := r.continued; c != nil {
 			r.continued = nil
@@ -329,8 +331,8 @@ func (r *run) converse(log *slog.Logger) ending {
 			return ending{status: models.RunCancelled}
 		}
 	}
-	return failed(fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.env.lead.MaxTurns),
-		fmt.Sprintf("The lead stopped after %d turns without a final answer (lead.max_turns).", r.env.lead.MaxTurns))
+	return failed(fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.maxTurns),
+		fmt.Sprintf("The lead stopped after %d turns without a final answer (lead.max_turns).", r.maxTurns))
 }
 
 // prompt is the thread's stored messages the lead's prompt replays:

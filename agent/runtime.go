@@ -84,6 +84,8 @@ type Runtime struct {
 	// cat is the catalog new runs start with, swapped whole by
 	// SetModels; a run keeps the one it started with (docs/DESIGN.md §12).
 	cat atomic.Pointer[catalog]
+	// limits are the limits in force (SetLimits).
+	limits atomic.Pointer[Limits]
 	// boxes builds a run's toolboxes of a catalog's models with the MCP
 	// tools of the moment.
 	boxes func(models map[string]*Model, extra []tools.Tool) (with, without *toolbox, err error)
@@ -157,6 +159,8 @@ func New(o Options) (*Runtime, error) {
 	}
 	rt.base, rt.stopBase = context.WithCancel(context.Background())
 	rt.exec = newExecutor(sub, rt.strays, o.Now, o.NewID)
+	rt.limits.Store(&Limits{MaxTurns: o.Lead.MaxTurns, MaxActiveRunsPerUser: o.Lead.MaxActiveRunsPerUser,
+		MaxRunning: sub.MaxRunning, MaxRunningPerUser: sub.MaxRunningPerUser})
 	return rt, nil
 }
 
@@ -268,6 +272,7 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		editOf:    req.EditOf,
 		commands:  req.Commands,
 		admin:     req.Admin,
+		maxTurns:  rt.limits.Load().MaxTurns,
 	}
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
@@ -501,8 +506,8 @@ func (rt *Runtime) claim(r *run) (ending <-chan struct{}, err error) {
 		return a.done, ErrRunActive
 	case a != nil:
 		return nil, ErrRunActive
-	case rt.byUser[r.userID] >= rt.lead.MaxActiveRunsPerUser:
-		return nil, &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
+	case rt.byUser[r.userID] >= rt.limits.Load().MaxActiveRunsPerUser:
+		return nil, &RunLimitError{Limit: rt.limits.Load().MaxActiveRunsPerUser}
 	}
 	rt.active[r.threadID] = r
 	rt.byUser[r.userID]++
@@ -522,12 +527,13 @@ func (rt *Runtime) claimRow(ctx context.Context, r *run) error {
 	}
 	row := &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning,
 		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: r.lease.Instance, LeaseEpoch: r.lease.Epoch, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent, Continues: r.continues}
-	err := rt.claims.ClaimRun(ctx, row, rt.lead.MaxActiveRunsPerUser)
+	perUser := rt.limits.Load().MaxActiveRunsPerUser
+	err := rt.claims.ClaimRun(ctx, row, perUser)
 	switch {
 	case errors.Is(err, models.ErrConflict):
 		return ErrRunActive
 	case errors.Is(err, models.ErrTooManyRuns):
-		return &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
+		return &RunLimitError{Limit: perUser}
 	}
 	return err
 }

@@ -129,10 +129,10 @@ func (s *Server) consoleChanged() {
 	s.pages.Publish("", "", event.Settings{TokenUsage: s.settings.TokenUsage()})
 }
 
-// ReloadConsole applies what the console stored: another instance
-// changed it (cluster.Console).
+// ReloadConsole applies what the console stored, models and limits:
+// another instance changed it (cluster.Console).
 func (s *Server) ReloadConsole(ctx context.Context) error {
-	return s.console.Reload(ctx, s.rt)
+	return errors.Join(s.console.Reload(ctx, s.rt), s.console.ReloadLimits(ctx, s.applyLimits))
 }
 
 // consoleError is the console's refusal as an admin reads it, nil for
@@ -148,6 +148,48 @@ func consoleError(err error) *apiError {
 		return errConflict(entry.Reason)
 	case errors.As(err, &entry):
 		return &apiError{http.StatusUnprocessableEntity, "unprocessable", entry.Reason}
+	}
+	return nil
+}
+
+func (s *Server) apiAdminLimits(c echo.Context) error {
+	st, err := s.console.Limits(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+// apiAdminLimitsUpdate sets the limits sent; null sets one back to
+// herd.yaml's.
+func (s *Server) apiAdminLimitsUpdate(c echo.Context) error {
+	var raw map[string]json.RawMessage
+	if err := bindJSON(c, &raw); err != nil {
+		return err
+	}
+	change := make(map[string]*int, len(raw))
+	for name, v := range raw {
+		var n *int
+		if err := json.Unmarshal(v, &n); err != nil {
+			return &EntryError{Field: name, Reason: name + " must be a whole number, or null for herd.yaml's"}
+		}
+		change[name] = n
+	}
+	st, err := s.console.SetLimits(c.Request().Context(), change, s.applyLimits)
+	if err != nil {
+		return err
+	}
+	s.consoleChanged()
+	return c.JSON(http.StatusOK, st)
+}
+
+// applyLimits puts l in force: the runtime's, and the runs a minute.
+func (s *Server) applyLimits(l ConsoleLimits) error {
+	if err := s.rt.SetLimits(l.Limits); err != nil {
+		return &EntryError{Reason: err.Error()}
+	}
+	if l.RunsPerMinute > 0 { // 0: the server's default, kept
+		s.runLimiter.SetRate(l.RunsPerMinute)
 	}
 	return nil
 }

@@ -116,3 +116,52 @@ func (s *Server) adminModelTestSubmit(c echo.Context) error {
 	}
 	return s.renderAdmin(c, http.StatusOK, "Test connection: "+got.Detail+".", "")
 }
+
+// limitLabels name the console's limits on the page, in its order.
+var limitLabels = []struct{ name, label string }{
+	{"runs_per_minute", "Runs a minute per user"},
+	{"max_active_runs_per_user", "Runs at once per user"},
+	{"lead_max_turns", "Lead turns per run"},
+	{"subagents_max_running", "Subagents at once"},
+	{"subagents_max_running_per_user", "Subagents at once per user"},
+}
+
+func (s *Server) limitViews(c echo.Context) ([]views.LimitView, error) {
+	st, err := s.console.Limits(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
+	now, file := st.Limits.limitFields(), st.File.limitFields()
+	out := make([]views.LimitView, len(limitLabels))
+	for i, l := range limitLabels {
+		_, set := st.Stored[l.name]
+		out[i] = views.LimitView{Name: l.name, Label: l.label, Value: *now[l.name], File: *file[l.name], Set: set}
+	}
+	return out, nil
+}
+
+// adminLimitsSubmit sets the limits of the form: an empty field sets
+// one back to herd.yaml's.
+func (s *Server) adminLimitsSubmit(c echo.Context) error {
+	change := map[string]*int{}
+	var err error
+	for _, l := range limitLabels {
+		v := strings.TrimSpace(c.FormValue(l.name))
+		if v == "" {
+			change[l.name] = nil
+			continue
+		}
+		n, perr := strconv.Atoi(v)
+		if perr != nil {
+			err = &EntryError{Field: l.name, Reason: l.label + " must be a whole number, got " + strconv.Quote(v)}
+			break
+		}
+		change[l.name] = &n
+	}
+	if err == nil {
+		if _, err = s.console.SetLimits(c.Request().Context(), change, s.applyLimits); err == nil {
+			s.consoleChanged()
+		}
+	}
+	return formResult(c, err, "Limits saved: they apply now.", s.renderAdmin)
+}

@@ -273,3 +273,49 @@ func TestAdminModelWithoutItsKey(t *testing.T) {
 		t.Fatalf("models = %+v, want the file's two, the unreadable one left out", got.Models)
 	}
 }
+
+// TestAdminLimits: the console's limits win over herd.yaml's at once,
+// null sets one back, bad input names the limit, users may not.
+func TestAdminLimits(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("admin@example.com", true)
+	plain := a.newUser("user@example.com", false)
+	var st LimitsState
+	admin.mustJSON("GET", "/api/admin/limits", nil, http.StatusOK, &st)
+	if st.Limits != st.File || st.File.RunsPerMinute != 10000 || len(st.Stored) != 0 {
+		t.Fatalf("limits before a change = %+v", st)
+	}
+	admin.mustJSON("PATCH", "/api/admin/limits", map[string]any{"lead_max_turns": 5, "runs_per_minute": 1, "subagents_max_running": 2}, http.StatusOK, &st)
+	if got := a.rt.Limits(); got.MaxTurns != 5 || got.MaxRunning != 2 || st.Limits.RunsPerMinute != 1 || st.Stored["lead_max_turns"] != 5 {
+		t.Fatalf("after the PATCH the runtime has %+v, the answer %+v", got, st)
+	}
+	th := plain.newThread("t")
+	plain.startRun(th, "one")
+	a.waitIdle(th)
+	if r := plain.do("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "two"}); r.status != http.StatusTooManyRequests {
+		t.Fatalf("a second run within the minute at runs_per_minute 1: %d %s, want 429", r.status, r.body)
+	}
+	st = LimitsState{}
+	admin.mustJSON("PATCH", "/api/admin/limits", map[string]any{"lead_max_turns": nil}, http.StatusOK, &st)
+	if a.rt.Limits().MaxTurns != st.File.MaxTurns || st.Stored["lead_max_turns"] != 0 {
+		t.Fatalf("null did not set max turns back to herd.yaml's: %+v", st)
+	}
+	for _, c := range []struct {
+		body any
+		want string
+	}{
+		{map[string]any{"runs_per_minute": 0}, `"field":"runs_per_minute"`},
+		{map[string]any{"colour": 3}, `"field":"colour"`},
+		{map[string]any{"lead_max_turns": "many"}, `lead_max_turns`},
+	} {
+		if r := admin.do("PATCH", "/api/admin/limits", c.body); r.status/100 != 4 || !strings.Contains(string(r.body), c.want) {
+			t.Errorf("PATCH %v: %d %s, want a refusal with %s", c.body, r.status, r.body, c.want)
+		}
+	}
+	if r := plain.do("PATCH", "/api/admin/limits", map[string]any{"lead_max_turns": 9}); r.status != http.StatusForbidden {
+		t.Errorf("a user's PATCH: %d", r.status)
+	}
+	if a.rt.Limits().MaxTurns != st.File.MaxTurns {
+		t.Error("a refused change changed the limits")
+	}
+}

@@ -188,6 +188,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		}
 	}
 	a.opts = so
+	a.console.o.FileLimits = ConsoleLimits{Limits: a.rt.Limits(), RunsPerMinute: so.RunsPerMinute}
 	a.srv, err = New(so)
 	if err != nil {
 		t.Fatal(err)

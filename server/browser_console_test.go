@@ -56,6 +56,18 @@ func TestBrowserConsoleModel(t *testing.T) {
 	b.activate("Test connection", `#model-console-gpt form.model-form button[formaction="/admin/models/test"]`)
 	b.waitNewPage("the connection's answer", `document.querySelector(".notice-ok")?.textContent.includes("Console GPT answered as gpt-x")`, 20*time.Second)
 
+	// A limit set on the page applies at once; herd.yaml's shows beside.
+	if ph := evalAs[string](b, `document.querySelector("#limit-lead_max_turns").placeholder`); ph != "herd.yaml: 25" {
+		t.Errorf("the turns field's placeholder is %q, want herd.yaml's value", ph)
+	}
+	b.do("set the lead's turns", chromedp.SendKeys(chromedp.CSS(`#limit-lead_max_turns`), "9"))
+	b.markPage()
+	b.activate("Save limits", `#limits button.button-primary`)
+	b.waitNewPage("the limits saved", `document.querySelector(".notice-ok")?.textContent.includes("Limits saved")`, 10*time.Second)
+	if got := a.rt.Limits().MaxTurns; got != 9 {
+		t.Errorf("after Save limits the runtime's max turns are %d, want 9", got)
+	}
+
 	b.navigate("/threads/new")
 	b.waitFor("the new-thread page", `document.documentElement.dataset.herdReady === "1" && !!document.querySelector('#composer-model option[value="console-gpt"]')`, 10*time.Second)
 	evalAs[chromedp.Void](b, `document.querySelector("#composer-model").value = "console-gpt"`)

@@ -26,6 +26,8 @@ type ConsoleStore interface {
 	CreateConsoleEntry(ctx context.Context, e *models.ConsoleEntry) error
 	UpdateConsoleEntry(ctx context.Context, e *models.ConsoleEntry) error
 	DeleteConsoleEntry(ctx context.Context, kind, name string) error
+	Setting(ctx context.Context, key string) (string, error)
+	SetSetting(ctx context.Context, key, value string) error
 }
 
 // ModelSetter takes the models new runs start with; *agent.Runtime
@@ -44,7 +46,9 @@ type ConsoleOptions struct {
 	// Agents are the config file's subagent types: a model one names
 	// cannot be deleted.
 	Agents map[string]agent.AgentConfig
-	Build  ModelBuilder
+	// FileLimits are herd.yaml's limits, which the console's override.
+	FileLimits ConsoleLimits
+	Build      ModelBuilder
 	// Defaults fills in a model's defaults and Check checks it by the
 	// config file's rules (config.FillModelDefaults, config.CheckModel),
 	// each problem naming its field.

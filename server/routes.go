@@ -69,6 +69,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/admin/models/test", s.adminModelTestSubmit, auth.RequireAdmin)
 	app.POST("/admin/models/:name", s.adminModelUpdateSubmit, auth.RequireAdmin)
 	app.POST("/admin/models/:name/delete", s.adminModelDeleteSubmit, auth.RequireAdmin)
+	app.POST("/admin/limits", s.adminLimitsSubmit, auth.RequireAdmin)
 }
 
 // uploadRoute takes files of any size: it streams its body and holds it
@@ -101,6 +102,8 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/admin/models/test", s.apiAdminModelTest, auth.RequireAdmin)
 	api.PATCH("/admin/models/:name", s.apiAdminModelUpdate, auth.RequireAdmin)
 	api.DELETE("/admin/models/:name", s.apiAdminModelDelete, auth.RequireAdmin)
+	api.GET("/admin/limits", s.apiAdminLimits, auth.RequireAdmin)
+	api.PATCH("/admin/limits", s.apiAdminLimitsUpdate, auth.RequireAdmin)
 	api.GET("/threads", s.apiThreads, auth.RequireUser)
 	api.GET("/search", s.apiSearch, auth.RequireUser)
 	api.POST("/threads", s.apiThreadCreate, auth.RequireUser)

@@ -207,6 +207,10 @@ func New(o Options) (*Server, error) {
 	if s.console = o.Console; s.console == nil {
 		return nil, errors.New("server: a console is required")
 	}
+	// The limits the console stored win over herd.yaml's from the start.
+	if err := s.console.ReloadLimits(context.Background(), s.applyLimits); err != nil {
+		return nil, err
+	}
 	if s.auth = o.Auth; s.auth == nil {
 		var err error
 		if s.auth, err = auth.New(context.Background(), authOptions(o, s.metrics)); err != nil {

@@ -306,6 +306,7 @@ type AdminPage struct {
 	Page
 	TokenUsageEnabled bool
 	ConsoleModels     []ConsoleModelView
+	Limits            []LimitView
 	Users             []UserView
 	MCP               []MCPServerView
 }
@@ -316,6 +317,14 @@ type ConsoleModelView struct {
 	Name, DisplayName, Provider, Model, BaseURL, Stream, APIKey string
 	ContextWindow, MaxConcurrentRequests                        int
 	Vision, FromFile, Default                                   bool
+}
+
+// LimitView is a limit in the admin console: the value in force,
+// herd.yaml's, and whether the console set it (Set: it wins).
+type LimitView struct {
+	Name, Label string
+	Value, File int
+	Set         bool
 }
 
 // MCPServerView is one configured MCP server on the admin page.
