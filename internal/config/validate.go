@@ -406,13 +406,36 @@ func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.Model
 	// A limit of 1 would cap a subagent at its first tool call.
 	l.atLeast("subagents.loop_limit", s.LoopLimit, 2)
 	for _, name := range sortedNames(s.Agents) {
-		l.validateAgent("subagents.agents."+name, name, s.Agents[name], models, servers)
+		l.report("subagents.agents."+name, CheckAgent(name, s.Agents[name], models, servers))
 	}
 }
 
-func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) {
+// report reports each problem of the entry at key (a problem of no
+// field is the entry's own).
+func (l *loader) report(key string, probs []FieldError) {
+	for _, f := range probs {
+		k := key
+		if f.Field != "" {
+			k += "." + f.Field
+		}
+		l.invalid(k, "%s", f.Message)
+	}
+}
+
+func (l *loader) validateTools(key string, tools *[]string, servers []mcp.ServerConfig) {
+	var c fieldChecks
+	c.checkTools("", tools, servers)
+	l.report(key, c)
+}
+
+// CheckAgent checks subagent type name by the config file's rules
+// against the models and MCP servers there are: the file's types and
+// the admin console's are held to the same ones (docs/DESIGN.md §12).
+// A problem with no Field is the name's.
+func CheckAgent(name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) []FieldError {
+	var c fieldChecks
 	if !agentName.MatchString(name) {
-		l.invalid(key, "agent name must match %s", agentName)
+		c.invalid("", "agent name must match %s", agentName)
 	}
 	if name == agent.SubagentGeneral || name == agent.SubagentBash {
 		for _, f := range []struct {
@@ -425,41 +448,46 @@ func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []a
 			{"disallowed_tools", a.DisallowedTools != nil},
 		} {
 			if f.set {
-				l.invalid(key+"."+f.name, "cannot be set for the built-in subagent %s (only model, max_turns, timeout_seconds and token_budget can)", name)
+				c.invalid(f.name, "cannot be set for the built-in subagent %s (only model, max_turns, timeout_seconds and token_budget can)", name)
 			}
 		}
 	} else if strings.TrimSpace(a.Description) == "" {
-		l.invalid(key+".description", "a custom subagent needs a description for the lead to choose it by")
+		c.invalid("description", "a custom subagent needs a description for the lead to choose it by")
 	}
 	if a.Model != "" && a.Model != inheritModel && !hasModel(models, a.Model) {
 		names := make([]string, len(models))
 		for i, m := range models {
 			names[i] = m.Name
 		}
-		l.invalid(key+".model", "unknown model %q (must be inherit or one of: %s)", a.Model, strings.Join(names, ", "))
+		c.invalid("model", "unknown model %q (must be inherit or one of: %s)", a.Model, strings.Join(names, ", "))
 	}
-	l.validateTools(key+".tools", a.Tools, servers)
-	l.validateTools(key+".disallowed_tools", a.DisallowedTools, servers)
+	c.checkTools("tools", a.Tools, servers)
+	c.checkTools("disallowed_tools", a.DisallowedTools, servers)
 	if a.MaxTurns != nil {
-		l.atLeast(key+".max_turns", *a.MaxTurns, 1)
+		c.atLeast("max_turns", *a.MaxTurns, 1)
 	}
 	if a.TimeoutSeconds != nil {
-		l.atLeast(key+".timeout_seconds", *a.TimeoutSeconds, 1)
+		c.atLeast("timeout_seconds", *a.TimeoutSeconds, 1)
 	}
 	if a.TokenBudget != nil && *a.TokenBudget < 0 {
-		l.invalid(key+".token_budget", "must be at least 0, got %d", *a.TokenBudget)
+		c.invalid("token_budget", "must be at least 0, got %d", *a.TokenBudget)
 	}
+	return c
 }
 
-func (l *loader) validateTools(key string, tools *[]string, servers []mcp.ServerConfig) {
+// checkTools checks a tools list at field ("" for the entry itself).
+func (c *fieldChecks) checkTools(field string, tools *[]string, servers []mcp.ServerConfig) {
 	if tools == nil {
 		return
 	}
 	known := agent.ToolNames()
 	for i, t := range *tools {
-		k := fmt.Sprintf("%s.%d", key, i)
-		if !l.mcpSelector(k, t, servers) && !slices.Contains(known, t) {
-			l.invalid(k, "unknown tool %q (known: %s, or mcp:<server>/<tool>)", t, strings.Join(known, ", "))
+		f := strconv.Itoa(i)
+		if field != "" {
+			f = field + "." + f
+		}
+		if !c.mcpSelector(f, t, servers) && !slices.Contains(known, t) {
+			c.invalid(f, "unknown tool %q (known: %s, or mcp:<server>/<tool>)", t, strings.Join(known, ", "))
 		}
 	}
 }
