@@ -12,6 +12,8 @@ import (
 type catalog struct {
 	byName map[string]*Model
 	order  []*Model // the first is the default
+	// agents are the subagent types' settings (subagents.agents).
+	agents map[string]AgentConfig
 	// withCommands and withoutCommands are the toolboxes a run gets by
 	// StartRequest.Commands without MCP tools; the same one where bash is
 	// not configured.
@@ -35,15 +37,21 @@ func (c *catalog) model(name string) (*Model, error) {
 // that is empty or that a subagent type's model is missing from, and
 // then changes nothing.
 func (rt *Runtime) SetModels(models []*Model) error {
+	return rt.SetCatalog(models, rt.cat.Load().agents)
+}
+
+// SetCatalog is SetModels with the subagent types' settings too
+// (subagents.agents: overrides of the built-ins and custom types).
+func (rt *Runtime) SetCatalog(models []*Model, agents map[string]AgentConfig) error {
 	if len(models) == 0 {
 		return fmt.Errorf("agent: no models configured")
 	}
-	c := &catalog{byName: make(map[string]*Model, len(models)), order: models}
+	c := &catalog{byName: make(map[string]*Model, len(models)), order: models, agents: agents}
 	for _, m := range models {
 		c.byName[m.Config.Name] = m
 	}
 	var err error
-	if c.withCommands, c.withoutCommands, err = rt.boxes(c.byName, nil); err != nil {
+	if c.withCommands, c.withoutCommands, err = rt.boxes(c.byName, agents, nil); err != nil {
 		return err
 	}
 	rt.cat.Store(c)

@@ -83,3 +83,31 @@ func TestSetModelsRefusesDanglingType(t *testing.T) {
 		t.Fatal("a refused change removed a model")
 	}
 }
+
+// TestSetCatalogTypes: a subagent type added is offered to the runs that
+// start after, never to the toolbox a run already holds; one naming a
+// model missing from the list is refused.
+func TestSetCatalogTypes(t *testing.T) {
+	p := llmFunc(func(context.Context, Request, func(string)) (Response, error) { return reply("x", nil), nil })
+	h := newHarness(t, harnessConfig{models: []*Model{model("main", p)}})
+	held := h.rt.cat.Load().withCommands
+	models := h.rt.cat.Load().order
+	if err := h.rt.SetCatalog(models, map[string]AgentConfig{"writer": {Description: "writes", Model: "nope"}}); err == nil {
+		t.Fatal("SetCatalog took a type naming a model that is not there")
+	}
+	if err := h.rt.SetCatalog(models, map[string]AgentConfig{"writer": {Description: "writes"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.rt.cat.Load().withCommands.agents.byName["writer"]; !ok {
+		t.Fatal("the new type is not offered to new runs")
+	}
+	if _, ok := held.agents.byName["writer"]; ok {
+		t.Fatal("the new type reached a toolbox a run already held")
+	}
+	if err := h.rt.SetModels(models); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.rt.cat.Load().withCommands.agents.byName["writer"]; !ok {
+		t.Fatal("SetModels dropped the types")
+	}
+}

@@ -88,7 +88,7 @@ type Runtime struct {
 	limits atomic.Pointer[Limits]
 	// boxes builds a run's toolboxes of a catalog's models with the MCP
 	// tools of the moment.
-	boxes func(models map[string]*Model, extra []tools.Tool) (with, without *toolbox, err error)
+	boxes func(models map[string]*Model, agents map[string]AgentConfig, extra []tools.Tool) (with, without *toolbox, err error)
 	mcp   ToolSource
 
 	base     context.Context
@@ -150,11 +150,13 @@ func New(o Options) (*Runtime, error) {
 		lease:  o.Lease,
 		resume: o.Resume,
 	}
-	rt.boxes = func(models map[string]*Model, extra []tools.Tool) (*toolbox, *toolbox, error) {
-		return newToolboxes(o.Tools, extra, sub, models, o.Lead, o.CommandsOffReason)
+	rt.boxes = func(models map[string]*Model, agents map[string]AgentConfig, extra []tools.Tool) (*toolbox, *toolbox, error) {
+		cfg := sub
+		cfg.Agents = agents
+		return newToolboxes(o.Tools, extra, cfg, models, o.Lead, o.CommandsOffReason)
 	}
 	rt.mcp = o.MCP
-	if err := rt.SetModels(o.Models); err != nil {
+	if err := rt.SetCatalog(o.Models, sub.Agents); err != nil {
 		return nil, err
 	}
 	rt.base, rt.stopBase = context.WithCancel(context.Background())
@@ -372,7 +374,7 @@ func (rt *Runtime) toolbox(ctx context.Context, cat *catalog, commands, admin bo
 	// for one that is slow to answer.
 	wctx, cancel := context.WithTimeout(ctx, firstUseWait)
 	defer cancel()
-	with, without, err := rt.boxes(cat.byName, rt.mcp.Tools(wctx, admin))
+	with, without, err := rt.boxes(cat.byName, cat.agents, rt.mcp.Tools(wctx, admin))
 	if err != nil {
 		return nil, err
 	}
