@@ -368,6 +368,11 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, box *secrets
 	if err != nil {
 		return nil, err
 	}
+	// The subagent types: herd.yaml's, and those added in the console.
+	sub := cfg.Subagents
+	if sub.Agents, err = b.console.Agents(ctx); err != nil {
+		return nil, err
+	}
 	toolset, err := buildTools(cfg.Sandbox)
 	if err != nil {
 		return nil, err
@@ -382,7 +387,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, box *secrets
 		MCP:           tsrc,
 		Models:        llms,
 		Lead:          cfg.Lead,
-		Subagents:     cfg.Subagents,
+		Subagents:     sub,
 		WorkspaceRoot: workspaceRoot(cfg),
 		ToolImages:    toolImages(cfg),
 		Tools:         toolset,
@@ -445,6 +450,7 @@ func startConsole(ctx context.Context, cfg *config.Config, b *base, box *secrets
 			MaxRunning: cfg.Subagents.MaxRunning, MaxRunningPerUser: cfg.Subagents.MaxRunningPerUser,
 		}},
 		Build: modelBuilder(log, b.metrics.Instrument), Defaults: config.FillModelDefaults, Check: checkModel,
+		CheckAgent: agentChecker(cfg.MCP.Servers),
 	})
 	n, err := b.console.Reseal(ctx)
 	if err != nil {

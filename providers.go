@@ -7,6 +7,7 @@ import (
 	"herd/agent"
 	"herd/agent/anthropic"
 	"herd/agent/demo"
+	"herd/agent/mcp"
 	"herd/agent/openai"
 	"herd/internal/config"
 	"herd/server"
@@ -55,10 +56,22 @@ func modelBuilder(log *slog.Logger, instrument func(string, agent.Provider) agen
 	}
 }
 
+// agentChecker is config.CheckAgent as the console reads it, against the
+// configured MCP servers.
+func agentChecker(servers []mcp.ServerConfig) func(string, agent.AgentConfig, []agent.ModelConfig) []server.FieldProblem {
+	return func(name string, a agent.AgentConfig, models []agent.ModelConfig) []server.FieldProblem {
+		return fieldProblems(config.CheckAgent(name, a, models, servers))
+	}
+}
+
 // checkModel is config.CheckModel as the console reads it.
 func checkModel(m agent.ModelConfig) []server.FieldProblem {
+	return fieldProblems(config.CheckModel(m))
+}
+
+func fieldProblems(errs []config.FieldError) []server.FieldProblem {
 	var out []server.FieldProblem
-	for _, f := range config.CheckModel(m) {
+	for _, f := range errs {
 		out = append(out, server.FieldProblem{Field: f.Field, Message: f.Message})
 	}
 	return out

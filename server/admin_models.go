@@ -143,7 +143,7 @@ func consoleError(err error) *apiError {
 	case errors.Is(err, ErrFileEntry):
 		return errConflict(fileNote)
 	case errors.Is(err, ErrEntryExists):
-		return errConflict("a model of this name exists; choose another name or edit it")
+		return errConflict("this name is taken (by herd.yaml or the console); choose another or edit that one")
 	case errors.As(err, &entry) && entry.InUse:
 		return errConflict(entry.Reason)
 	case errors.As(err, &entry):

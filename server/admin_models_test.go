@@ -165,8 +165,8 @@ func TestAdminModelEdits(t *testing.T) {
 	}{
 		{"a file model is read-only", admin, "PATCH", "/api/admin/models/demo-fast", map[string]any{"vision": true}, http.StatusConflict, "set in herd.yaml — edit there"},
 		{"a file model cannot be deleted", admin, "DELETE", "/api/admin/models/demo-fast", nil, http.StatusConflict, "set in herd.yaml — edit there"},
-		{"a file model's name is taken", admin, "POST", "/api/admin/models", map[string]any{"name": "demo-fast", "provider": "openai", "base_url": fake.URL()}, http.StatusConflict, "exists"},
-		{"a console model's name is taken", admin, "POST", "/api/admin/models", map[string]any{"name": "m", "provider": "openai", "base_url": fake.URL()}, http.StatusConflict, "exists"},
+		{"a file model's name is taken", admin, "POST", "/api/admin/models", map[string]any{"name": "demo-fast", "provider": "openai", "base_url": fake.URL()}, http.StatusConflict, "taken"},
+		{"a console model's name is taken", admin, "POST", "/api/admin/models", map[string]any{"name": "m", "provider": "openai", "base_url": fake.URL()}, http.StatusConflict, "taken"},
 		{"a bad base URL", admin, "POST", "/api/admin/models", map[string]any{"name": "x", "provider": "openai", "base_url": "ftp://x"}, http.StatusUnprocessableEntity, `"field":"base_url"`},
 		{"an unknown provider", admin, "POST", "/api/admin/models", map[string]any{"name": "x", "provider": "gemini"}, http.StatusUnprocessableEntity, `"field":"provider"`},
 		{"a small window", admin, "POST", "/api/admin/models", map[string]any{"name": "x", "provider": "openai", "base_url": fake.URL(), "context_window": 128}, http.StatusUnprocessableEntity, "context_window must be 0 (unknown) or at least 512"},
@@ -317,5 +317,80 @@ func TestAdminLimits(t *testing.T) {
 	}
 	if a.rt.Limits().MaxTurns != st.File.MaxTurns {
 		t.Error("a refused change changed the limits")
+	}
+}
+
+func testCheckAgent(name string, a agent.AgentConfig, models []agent.ModelConfig) []FieldProblem {
+	var out []FieldProblem
+	for _, f := range config.CheckAgent(name, a, models, nil) {
+		out = append(out, FieldProblem{Field: f.Field, Message: f.Message})
+	}
+	return out
+}
+
+// TestAdminAgents: a subagent type added through the API is offered to
+// the next run's lead (the task tool names it) with no restart; it is
+// held to the config file's rules; herd.yaml's types are read-only; a
+// model it names cannot be deleted.
+func TestAdminAgents(t *testing.T) {
+	fake := openaitest.NewServer(t)
+	fake.SetFallback(func(openaitest.ChatRequest) openaitest.Reply { return openaitest.Text("done") })
+	a := newApp(t, func(c *appConfig) {
+		c.subagents = agent.SubagentsConfig{Agents: map[string]agent.AgentConfig{"researcher": {Description: "researches"}}}
+	})
+	admin := a.newUser("admin@example.com", true)
+	plain := a.newUser("user@example.com", false)
+	admin.mustJSON("POST", "/api/admin/models", map[string]any{"name": "m", "provider": "openai", "base_url": fake.URL()}, http.StatusCreated, nil)
+	admin.mustJSON("POST", "/api/admin/agents", map[string]any{"name": "writer", "description": "Writes release notes", "model": "m", "max_turns": 4}, http.StatusCreated, nil)
+
+	var got struct {
+		Agents []struct {
+			Name, Source, Note string
+			ReadOnly           bool `json:"read_only"`
+		} `json:"agents"`
+	}
+	admin.mustJSON("GET", "/api/admin/agents", nil, http.StatusOK, &got)
+	if len(got.Agents) != 2 || got.Agents[0].Name != "researcher" || !got.Agents[0].ReadOnly || got.Agents[1].Name != "writer" || got.Agents[1].Source != "console" {
+		t.Fatalf("agents = %+v, want herd.yaml's researcher read-only, then writer", got.Agents)
+	}
+	th := admin.newThread("t")
+	admin.mustJSON("POST", "/api/threads/"+th+"/runs", map[string]string{"content": "hi", "model": "m"}, http.StatusAccepted, nil)
+	a.waitIdle(th)
+	if reqs := fake.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Writes release notes")) {
+		t.Fatal("the next run's task tool does not offer the type added")
+	}
+	admin.mustJSON("PATCH", "/api/admin/agents/writer", map[string]any{"description": "Writes changelogs"}, http.StatusOK, nil)
+
+	cases := []struct {
+		name         string
+		u            *user
+		method, path string
+		body         any
+		status       int
+		want         string
+	}{
+		{"herd.yaml's type is read-only", admin, "PATCH", "/api/admin/agents/researcher", map[string]any{"max_turns": 3}, http.StatusConflict, "set in herd.yaml — edit there"},
+		{"herd.yaml's type's name is taken", admin, "POST", "/api/admin/agents", map[string]any{"name": "researcher", "description": "x"}, http.StatusConflict, "taken"},
+		{"an unknown model", admin, "POST", "/api/admin/agents", map[string]any{"name": "x", "description": "x", "model": "nope"}, http.StatusUnprocessableEntity, `"field":"model"`},
+		{"an unknown tool", admin, "POST", "/api/admin/agents", map[string]any{"name": "x", "description": "x", "tools": []string{"teleport"}}, http.StatusUnprocessableEntity, `"field":"tools.0"`},
+		{"no description", admin, "POST", "/api/admin/agents", map[string]any{"name": "x"}, http.StatusUnprocessableEntity, `"field":"description"`},
+		{"a bad name", admin, "POST", "/api/admin/agents", map[string]any{"name": "Bad Name", "description": "x"}, http.StatusUnprocessableEntity, "agent name must match"},
+		{"a model a type names", admin, "DELETE", "/api/admin/models/m", nil, http.StatusConflict, "subagent type writer uses model m"},
+		{"users may not add", plain, "POST", "/api/admin/agents", map[string]any{"name": "x", "description": "x"}, http.StatusForbidden, ""},
+		{"users may not list", plain, "GET", "/api/admin/agents", nil, http.StatusForbidden, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.u.do(c.method, c.path, c.body)
+			if r.status != c.status || !strings.Contains(string(r.body), c.want) {
+				t.Fatalf("%s %s: %d %s, want %d with %q", c.method, c.path, r.status, r.body, c.status, c.want)
+			}
+		})
+	}
+	if r := admin.do("DELETE", "/api/admin/agents/writer", nil); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE writer: %d %s", r.status, r.body)
+	}
+	if r := admin.do("DELETE", "/api/admin/models/m", nil); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE m once no type names it: %d %s", r.status, r.body)
 	}
 }

@@ -150,9 +150,12 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		t.Fatal(err)
 	}
 	a.console = NewConsole(ConsoleOptions{Store: store, Secrets: box, Seed: llms, Agents: cfg.subagents.Agents,
-		Build: testModelBuilder(a.metrics), Defaults: config.FillModelDefaults, Check: testCheckModel})
+		Build: testModelBuilder(a.metrics), Defaults: config.FillModelDefaults, Check: testCheckModel, CheckAgent: testCheckAgent})
 	// As main does: a stored model herd cannot read is left out.
 	if llms, err = a.console.Built(context.Background()); llms == nil {
+		t.Fatal(err)
+	}
+	if cfg.subagents.Agents, err = a.console.Agents(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	toolset := cfg.tools

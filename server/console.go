@@ -30,10 +30,10 @@ type ConsoleStore interface {
 	SetSetting(ctx context.Context, key, value string) error
 }
 
-// ModelSetter takes the models new runs start with; *agent.Runtime
-// implements it.
+// ModelSetter takes the models and subagent types new runs start with;
+// *agent.Runtime implements it.
 type ModelSetter interface {
-	SetModels(models []*agent.Model) error
+	SetCatalog(models []*agent.Model, agents map[string]agent.AgentConfig) error
 }
 
 // ConsoleOptions builds a Console.
@@ -54,6 +54,9 @@ type ConsoleOptions struct {
 	// each problem naming its field.
 	Defaults func(*agent.ModelConfig)
 	Check    func(agent.ModelConfig) []FieldProblem
+	// CheckAgent checks a subagent type by the config file's rules
+	// against models (config.CheckAgent).
+	CheckAgent func(name string, a agent.AgentConfig, models []agent.ModelConfig) []FieldProblem
 }
 
 // FieldProblem is a field validation refuses, and why.
@@ -235,19 +238,27 @@ func (c *Console) applyLocked(ctx context.Context, rt ModelSetter) error {
 	if ms == nil {
 		return buildErr
 	}
-	return errors.Join(rt.SetModels(ms), buildErr)
+	agents, err := c.Agents(ctx)
+	if err != nil {
+		return err
+	}
+	return errors.Join(rt.SetCatalog(ms, agents), buildErr)
 }
 
 // Check fills m's defaults and validates it by the config file's rules.
 func (c *Console) Check(m *agent.ModelConfig) error {
 	c.o.Defaults(m)
-	probs := c.o.Check(*m)
-	if len(probs) == 0 {
-		return nil
+	if probs := c.o.Check(*m); len(probs) > 0 {
+		return entryError(probs)
 	}
+	return nil
+}
+
+// entryError is the refusal of probs, naming the first's field.
+func entryError(probs []FieldProblem) *EntryError {
 	msgs := make([]string, len(probs))
 	for i, p := range probs {
-		msgs[i] = p.Field + " " + p.Message
+		msgs[i] = strings.TrimSpace(p.Field + " " + p.Message)
 	}
 	return &EntryError{Field: probs[0].Field, Reason: strings.Join(msgs, "; ")}
 }
@@ -371,7 +382,11 @@ func (c *Console) DeleteModel(ctx context.Context, name string, rt ModelSetter) 
 	if _, err := c.storedModel(ctx, name); err != nil {
 		return err
 	}
-	if users := c.typesNaming(name); len(users) > 0 {
+	agents, err := c.Agents(ctx)
+	if err != nil {
+		return err
+	}
+	if users := typesNaming(agents, name); len(users) > 0 {
 		return &EntryError{InUse: true, Reason: fmt.Sprintf("the subagent type %s uses model %s: change its model first", users[0], name)}
 	}
 	if err := c.o.Store.DeleteConsoleEntry(ctx, models.EntryModel, name); err != nil {
@@ -380,9 +395,9 @@ func (c *Console) DeleteModel(ctx context.Context, name string, rt ModelSetter) 
 	return c.applyLocked(ctx, rt)
 }
 
-func (c *Console) typesNaming(model string) []string {
+func typesNaming(agents map[string]agent.AgentConfig, model string) []string {
 	var out []string
-	for name, a := range c.o.Agents {
+	for name, a := range agents {
 		if a.Model == model {
 			out = append(out, name)
 		}
