@@ -234,9 +234,13 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	if err != nil {
 		return err
 	}
+	agents, err := s.agentTypeViews(c)
+	if err != nil {
+		return err
+	}
 	p := s.page(c, "Admin")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, Limits: limits, Users: users, MCP: s.mcpViews()}))
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews()}))
 }
 
 // formResult answers a page's form with the page again: with flash when

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,25 @@ func TestBrowserConsoleModel(t *testing.T) {
 	b.markPage()
 	b.activate("Test connection", `#model-console-gpt form.model-form button[formaction="/admin/models/test"]`)
 	b.waitNewPage("the connection's answer", `document.querySelector(".notice-ok")?.textContent.includes("Console GPT answered as gpt-x")`, 20*time.Second)
+
+	// A subagent type added on the page may name the console's model.
+	b.do("fill the new type",
+		chromedp.SendKeys(chromedp.CSS(`#new-agent-name`), "writer"),
+		chromedp.SendKeys(chromedp.CSS(`#new-agent-description`), "Writes release notes"),
+		chromedp.SetValue(chromedp.CSS(`#new-agent-model`), "console-gpt"),
+		chromedp.SendKeys(chromedp.CSS(`#new-agent-tools`), "read_file, ls"),
+	)
+	b.markPage()
+	b.activate("Add type", `#agent-add button.button-primary`)
+	b.waitNewPage("the type added", `document.querySelector(".notice-ok")?.textContent.includes("Subagent type writer added")
+		&& !!document.querySelector("#agent-writer")`, 10*time.Second)
+	var types struct {
+		Agents []struct{ Name, Model string } `json:"agents"`
+	}
+	admin.mustJSON("GET", "/api/admin/agents", nil, http.StatusOK, &types)
+	if len(types.Agents) != 1 || types.Agents[0].Model != "console-gpt" {
+		t.Errorf("types after the form = %+v, want writer on console-gpt", types.Agents)
+	}
 
 	// A limit set on the page applies at once; herd.yaml's shows beside.
 	if ph := evalAs[string](b, `document.querySelector("#limit-lead_max_turns").placeholder`); ph != "herd.yaml: 25" {

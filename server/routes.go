@@ -70,6 +70,9 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/admin/models/:name", s.adminModelUpdateSubmit, auth.RequireAdmin)
 	app.POST("/admin/models/:name/delete", s.adminModelDeleteSubmit, auth.RequireAdmin)
 	app.POST("/admin/limits", s.adminLimitsSubmit, auth.RequireAdmin)
+	app.POST("/admin/agents", s.adminAgentCreateSubmit, auth.RequireAdmin)
+	app.POST("/admin/agents/:name", s.adminAgentUpdateSubmit, auth.RequireAdmin)
+	app.POST("/admin/agents/:name/delete", s.adminAgentDeleteSubmit, auth.RequireAdmin)
 }
 
 // uploadRoute takes files of any size: it streams its body and holds it

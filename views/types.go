@@ -307,6 +307,7 @@ type AdminPage struct {
 	TokenUsageEnabled bool
 	ConsoleModels     []ConsoleModelView
 	Limits            []LimitView
+	Agents            []AgentTypeView
 	Users             []UserView
 	MCP               []MCPServerView
 }
@@ -317,6 +318,16 @@ type ConsoleModelView struct {
 	Name, DisplayName, Provider, Model, BaseURL, Stream, APIKey string
 	ContextWindow, MaxConcurrentRequests                        int
 	Vision, FromFile, Default                                   bool
+}
+
+// AgentTypeView is a subagent type in the admin console: herd.yaml's
+// (FromFile: read-only) or one the console added. Tools is the tools
+// list as typed, comma-separated ("" for the type's default); MaxTurns
+// and TimeoutSeconds are "" when unset.
+type AgentTypeView struct {
+	Name, Description, SystemPrompt, Model, Tools string
+	MaxTurns, TimeoutSeconds                      string
+	FromFile                                      bool
 }
 
 // LimitView is a limit in the admin console: the value in force,
