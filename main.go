@@ -450,7 +450,7 @@ func startConsole(ctx context.Context, cfg *config.Config, b *base, box *secrets
 			MaxRunning: cfg.Subagents.MaxRunning, MaxRunningPerUser: cfg.Subagents.MaxRunningPerUser,
 		}},
 		Build: modelBuilder(log, b.metrics.Instrument), Defaults: config.FillModelDefaults, Check: checkModel,
-		CheckAgent: agentChecker(cfg.MCP.Servers),
+		CheckAgent: agentChecker(cfg.MCP.Servers), MCP: cfg.MCP.Servers,
 	})
 	n, err := b.console.Reseal(ctx)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/internal/secrets"
 	"herd/models"
 )
@@ -46,6 +47,8 @@ type ConsoleOptions struct {
 	// Agents are the config file's subagent types: a model one names
 	// cannot be deleted.
 	Agents map[string]agent.AgentConfig
+	// MCP are herd.yaml's MCP servers, shown read-only.
+	MCP []mcp.ServerConfig
 	// FileLimits are herd.yaml's limits, which the console's override.
 	FileLimits ConsoleLimits
 	Build      ModelBuilder
