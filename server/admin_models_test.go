@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -392,5 +394,39 @@ func TestAdminAgents(t *testing.T) {
 	}
 	if r := admin.do("DELETE", "/api/admin/models/m", nil); r.status != http.StatusNoContent {
 		t.Fatalf("DELETE m once no type names it: %d %s", r.status, r.body)
+	}
+}
+
+// TestResealAfterRotation: with the old key as the previous one, Reseal
+// seals every stored key again with the new key, once; then the new key
+// alone opens them.
+func TestResealAfterRotation(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("admin@example.com", true)
+	admin.mustJSON("POST", "/api/admin/models", map[string]any{"name": "m", "provider": "openai", "base_url": "http://127.0.0.1:1/v1", "api_key": consoleKey}, http.StatusCreated, nil)
+	oldFile, err := os.ReadFile(filepath.Join(a.dir, secrets.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(string(oldFile)))
+	newKey := bytes.Repeat([]byte{7}, 32)
+	rotated, err := secrets.New(newKey, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := func(box *secrets.Box) *Console {
+		return NewConsole(ConsoleOptions{Store: a.store, Secrets: box, Defaults: config.FillModelDefaults, Check: testCheckModel, Build: testModelBuilder(a.metrics)})
+	}
+	ctx := context.Background()
+	if n, err := console(rotated).Reseal(ctx); err != nil || n != 1 {
+		t.Fatalf("Reseal = %d, %v; want the one stored key", n, err)
+	}
+	if n, _ := console(rotated).Reseal(ctx); n != 0 {
+		t.Fatalf("a second Reseal sealed %d again, want none", n)
+	}
+	only, _ := secrets.New(newKey, nil)
+	ms, err := console(only).Models(ctx)
+	if err != nil || len(ms) != 1 || ms[0].Config.APIKey != consoleKey {
+		t.Fatalf("the new key alone opens %+v, %v; want the stored key", ms, err)
 	}
 }
