@@ -26,6 +26,7 @@ import (
 	"herd/agent/mcp"
 	"herd/agent/tools"
 	"herd/internal/config"
+	"herd/internal/secrets"
 	"herd/models"
 	"herd/server"
 	"herd/server/cluster"
@@ -159,6 +160,13 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if err := resolveSandbox(cfg, log); err != nil {
 		return err
 	}
+	// The key to the stored secrets is checked before anything opens: a
+	// key file others may read stops herd here (docs/OPERATIONS.md,
+	// "Secrets at rest").
+	box, err := secrets.Load(cfg.Server.DataDir, lookup(environ, config.EnvSecretKey), lookup(environ, config.EnvSecretKeyPrevious))
+	if err != nil {
+		return err
+	}
 	// Listen first: an address in use stops herd before it opens anything.
 	lns, err := openListeners(cfg)
 	if err != nil {
@@ -177,7 +185,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	}
 	defer b.close()
 	b.owner = lock
-	rt, err := startRuntime(ctx, cfg, b, log)
+	rt, err := startRuntime(ctx, cfg, b, box, log)
 	if err != nil {
 		return err
 	}
@@ -188,7 +196,7 @@ func serve(ctx context.Context, cfg *config.Config, environ []string, log *slog.
 	if b.cluster != nil {
 		// The cluster hands the other instances' notices to this
 		// instance's runtime, sockets and deletes.
-		h := cluster.Handlers{Runs: rt, Sockets: srv, Deletes: srv}
+		h := cluster.Handlers{Runs: rt, Sockets: srv, Deletes: srv, Console: srv}
 		if err := b.cluster.Start(ctx, lns.app.Addr().String(), h); err != nil {
 			return err
 		}
@@ -237,6 +245,7 @@ type base struct {
 	owner    *dataDirLock     // the data directory's lock, which records the address
 	cluster  *cluster.Cluster // the other instances on PostgreSQL; nil on SQLite
 	mcp      *mcp.Servers     // nil without mcp.servers
+	console  *server.Console  // the models (…) added in the admin console
 }
 
 func openBase(ctx context.Context, cfg *config.Config, log *slog.Logger) (*base, error) {
@@ -357,13 +366,15 @@ func (b *base) close() {
 
 // startRuntime builds the agent runtime on the configured models and
 // tools, then closes the runs a crash interrupted.
-func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Logger) (*agent.Runtime, error) {
-	llms, err := buildModels(cfg.Models, log)
+func startRuntime(ctx context.Context, cfg *config.Config, b *base, box *secrets.Box, log *slog.Logger) (*agent.Runtime, error) {
+	llms, err := startConsole(ctx, cfg, b, box, log)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range llms {
-		m.Provider = b.metrics.Instrument(m.Config.Name, m.Provider)
+	// The subagent types: herd.yaml's, and those added in the console.
+	sub := cfg.Subagents
+	if sub.Agents, err = b.console.Agents(ctx); err != nil {
+		return nil, err
 	}
 	toolset, err := buildTools(cfg.Sandbox)
 	if err != nil {
@@ -379,7 +390,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		MCP:           tsrc,
 		Models:        llms,
 		Lead:          cfg.Lead,
-		Subagents:     cfg.Subagents,
+		Subagents:     sub,
 		WorkspaceRoot: workspaceRoot(cfg),
 		ToolImages:    toolImages(cfg),
 		Tools:         toolset,
@@ -421,6 +432,45 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, log *slog.Lo
 		log.Warn("crash recovery closed interrupted runs", "runs", closed)
 	}
 	return rt, nil
+}
+
+// startConsole builds the admin console over the config file's models
+// and returns those runs start with: the file's, then the console's
+// (docs/DESIGN.md §12). It first re-seals what a previous key sealed (a
+// rotation, docs/OPERATIONS.md). A stored model that cannot be built is
+// logged and left out, never a reason not to start.
+func startConsole(ctx context.Context, cfg *config.Config, b *base, box *secrets.Box, log *slog.Logger) ([]*agent.Model, error) {
+	seed, err := buildModels(cfg.Models, log)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range seed {
+		m.Provider = b.metrics.Instrument(m.Config.Name, m.Provider)
+	}
+	b.console = server.NewConsole(server.ConsoleOptions{
+		Store: b.store, Secrets: box, Seed: seed, Agents: cfg.Subagents.Agents,
+		FileLimits: server.ConsoleLimits{RunsPerMinute: cfg.Auth.RunsPerMinute, Limits: agent.Limits{
+			MaxTurns: cfg.Lead.MaxTurns, MaxActiveRunsPerUser: cfg.Lead.MaxActiveRunsPerUser,
+			MaxRunning: cfg.Subagents.MaxRunning, MaxRunningPerUser: cfg.Subagents.MaxRunningPerUser,
+		}},
+		Build: modelBuilder(log, b.metrics.Instrument), Defaults: config.FillModelDefaults, Check: checkModel,
+		CheckAgent: agentChecker(cfg.MCP.Servers), MCP: cfg.MCP.Servers,
+	})
+	n, err := b.console.Reseal(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("re-seal the stored secrets with the new key: %w", err)
+	}
+	if n > 0 {
+		log.Info("stored secrets re-sealed with the current key", "entries", n)
+	}
+	llms, err := b.console.Built(ctx)
+	if llms == nil {
+		return nil, err
+	}
+	if err != nil {
+		log.Error("a model added in the admin console is left out", "err", err)
+	}
+	return llms, nil
 }
 
 // workspaceRoot is where thread workspaces live: workspaces.dir, or
@@ -486,6 +536,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		Runtime:             rt,
 		Hub:                 b.hub,
 		Settings:            b.settings,
+		Console:             b.console,
 		Markdown:            b.md,
 		Metrics:             b.metrics,
 		Storage:             b.writer,

@@ -158,7 +158,7 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 	b.Helper()
 	rt := env.rt
 	r := &run{
-		env: &rt.runEnv, box: rt.withCommands, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.defModel,
+		env: &rt.runEnv, box: rt.cat.Load().withCommands, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.cat.Load().order[0],
 		done: make(chan struct{}),
 	}
 	r.sink = r.env.newSink(r.threadID, r.id)

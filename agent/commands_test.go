@@ -112,10 +112,10 @@ func TestCommandsOffered(t *testing.T) {
 // toolbox, no note in the prompt and Commands reports false.
 func TestCommandsWithoutBash(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", split(leadThen(), nil))}})
-	if h.rt.Commands() || h.rt.withCommands != h.rt.withoutCommands {
+	if h.rt.Commands() || h.rt.cat.Load().withCommands != h.rt.cat.Load().withoutCommands {
 		t.Fatal("two toolboxes without the bash tool")
 	}
-	if strings.Contains(h.rt.withoutCommands.prompt, CommandsOff) {
+	if strings.Contains(h.rt.cat.Load().withoutCommands.prompt, CommandsOff) {
 		t.Error("the prompt says commands are off where none exist")
 	}
 }

@@ -11,11 +11,10 @@ import (
 
 // executor runs subagents: admission, the two timeout layers, cancellation
 // and the registry of executions (docs/DESIGN.md §5). It holds its
-// configuration, the models a subagent type may name and a clock; what a
-// task needs of its run comes with each dispatch (taskScope).
+// configuration and a clock; what a task needs of its run, the models
+// its type may name included, comes with each dispatch (taskScope).
 type executor struct {
 	cfg    SubagentsConfig
-	models map[string]*Model
 	slots  *admission // fair across users, FIFO within one
 	reg    *registry
 	wg     sync.WaitGroup // subagent goroutines
@@ -32,11 +31,14 @@ type executor struct {
 
 // taskScope is what a dispatch needs of the run that makes it.
 type taskScope struct {
-	ctx       context.Context // the run's: Stop cancels every task
-	runID     string
-	userID    string // whose slots the task takes
-	threadID  string
-	model     *Model // the lead's model of the run: what inherit means
+	ctx      context.Context // the run's: Stop cancels every task
+	runID    string
+	userID   string // whose slots the task takes
+	threadID string
+	model    *Model // the lead's model of the run: what inherit means
+	// models are the run's catalog (docs/DESIGN.md §12): a model an
+	// admin changed since the run started is not seen by its tasks.
+	models    map[string]*Model
 	workspace string
 	agents    *specSet // the types the run may choose, tools as its toolbox has them
 	box       *toolbox // the run's toolbox of agents
@@ -48,10 +50,9 @@ type taskScope struct {
 
 // newExecutor builds the executor; cfg has its defaults filled in
 // (withDefaults).
-func newExecutor(cfg SubagentsConfig, models map[string]*Model, st *strays, now func() time.Time, newID func() string) *executor {
+func newExecutor(cfg SubagentsConfig, st *strays, now func() time.Time, newID func() string) *executor {
 	x := &executor{
 		cfg:    cfg,
-		models: models,
 		slots:  newAdmission(cfg.MaxRunning, cfg.MaxRunningPerUser),
 		reg:    newRegistry(),
 		strays: st,
@@ -65,10 +66,11 @@ func newExecutor(cfg SubagentsConfig, models map[string]*Model, st *strays, now 
 }
 
 // resolveModel returns the effective model: inherit → the lead's model for
-// this run. Resolved once per dispatch and used for every call and event.
-func (x *executor) resolveModel(spec *subagentSpec, lead *Model) *Model {
+// this run, a name → that model of the run's catalog. Resolved once per
+// dispatch and used for every call and event.
+func resolveModel(spec *subagentSpec, lead *Model, models map[string]*Model) *Model {
 	if spec.model != "inherit" {
-		if m, ok := x.models[spec.model]; ok {
+		if m, ok := models[spec.model]; ok {
 			return m
 		}
 	}
@@ -236,7 +238,7 @@ func (x *executor) stats() Stats {
 // newExecution builds the execution of one task call, its model resolved
 // once for every call, event and card.
 func (x *executor) newExecution(s taskScope, taskID string, args taskArgs, spec *subagentSpec) *execution {
-	model := x.resolveModel(spec, s.model)
+	model := resolveModel(spec, s.model, s.models)
 	e := &execution{
 		ID:          x.newID(),
 		TaskID:      taskID,

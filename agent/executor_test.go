@@ -357,7 +357,7 @@ func TestDelegateReleasesTheContext(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("done", nil), nil
 	}))}})
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000ab", threadID: h.thread, model: h.rt.defModel, done: make(chan struct{})}
+	r := &run{env: &h.rt.runEnv, box: h.rt.cat.Load().withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000ab", threadID: h.thread, model: h.rt.cat.Load().order[0], done: make(chan struct{})}
 	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
@@ -384,7 +384,7 @@ func TestFirstTerminalWins(t *testing.T) {
 	h := newHarness(t, harnessConfig{models: []*Model{model("m", llmFunc(func(context.Context, Request, func(string)) (Response, error) {
 		return reply("x", nil), nil
 	}))}})
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.defModel, done: make(chan struct{})}
+	r := &run{env: &h.rt.runEnv, box: h.rt.cat.Load().withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.cat.Load().order[0], done: make(chan struct{})}
 	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
@@ -394,7 +394,7 @@ func TestFirstTerminalWins(t *testing.T) {
 		{Status: StatusCancelled, Error: "stopped"},
 	}
 	for i := range 60 {
-		e := h.rt.exec.newExecution(r.scope(), fmt.Sprintf("race-%d", i), taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.withCommands.agents.byName[SubagentGeneral])
+		e := h.rt.exec.newExecution(r.scope(), fmt.Sprintf("race-%d", i), taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.cat.Load().withCommands.agents.byName[SubagentGeneral])
 		e.collector.Record(&models.UsageEntry{CallID: fmt.Sprint(i), TotalTokens: 5, InputTokens: 3, OutputTokens: 2})
 		var (
 			wg      sync.WaitGroup

@@ -117,6 +117,8 @@ type run struct {
 	threadID string
 	userID   string
 	model    *Model
+	// maxTurns is lead.max_turns as the run started (Runtime.SetLimits).
+	maxTurns int
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
@@ -271,7 +273,7 @@ func (r *run) converse(log *slog.Logger) ending {
 		r.thinking = nil
 	}
 	var trimmed *fitReport // the latest call of the run that left turns out
-	for turn := 1 + r.turnsUsed; turn <= r.env.lead.MaxTurns; turn++ {
+	for turn := 1 + r.turnsUsed; turn <= r.maxTurns; turn++ {
 		if r.budget.spent() {
 			// The calls of the last turn, its subagents' included, have
 			// finished: no further one starts (docs/DESIGN.md §6).
@@ -337,8 +339,8 @@ func (r *run) converse(log *slog.Logger) ending {
 			return ending{status: models.RunCancelled}
 		}
 	}
-	return failed(fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.env.lead.MaxTurns),
-		fmt.Sprintf("The lead stopped after %d turns without a final answer (lead.max_turns).", r.env.lead.MaxTurns))
+	return failed(fmt.Sprintf("the lead reached lead.max_turns (%d) without a final answer", r.maxTurns),
+		fmt.Sprintf("The lead stopped after %d turns without a final answer (lead.max_turns).", r.maxTurns))
 }
 
 // prompt is the thread's stored messages the lead's prompt replays:
@@ -583,7 +585,7 @@ func (r *run) finishTask(call ToolCall, o Outcome, release func()) Message {
 
 // scope is what the executor needs of this run for a task call.
 func (r *run) scope() taskScope {
-	return taskScope{budget: r.budget, ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r.sink}
+	return taskScope{budget: r.budget, ctx: r.ctx, runID: r.id, userID: r.userID, threadID: r.threadID, model: r.model, models: r.box.models, workspace: r.workspace, agents: &r.box.agents, box: r.box, rebox: r.rebox, log: r.logger(), sink: r.sink}
 }
 
 // end writes the run's final status and run.end.

@@ -29,7 +29,6 @@ func TestSubagentSpecs(t *testing.T) {
 		"writer":        {Description: "w", TimeoutSeconds: ptr(42), DisallowedTools: &[]string{tools.Bash}},
 	}
 	h := newHarness(t, harnessConfig{subagents: cfg, tools: append(tools.Workspace(), bash), models: []*Model{fast, deep}})
-	x := h.rt.exec
 	cases := []struct {
 		name    string
 		timeout time.Duration
@@ -43,7 +42,7 @@ func TestSubagentSpecs(t *testing.T) {
 		{"writer", 42 * time.Second, 100, "inherit", []string{tools.Ls, tools.ReadFile, tools.WriteFile, tools.StrReplace}},
 	}
 	for _, c := range cases {
-		s := h.rt.withCommands.agents.byName[c.name]
+		s := h.rt.cat.Load().withCommands.agents.byName[c.name]
 		if s == nil {
 			t.Fatalf("no spec %s", c.name)
 		}
@@ -59,14 +58,14 @@ func TestSubagentSpecs(t *testing.T) {
 	}
 	// Without bash allowed, the bash type does not exist.
 	h2 := newHarness(t, harnessConfig{models: []*Model{fast}})
-	if _, ok := h2.rt.withCommands.agents.byName[SubagentBash]; ok {
+	if _, ok := h2.rt.cat.Load().withCommands.agents.byName[SubagentBash]; ok {
 		t.Error("bash subagent offered without the bash tool")
 	}
 	// The effective model: inherit is the lead's model of the run.
-	if got := x.resolveModel(h.rt.withCommands.agents.byName[SubagentGeneral], deep); got != deep {
+	if got := resolveModel(h.rt.cat.Load().withCommands.agents.byName[SubagentGeneral], deep, h.rt.cat.Load().byName); got != deep {
 		t.Errorf("inherit resolved to %s, want the run's model", got.Config.Name)
 	}
-	if got := x.resolveModel(h.rt.withCommands.agents.byName["researcher"], fast); got != deep {
+	if got := resolveModel(h.rt.cat.Load().withCommands.agents.byName["researcher"], fast, h.rt.cat.Load().byName); got != deep {
 		t.Errorf("named model resolved to %s", got.Config.Name)
 	}
 }
@@ -329,11 +328,11 @@ func TestJanitor(t *testing.T) {
 		return reply("x", nil), nil
 	}))}})
 	h.rt.exec.janitorGrace = 50 * time.Millisecond
-	r := &run{env: &h.rt.runEnv, box: h.rt.withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.defModel}
+	r := &run{env: &h.rt.runEnv, box: h.rt.cat.Load().withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.cat.Load().order[0]}
 	r.sink = r.env.newSink(r.threadID, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
-	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.withCommands.agents.byName[SubagentGeneral])
+	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.cat.Load().withCommands.agents.byName[SubagentGeneral])
 	h.rt.exec.reg.add(e)
 	e.finish(Outcome{Status: StatusCompleted, Result: "never delivered"})
 	deadline := time.Now().Add(2 * time.Second)

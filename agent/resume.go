@@ -128,7 +128,8 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 	if why != "" {
 		return why, nil
 	}
-	model, err := rt.model(row.ModelName)
+	cat := rt.cat.Load()
+	model, err := cat.model(row.ModelName)
 	if err != nil {
 		return fmt.Sprintf("its model %q is no longer configured", row.ModelName), nil
 	}
@@ -145,7 +146,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 			}
 		}
 	}
-	box, err := rt.toolbox(ctx, start.Commands, start.Admin)
+	box, err := rt.toolbox(ctx, cat, start.Commands, start.Admin)
 	if err != nil {
 		return "", err
 	}
@@ -166,7 +167,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 		r.lease = rt.lease()
 	}
 	if rt.mcp != nil {
-		r.rebox = func(b *toolbox) *toolbox { return rt.refresh(b, req.Commands, req.Admin, r.logger()) }
+		r.rebox = func(b *toolbox) *toolbox { return rt.refresh(b, cat, req.Commands, req.Admin, r.logger()) }
 	}
 	if r.workspace, err = rt.runEnv.workspace(r.threadID); err != nil {
 		return "", err

@@ -85,16 +85,15 @@ type ToolSource interface {
 // they finish, are stopped, or the runtime shuts down.
 type Runtime struct {
 	runEnv
-	// withCommands and withoutCommands are the toolboxes a run gets by
-	// StartRequest.Commands; the same one where bash is not configured.
-	withCommands, withoutCommands *toolbox
-	// boxes builds a run's toolboxes with the MCP tools of the moment.
-	boxes func(extra []tools.Tool) (with, without *toolbox, err error)
+	// cat is the catalog new runs start with, swapped whole by
+	// SetModels; a run keeps the one it started with (docs/DESIGN.md §12).
+	cat atomic.Pointer[catalog]
+	// limits are the limits in force (SetLimits).
+	limits atomic.Pointer[Limits]
+	// boxes builds a run's toolboxes of a catalog's models with the MCP
+	// tools of the moment.
+	boxes func(models map[string]*Model, agents map[string]AgentConfig, extra []tools.Tool) (with, without *toolbox, err error)
 	mcp   ToolSource
-
-	models   map[string]*Model
-	order    []*Model
-	defModel *Model
 
 	base     context.Context
 	stopBase context.CancelFunc
@@ -149,31 +148,27 @@ func New(o Options) (*Runtime, error) {
 			persistTO: 30 * time.Second, images: o.ToolImages, decodes: make(chan struct{}, maxDecodes),
 			strays: &strays{grace: time.Duration(sub.CancelGraceSeconds) * time.Second},
 		},
-		models:   make(map[string]*Model, len(o.Models)),
-		order:    o.Models,
-		defModel: o.Models[0],
-		active:   map[string]*run{},
-		byUser:   map[string]int{},
+		active: map[string]*run{},
+		byUser: map[string]int{},
 
 		claims:   o.Claims,
 		lease:    o.Lease,
 		resume:   o.Resume,
 		budgetOf: o.BudgetOf,
 	}
-	for _, m := range o.Models {
-		rt.models[m.Config.Name] = m
-	}
-	var err error
-	rt.boxes = func(extra []tools.Tool) (*toolbox, *toolbox, error) {
-		return newToolboxes(o.Tools, extra, sub, rt.models, o.Lead, o.CommandsOffReason)
+	rt.boxes = func(models map[string]*Model, agents map[string]AgentConfig, extra []tools.Tool) (*toolbox, *toolbox, error) {
+		cfg := sub
+		cfg.Agents = agents
+		return newToolboxes(o.Tools, extra, cfg, models, o.Lead, o.CommandsOffReason)
 	}
 	rt.mcp = o.MCP
-	rt.withCommands, rt.withoutCommands, err = rt.boxes(nil)
-	if err != nil {
+	if err := rt.SetCatalog(o.Models, sub.Agents); err != nil {
 		return nil, err
 	}
 	rt.base, rt.stopBase = context.WithCancel(context.Background())
-	rt.exec = newExecutor(sub, rt.models, rt.strays, o.Now, o.NewID)
+	rt.exec = newExecutor(sub, rt.strays, o.Now, o.NewID)
+	rt.limits.Store(&Limits{MaxTurns: o.Lead.MaxTurns, MaxActiveRunsPerUser: o.Lead.MaxActiveRunsPerUser,
+		MaxRunning: sub.MaxRunning, MaxRunningPerUser: sub.MaxRunningPerUser})
 	return rt, nil
 }
 
@@ -223,11 +218,12 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	if req.RetryOf != "" && req.EditOf != "" {
 		return Started{}, errors.New("agent: a run retries or edits, not both")
 	}
-	model, err := rt.model(req.Model)
+	cat := rt.cat.Load()
+	model, err := cat.model(req.Model)
 	if err != nil {
 		return Started{}, err
 	}
-	box, err := rt.toolbox(ctx, req.Commands, req.Admin)
+	box, err := rt.toolbox(ctx, cat, req.Commands, req.Admin)
 	if err != nil {
 		return Started{}, err
 	}
@@ -245,7 +241,7 @@ func (rt *Runtime) Start(ctx context.Context, req StartRequest) (Started, error)
 	}
 
 	if rt.mcp != nil {
-		r.rebox = func(b *toolbox) *toolbox { return rt.refresh(b, req.Commands, req.Admin, r.logger()) }
+		r.rebox = func(b *toolbox) *toolbox { return rt.refresh(b, cat, req.Commands, req.Admin, r.logger()) }
 	}
 
 	msgID := rt.newID()
@@ -288,6 +284,7 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		editOf:    req.EditOf,
 		commands:  req.Commands,
 		admin:     req.Admin,
+		maxTurns:  rt.limits.Load().MaxTurns,
 	}
 	r.sink = rt.runEnv.newSink(r.threadID, r.id)
 	if req.Budget.Limit > 0 {
@@ -298,16 +295,10 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 	return r
 }
 
-// model is the configured model called name, or the default for "".
+// model is the model called name of the catalog of the moment, or its
+// default for "".
 func (rt *Runtime) model(name string) (*Model, error) {
-	if name == "" {
-		return rt.defModel, nil
-	}
-	m, ok := rt.models[name]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownModel, name)
-	}
-	return m, nil
+	return rt.cat.Load().model(name)
 }
 
 // place finds where run r goes in the thread's tree of runs
@@ -384,19 +375,19 @@ const firstUseWait = 5 * time.Second
 
 // toolbox is what a run gets: the built-in tools with or without
 // commands, and the MCP tools the user may use as they are now.
-func (rt *Runtime) toolbox(ctx context.Context, commands, admin bool) (*toolbox, error) {
+func (rt *Runtime) toolbox(ctx context.Context, cat *catalog, commands, admin bool) (*toolbox, error) {
 	if rt.mcp == nil {
 		if commands {
-			return rt.withCommands, nil
+			return cat.withCommands, nil
 		}
-		return rt.withoutCommands, nil
+		return cat.withoutCommands, nil
 	}
 	gen := rt.mcp.Generation()
 	// An HTTP server connects on first use; a run does not wait long
 	// for one that is slow to answer.
 	wctx, cancel := context.WithTimeout(ctx, firstUseWait)
 	defer cancel()
-	with, without, err := rt.boxes(rt.mcp.Tools(wctx, admin))
+	with, without, err := rt.boxes(cat.byName, cat.agents, rt.mcp.Tools(wctx, admin))
 	if err != nil {
 		return nil, err
 	}
@@ -410,12 +401,12 @@ func (rt *Runtime) toolbox(ctx context.Context, commands, admin bool) (*toolbox,
 
 // refresh is b, or b rebuilt when the MCP tools changed since it was
 // built (tools/list_changed, a server restarted), so the next model call
-// sees the tools as they are.
-func (rt *Runtime) refresh(b *toolbox, commands, admin bool, log *slog.Logger) *toolbox {
+// sees the tools as they are, with the models of the run's catalog cat.
+func (rt *Runtime) refresh(b *toolbox, cat *catalog, commands, admin bool, log *slog.Logger) *toolbox {
 	if rt.mcp.Generation() == b.gen {
 		return b
 	}
-	nb, err := rt.toolbox(rt.base, commands, admin)
+	nb, err := rt.toolbox(rt.base, cat, commands, admin)
 	if err != nil {
 		log.Error("rebuild the toolbox", "err", err)
 		return b
@@ -477,10 +468,11 @@ func (rt *Runtime) Wait(ctx context.Context, threadID string) error {
 	}
 }
 
-// Models returns the configured models, the default first.
+// Models returns the models new runs may use, the default first.
 func (rt *Runtime) Models() []ModelConfig {
-	out := make([]ModelConfig, len(rt.order))
-	for i, m := range rt.order {
+	order := rt.cat.Load().order
+	out := make([]ModelConfig, len(order))
+	for i, m := range order {
 		out[i] = m.Config
 	}
 	return out
@@ -529,8 +521,8 @@ func (rt *Runtime) claim(r *run) (ending <-chan struct{}, err error) {
 		return a.done, ErrRunActive
 	case a != nil:
 		return nil, ErrRunActive
-	case rt.byUser[r.userID] >= rt.lead.MaxActiveRunsPerUser:
-		return nil, &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
+	case rt.byUser[r.userID] >= rt.limits.Load().MaxActiveRunsPerUser:
+		return nil, &RunLimitError{Limit: rt.limits.Load().MaxActiveRunsPerUser}
 	}
 	rt.active[r.threadID] = r
 	rt.byUser[r.userID]++
@@ -550,12 +542,13 @@ func (rt *Runtime) claimRow(ctx context.Context, r *run) error {
 	}
 	row := &models.Run{ID: r.id, ThreadID: r.threadID, UserID: r.userID, Status: models.RunRunning,
 		ModelName: r.model.Config.Name, StartedAt: rt.now().UTC(), InstanceID: r.lease.Instance, LeaseEpoch: r.lease.Epoch, RetryOf: r.retryOf, EditOf: r.editOf, ParentRun: r.parent, Continues: r.continues}
-	err := rt.claims.ClaimRun(ctx, row, rt.lead.MaxActiveRunsPerUser)
+	perUser := rt.limits.Load().MaxActiveRunsPerUser
+	err := rt.claims.ClaimRun(ctx, row, perUser)
 	switch {
 	case errors.Is(err, models.ErrConflict):
 		return ErrRunActive
 	case errors.Is(err, models.ErrTooManyRuns):
-		return &RunLimitError{Limit: rt.lead.MaxActiveRunsPerUser}
+		return &RunLimitError{Limit: perUser}
 	}
 	return err
 }
@@ -584,7 +577,10 @@ func (rt *Runtime) release(r *run) {
 // Commands reports whether runs may be offered commands at all: the bash
 // tool is configured. A run offered none although they exist has the
 // reason in its lead's prompt.
-func (rt *Runtime) Commands() bool { return rt.withCommands != rt.withoutCommands }
+func (rt *Runtime) Commands() bool {
+	cat := rt.cat.Load()
+	return cat.withCommands != cat.withoutCommands
+}
 
 // Drain stops accepting runs (ErrShuttingDown) and waits, until ctx ends,
 // for the running ones to end by themselves: the first half of a stop

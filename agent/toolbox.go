@@ -22,6 +22,9 @@ type toolbox struct {
 	specs  []tools.Spec
 	agents specSet
 	prompt string // the lead's system prompt
+	// models are the models its subagent types may name: the catalog
+	// the run started with (docs/DESIGN.md §12).
+	models map[string]*Model
 	// gen is the generation of the MCP tools it holds (ToolSource).
 	gen uint64
 }
@@ -46,6 +49,7 @@ func newToolbox(set *tools.Set, extra []tools.Tool, cfg SubagentsConfig, models 
 		specs:  append(leadSet.Specs(), taskToolSpec(agents.catalog())),
 		agents: agents,
 		prompt: leadPrompt(lead, offNote),
+		models: models,
 	}, nil
 }
 

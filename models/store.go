@@ -288,7 +288,7 @@ func fileDSN(path string, busy time.Duration, params url.Values) string {
 }
 
 // allModels is every model the store migrates.
-var allModels = []any{&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{}, &Instance{}, &Checkpoint{}, &AuditEntry{}, &Identity{}, &LoginFlow{}}
+var allModels = []any{&User{}, &Session{}, &APIToken{}, &Thread{}, &Message{}, &Run{}, &RunEvent{}, &UsageEntry{}, &Setting{}, &Instance{}, &Checkpoint{}, &AuditEntry{}, &Identity{}, &LoginFlow{}, &ConsoleEntry{}}
 
 func (s *Store) migrate() error {
 	var err error

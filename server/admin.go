@@ -258,9 +258,21 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	for i, u := range us {
 		users[i] = views.UserView{ID: u.ID, Email: u.Email, Role: u.Role, Disabled: u.Disabled, CreatedAt: u.CreatedAt, Self: u.ID == me.ID}
 	}
+	ms, err := s.consoleModelViews(c)
+	if err != nil {
+		return err
+	}
+	limits, err := s.limitViews(c)
+	if err != nil {
+		return err
+	}
+	agents, err := s.agentTypeViews(c)
+	if err != nil {
+		return err
+	}
 	p := s.page(c, "Admin")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), Models: s.modelOptions(), Users: users, MCP: s.mcpViews()}))
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews()}))
 }
 
 // formResult answers a page's form with the page again: with flash when

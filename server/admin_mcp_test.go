@@ -17,18 +17,19 @@ import (
 // mcpFixture is a live HTTP MCP server with one tool, a stdio server
 // whose command does not exist (its error names it, markup included), and
 // one that prints on stderr, with the value of its env, and exits.
-func mcpFixture(t *testing.T) *mcp.Servers {
+func mcpFixture(t *testing.T) (*mcp.Servers, []mcp.ServerConfig) {
 	t.Helper()
 	s := sdk.NewServer(&sdk.Implementation{Name: "fixture", Version: "1"}, nil)
 	s.AddTool(&sdk.Tool{Name: "lookup", Description: "Looks up.", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "found"}}}, nil
 	})
 	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
-	servers := mcp.New([]mcp.ServerConfig{
-		{Name: "search", URL: hs.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer tok-SECRET-1"}},
+	configs := []mcp.ServerConfig{
+		{Name: "search", URL: hs.URL + "/mcp?token=url-SECRET-4", Headers: map[string]string{"Authorization": "Bearer tok-SECRET-1"}},
 		{Name: "broken", Command: "/nonexistent/<script>alert(1)</script>", Env: map[string]string{"KEY": "env-SECRET-2"}, TimeoutSeconds: 2},
 		{Name: "noisy", Command: "sh", Args: []string{"-c", `echo "noisy <b>stderr</b> $KEY" >&2; exit 1`}, Env: map[string]string{"KEY": "env-SECRET-3"}, TimeoutSeconds: 2},
-	}, mcp.Options{MinBackoff: time.Hour})
+	}
+	servers := mcp.New(configs, mcp.Options{MinBackoff: time.Hour})
 	servers.Start()
 	t.Cleanup(func() {
 		servers.Close()
@@ -41,23 +42,31 @@ func mcpFixture(t *testing.T) *mcp.Servers {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	servers.Tools(ctx, true) // connects search, waits for broken's first try
-	return servers
+	return servers, configs
 }
 
 func TestAdminMCP(t *testing.T) {
-	servers := mcpFixture(t)
+	servers, configs := mcpFixture(t)
 	a := newApp(t, func(c *appConfig) { c.server = func(o *Options) { o.MCP = servers } })
+	a.console.o.MCP = configs
 	admin := a.newUser("admin@example.com", true)
 	plain := a.newUser("user@example.com", false)
 
 	var got struct {
-		Servers []mcp.ServerStatus `json:"servers"`
+		Servers []struct {
+			mcp.ServerStatus
+			Config mcpConfigView `json:"config"`
+		} `json:"servers"`
 	}
 	admin.mustJSON("GET", "/api/admin/mcp", nil, http.StatusOK, &got)
 	if len(got.Servers) != 3 {
 		t.Fatalf("servers = %+v, want search, broken and noisy", got.Servers)
 	}
-	search, broken, noisy := got.Servers[0], got.Servers[1], got.Servers[2]
+	if c := got.Servers[0].Config; c.URL != strings.TrimSuffix(configs[0].URL, "/mcp?token=url-SECRET-4") || len(c.Headers) != 1 || c.Headers[0] != "Authorization" ||
+		!c.ReadOnly || c.Note != "set in herd.yaml — edit there" || got.Servers[2].Config.Args != 2 || got.Servers[2].Config.Env[0] != "KEY" {
+		t.Errorf("the servers' settings = %+v, %+v: want the URL to its host, header and env names, read-only", c, got.Servers[2].Config)
+	}
+	search, broken, noisy := got.Servers[0].ServerStatus, got.Servers[1].ServerStatus, got.Servers[2].ServerStatus
 	if search.Name != "search" || search.Transport != "http" || search.State != mcp.StateConnected || search.Use != "all" ||
 		len(search.Tools) != 1 || search.Tools[0] != "mcp:search/lookup" {
 		t.Errorf("search = %+v, want connected over http with mcp:search/lookup", search)
@@ -83,7 +92,7 @@ func TestAdminMCP(t *testing.T) {
 	}
 	raw, _ := json.Marshal(got)
 	for name, out := range map[string]string{"page": body, "api": string(raw)} {
-		for _, secret := range []string{"tok-SECRET-1", "env-SECRET-2", "env-SECRET-3", "<script>alert", "<b>stderr"} {
+		for _, secret := range []string{"tok-SECRET-1", "env-SECRET-2", "env-SECRET-3", "url-SECRET-4", "noisy <b>stderr</b> $KEY", "<script>alert", "<b>stderr"} {
 			if strings.Contains(out, secret) && !(name == "api" && (secret == "<script>alert" || secret == "<b>stderr")) {
 				t.Errorf("the %s shows %q", name, secret)
 			}
@@ -110,7 +119,7 @@ func TestAdminMCPNoneConfigured(t *testing.T) {
 // The admin sees the MCP servers in a real browser: states, tools and a
 // failed server's error shown as text, with no console error.
 func TestBrowserAdminMCP(t *testing.T) {
-	servers := mcpFixture(t)
+	servers, _ := mcpFixture(t)
 	a := newApp(t, func(c *appConfig) { c.server = func(o *Options) { o.MCP = servers } })
 	root := a.newUser("root@example.com", true)
 	b := newBrowser(t, a.http.URL)

@@ -19,6 +19,8 @@ import (
 	"herd/agent"
 	"herd/agent/demo"
 	"herd/agent/tools"
+	"herd/internal/config"
+	"herd/internal/secrets"
 	"herd/models"
 	"herd/server/auth"
 	"herd/server/files"
@@ -38,6 +40,7 @@ type testApp struct {
 	writer   *models.Writer
 	hub      *hub.Hub
 	settings *Settings
+	console  *Console
 	metrics  *metrics.Metrics
 	rt       *agent.Runtime
 	srv      *Server
@@ -142,6 +145,19 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		m.Provider = agent.LimitRequests(m.Provider, m.Config.MaxConcurrentRequests)
 		m.Provider = a.metrics.Instrument(m.Config.Name, m.Provider)
 	}
+	box, err := secrets.Load(dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.console = NewConsole(ConsoleOptions{Store: store, Secrets: box, Seed: llms, Agents: cfg.subagents.Agents,
+		Build: testModelBuilder(a.metrics), Defaults: config.FillModelDefaults, Check: testCheckModel, CheckAgent: testCheckAgent})
+	// As main does: a stored model herd cannot read is left out.
+	if llms, err = a.console.Built(context.Background()); llms == nil {
+		t.Fatal(err)
+	}
+	if cfg.subagents.Agents, err = a.console.Agents(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	toolset := cfg.tools
 	if toolset == nil {
 		toolset = tools.Workspace()
@@ -161,7 +177,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	if cfg.files != nil {
 		cfg.files(&fo)
 	}
-	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
+	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Console: a.console, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
 		ThreadsPerMinute: 10000, MaxSocketsPerUser: 10000, WSConnectsPerMinute: 100000,
 		Files: files.New(fo)}
 	if cfg.server != nil {
@@ -175,6 +191,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		}
 	}
 	a.opts = so
+	a.console.o.FileLimits = ConsoleLimits{Limits: a.rt.Limits(), RunsPerMinute: so.RunsPerMinute}
 	a.srv, err = New(so)
 	if err != nil {
 		t.Fatal(err)

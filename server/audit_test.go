@@ -135,6 +135,33 @@ func TestAuditAdminActions(t *testing.T) {
 			}
 			return id
 		}, models.AuditBudgetUpdate, nil, []side{{"tokens", "700"}, {"period", "day"}}},
+		{"api model create", func() string {
+			admin.mustJSON("POST", "/api/admin/models", map[string]any{"name": "audited", "provider": "openai", "model": "gpt-x",
+				"base_url": "https://llm.example.com/v1", "api_key": "sk-audit-secret-1"}, http.StatusCreated, nil)
+			return "audited"
+		}, models.AuditModelCreate, nil, []side{{"name", "audited"}, {"model", "gpt-x"}, {"api_key", models.MaskedChanged}, {"base_url", "https://llm.example.com/" + models.MaskedChanged}}},
+		{"api model new key", func() string {
+			admin.mustJSON("PATCH", "/api/admin/models/audited", map[string]any{"name": "audited", "api_key": "sk-audit-secret-2"}, http.StatusOK, nil)
+			return "audited"
+		}, models.AuditModelUpdate, []side{{"api_key", models.Masked}}, []side{{"model", "gpt-x"}, {"api_key", models.MaskedChanged}}},
+		{"form model delete", func() string {
+			if r := admin.do("POST", "/admin/models/audited/delete", form(url.Values{})); r.status != http.StatusOK {
+				t.Fatalf("delete: %d %s", r.status, r.body)
+			}
+			return "audited"
+		}, models.AuditModelDelete, []side{{"name", "audited"}, {"api_key", models.Masked}}, nil},
+		{"api agent create", func() string {
+			admin.mustJSON("POST", "/api/admin/agents", map[string]any{"name": "writer", "description": "Writes release notes", "max_turns": 4}, http.StatusCreated, nil)
+			return "writer"
+		}, models.AuditAgentCreate, nil, []side{{"name", "writer"}, {"description", "Writes release notes"}}},
+		{"api agent update", func() string {
+			admin.mustJSON("PATCH", "/api/admin/agents/writer", map[string]any{"description": "Writes changelogs"}, http.StatusOK, nil)
+			return "writer"
+		}, models.AuditAgentUpdate, []side{{"description", "Writes release notes"}}, []side{{"description", "Writes changelogs"}}},
+		{"api limits", func() string {
+			admin.mustJSON("PATCH", "/api/admin/limits", map[string]any{"runs_per_minute": 7}, http.StatusOK, nil)
+			return "limits"
+		}, models.AuditLimitsUpdate, []side{{"runs_per_minute", "10000"}}, []side{{"runs_per_minute", "7"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target := tc.act()

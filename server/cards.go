@@ -21,10 +21,21 @@ type cardJSON struct {
 // modelLabel maps a model name to its display name; an unknown model shows
 // its raw name.
 func (s *Server) modelLabel(name string) string {
-	if l, ok := s.labels[name]; ok {
+	if l, ok := s.labelOf(name); ok {
 		return l
 	}
 	return name
+}
+
+// labelOf is the display name of the model called name, among those runs
+// may use now (the console changes them).
+func (s *Server) labelOf(name string) (string, bool) {
+	for _, m := range s.rt.Models() {
+		if m.Name == name {
+			return m.Label(), true
+		}
+	}
+	return "", false
 }
 
 // loadCards rebuilds the cards of the view's page in a constant number

@@ -90,6 +90,9 @@ func knownError(err error, c echo.Context) *apiError {
 	if ae := ssoError(err); ae != nil {
 		return ae
 	}
+	if ae := consoleError(err); ae != nil {
+		return ae
+	}
 	return filesError(err)
 }
 
@@ -168,6 +171,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		var be *budgetError
 		if errors.As(err, &be) {
 			body["resets_at"] = be.resetsAt.UTC().Format(time.RFC3339)
+		}
+		// A console entry's refused field is named apart too.
+		var entry *EntryError
+		if errors.As(err, &entry) && entry.Field != "" {
+			body["field"] = entry.Field
 		}
 		_ = c.JSON(ae.Status, map[string]any{"error": body})
 		return

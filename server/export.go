@@ -82,7 +82,7 @@ func (s *Server) threadMarkdown(t *models.Thread, msgs []models.Message) string 
 			fmt.Fprintf(&b, "\n## You · %s\n\n%s\n", when, strings.TrimSpace(m.Content))
 		case agent.TypeAI:
 			who := "Assistant"
-			if l := s.labels[m.ModelName]; l != "" {
+			if l, _ := s.labelOf(m.ModelName); l != "" {
 				who += " (" + l + ")"
 			}
 			fmt.Fprintf(&b, "\n## %s · %s\n", who, when)

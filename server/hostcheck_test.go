@@ -44,7 +44,7 @@ func (a *testApp) withHost(method, path, host string, body url.Values) response 
 // changed options, served on its own listener.
 func (a *testApp) newServer(change func(*Options)) *Server {
 	a.t.Helper()
-	o := Options{Store: a.store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: render.NewMarkdown(), Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000, Files: a.opts.Files}
+	o := Options{Store: a.store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Console: a.console, Markdown: render.NewMarkdown(), Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000, Files: a.opts.Files}
 	change(&o)
 	s, err := New(o)
 	if err != nil {

@@ -112,7 +112,7 @@ func TestMetricsNeedTheTokenOnTheMainAddress(t *testing.T) {
 		t.Errorf("/metrics on the main handler without a token configured: %d, want 404", r.status)
 	}
 	const token = "0123456789abcdef-metrics"
-	srv, err := New(Options{Store: a.store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Markdown: render.NewMarkdown(), Metrics: a.metrics, MetricsToken: token, PublicURL: "https://herd.example.com", Files: a.opts.Files})
+	srv, err := New(Options{Store: a.store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Console: a.console, Markdown: render.NewMarkdown(), Metrics: a.metrics, MetricsToken: token, PublicURL: "https://herd.example.com", Files: a.opts.Files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,10 @@ type Options struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
 
+	// Console keeps the models (…) an admin adds in the console and
+	// applies them to Runtime; required.
+	Console *Console
+
 	// MCP reports the MCP servers for the admin page and /api/admin/mcp;
 	// nil: none are configured.
 	MCP interface{ Status() []mcp.ServerStatus }
@@ -168,7 +172,7 @@ type Server struct {
 	threadLimiter  *limits.Limiter
 	connLimiter    *limits.Limiter
 	socketCap      *limits.SocketCounter
-	labels         map[string]string // model name → display name
+	console        *Console
 	maxContent     int
 	maxBody        int64
 	adminCommands  bool // CommandsAdminOnly
@@ -228,9 +232,12 @@ func New(o Options) (*Server, error) {
 	others := s.buildShared(o)
 	s.undoWindow = o.UndoWindow
 	s.titles = titles.New(o.Runtime, o.Store, s.pages, others, s.log)
-	s.labels = map[string]string{}
-	for _, m := range o.Runtime.Models() {
-		s.labels[m.Name] = m.Label()
+	if s.console = o.Console; s.console == nil {
+		return nil, errors.New("server: a console is required")
+	}
+	// The limits the console stored win over herd.yaml's from the start.
+	if err := s.console.ReloadLimits(context.Background(), s.applyLimits); err != nil {
+		return nil, err
 	}
 	if s.auth = o.Auth; s.auth == nil {
 		var err error

@@ -334,9 +334,37 @@ type UserView struct {
 type AdminPage struct {
 	Page
 	TokenUsageEnabled bool
-	Models            []ModelOption
+	ConsoleModels     []ConsoleModelView
+	Limits            []LimitView
+	Agents            []AgentTypeView
 	Users             []UserView
 	MCP               []MCPServerView
+}
+
+// ConsoleModelView is a model in the admin console: herd.yaml's
+// (FromFile: read-only) or one the console added. APIKey is masked.
+type ConsoleModelView struct {
+	Name, DisplayName, Provider, Model, BaseURL, Stream, APIKey string
+	ContextWindow, MaxConcurrentRequests                        int
+	Vision, FromFile, Default                                   bool
+}
+
+// AgentTypeView is a subagent type in the admin console: herd.yaml's
+// (FromFile: read-only) or one the console added. Tools is the tools
+// list as typed, comma-separated ("" for the type's default); MaxTurns
+// and TimeoutSeconds are "" when unset.
+type AgentTypeView struct {
+	Name, Description, SystemPrompt, Model, Tools string
+	MaxTurns, TimeoutSeconds                      string
+	FromFile                                      bool
+}
+
+// LimitView is a limit in the admin console: the value in force,
+// herd.yaml's, and whether the console set it (Set: it wins).
+type LimitView struct {
+	Name, Label string
+	Value, File int
+	Set         bool
 }
 
 // MCPServerView is one configured MCP server on the admin page.

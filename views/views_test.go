@@ -79,7 +79,10 @@ func pages(t *testing.T) map[string]templ.Component {
 			{ID: "tok2", Name: "ci", Prefix: "herd_abc", CreatedAt: testTime, LastUsedAt: &testTime},
 		}}),
 		"admin": Admin(AdminPage{Page: page(testAdmin), TokenUsageEnabled: true,
-			Models: []ModelOption{{Name: "demo-fast", Label: "Demo Fast", Provider: "demo"}, {Name: "gpt", Label: "GPT", Provider: "openai"}},
+			ConsoleModels: []ConsoleModelView{{Name: "demo-fast", DisplayName: "Demo Fast", Provider: "demo", FromFile: true, Default: true},
+				{Name: "gpt", DisplayName: "GPT", Provider: "openai", Model: "gpt-4o", BaseURL: "https://api.openai.com/v1", APIKey: "…abcd", Stream: "auto"}},
+			Agents: []AgentTypeView{{Name: "researcher", Description: "Researches", FromFile: true}, {Name: "writer", Description: "Writes", Model: "gpt", Tools: "read_file, ls", MaxTurns: "8"}},
+			Limits: []LimitView{{Name: "lead_max_turns", Label: "Lead turns per run", Value: 9, File: 25, Set: true}},
 			Users: []UserView{
 				{ID: "u2", Email: "root@example.com", Role: "admin", CreatedAt: testTime, Self: true},
 				{ID: "u1", Email: "ann@example.com", Role: "user", CreatedAt: testTime, Disabled: true},

@@ -193,6 +193,11 @@ type Overrides struct {
 const (
 	EnvAdminEmail    = "HERD_ADMIN_EMAIL"
 	EnvAdminPassword = "HERD_ADMIN_PASSWORD"
+	// EnvSecretKey is the key that seals stored secrets (base64 of 32
+	// bytes), EnvSecretKeyPrevious the one before a rotation
+	// (internal/secrets, docs/OPERATIONS.md "Secrets at rest").
+	EnvSecretKey         = "HERD_SECRET_KEY"
+	EnvSecretKeyPrevious = "HERD_SECRET_KEY_PREVIOUS"
 )
 
 // Load builds the effective configuration. defaults is the embedded
@@ -255,7 +260,7 @@ func load(defaults []byte, path string, file []byte, environ []string, o Overrid
 	refs := l.expandAPIKeys(&c, env)
 	maps.Copy(refs, l.expandMCPSecrets(&c, env))
 	maps.Copy(refs, l.expandClientSecrets(&c, env))
-	allowed := append([]string{EnvAdminEmail, EnvAdminPassword}, o.NonKeyEnv...)
+	allowed := append([]string{EnvAdminEmail, EnvAdminPassword, EnvSecretKey, EnvSecretKeyPrevious}, o.NonKeyEnv...)
 	for _, u := range unmatched {
 		switch {
 		case slices.Contains(allowed, u.name) || refs[u.name]:

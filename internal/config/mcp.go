@@ -124,13 +124,13 @@ func (l *loader) nonEmptyNames(key string, names []string) {
 
 // mcpSelector checks a tools-list entry of the form mcp:<server>/<tool>
 // against the servers configured; ok is false when t is not such an entry.
-func (l *loader) mcpSelector(key, t string, servers []mcp.ServerConfig) (ok bool) {
+func (c *fieldChecks) mcpSelector(key, t string, servers []mcp.ServerConfig) (ok bool) {
 	if !strings.HasPrefix(t, mcp.SelectorPrefix) {
 		return false
 	}
 	server, _, valid := mcp.ParseSelector(t)
 	if !valid {
-		l.invalid(key, "%q must be mcp:<server>/<tool> or mcp:<server>/*", t)
+		c.invalid(key, "%q must be mcp:<server>/<tool> or mcp:<server>/*", t)
 		return true
 	}
 	names := make([]string, len(servers))
@@ -141,9 +141,9 @@ func (l *loader) mcpSelector(key, t string, servers []mcp.ServerConfig) (ok bool
 		}
 	}
 	if len(names) == 0 {
-		l.invalid(key, "%q names an MCP server, but mcp.servers is empty", t)
+		c.invalid(key, "%q names an MCP server, but mcp.servers is empty", t)
 	} else {
-		l.invalid(key, "%q names no MCP server (configured: %s)", t, strings.Join(names, ", "))
+		c.invalid(key, "%q names no MCP server (configured: %s)", t, strings.Join(names, ", "))
 	}
 	return true
 }

@@ -50,44 +50,49 @@ var (
 // providers need not know them. Options of the other provider stay unset.
 func fillModelDefaults(c *Config) {
 	for i := range c.Models {
-		m := &c.Models[i]
-		if m.Model == "" {
-			m.Model = m.Name
+		FillModelDefaults(&c.Models[i])
+	}
+}
+
+// FillModelDefaults gives m the defaults a model of the config file gets
+// (docs/DESIGN.md §12), for a model the admin console adds.
+func FillModelDefaults(m *agent.ModelConfig) {
+	if m.Model == "" {
+		m.Model = m.Name
+	}
+	switch m.Provider {
+	case providerOpenAI:
+		if m.BaseURL == "" {
+			m.BaseURL = defaultOpenAIBaseURL
 		}
-		switch m.Provider {
-		case providerOpenAI:
-			if m.BaseURL == "" {
-				m.BaseURL = defaultOpenAIBaseURL
-			}
-			if m.StreamUsage == nil {
-				m.StreamUsage = new(true)
-			}
-			if m.Stream == "" {
-				m.Stream = "auto"
-			}
-			if m.MaxRetries == nil {
-				m.MaxRetries = new(defaultOpenAIRetries)
-			}
-			if m.TimeoutSeconds == 0 {
-				m.TimeoutSeconds = defaultOpenAITimeout
-			}
-		case providerAnthropic:
-			if m.BaseURL == "" {
-				m.BaseURL = defaultAnthropicBaseURL
-			}
-			if m.MaxRetries == nil {
-				m.MaxRetries = new(defaultOpenAIRetries)
-			}
-			if m.TimeoutSeconds == 0 {
-				m.TimeoutSeconds = defaultOpenAITimeout
-			}
-			if m.MaxOutputTokens == 0 {
-				m.MaxOutputTokens = defaultAnthropicMaxTokens
-			}
-		case providerDemo:
-			if m.Usage == nil {
-				m.Usage = new(true)
-			}
+		if m.StreamUsage == nil {
+			m.StreamUsage = new(true)
+		}
+		if m.Stream == "" {
+			m.Stream = "auto"
+		}
+		if m.MaxRetries == nil {
+			m.MaxRetries = new(defaultOpenAIRetries)
+		}
+		if m.TimeoutSeconds == 0 {
+			m.TimeoutSeconds = defaultOpenAITimeout
+		}
+	case providerAnthropic:
+		if m.BaseURL == "" {
+			m.BaseURL = defaultAnthropicBaseURL
+		}
+		if m.MaxRetries == nil {
+			m.MaxRetries = new(defaultOpenAIRetries)
+		}
+		if m.TimeoutSeconds == 0 {
+			m.TimeoutSeconds = defaultOpenAITimeout
+		}
+		if m.MaxOutputTokens == 0 {
+			m.MaxOutputTokens = defaultAnthropicMaxTokens
+		}
+	case providerDemo:
+		if m.Usage == nil {
+			m.Usage = new(true)
 		}
 		if m.Price != nil && m.Price.Currency == "" {
 			m.Price.Currency = "USD"
@@ -295,68 +300,106 @@ func (l *loader) validateModels(models []agent.ModelConfig) {
 	first := map[string]int{}
 	for i, m := range models {
 		key := "models." + strconv.Itoa(i)
-		switch prev, dup := first[m.Name]; {
-		case m.Name == "":
-			l.invalid(key+".name", "must not be empty")
-		case !modelName.MatchString(m.Name):
-			l.invalid(key+".name", "must match %s, got %q", modelName, m.Name)
-		case dup:
+		if prev, dup := first[m.Name]; dup && m.Name != "" {
 			l.invalid(key+".name", "%q is already the name of models.%d", m.Name, prev)
-		default:
+		} else {
 			first[m.Name] = i
 		}
-		l.oneOf(key+".provider", m.Provider, providerOpenAI, providerAnthropic, providerDemo)
-		if m.Provider == providerOpenAI || m.Provider == providerAnthropic {
-			if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
-				l.invalid(key+".base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
-			}
-		}
-		if m.Provider == providerOpenAI {
-			l.oneOf(key+".stream", string(m.Stream), "auto", "true", "false")
-		}
-		if m.Provider == providerAnthropic {
-			if m.APIKey == "" {
-				l.invalid(key+".api_key", "is required for provider anthropic (a key, or $ENV_VAR)")
-			}
-			// The anthropic provider always streams.
-			if m.Stream != "" && m.Stream != "auto" && m.Stream != "true" {
-				l.invalid(key+".stream", "provider anthropic always streams: must be auto or true, got %q", m.Stream)
-			}
-		}
-		l.validateThinking(key, m)
-		l.atLeast(key+".max_output_tokens", m.MaxOutputTokens, 0)
-		l.atLeast(key+".max_concurrent_requests", m.MaxConcurrentRequests, 0)
-		l.validateWindow(key, m)
-		l.atLeast(key+".timeout_seconds", m.TimeoutSeconds, 0)
-		if m.MaxRetries != nil {
-			l.atLeast(key+".max_retries", *m.MaxRetries, 0)
-		}
-		l.atLeast(key+".latency_ms", m.LatencyMS, 0)
-		if m.LatencyJitter < 0 || m.LatencyJitter > 1 {
-			l.invalid(key+".latency_jitter", "must be from 0 to 1, got %v", m.LatencyJitter)
-		}
-		l.atLeast(key+".chunk_ms", m.ChunkMS, 0)
-		l.atLeast(key+".fail_after", m.FailAfter, 0)
-		if m.Price != nil {
-			l.validatePrice(key+".price", *m.Price)
+		for _, f := range CheckModel(m) {
+			l.invalid(key+"."+f.Field, "%s", f.Message)
 		}
 	}
+}
+
+// FieldError is a field of one entry that validation refuses: the field
+// as the config file names it, and why.
+type FieldError struct{ Field, Message string }
+
+func (e FieldError) Error() string { return e.Field + " " + e.Message }
+
+// fieldChecks collects the FieldErrors of one entry.
+type fieldChecks []FieldError
+
+func (c *fieldChecks) invalid(field, format string, args ...any) {
+	*c = append(*c, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *fieldChecks) atLeast(field string, got, least int) {
+	if got < least {
+		c.invalid(field, "must be at least %d, got %d", least, got)
+	}
+}
+
+func (c *fieldChecks) oneOf(field, got string, allowed ...string) {
+	if !slices.Contains(allowed, got) {
+		c.invalid(field, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+	}
+}
+
+// CheckModel checks one model, its defaults filled in
+// (FillModelDefaults), by the config file's rules: the file's models and
+// the admin console's are held to the same ones (docs/DESIGN.md §12).
+// Unique names are the caller's to check.
+func CheckModel(m agent.ModelConfig) []FieldError {
+	var c fieldChecks
+	switch {
+	case m.Name == "":
+		c.invalid("name", "must not be empty")
+	case !modelName.MatchString(m.Name):
+		c.invalid("name", "must match %s, got %q", modelName, m.Name)
+	}
+	c.oneOf("provider", m.Provider, providerOpenAI, providerAnthropic, providerDemo)
+	if m.Provider == providerOpenAI || m.Provider == providerAnthropic {
+		if u, err := url.Parse(m.BaseURL); err != nil || !isHTTPURL(u) {
+			c.invalid("base_url", "must be an absolute http(s) URL, got %q", m.BaseURL)
+		}
+	}
+	if m.Provider == providerOpenAI {
+		c.oneOf("stream", string(m.Stream), "auto", "true", "false")
+	}
+	if m.Provider == providerAnthropic {
+		if m.APIKey == "" {
+			c.invalid("api_key", "is required for provider anthropic (a key, or $ENV_VAR)")
+		}
+		// The anthropic provider always streams.
+		if m.Stream != "" && m.Stream != "auto" && m.Stream != "true" {
+			c.invalid("stream", "provider anthropic always streams: must be auto or true, got %q", m.Stream)
+		}
+	}
+	c.checkThinking(m)
+	c.atLeast("max_output_tokens", m.MaxOutputTokens, 0)
+	c.atLeast("max_concurrent_requests", m.MaxConcurrentRequests, 0)
+	c.checkWindow(m)
+	c.atLeast("timeout_seconds", m.TimeoutSeconds, 0)
+	if m.MaxRetries != nil {
+		c.atLeast("max_retries", *m.MaxRetries, 0)
+	}
+	c.atLeast("latency_ms", m.LatencyMS, 0)
+	if m.LatencyJitter < 0 || m.LatencyJitter > 1 {
+		c.invalid("latency_jitter", "must be from 0 to 1, got %v", m.LatencyJitter)
+	}
+	c.atLeast("chunk_ms", m.ChunkMS, 0)
+	c.atLeast("fail_after", m.FailAfter, 0)
+	if m.Price != nil {
+		c.checkPrice(*m.Price)
+	}
+	return c
 }
 
 // currencyCode is an ISO 4217 code, as a price's currency is written.
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
-// validatePrice checks a model's price: figures per million tokens, not
+// checkPrice checks a model's price: figures per million tokens, not
 // negative (0 is free), and a currency code.
-func (l *loader) validatePrice(key string, p agent.ModelPrice) {
+func (c *fieldChecks) checkPrice(p agent.ModelPrice) {
 	if p.InputPerMTok < 0 || math.IsNaN(p.InputPerMTok) || math.IsInf(p.InputPerMTok, 0) {
-		l.invalid(key+".input_per_mtok", "must be a price per million input tokens, 0 or more, got %v", p.InputPerMTok)
+		c.invalid("price.input_per_mtok", "must be a price per million input tokens, 0 or more, got %v", p.InputPerMTok)
 	}
 	if p.OutputPerMTok < 0 || math.IsNaN(p.OutputPerMTok) || math.IsInf(p.OutputPerMTok, 0) {
-		l.invalid(key+".output_per_mtok", "must be a price per million output tokens, 0 or more, got %v", p.OutputPerMTok)
+		c.invalid("price.output_per_mtok", "must be a price per million output tokens, 0 or more, got %v", p.OutputPerMTok)
 	}
 	if !currencyCode.MatchString(p.Currency) {
-		l.invalid(key+".currency", "must be a three-letter currency code such as USD or EUR, got %q", p.Currency)
+		c.invalid("price.currency", "must be a three-letter currency code such as USD or EUR, got %q", p.Currency)
 	}
 }
 
@@ -364,14 +407,14 @@ func (l *loader) validatePrice(key string, p agent.ModelPrice) {
 // below it no conversation would fit.
 const minContextWindow = 512
 
-// validateWindow checks context_window (0 = unknown) against
+// checkWindow checks context_window (0 = unknown) against
 // max_output_tokens, which the window must leave room beside.
-func (l *loader) validateWindow(key string, m agent.ModelConfig) {
+func (c *fieldChecks) checkWindow(m agent.ModelConfig) {
 	switch cw := m.ContextWindow; {
 	case cw < 0 || (cw > 0 && cw < minContextWindow):
-		l.invalid(key+".context_window", "must be 0 (unknown) or at least %d tokens, got %d", minContextWindow, cw)
+		c.invalid("context_window", "must be 0 (unknown) or at least %d tokens, got %d", minContextWindow, cw)
 	case cw > 0 && m.MaxOutputTokens >= cw:
-		l.invalid(key+".max_output_tokens", "must be less than context_window (%d), got %d", cw, m.MaxOutputTokens)
+		c.invalid("max_output_tokens", "must be less than context_window (%d), got %d", cw, m.MaxOutputTokens)
 	}
 }
 
@@ -390,13 +433,36 @@ func (l *loader) validateSubagents(s agent.SubagentsConfig, models []agent.Model
 	// A limit of 1 would cap a subagent at its first tool call.
 	l.atLeast("subagents.loop_limit", s.LoopLimit, 2)
 	for _, name := range sortedNames(s.Agents) {
-		l.validateAgent("subagents.agents."+name, name, s.Agents[name], models, servers)
+		l.report("subagents.agents."+name, CheckAgent(name, s.Agents[name], models, servers))
 	}
 }
 
-func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) {
+// report reports each problem of the entry at key (a problem of no
+// field is the entry's own).
+func (l *loader) report(key string, probs []FieldError) {
+	for _, f := range probs {
+		k := key
+		if f.Field != "" {
+			k += "." + f.Field
+		}
+		l.invalid(k, "%s", f.Message)
+	}
+}
+
+func (l *loader) validateTools(key string, tools *[]string, servers []mcp.ServerConfig) {
+	var c fieldChecks
+	c.checkTools("", tools, servers)
+	l.report(key, c)
+}
+
+// CheckAgent checks subagent type name by the config file's rules
+// against the models and MCP servers there are: the file's types and
+// the admin console's are held to the same ones (docs/DESIGN.md §12).
+// A problem with no Field is the name's.
+func CheckAgent(name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) []FieldError {
+	var c fieldChecks
 	if !agentName.MatchString(name) {
-		l.invalid(key, "agent name must match %s", agentName)
+		c.invalid("", "agent name must match %s", agentName)
 	}
 	if name == agent.SubagentGeneral || name == agent.SubagentBash {
 		for _, f := range []struct {
@@ -409,41 +475,46 @@ func (l *loader) validateAgent(key, name string, a agent.AgentConfig, models []a
 			{"disallowed_tools", a.DisallowedTools != nil},
 		} {
 			if f.set {
-				l.invalid(key+"."+f.name, "cannot be set for the built-in subagent %s (only model, max_turns, timeout_seconds and token_budget can)", name)
+				c.invalid(f.name, "cannot be set for the built-in subagent %s (only model, max_turns, timeout_seconds and token_budget can)", name)
 			}
 		}
 	} else if strings.TrimSpace(a.Description) == "" {
-		l.invalid(key+".description", "a custom subagent needs a description for the lead to choose it by")
+		c.invalid("description", "a custom subagent needs a description for the lead to choose it by")
 	}
 	if a.Model != "" && a.Model != inheritModel && !hasModel(models, a.Model) {
 		names := make([]string, len(models))
 		for i, m := range models {
 			names[i] = m.Name
 		}
-		l.invalid(key+".model", "unknown model %q (must be inherit or one of: %s)", a.Model, strings.Join(names, ", "))
+		c.invalid("model", "unknown model %q (must be inherit or one of: %s)", a.Model, strings.Join(names, ", "))
 	}
-	l.validateTools(key+".tools", a.Tools, servers)
-	l.validateTools(key+".disallowed_tools", a.DisallowedTools, servers)
+	c.checkTools("tools", a.Tools, servers)
+	c.checkTools("disallowed_tools", a.DisallowedTools, servers)
 	if a.MaxTurns != nil {
-		l.atLeast(key+".max_turns", *a.MaxTurns, 1)
+		c.atLeast("max_turns", *a.MaxTurns, 1)
 	}
 	if a.TimeoutSeconds != nil {
-		l.atLeast(key+".timeout_seconds", *a.TimeoutSeconds, 1)
+		c.atLeast("timeout_seconds", *a.TimeoutSeconds, 1)
 	}
 	if a.TokenBudget != nil && *a.TokenBudget < 0 {
-		l.invalid(key+".token_budget", "must be at least 0, got %d", *a.TokenBudget)
+		c.invalid("token_budget", "must be at least 0, got %d", *a.TokenBudget)
 	}
+	return c
 }
 
-func (l *loader) validateTools(key string, tools *[]string, servers []mcp.ServerConfig) {
+// checkTools checks a tools list at field ("" for the entry itself).
+func (c *fieldChecks) checkTools(field string, tools *[]string, servers []mcp.ServerConfig) {
 	if tools == nil {
 		return
 	}
 	known := agent.ToolNames()
 	for i, t := range *tools {
-		k := fmt.Sprintf("%s.%d", key, i)
-		if !l.mcpSelector(k, t, servers) && !slices.Contains(known, t) {
-			l.invalid(k, "unknown tool %q (known: %s, or mcp:<server>/<tool>)", t, strings.Join(known, ", "))
+		f := strconv.Itoa(i)
+		if field != "" {
+			f = field + "." + f
+		}
+		if !c.mcpSelector(f, t, servers) && !slices.Contains(known, t) {
+			c.invalid(f, "unknown tool %q (known: %s, or mcp:<server>/<tool>)", t, strings.Join(known, ", "))
 		}
 	}
 }
@@ -476,18 +547,18 @@ func sortedNames(agents map[string]agent.AgentConfig) []string {
 	return slices.Sorted(maps.Keys(agents))
 }
 
-// validateThinking checks thinking_budget_tokens against the Messages API:
+// checkThinking checks thinking_budget_tokens against the Messages API:
 // at least its minimum of 1024, and below max_tokens, which it is part of.
-func (l *loader) validateThinking(key string, m agent.ModelConfig) {
+func (c *fieldChecks) checkThinking(m agent.ModelConfig) {
 	budget := m.ThinkingBudgetTokens
 	switch {
 	case budget == 0:
 	case m.Provider != providerAnthropic:
-		l.invalid(key+".thinking_budget_tokens", "is only for provider anthropic (OpenAI-compatible servers send their reasoning unasked), got %d", budget)
+		c.invalid("thinking_budget_tokens", "is only for provider anthropic (OpenAI-compatible servers send their reasoning unasked), got %d", budget)
 	case budget < 1024:
-		l.invalid(key+".thinking_budget_tokens", "must be 0 (off) or at least 1024 (the API's minimum), got %d", budget)
+		c.invalid("thinking_budget_tokens", "must be 0 (off) or at least 1024 (the API's minimum), got %d", budget)
 	case budget >= cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens):
-		l.invalid(key+".thinking_budget_tokens", "must be below max_output_tokens (%d): thinking is part of each answer's max_tokens, got %d", cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens), budget)
+		c.invalid("thinking_budget_tokens", "must be below max_output_tokens (%d): thinking is part of each answer's max_tokens, got %d", cmp.Or(m.MaxOutputTokens, defaultAnthropicMaxTokens), budget)
 	}
 }
 

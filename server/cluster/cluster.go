@@ -109,6 +109,16 @@ type Handlers struct {
 	Runs    Runs
 	Sockets Sockets
 	Deletes Deletes
+	// Console, when set, is reread with the settings (Settings.Reload).
+	Console Console
+}
+
+// Console is what the admin console stores (models, …); *server.Server
+// implements it. A change is announced as a settings change: the reader
+// reads the stored entries again and applies them, the database, not
+// the notice, saying what they are (docs/DESIGN.md §14).
+type Console interface {
+	ReloadConsole(ctx context.Context) error
 }
 
 // Runs is this instance's runtime: the runs the cluster stops for other

@@ -23,7 +23,7 @@ import (
 // it ends (lapse.Lapse): per attempt, an outage of a few seconds filled
 // the log with hundreds of lines (issue 24).
 type lapses struct {
-	listen, readBack, settings, deletes, send, renew *lapse.Lapse
+	listen, readBack, settings, console, deletes, send, renew *lapse.Lapse
 }
 
 func newLapses(log *slog.Logger) lapses {
@@ -31,6 +31,7 @@ func newLapses(log *slog.Logger) lapses {
 		listen:   lapse.New(log, "cluster: lost the listener connection; reconnecting"),
 		readBack: lapse.New(log, "cluster: could not read back committed records; trying again"),
 		settings: lapse.New(log, "cluster: could not read the token switch; trying again"),
+		console:  lapse.New(log, "cluster: could not read the admin console's settings; trying again"),
 		deletes:  lapse.New(log, "cluster: could not read the pending deletes; trying again"),
 		send:     lapse.New(log, "cluster: could not send notices; commit and control notices are sent again"),
 		renew:    lapse.New(log, "cluster: cannot renew the lease; retrying every second (the runs go on: no instance takes them while the lease is not taken over)"),
@@ -499,6 +500,14 @@ func (c *Cluster) readAgain(ctx context.Context, want rereads) (failed rereads) 
 			c.lapses.settings.End("cluster: read the token switch again")
 			if changed {
 				c.o.Hub.Publish("", "", event.Settings{TokenUsage: on})
+			}
+		}
+		if c.h.Console != nil {
+			if err := c.h.Console.ReloadConsole(ctx); err != nil {
+				c.lapses.console.Fail(err)
+				failed.settings = true
+			} else {
+				c.lapses.console.End("cluster: read the admin console's settings again")
 			}
 		}
 	}

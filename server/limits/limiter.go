@@ -95,6 +95,14 @@ func NewLimiter(perMinute int, now func() time.Time) *Limiter {
 	return &Limiter{perMin: perMinute, now: now, keys: NewLRU[*bucket](Capacity)}
 }
 
+// SetRate changes the events allowed a minute per key from now on (the
+// admin console); buckets keep their tokens, up to the new rate.
+func (l *Limiter) SetRate(perMinute int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.perMin = perMinute
+}
+
 // tokensAt brings b up to now and returns its tokens.
 func (l *Limiter) tokensAt(b *bucket, now time.Time) float64 {
 	if now.After(b.last) {

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"herd/agent"
+	"herd/internal/secrets"
+	"herd/models"
+	"herd/views"
+)
+
+// The admin page's model forms (views.consoleModels): the same console
+// as the API, answered with the page and a flash or an error.
+
+func (s *Server) consoleModelViews(c echo.Context) ([]views.ConsoleModelView, error) {
+	entries, err := s.console.Models(c.Request().Context())
+	if entries == nil {
+		return nil, err
+	}
+	out := make([]views.ConsoleModelView, len(entries))
+	for i, e := range entries {
+		m := e.Config
+		out[i] = views.ConsoleModelView{
+			Name: m.Name, DisplayName: m.DisplayName, Provider: m.Provider, Model: m.Model, BaseURL: m.BaseURL,
+			Stream: string(m.Stream), APIKey: secrets.Mask(m.APIKey), ContextWindow: m.ContextWindow,
+			MaxConcurrentRequests: m.MaxConcurrentRequests, Vision: m.Vision, FromFile: e.FromFile, Default: i == 0,
+		}
+	}
+	return out, nil
+}
+
+// modelForm reads a model form into m's fields (the name apart) and
+// returns the API key typed, nil when the field was left empty.
+func modelForm(c echo.Context, m *agent.ModelConfig) (*string, error) {
+	m.DisplayName = strings.TrimSpace(c.FormValue("display_name"))
+	m.Provider = c.FormValue("provider")
+	m.Model = strings.TrimSpace(c.FormValue("model"))
+	m.BaseURL = strings.TrimSpace(c.FormValue("base_url"))
+	m.Stream = agent.StreamMode(c.FormValue("stream"))
+	m.Vision = c.FormValue("vision") == "true"
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"context_window", &m.ContextWindow}, {"max_concurrent_requests", &m.MaxConcurrentRequests}} {
+		v := strings.TrimSpace(c.FormValue(f.name))
+		if v == "" {
+			*f.dst = 0
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, &EntryError{Field: f.name, Reason: f.name + " must be a whole number, got " + strconv.Quote(v)}
+		}
+		*f.dst = n
+	}
+	if k := c.FormValue("api_key"); k != "" {
+		return &k, nil
+	}
+	return nil, nil
+}
+
+func (s *Server) adminModelCreateSubmit(c echo.Context) error {
+	m := agent.ModelConfig{Name: strings.TrimSpace(c.FormValue("name"))}
+	key, err := modelForm(c, &m)
+	if err == nil {
+		m, err = s.console.CreateModel(c.Request().Context(), ModelChange{Config: m, APIKey: key}, s.rt)
+	}
+	if err == nil {
+		s.consoleChanged()
+		s.audit(c, models.AuditModelCreate, m.Name, nil, auditedModel(m))
+	}
+	return formResult(c, err, "Model "+m.Name+" added: new runs may use it now.", s.renderAdmin)
+}
+
+func (s *Server) adminModelUpdateSubmit(c echo.Context) error {
+	name := c.Param("name")
+	edit := func(m *agent.ModelConfig) error {
+		key, err := modelForm(c, m)
+		if key != nil {
+			m.APIKey = *key
+		}
+		return err
+	}
+	m, was, err := s.console.UpdateModel(c.Request().Context(), name, edit, s.rt)
+	if err == nil {
+		s.consoleChanged()
+		s.audit(c, models.AuditModelUpdate, name, auditedModel(was), auditedModel(m))
+	}
+	return formResult(c, err, "Model "+name+" saved: new runs use it now.", s.renderAdmin)
+}
+
+func (s *Server) adminModelDeleteSubmit(c echo.Context) error {
+	name := c.Param("name")
+	was, err := s.console.DeleteModel(c.Request().Context(), name, s.rt)
+	if err == nil {
+		s.consoleChanged()
+		s.audit(c, models.AuditModelDelete, name, auditedModel(was), nil)
+	}
+	return formResult(c, err, "Model "+name+" deleted.", s.renderAdmin)
+}
+
+// adminModelTestSubmit is a form's Test connection: the page again,
+// with what the provider said.
+func (s *Server) adminModelTestSubmit(c echo.Context) error {
+	m := agent.ModelConfig{Name: strings.TrimSpace(c.FormValue("name"))}
+	key, err := modelForm(c, &m)
+	if err == nil {
+		m, err = s.console.TestTarget(c.Request().Context(), m, key)
+	}
+	if err != nil {
+		return formResult(c, err, "", s.renderAdmin)
+	}
+	got := s.console.TestModel(c.Request().Context(), m)
+	if !got.OK {
+		return s.renderAdmin(c, http.StatusOK, "", "Test connection failed: "+got.Detail)
+	}
+	return s.renderAdmin(c, http.StatusOK, "Test connection: "+got.Detail+".", "")
+}
+
+// limitLabels name the console's limits on the page, in its order.
+var limitLabels = []struct{ name, label string }{
+	{"runs_per_minute", "Runs a minute per user"},
+	{"max_active_runs_per_user", "Runs at once per user"},
+	{"lead_max_turns", "Lead turns per run"},
+	{"subagents_max_running", "Subagents at once"},
+	{"subagents_max_running_per_user", "Subagents at once per user"},
+}
+
+func (s *Server) limitViews(c echo.Context) ([]views.LimitView, error) {
+	st, err := s.console.Limits(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
+	now, file := st.Limits.limitFields(), st.File.limitFields()
+	out := make([]views.LimitView, len(limitLabels))
+	for i, l := range limitLabels {
+		_, set := st.Stored[l.name]
+		out[i] = views.LimitView{Name: l.name, Label: l.label, Value: *now[l.name], File: *file[l.name], Set: set}
+	}
+	return out, nil
+}
+
+// adminLimitsSubmit sets the limits of the form: an empty field sets
+// one back to herd.yaml's.
+func (s *Server) adminLimitsSubmit(c echo.Context) error {
+	change := map[string]*int{}
+	var err error
+	for _, l := range limitLabels {
+		v := strings.TrimSpace(c.FormValue(l.name))
+		if v == "" {
+			change[l.name] = nil
+			continue
+		}
+		n, perr := strconv.Atoi(v)
+		if perr != nil {
+			err = &EntryError{Field: l.name, Reason: l.label + " must be a whole number, got " + strconv.Quote(v)}
+			break
+		}
+		change[l.name] = &n
+	}
+	if err == nil {
+		var st, was LimitsState
+		if st, was, err = s.console.SetLimits(c.Request().Context(), change, s.applyLimits); err == nil {
+			s.consoleChanged()
+			s.audit(c, models.AuditLimitsUpdate, "limits", was.Limits, st.Limits)
+		}
+	}
+	return formResult(c, err, "Limits saved: they apply now.", s.renderAdmin)
+}
