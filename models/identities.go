@@ -27,6 +27,9 @@ type SignOnResult struct {
 	// RoleFrom is the role before the provider's claim changed it ("" =
 	// unchanged).
 	RoleFrom string
+	// EmailFrom is the user's email before the provider's changed it
+	// ("" = unchanged).
+	EmailFrom string
 	// KeptLastAdmin: the claim would have removed the last admin; the
 	// role stayed (ErrLastAdmin's rule).
 	KeptLastAdmin bool
@@ -68,6 +71,9 @@ func (s *Store) identityUser(tx *gorm.DB, so SignOn, res *SignOnResult) (*User, 
 		if err := tx.Where("id = ?", id.UserID).Take(&u).Error; err != nil {
 			return nil, err
 		}
+		if err := followEmail(tx, &u, email, res); err != nil {
+			return nil, err
+		}
 		return &u, tx.Model(&id).Updates(map[string]any{"email": email, "last_login_at": now}).Error
 	}
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
@@ -88,6 +94,39 @@ func (s *Store) identityUser(tx *gorm.DB, so SignOn, res *SignOnResult) (*User, 
 	}
 	id = Identity{ID: uuid.NewString(), UserID: u.ID, Issuer: so.Issuer, Subject: so.Subject, Provider: so.Provider, Email: email, CreatedAt: now, LastLoginAt: now}
 	return &u, tx.Create(&id).Error
+}
+
+// EmailTakenError refuses a sign-in whose identity's email changed at
+// the provider to one another herd user has: an admin must settle which
+// account it is.
+type EmailTakenError struct{ Email string }
+
+func (e *EmailTakenError) Error() string {
+	return "your email address at the identity provider, " + e.Email + ", belongs to another herd account, so you are not signed in: ask your admin"
+}
+
+// followEmail gives u the email its linked identity now has at the
+// provider (admitted, so verified or trusted): the provider owns it. An
+// email another user has is refused.
+func followEmail(tx *gorm.DB, u *User, email string, res *SignOnResult) error {
+	if email == "" || email == u.Email {
+		return nil
+	}
+	var n int64
+	if err := tx.Model(&User{}).Where("email = ? AND id <> ?", email, u.ID).Count(&n).Error; err != nil {
+		return err
+	}
+	if n > 0 {
+		return &EmailTakenError{Email: email}
+	}
+	from := u.Email // Update sets u's field too
+	if err := tx.Model(u).Update("email", email).Error; errors.Is(err, gorm.ErrDuplicatedKey) {
+		return &EmailTakenError{Email: email} // taken meanwhile (the unique index)
+	} else if err != nil {
+		return err
+	}
+	res.EmailFrom, u.Email = from, email
+	return nil
 }
 
 // claimRole gives u the role the provider's admin claim says, if any.

@@ -222,7 +222,7 @@ func TestSSORefusesWhomTheRulesLeaveOut(t *testing.T) {
 	s := newSSOApp(t)
 	for _, tc := range []struct{ username, email, want string }{
 		{"eve", "eve@elsewhere.org", "accounts of elsewhere.org cannot sign in to herd with Test IdP"},
-		{"una", "una@example.com", "has not verified your email address"},
+		{"una", "una@example.com", "did not confirm that your email address is verified"},
 	} {
 		t.Run(tc.username, func(t *testing.T) {
 			b, r := s.signOn(tc.username)
@@ -236,6 +236,73 @@ func TestSSORefusesWhomTheRulesLeaveOut(t *testing.T) {
 				t.Error("a user was created")
 			}
 		})
+	}
+}
+
+// TestSSOTrustEmail: a provider that sends no email_verified (una's
+// provider omits it, as Entra ID does) is refused with words that name
+// trust_email; with trust_email its email is taken as verified, and
+// links the local account with it.
+func TestSSOTrustEmail(t *testing.T) {
+	t.Run("without", func(t *testing.T) {
+		s := newSSOApp(t)
+		s.localUser("una@example.com", false)
+		b, r := s.signOn("una")
+		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "your admin can set trust_email") {
+			t.Fatalf("callback: %d, want 403 naming trust_email:\n%s", r.status, r.body)
+		}
+		if b.me(t) != nil {
+			t.Error("signed in anyway")
+		}
+	})
+	t.Run("with", func(t *testing.T) {
+		s := newSSOApp(t, func(o *Options) { o.OIDCProviders[0].TrustEmail = true })
+		local := s.localUser("una@example.com", false)
+		b, r := s.signOn("una")
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("callback: %d %s", r.status, r.body)
+		}
+		if me := b.me(t); me.ID != local.ID {
+			t.Errorf("signed in as %s, want the local account %s", me.ID, local.ID)
+		}
+	})
+}
+
+// TestSSOEmailFollowsTheProvider: a linked identity whose email changed
+// at the provider changes the user's, on record; an email another user
+// has is refused, and changes nothing.
+func TestSSOEmailFollowsTheProvider(t *testing.T) {
+	s := newSSOApp(t)
+	ctx := context.Background()
+	b, _ := s.signOn("bob")
+	id := b.me(t).ID
+	s.idp.SetEmail("bob-sub", "robert@example.com", true)
+	b, r := s.signOn("bob")
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("sign-in after the change: %d %s", r.status, r.body)
+	}
+	if me := b.me(t); me.ID != id || me.Email != "robert@example.com" {
+		t.Errorf("me = %+v, want %s as robert@example.com", me, id)
+	}
+	entries, _, err := s.store.Audit(ctx, models.AuditFilter{TargetID: id, Action: models.AuditUserUpdate}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || string(entries[0].Before) != `{"email":"bob@example.com"}` || !strings.Contains(string(entries[0].After), `"email":"robert@example.com"`) {
+		t.Errorf("user.update entries = %+v, want bob's change of email", entries)
+	}
+
+	s.localUser("taken@example.com", false)
+	s.idp.SetEmail("bob-sub", "taken@example.com", true)
+	b, r = s.signOn("bob")
+	if r.status != http.StatusConflict || !strings.Contains(string(r.body), "taken@example.com, belongs to another herd account") {
+		t.Fatalf("sign-in with another user's email: %d, want 409 saying so:\n%s", r.status, r.body)
+	}
+	if b.me(t) != nil {
+		t.Error("signed in anyway")
+	}
+	if u, err := s.store.User(ctx, id); err != nil || u.Email != "robert@example.com" {
+		t.Errorf("bob's email is now %v (%v), want robert@example.com", u, err)
 	}
 }
 
