@@ -306,6 +306,21 @@ func TestSSOEmailFollowsTheProvider(t *testing.T) {
 	}
 }
 
+// TestSSOAdminFromEnvWithPasswordsOff: HERD_ADMIN_EMAIL/PASSWORD would
+// make an admin who cannot sign in; herd refuses to start, saying what
+// to do instead.
+func TestSSOAdminFromEnvWithPasswordsOff(t *testing.T) {
+	s := newSSOApp(t, func(o *Options) { o.LocalPasswords = sso.PasswordsOff })
+	err := s.srv.EnsureAdmin(context.Background(), "ops@example.com", "long enough pw")
+	if err == nil || !strings.Contains(err.Error(), "HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD") ||
+		!strings.Contains(err.Error(), "auth.local_passwords: off") || !strings.Contains(err.Error(), "sign in with Test IdP") {
+		t.Fatalf("EnsureAdmin = %v, want a refusal naming both settings and the provider", err)
+	}
+	if _, err := s.store.UserByEmail(context.Background(), "ops@example.com"); err == nil {
+		t.Error("the admin was created")
+	}
+}
+
 func TestSSOLinksAVerifiedEmailToItsLocalAccount(t *testing.T) {
 	s := newSSOApp(t)
 	local := s.localUser("bob@example.com", false)

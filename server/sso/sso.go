@@ -113,6 +113,16 @@ func (s *Service) Buttons(ctx context.Context) []Button {
 	return out
 }
 
+// Labels are the providers' display names, in configuration order,
+// without contacting them.
+func (s *Service) Labels() []string {
+	out := make([]string, len(s.list))
+	for i, p := range s.list {
+		out[i] = p.cfg.label()
+	}
+	return out
+}
+
 // Enabled reports whether any provider is configured.
 func (s *Service) Enabled() bool { return len(s.list) > 0 }
 
