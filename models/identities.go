@@ -165,6 +165,78 @@ func (s *Store) Identities(ctx context.Context, userID string) ([]Identity, erro
 	return list[Identity](s.r.WithContext(ctx).Where("user_id = ?", userID).Order("created_at"), "identities")
 }
 
+// AllIdentities is every linked identity by user id, oldest first: the
+// admin's users list shows how each signs in.
+func (s *Store) AllIdentities(ctx context.Context) (map[string][]Identity, error) {
+	ids, err := list[Identity](s.r.WithContext(ctx).Order("created_at"), "identities")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]Identity{}
+	for _, id := range ids {
+		out[id.UserID] = append(out[id.UserID], id)
+	}
+	return out, nil
+}
+
+// ErrLastSignIn refuses to unlink a user's only way to sign in: their
+// last identity, when they have no password.
+var ErrLastSignIn = errors.New("this is the user's only way to sign in (no password and no other identity): give them a password or link another identity first, or delete the user")
+
+// Unlinked is what UnlinkIdentity removed: the identity, and the ids of
+// the sessions it had started, ended with it.
+type Unlinked struct {
+	Identity      Identity
+	EndedSessions []string
+}
+
+// UnlinkIdentity removes identity identityID from user userID, and ends
+// the user's sessions from its provider, in one transaction; refused
+// with ErrLastSignIn if the user would be left with no way to sign in.
+// The provider can link it again at the next sign-in with a verified
+// email: unlinking undoes a link, it does not keep a person out.
+func (s *Store) UnlinkIdentity(ctx context.Context, userID, identityID string) (*Unlinked, error) {
+	out := &Unlinked{}
+	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var u User
+		if err := tx.Where("id = ?", userID).Take(&u).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("id = ? AND user_id = ?", identityID, userID).Take(&out.Identity).Error; err != nil {
+			return err
+		}
+		var others int64
+		if err := tx.Model(&Identity{}).Where("user_id = ? AND id <> ?", userID, identityID).Count(&others).Error; err != nil {
+			return err
+		}
+		if u.PasswordHash == "" && others == 0 {
+			return ErrLastSignIn
+		}
+		if err := tx.Delete(&out.Identity).Error; err != nil {
+			return err
+		}
+		return endProviderSessions(tx, userID, out.Identity.Provider, &out.EndedSessions)
+	})
+	if err != nil {
+		return nil, userErr("unlink identity", err)
+	}
+	return out, nil
+}
+
+// endProviderSessions ends the sessions of userID that provider started,
+// unless another identity of the user is of the same provider (then the
+// sessions cannot be told apart, and stay).
+func endProviderSessions(tx *gorm.DB, userID, provider string, ended *[]string) error {
+	var same int64
+	if err := tx.Model(&Identity{}).Where("user_id = ? AND provider = ?", userID, provider).Count(&same).Error; err != nil || same > 0 {
+		return err
+	}
+	if err := tx.Model(&Session{}).Where("user_id = ? AND provider = ?", userID, provider).Pluck("id", ended).Error; err != nil {
+		return err
+	}
+	return tx.Where("user_id = ? AND provider = ?", userID, provider).Delete(&Session{}).Error
+}
+
 // CreateLoginFlow keeps a sign-in under way, and drops the expired ones.
 func (s *Store) CreateLoginFlow(ctx context.Context, f *LoginFlow) error {
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

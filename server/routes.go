@@ -68,6 +68,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/admin/users", s.adminUserCreateSubmit, auth.RequireAdmin)
 	app.POST("/admin/users/:id", s.adminUserUpdateSubmit, auth.RequireAdmin)
 	app.POST("/admin/users/:id/delete", s.adminUserDeleteSubmit, auth.RequireAdmin)
+	app.POST("/admin/users/:id/identities/:identity_id/delete", s.adminUnlinkSubmit, auth.RequireAdmin)
 }
 
 // uploadRoute takes files of any size: it streams its body and holds it
@@ -129,5 +130,6 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/admin/users", s.apiAdminUserCreate, auth.RequireAdmin)
 	api.PATCH("/admin/users/:id", s.apiAdminUserUpdate, auth.RequireAdmin)
 	api.DELETE("/admin/users/:id", s.apiAdminUserDelete, auth.RequireAdmin)
+	api.DELETE("/admin/users/:id/identities/:identity_id", s.apiAdminUnlink, auth.RequireAdmin)
 	api.Any("/*", func(echo.Context) error { return errNotFound("route") })
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -551,4 +552,88 @@ func TestLocalPasswordsSwitch(t *testing.T) {
 			}
 		}
 	})
+}
+
+// adminUserOf is the user with email on the admin's GET /api/admin/users.
+func adminUserOf(t *testing.T, admin *user, email string) adminUserJSON {
+	t.Helper()
+	var out struct{ Users []adminUserJSON }
+	if r := admin.do("GET", "/api/admin/users", nil); r.status != http.StatusOK || json.Unmarshal(r.body, &out) != nil {
+		t.Fatalf("GET /api/admin/users: %d %s", r.status, r.body)
+	}
+	for _, u := range out.Users {
+		if u.Email == email {
+			return u
+		}
+	}
+	t.Fatalf("%s is not on the users list", email)
+	return adminUserJSON{}
+}
+
+// TestSSOAdminSeesAndUnlinksIdentities: the users list says how each
+// user signs in, sessions say where they came from, and an admin unlinks
+// an identity (its sessions end) unless it is the user's only way in.
+func TestSSOAdminSeesAndUnlinksIdentities(t *testing.T) {
+	s := newSSOApp(t)
+	ctx := context.Background()
+	s.localUser("bob@example.com", false)
+	bobSSO, _ := s.signOn("bob")
+	bobSSO.me(t)
+	aliceSSO, _ := s.signOn("alice")
+	aliceSSO.me(t)
+	admin := s.signIn("root@example.com")
+
+	bob, alice := adminUserOf(t, admin, "bob@example.com"), adminUserOf(t, admin, "alice@example.com")
+	if !slices.Equal(bob.SignIn, []string{"password", "Test IdP"}) || len(bob.Identities) != 1 || bob.Identities[0].Label != "Test IdP" ||
+		!slices.Equal(alice.SignIn, []string{"Test IdP"}) || !slices.Equal(adminUserOf(t, admin, "root@example.com").SignIn, []string{"password"}) {
+		t.Errorf("sign_in: bob %+v, alice %+v", bob, alice)
+	}
+	if page := string(admin.do("GET", "/admin", nil).body); !strings.Contains(page, "signs in with password, Test IdP") || !strings.Contains(page, "Unlink Test IdP") {
+		t.Errorf("the admin page does not say how bob signs in, or offers no unlink")
+	}
+	var sessions struct {
+		Sessions []sessionJSON `json:"sessions"`
+	}
+	if r := bobSSO.do("GET", "/api/account/sessions", nil); json.Unmarshal(r.body, &sessions) != nil || len(sessions.Sessions) != 1 || sessions.Sessions[0].SignIn != "Test IdP" {
+		t.Errorf("bob's sessions: %s, want one signed in with Test IdP", r.body)
+	}
+	if page := string(bobSSO.do("GET", "/account", nil).body); !strings.Contains(page, "signed in with Test IdP") {
+		t.Errorf("the account page does not say where the session came from")
+	}
+
+	unlink := func(u adminUserJSON) string {
+		return "/api/admin/users/" + u.ID + "/identities/" + u.Identities[0].ID
+	}
+	if r := bobSSO.do("DELETE", unlink(bob), nil); r.status != http.StatusForbidden {
+		t.Errorf("a user's unlink: %d, want 403", r.status)
+	}
+	if r := admin.do("DELETE", unlink(alice), nil); r.status != http.StatusConflict || r.errorCode() != "last_sign_in" {
+		t.Errorf("unlinking alice's only way in: %d %s, want 409 last_sign_in", r.status, r.body)
+	}
+	if r := admin.do("DELETE", "/api/admin/users/"+alice.ID+"/identities/"+bob.Identities[0].ID, nil); r.status != http.StatusNotFound {
+		t.Errorf("unlinking bob's identity through alice: %d, want 404", r.status)
+	}
+	noCSRF := *admin
+	noCSRF.csrf = ""
+	form := "/admin/users/" + bob.ID + "/identities/" + bob.Identities[0].ID + "/delete"
+	if r := noCSRF.do("POST", form, url.Values{}); r.status != http.StatusForbidden {
+		t.Errorf("the unlink form without its CSRF token: %d, want 403", r.status)
+	}
+	if r := noCSRF.do("POST", form, url.Values{"_csrf": {admin.csrf}}); r.status != http.StatusOK || !strings.Contains(string(r.body), "Identity unlinked.") {
+		t.Fatalf("the unlink form: %d %s", r.status, r.body)
+	}
+	if ids, _ := s.store.Identities(ctx, bob.ID); len(ids) != 0 {
+		t.Errorf("bob still has %+v", ids)
+	}
+	if bobSSO.me(t) != nil {
+		t.Error("bob's session from Test IdP outlived the identity")
+	}
+	if got := adminUserOf(t, admin, "bob@example.com").SignIn; !slices.Equal(got, []string{"password"}) {
+		t.Errorf("bob signs in with %v, want password", got)
+	}
+	entries, _, err := s.store.Audit(ctx, models.AuditFilter{TargetID: bob.ID, Action: models.AuditUserUnlink}, 10)
+	if err != nil || len(entries) != 1 || entries[0].ActorEmail != "root@example.com" ||
+		!strings.Contains(string(entries[0].Before), `"subject":"bob-sub"`) || !strings.Contains(string(entries[0].After), `"sessions_ended":1`) {
+		t.Errorf("user.unlink entries = %+v, %v", entries, err)
+	}
 }

@@ -123,6 +123,17 @@ func (s *Service) Labels() []string {
 	return out
 }
 
+// Label is the display name of the provider named name; name itself for
+// one no longer configured (an identity or session outlives its entry).
+func (s *Service) Label(name string) string {
+	for _, p := range s.list {
+		if p.cfg.Name == name {
+			return p.cfg.label()
+		}
+	}
+	return name
+}
+
 // Enabled reports whether any provider is configured.
 func (s *Service) Enabled() bool { return len(s.list) > 0 }
 
