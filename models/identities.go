@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // SignOn is who an OpenID Connect provider says signed in, already
@@ -198,8 +199,15 @@ type Unlinked struct {
 func (s *Store) UnlinkIdentity(ctx context.Context, userID, identityID string) (*Unlinked, error) {
 	out := &Unlinked{}
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		q := tx
+		if s.pg {
+			// Two unlinks of one user's last two identities at once (on two
+			// instances) take turns, so they cannot both see the other; on
+			// SQLite write transactions already do.
+			q = tx.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
 		var u User
-		if err := tx.Where("id = ?", userID).Take(&u).Error; err != nil {
+		if err := q.Where("id = ?", userID).Take(&u).Error; err != nil {
 			return err
 		}
 		if err := tx.Where("id = ? AND user_id = ?", identityID, userID).Take(&out.Identity).Error; err != nil {
