@@ -25,6 +25,8 @@ const (
 	// AuditUserLink is an identity provider's account joined to an
 	// existing user at their first single sign-on (same verified email).
 	AuditUserLink = "user.link"
+	// AuditUserUnlink is an admin removing an identity from a user.
+	AuditUserUnlink = "user.unlink"
 
 	AuditSettingsTokenUsage = "settings.token_usage"
 
@@ -48,7 +50,7 @@ const (
 // AuditActions is every action an entry may record, in the order the
 // admin page offers them.
 var AuditActions = []string{
-	AuditUserCreate, AuditUserUpdate, AuditUserRole, AuditUserDelete, AuditUserLink,
+	AuditUserCreate, AuditUserUpdate, AuditUserRole, AuditUserDelete, AuditUserLink, AuditUserUnlink,
 	AuditSettingsTokenUsage,
 	AuditModelCreate, AuditModelUpdate, AuditModelDelete,
 	AuditMCPCreate, AuditMCPUpdate, AuditMCPDelete,

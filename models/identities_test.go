@@ -110,3 +110,59 @@ func TestLoginFlowIsTakenOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestIdentityEmailFollowsAndUnlink: a linked identity's new email
+// becomes the user's unless another user has it; an identity unlinks,
+// ending its provider's sessions, unless it is the user's only way in.
+func TestIdentityEmailFollowsAndUnlink(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		ctx := context.Background()
+		s := d.openStore(t, Options{})
+		first, err := s.SignInIdentity(ctx, SignOn{Provider: "corp", Issuer: "https://id", Subject: "a", Email: "a@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid := first.User.ID
+		moved, err := s.SignInIdentity(ctx, SignOn{Provider: "corp", Issuer: "https://id", Subject: "a", Email: "ann@example.com"})
+		if err != nil || moved.EmailFrom != "a@example.com" || moved.User.Email != "ann@example.com" {
+			t.Fatalf("email change = %+v, %v", moved, err)
+		}
+		if _, err := s.CreateUser(ctx, "taken@example.com", "hash", RoleUser, false); err != nil {
+			t.Fatal(err)
+		}
+		var taken *EmailTakenError
+		if _, err := s.SignInIdentity(ctx, SignOn{Provider: "corp", Issuer: "https://id", Subject: "a", Email: "taken@example.com"}); !errors.As(err, &taken) {
+			t.Errorf("a taken email: %v, want EmailTakenError", err)
+		}
+		if u, _ := s.User(ctx, uid); u.Email != "ann@example.com" {
+			t.Errorf("email after the refusal = %s", u.Email)
+		}
+
+		ids, _ := s.Identities(ctx, uid)
+		if _, err := s.UnlinkIdentity(ctx, uid, ids[0].ID); !errors.Is(err, ErrLastSignIn) {
+			t.Errorf("unlinking the only way in: %v, want ErrLastSignIn", err)
+		}
+		if _, err := s.SignInIdentity(ctx, SignOn{Provider: "other", Issuer: "https://other", Subject: "a2", Email: "ann@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, sess := range []*Session{{ID: "from-corp", Provider: "corp"}, {ID: "from-other", Provider: "other"}} {
+			sess.UserID, sess.CSRFToken, sess.CreatedAt, sess.ExpiresAt = uid, "c", time.Now(), time.Now().Add(time.Hour)
+			if err := s.CreateSession(ctx, sess); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.UnlinkIdentity(ctx, "someone-else", ids[0].ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unlinking through another user: %v, want ErrNotFound", err)
+		}
+		un, err := s.UnlinkIdentity(ctx, uid, ids[0].ID)
+		if err != nil || un.Identity.Subject != "a" || len(un.EndedSessions) != 1 || un.EndedSessions[0] != "from-corp" {
+			t.Fatalf("unlink = %+v, %v", un, err)
+		}
+		if _, _, err := s.SessionUser(ctx, "from-other"); err != nil {
+			t.Errorf("the other provider's session ended: %v", err)
+		}
+		if left, _ := s.Identities(ctx, uid); len(left) != 1 || left[0].Provider != "other" {
+			t.Errorf("identities left = %+v", left)
+		}
+	})
+}

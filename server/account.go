@@ -100,6 +100,18 @@ type sessionJSON struct {
 	UserAgent  string     `json:"user_agent"`
 	IP         string     `json:"ip"`
 	Current    bool       `json:"current"`
+	// SignIn is how the session signed in: "password", or the display
+	// name of its single sign-on provider.
+	SignIn string `json:"sign_in"`
+}
+
+// sessionSignIn names how sess signed in (docs/OPERATIONS.md "Single
+// sign-on").
+func (s *Server) sessionSignIn(sess *models.Session) string {
+	if sess.Provider == "" {
+		return signInPassword
+	}
+	return s.sso.Label(sess.Provider)
 }
 
 func (s *Server) mySessions(c echo.Context) ([]sessionJSON, error) {
@@ -110,7 +122,7 @@ func (s *Server) mySessions(c echo.Context) ([]sessionJSON, error) {
 	cur := auth.Session(c)
 	out := make([]sessionJSON, len(ss))
 	for i, x := range ss {
-		out[i] = sessionJSON{ID: publicSessionID(x.ID), CreatedAt: x.CreatedAt.UTC(), LastSeenAt: x.LastSeenAt, UserAgent: x.UserAgent, IP: x.IP, Current: cur != nil && cur.ID == x.ID}
+		out[i] = sessionJSON{ID: publicSessionID(x.ID), CreatedAt: x.CreatedAt.UTC(), LastSeenAt: x.LastSeenAt, UserAgent: x.UserAgent, IP: x.IP, Current: cur != nil && cur.ID == x.ID, SignIn: s.sessionSignIn(&x)}
 	}
 	return out, nil
 }

@@ -191,11 +191,6 @@ func (s *Server) isLastAdmin(ctx context.Context, id string) (bool, error) {
 	return self && admins == 1, nil
 }
 
-func (s *Server) apiAdminUsers(c echo.Context) error {
-	everyone := func(ctx context.Context, _ string) ([]models.User, error) { return s.store.Users(ctx) }
-	return listJSON(c, "users", everyone, newUserJSON)
-}
-
 func (s *Server) apiAdminUserCreate(c echo.Context) error {
 	var req userRequest
 	if err := bindJSON(c, &req); err != nil {
@@ -249,14 +244,15 @@ func (s *Server) adminPage(c echo.Context) error {
 }
 
 func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) error {
-	us, err := s.store.Users(c.Request().Context())
+	us, js, err := s.adminUsers(c)
 	if err != nil {
 		return err
 	}
 	me := auth.User(c)
 	users := make([]views.UserView, len(us))
 	for i, u := range us {
-		users[i] = views.UserView{ID: u.ID, Email: u.Email, Role: u.Role, Disabled: u.Disabled, CreatedAt: u.CreatedAt, Self: u.ID == me.ID}
+		users[i] = views.UserView{ID: u.ID, Email: u.Email, Role: u.Role, Disabled: u.Disabled, CreatedAt: u.CreatedAt, Self: u.ID == me.ID,
+			SignIn: js[i].SignIn, Identities: identityViews(js[i].Identities)}
 	}
 	ms, err := s.consoleModelViews(c)
 	if err != nil {

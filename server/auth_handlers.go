@@ -302,10 +302,17 @@ func (s *Server) apiMe(c echo.Context) error {
 
 // EnsureAdmin creates the admin from HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD
 // on an empty instance (headless set-up). Both empty does nothing; an
-// instance that already has users is left alone.
+// instance that already has users is left alone. With
+// auth.local_passwords: off it refuses to start: that admin could never
+// sign in (docs/OPERATIONS.md "Single sign-on").
 func (s *Server) EnsureAdmin(ctx context.Context, email, password string) error {
 	if email == "" && password == "" {
 		return nil
+	}
+	if s.localPasswords == sso.PasswordsOff {
+		return fmt.Errorf("HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD make an admin who signs in with a password, which auth.local_passwords: off refuses: "+
+			"unset them and sign in with %s (its admin_claim gives the admin role), or set auth.local_passwords: admins",
+			strings.Join(s.sso.Labels(), " or "))
 	}
 	if err := cmp.Or(auth.CheckEmail(email), auth.CheckPassword(password)); err != nil {
 		return fmt.Errorf("HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD: %s", err)

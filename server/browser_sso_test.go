@@ -40,7 +40,9 @@ func TestBrowserSingleSignOn(t *testing.T) {
 		}
 		b.navigate("/admin")
 		if tc.admin {
-			b.waitFor("the admin page", `document.title.startsWith("Admin")`, 10*time.Second)
+			// The users list says how alice signs in, and offers to unlink it.
+			b.waitFor("the admin page", `document.title.startsWith("Admin") && document.body.innerText.includes("signs in with Test IdP")`, 10*time.Second)
+			b.checkAxe(axe, "admin-identities")
 		} else {
 			b.waitFor("refused", `document.body.innerText.includes("admins only")`, 10*time.Second)
 		}

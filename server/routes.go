@@ -77,6 +77,7 @@ func (s *Server) pageRoutes(app *echo.Group) {
 	app.POST("/admin/agents", s.adminAgentCreateSubmit, auth.RequireAdmin)
 	app.POST("/admin/agents/:name", s.adminAgentUpdateSubmit, auth.RequireAdmin)
 	app.POST("/admin/agents/:name/delete", s.adminAgentDeleteSubmit, auth.RequireAdmin)
+	app.POST("/admin/users/:id/identities/:identity_id/delete", s.adminUnlinkSubmit, auth.RequireAdmin)
 }
 
 // uploadRoute takes files of any size: it streams its body and holds it
@@ -151,5 +152,6 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/admin/users", s.apiAdminUserCreate, auth.RequireAdmin)
 	api.PATCH("/admin/users/:id", s.apiAdminUserUpdate, auth.RequireAdmin)
 	api.DELETE("/admin/users/:id", s.apiAdminUserDelete, auth.RequireAdmin)
+	api.DELETE("/admin/users/:id/identities/:identity_id", s.apiAdminUnlink, auth.RequireAdmin)
 	api.Any("/*", func(echo.Context) error { return errNotFound("route") })
 }

@@ -70,6 +70,10 @@ func (s *Server) ssoUser(c echo.Context, name string) (*models.User, *sso.Identi
 		return nil, nil, "", err
 	}
 	res, err := s.store.SignInIdentity(ctx, models.SignOn{Provider: id.Provider, Issuer: id.Issuer, Subject: id.Subject, Email: id.Email, Admin: id.Admin})
+	var taken *models.EmailTakenError
+	if errors.As(err, &taken) {
+		s.log.Warn("sso: sign-in refused: the identity's new email belongs to another user", "provider", name, "issuer", id.Issuer, "subject", id.Subject, "email", id.Email)
+	}
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -97,6 +101,11 @@ func (s *Server) noteSignOn(c echo.Context, id *sso.Identity, res *models.SignOn
 	case res.Linked:
 		s.log.Info("sso: identity linked to an existing user", "provider", id.Provider, "user", u.ID, "email", u.Email)
 		s.Audit(ctx, who, models.AuditUserLink, u.ID, nil, link)
+	}
+	if res.EmailFrom != "" {
+		s.log.Info("sso: email changed at the provider", "provider", id.Provider, "user", u.ID, "from", res.EmailFrom, "to", u.Email)
+		s.Audit(ctx, who, models.AuditUserUpdate, u.ID, map[string]any{"email": res.EmailFrom},
+			map[string]any{"email": u.Email, "by": "the email of " + id.Provider})
 	}
 	if res.RoleFrom != "" {
 		s.log.Info("sso: role set by the admin claim", "provider", id.Provider, "user", u.ID, "from", res.RoleFrom, "to", u.Role)
@@ -161,6 +170,7 @@ func ssoError(err error) *apiError {
 		unreachable *sso.UnreachableError
 		exchange    *sso.ExchangeError
 		denied      *sso.DeniedError
+		taken       *models.EmailTakenError
 	)
 	switch {
 	case errors.Is(err, sso.ErrUnknownProvider):
@@ -173,6 +183,8 @@ func ssoError(err error) *apiError {
 		return &apiError{http.StatusForbidden, "sso_denied", err.Error()}
 	case errors.As(err, &notAllowed), errors.Is(err, sso.ErrUnverifiedEmail), errors.Is(err, sso.ErrNoEmail):
 		return &apiError{http.StatusForbidden, "sso_refused", err.Error()}
+	case errors.As(err, &taken):
+		return &apiError{http.StatusConflict, "sso_email_taken", taken.Error()}
 	case errors.As(err, &unreachable):
 		return &apiError{http.StatusServiceUnavailable, "sso_unreachable", err.Error()}
 	case errors.Is(err, errPasswordsOff):

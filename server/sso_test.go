@@ -11,6 +11,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -222,7 +223,7 @@ func TestSSORefusesWhomTheRulesLeaveOut(t *testing.T) {
 	s := newSSOApp(t)
 	for _, tc := range []struct{ username, email, want string }{
 		{"eve", "eve@elsewhere.org", "accounts of elsewhere.org cannot sign in to herd with Test IdP"},
-		{"una", "una@example.com", "has not verified your email address"},
+		{"una", "una@example.com", "did not confirm that your email address is verified"},
 	} {
 		t.Run(tc.username, func(t *testing.T) {
 			b, r := s.signOn(tc.username)
@@ -236,6 +237,88 @@ func TestSSORefusesWhomTheRulesLeaveOut(t *testing.T) {
 				t.Error("a user was created")
 			}
 		})
+	}
+}
+
+// TestSSOTrustEmail: a provider that sends no email_verified (una's
+// provider omits it, as Entra ID does) is refused with words that name
+// trust_email; with trust_email its email is taken as verified, and
+// links the local account with it.
+func TestSSOTrustEmail(t *testing.T) {
+	t.Run("without", func(t *testing.T) {
+		s := newSSOApp(t)
+		s.localUser("una@example.com", false)
+		b, r := s.signOn("una")
+		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "your admin can set trust_email") {
+			t.Fatalf("callback: %d, want 403 naming trust_email:\n%s", r.status, r.body)
+		}
+		if b.me(t) != nil {
+			t.Error("signed in anyway")
+		}
+	})
+	t.Run("with", func(t *testing.T) {
+		s := newSSOApp(t, func(o *Options) { o.OIDCProviders[0].TrustEmail = true })
+		local := s.localUser("una@example.com", false)
+		b, r := s.signOn("una")
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("callback: %d %s", r.status, r.body)
+		}
+		if me := b.me(t); me.ID != local.ID {
+			t.Errorf("signed in as %s, want the local account %s", me.ID, local.ID)
+		}
+	})
+}
+
+// TestSSOEmailFollowsTheProvider: a linked identity whose email changed
+// at the provider changes the user's, on record; an email another user
+// has is refused, and changes nothing.
+func TestSSOEmailFollowsTheProvider(t *testing.T) {
+	s := newSSOApp(t)
+	ctx := context.Background()
+	b, _ := s.signOn("bob")
+	id := b.me(t).ID
+	s.idp.SetEmail("bob-sub", "robert@example.com", true)
+	b, r := s.signOn("bob")
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("sign-in after the change: %d %s", r.status, r.body)
+	}
+	if me := b.me(t); me.ID != id || me.Email != "robert@example.com" {
+		t.Errorf("me = %+v, want %s as robert@example.com", me, id)
+	}
+	entries, _, err := s.store.Audit(ctx, models.AuditFilter{TargetID: id, Action: models.AuditUserUpdate}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || string(entries[0].Before) != `{"email":"bob@example.com"}` || !strings.Contains(string(entries[0].After), `"email":"robert@example.com"`) {
+		t.Errorf("user.update entries = %+v, want bob's change of email", entries)
+	}
+
+	s.localUser("taken@example.com", false)
+	s.idp.SetEmail("bob-sub", "taken@example.com", true)
+	b, r = s.signOn("bob")
+	if r.status != http.StatusConflict || !strings.Contains(string(r.body), "taken@example.com, belongs to another herd account") {
+		t.Fatalf("sign-in with another user's email: %d, want 409 saying so:\n%s", r.status, r.body)
+	}
+	if b.me(t) != nil {
+		t.Error("signed in anyway")
+	}
+	if u, err := s.store.User(ctx, id); err != nil || u.Email != "robert@example.com" {
+		t.Errorf("bob's email is now %v (%v), want robert@example.com", u, err)
+	}
+}
+
+// TestSSOAdminFromEnvWithPasswordsOff: HERD_ADMIN_EMAIL/PASSWORD would
+// make an admin who cannot sign in; herd refuses to start, saying what
+// to do instead.
+func TestSSOAdminFromEnvWithPasswordsOff(t *testing.T) {
+	s := newSSOApp(t, func(o *Options) { o.LocalPasswords = sso.PasswordsOff })
+	err := s.srv.EnsureAdmin(context.Background(), "ops@example.com", "long enough pw")
+	if err == nil || !strings.Contains(err.Error(), "HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD") ||
+		!strings.Contains(err.Error(), "auth.local_passwords: off") || !strings.Contains(err.Error(), "sign in with Test IdP") {
+		t.Fatalf("EnsureAdmin = %v, want a refusal naming both settings and the provider", err)
+	}
+	if _, err := s.store.UserByEmail(context.Background(), "ops@example.com"); err == nil {
+		t.Error("the admin was created")
 	}
 }
 
@@ -469,4 +552,88 @@ func TestLocalPasswordsSwitch(t *testing.T) {
 			}
 		}
 	})
+}
+
+// adminUserOf is the user with email on the admin's GET /api/admin/users.
+func adminUserOf(t *testing.T, admin *user, email string) adminUserJSON {
+	t.Helper()
+	var out struct{ Users []adminUserJSON }
+	if r := admin.do("GET", "/api/admin/users", nil); r.status != http.StatusOK || json.Unmarshal(r.body, &out) != nil {
+		t.Fatalf("GET /api/admin/users: %d %s", r.status, r.body)
+	}
+	for _, u := range out.Users {
+		if u.Email == email {
+			return u
+		}
+	}
+	t.Fatalf("%s is not on the users list", email)
+	return adminUserJSON{}
+}
+
+// TestSSOAdminSeesAndUnlinksIdentities: the users list says how each
+// user signs in, sessions say where they came from, and an admin unlinks
+// an identity (its sessions end) unless it is the user's only way in.
+func TestSSOAdminSeesAndUnlinksIdentities(t *testing.T) {
+	s := newSSOApp(t)
+	ctx := context.Background()
+	s.localUser("bob@example.com", false)
+	bobSSO, _ := s.signOn("bob")
+	bobSSO.me(t)
+	aliceSSO, _ := s.signOn("alice")
+	aliceSSO.me(t)
+	admin := s.signIn("root@example.com")
+
+	bob, alice := adminUserOf(t, admin, "bob@example.com"), adminUserOf(t, admin, "alice@example.com")
+	if !slices.Equal(bob.SignIn, []string{"password", "Test IdP"}) || len(bob.Identities) != 1 || bob.Identities[0].Label != "Test IdP" ||
+		!slices.Equal(alice.SignIn, []string{"Test IdP"}) || !slices.Equal(adminUserOf(t, admin, "root@example.com").SignIn, []string{"password"}) {
+		t.Errorf("sign_in: bob %+v, alice %+v", bob, alice)
+	}
+	if page := string(admin.do("GET", "/admin", nil).body); !strings.Contains(page, "signs in with password, Test IdP") || !strings.Contains(page, "Unlink Test IdP") {
+		t.Errorf("the admin page does not say how bob signs in, or offers no unlink")
+	}
+	var sessions struct {
+		Sessions []sessionJSON `json:"sessions"`
+	}
+	if r := bobSSO.do("GET", "/api/account/sessions", nil); json.Unmarshal(r.body, &sessions) != nil || len(sessions.Sessions) != 1 || sessions.Sessions[0].SignIn != "Test IdP" {
+		t.Errorf("bob's sessions: %s, want one signed in with Test IdP", r.body)
+	}
+	if page := string(bobSSO.do("GET", "/account", nil).body); !strings.Contains(page, "signed in with Test IdP") {
+		t.Errorf("the account page does not say where the session came from")
+	}
+
+	unlink := func(u adminUserJSON) string {
+		return "/api/admin/users/" + u.ID + "/identities/" + u.Identities[0].ID
+	}
+	if r := bobSSO.do("DELETE", unlink(bob), nil); r.status != http.StatusForbidden {
+		t.Errorf("a user's unlink: %d, want 403", r.status)
+	}
+	if r := admin.do("DELETE", unlink(alice), nil); r.status != http.StatusConflict || r.errorCode() != "last_sign_in" {
+		t.Errorf("unlinking alice's only way in: %d %s, want 409 last_sign_in", r.status, r.body)
+	}
+	if r := admin.do("DELETE", "/api/admin/users/"+alice.ID+"/identities/"+bob.Identities[0].ID, nil); r.status != http.StatusNotFound {
+		t.Errorf("unlinking bob's identity through alice: %d, want 404", r.status)
+	}
+	noCSRF := *admin
+	noCSRF.csrf = ""
+	form := "/admin/users/" + bob.ID + "/identities/" + bob.Identities[0].ID + "/delete"
+	if r := noCSRF.do("POST", form, url.Values{}); r.status != http.StatusForbidden {
+		t.Errorf("the unlink form without its CSRF token: %d, want 403", r.status)
+	}
+	if r := noCSRF.do("POST", form, url.Values{"_csrf": {admin.csrf}}); r.status != http.StatusOK || !strings.Contains(string(r.body), "Identity unlinked.") {
+		t.Fatalf("the unlink form: %d %s", r.status, r.body)
+	}
+	if ids, _ := s.store.Identities(ctx, bob.ID); len(ids) != 0 {
+		t.Errorf("bob still has %+v", ids)
+	}
+	if bobSSO.me(t) != nil {
+		t.Error("bob's session from Test IdP outlived the identity")
+	}
+	if got := adminUserOf(t, admin, "bob@example.com").SignIn; !slices.Equal(got, []string{"password"}) {
+		t.Errorf("bob signs in with %v, want password", got)
+	}
+	entries, _, err := s.store.Audit(ctx, models.AuditFilter{TargetID: bob.ID, Action: models.AuditUserUnlink}, 10)
+	if err != nil || len(entries) != 1 || entries[0].ActorEmail != "root@example.com" ||
+		!strings.Contains(string(entries[0].Before), `"subject":"bob-sub"`) || !strings.Contains(string(entries[0].After), `"sessions_ended":1`) {
+		t.Errorf("user.unlink entries = %+v, %v", entries, err)
+	}
 }

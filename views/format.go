@@ -62,6 +62,16 @@ func userPath(id, suffix string) string {
 	return "/admin/users/" + url.PathEscape(id) + suffix
 }
 
+// signInText lists a user's ways in ("password, Acme SSO"); "nothing"
+// for a user who has none (a provider account unlinked from a user
+// without a password cannot happen, but a store edited by hand can).
+func signInText(ways []string) string {
+	if len(ways) == 0 {
+		return "nothing"
+	}
+	return strings.Join(ways, ", ")
+}
+
 // modelLabel names a model in pickers; demo models say so, since nothing
 // may pretend to be a real LLM (docs/DESIGN.md §12).
 func modelLabel(m ModelOption) string {

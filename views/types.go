@@ -79,7 +79,8 @@ type SessionView struct {
 	LastSeenAt *time.Time
 	UserAgent  string
 	IP         string
-	Current    bool // the browser looking at the page
+	Current    bool   // the browser looking at the page
+	SignIn     string // "password" or the single sign-on provider's name
 }
 
 // AccountPage is the user's password and sessions.
@@ -328,6 +329,18 @@ type UserView struct {
 	Disabled  bool
 	CreatedAt time.Time
 	Self      bool
+	// SignIn names the user's ways in: "password" and linked providers.
+	SignIn []string
+	// Identities are the linked identities an admin may unlink.
+	Identities []IdentityView
+}
+
+// IdentityView is an identity provider's account linked to a user.
+type IdentityView struct {
+	ID          string
+	Label       string // the provider's display name
+	Email       string
+	LastLoginAt time.Time
 }
 
 // AdminPage holds the instance settings, models and users.

@@ -16,6 +16,7 @@ auth:
         client_id: herd
         client_secret: $HERD_TEST_OIDC_SECRET
         admin_claim: {claim: groups, value: herd-admins}
+        trust_email: true
         allowed_domains: [example.com]
 `
 
@@ -26,7 +27,7 @@ func TestSSOConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.Auth.OIDC.Providers[0]
-	if p.ClientSecret != secret || p.AdminClaim == nil || p.AdminClaim.Value != "herd-admins" || p.AllowedDomains[0] != "example.com" {
+	if p.ClientSecret != secret || !p.TrustEmail || p.AdminClaim == nil || p.AdminClaim.Value != "herd-admins" || p.AllowedDomains[0] != "example.com" {
 		t.Errorf("provider = %+v", p)
 	}
 	if c.Auth.LocalPasswords != "admins" {
@@ -48,6 +49,7 @@ func TestSSOConfigErrors(t *testing.T) {
 		{"twice the name", strings.Replace(ssoProvider, "        allowed_domains: [example.com]\n", "      - {name: company, issuer: https://b.example.com, client_id: x, client_secret: y}\n", 1), `"company" names another provider too`},
 		{"admin claim half", strings.Replace(ssoProvider, "{claim: groups, value: herd-admins}", "{claim: groups}", 1), "needs both claim and value"},
 		{"bad domain", strings.Replace(ssoProvider, "[example.com]", "[me@example.com]", 1), "must be an email domain"},
+		{"trust_email not a bool", strings.Replace(ssoProvider, "trust_email: true", "trust_email: sometimes", 1), "trust_email"},
 		{"bad switch", strings.Replace(ssoProvider, "local_passwords: admins", "local_passwords: some", 1), "auth.local_passwords"},
 		{"sign-up without passwords", strings.Replace(ssoProvider, "local_passwords: admins", "local_passwords: admins\n  allow_signup: true", 1), "auth.local_passwords: admins refuses"},
 		{"off with no provider", "auth:\n  local_passwords: off\n", "off leaves no way to sign in"},

@@ -73,3 +73,22 @@ func TestSingleSignOnRealBinary(t *testing.T) {
 		t.Errorf("me: %d %s, want alice as admin", status, page)
 	}
 }
+
+// TestAdminFromEnvWithPasswordsOffRefusesToStart: HERD_ADMIN_EMAIL and
+// HERD_ADMIN_PASSWORD with auth.local_passwords: off would make an admin
+// who can never sign in; herd exits 1 saying so, naming both settings and
+// the provider to sign in with instead (docs/OPERATIONS.md "Single
+// sign-on"). The provider is not contacted: nothing listens at its issuer.
+func TestAdminFromEnvWithPasswordsOffRefusesToStart(t *testing.T) {
+	t.Parallel()
+	code, out := startToExit(t, 30*time.Second,
+		"HERD_AUTH_LOCAL_PASSWORDS=off",
+		`HERD_AUTH_OIDC_PROVIDERS=[{name: test, display_name: Test IdP, issuer: "http://127.0.0.1:9", client_id: herd, client_secret: s}]`,
+		"HERD_ADMIN_EMAIL=ops@example.com", "HERD_ADMIN_PASSWORD=long enough pw",
+	)
+	for _, want := range []string{"HERD_ADMIN_EMAIL/HERD_ADMIN_PASSWORD", "auth.local_passwords: off", "sign in with Test IdP"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d; want 1 saying %q:\n%s", code, want, out)
+		}
+	}
+}

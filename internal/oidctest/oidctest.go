@@ -42,6 +42,7 @@ type Provider struct {
 	srv    *httptest.Server
 	down   atomic.Bool
 	st     *groupStorage
+	users  *userStore
 	mu     sync.Mutex
 	paths  []string
 }
@@ -51,7 +52,8 @@ func Start(t testing.TB, users []User, clients ...Client) *Provider {
 	t.Helper()
 	p := &Provider{srv: httptest.NewUnstartedServer(nil)}
 	p.Issuer = "http://" + p.srv.Listener.Addr().String()
-	us := userStore{users: map[string]*storage.User{}, groups: map[string][]string{}}
+	us := &userStore{users: map[string]*storage.User{}, groups: map[string][]string{}}
+	p.users = us
 	for _, u := range users {
 		us.users[u.ID] = &storage.User{ID: u.ID, Username: u.Username, Password: u.Password, Email: u.Email, EmailVerified: u.EmailVerified, PreferredLanguage: language.English}
 		us.groups[u.ID] = u.Groups
@@ -84,6 +86,16 @@ func (p *Provider) SetGroups(id string, groups ...string) {
 	p.st.mu.Lock()
 	defer p.st.mu.Unlock()
 	p.st.groups[id] = groups
+}
+
+// SetEmail changes the email of user id and whether the provider says
+// it is verified, as the person or an admin at the provider would.
+func (p *Provider) SetEmail(id, email string, verified bool) {
+	p.users.mu.Lock()
+	defer p.users.mu.Unlock()
+	u := *p.users.users[id]
+	u.Email, u.EmailVerified = email, verified
+	p.users.users[id] = &u // a copy: the provider may be reading the old one
 }
 
 // SetDown makes the provider answer 503 to everything (down) or serve
@@ -162,13 +174,20 @@ func (e *StepError) Error() string {
 
 // userStore is the example storage's users, with their groups.
 type userStore struct {
+	mu     sync.Mutex // guards users (SetEmail)
 	users  map[string]*storage.User
 	groups map[string][]string
 }
 
-func (u userStore) GetUserByID(id string) *storage.User { return u.users[id] }
+func (u *userStore) GetUserByID(id string) *storage.User {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.users[id]
+}
 
-func (u userStore) GetUserByUsername(name string) *storage.User {
+func (u *userStore) GetUserByUsername(name string) *storage.User {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	for _, x := range u.users {
 		if x.Username == name {
 			return x
@@ -177,7 +196,7 @@ func (u userStore) GetUserByUsername(name string) *storage.User {
 	return nil
 }
 
-func (u userStore) ExampleClientID() string { return storage.ServiceUserID }
+func (u *userStore) ExampleClientID() string { return storage.ServiceUserID }
 
 // groupStorage is the example storage with a groups claim in the ID
 // token and userinfo, and clients that accept any loopback herd.

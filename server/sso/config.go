@@ -23,6 +23,11 @@ type ProviderConfig struct {
 	AllowedGroups []string `yaml:"allowed_groups"`
 	// GroupsClaim names the claim AllowedGroups reads; "" = groups.
 	GroupsClaim string `yaml:"groups_claim"`
+	// TrustEmail takes the provider's email as verified without an
+	// email_verified claim (Microsoft Entra ID sends none): only for a
+	// provider that owns its users' email domains, since the email links
+	// an existing account (docs/OPERATIONS.md "Single sign-on").
+	TrustEmail bool `yaml:"trust_email"`
 }
 
 // ClaimMatch is a claim that holds a value: a string equal to it, or a

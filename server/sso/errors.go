@@ -10,8 +10,11 @@ var (
 	// already used or expired, or one the provider answered with an
 	// error. The sign-in starts again from the sign-in page.
 	ErrFlow = errors.New("this sign-in link is not valid (expired, already used, or started in another browser): start again from the sign-in page")
-	// ErrUnverifiedEmail: the provider does not vouch for the email.
-	ErrUnverifiedEmail = errors.New("your identity provider has not verified your email address: verify it there, then sign in again")
+	// ErrUnverifiedEmail: the provider does not vouch for the email: its
+	// email_verified is false or absent (some providers never send it)
+	// and the provider has no trust_email.
+	ErrUnverifiedEmail = errors.New("your identity provider did not confirm that your email address is verified, so herd cannot trust it: " +
+		"verify it there and sign in again; if the provider never confirms emails (Microsoft Entra ID does not) and owns your email domain, your admin can set trust_email for it")
 	// ErrNoEmail: the provider sent no email claim (the email scope).
 	ErrNoEmail = errors.New("your identity provider sent no email address: ask your admin to allow the email scope for herd")
 )

@@ -15,8 +15,10 @@ type Identity struct {
 	// email can change, they do not.
 	Issuer, Subject string
 	Email           string // lower-cased
-	EmailVerified   bool
-	Groups          []string
+	// EmailVerified: the provider says the email is verified, or herd
+	// trusts its emails (trust_email).
+	EmailVerified bool
+	Groups        []string
 	// Admin is what the provider's admin_claim says of the role; nil
 	// when the provider has none (the role is then herd's to manage).
 	Admin *bool
@@ -30,7 +32,7 @@ func (p *provider) identity(idt *oidc.IDToken, claims map[string]any, raw string
 	id := &Identity{
 		Provider: p.cfg.Name, Issuer: idt.Issuer, Subject: idt.Subject, IDToken: raw,
 		Email:         strings.ToLower(strings.TrimSpace(stringClaim(claims["email"]))),
-		EmailVerified: boolClaim(claims["email_verified"]),
+		EmailVerified: p.cfg.TrustEmail || boolClaim(claims["email_verified"]),
 		Groups:        listClaim(claims[p.cfg.groupsClaim()]),
 	}
 	if m := p.cfg.AdminClaim; m != nil {

@@ -28,6 +28,13 @@ func TestIdentityFromClaims(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := p.identity(idt, tc.claims, "raw")
+			if tc.name == "unverified" {
+				trusting := &provider{cfg: p.cfg}
+				trusting.cfg.TrustEmail = true
+				if err := trusting.admit(trusting.identity(idt, tc.claims, "raw")); err != nil {
+					t.Errorf("with trust_email: %v", err)
+				}
+			}
 			if id.Admin == nil || *id.Admin != tc.admin {
 				t.Errorf("admin = %v, want %v", id.Admin, tc.admin)
 			}

@@ -113,6 +113,27 @@ func (s *Service) Buttons(ctx context.Context) []Button {
 	return out
 }
 
+// Labels are the providers' display names, in configuration order,
+// without contacting them.
+func (s *Service) Labels() []string {
+	out := make([]string, len(s.list))
+	for i, p := range s.list {
+		out[i] = p.cfg.label()
+	}
+	return out
+}
+
+// Label is the display name of the provider named name; name itself for
+// one no longer configured (an identity or session outlives its entry).
+func (s *Service) Label(name string) string {
+	for _, p := range s.list {
+		if p.cfg.Name == name {
+			return p.cfg.label()
+		}
+	}
+	return name
+}
+
 // Enabled reports whether any provider is configured.
 func (s *Service) Enabled() bool { return len(s.list) > 0 }
 
