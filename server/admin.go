@@ -244,6 +244,12 @@ func (s *Server) adminPage(c echo.Context) error {
 }
 
 func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) error {
+	return s.renderAdminWith(c, status, flash, errMsg, views.ConsoleModelView{Provider: "openai", Stream: "auto"})
+}
+
+// renderAdminWith is renderAdmin with the add-model form holding
+// newModel: a refused save keeps what was typed.
+func (s *Server) renderAdminWith(c echo.Context, status int, flash, errMsg string, newModel views.ConsoleModelView) error {
 	us, js, err := s.adminUsers(c)
 	if err != nil {
 		return err
@@ -268,7 +274,7 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	}
 	p := s.page(c, "Admin")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews()}))
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, NewModel: newModel, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews()}))
 }
 
 // formResult answers a page's form with the page again: with flash when

@@ -72,8 +72,14 @@ func (s *Server) adminModelCreateSubmit(c echo.Context) error {
 	if err == nil {
 		s.consoleChanged()
 		s.audit(c, models.AuditModelCreate, m.Name, nil, auditedModel(m))
+		return formResult(c, nil, "Model "+m.Name+" added: new runs may use it now.", s.renderAdmin)
 	}
-	return formResult(c, err, "Model "+m.Name+" added: new runs may use it now.", s.renderAdmin)
+	// Refused: the form comes back as it was sent, but for its key.
+	kept := views.ConsoleModelView{Name: m.Name, DisplayName: m.DisplayName, Provider: m.Provider, Model: m.Model, BaseURL: m.BaseURL,
+		Stream: string(m.Stream), ContextWindow: m.ContextWindow, MaxConcurrentRequests: m.MaxConcurrentRequests, Vision: m.Vision}
+	return formResult(c, err, "", func(c echo.Context, status int, flash, errMsg string) error {
+		return s.renderAdminWith(c, status, flash, errMsg, kept)
+	})
 }
 
 func (s *Server) adminModelUpdateSubmit(c echo.Context) error {
@@ -111,10 +117,31 @@ func (s *Server) adminModelTestSubmit(c echo.Context) error {
 	if err == nil {
 		m, err = s.console.TestTarget(c.Request().Context(), m, key)
 	}
+	var got Connection
+	if err == nil {
+		got = s.console.TestModel(c.Request().Context(), m)
+	}
+	return s.testAnswer(c, got, err)
+}
+
+// testAnswer is a Test connection's answer to the page's form: the page
+// again with the answer on top, or, asked by static/console.js (Accept:
+// application/json), the answer alone, so the form keeps what was typed,
+// its key included.
+func (s *Server) testAnswer(c echo.Context, got Connection, err error) error {
+	if c.Request().Header.Get("Accept") == "application/json" {
+		if err != nil {
+			ae := knownError(err, c)
+			if ae == nil {
+				return err
+			}
+			return c.JSON(ae.Status, Connection{OK: false, Detail: ae.Message})
+		}
+		return c.JSON(http.StatusOK, got)
+	}
 	if err != nil {
 		return formResult(c, err, "", s.renderAdmin)
 	}
-	got := s.console.TestModel(c.Request().Context(), m)
 	if !got.OK {
 		return s.renderAdmin(c, http.StatusOK, "", "Test connection failed: "+got.Detail)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -428,5 +429,28 @@ func TestResealAfterRotation(t *testing.T) {
 	ms, err := console(only).Models(ctx)
 	if err != nil || len(ms) != 1 || ms[0].Config.APIKey != consoleKey {
 		t.Fatalf("the new key alone opens %+v, %v; want the stored key", ms, err)
+	}
+}
+
+// TestAdminModelFormKeptWhenRefused: a refused save brings the page back
+// with the add form as it was sent, but for its key, which the page
+// never holds.
+func TestAdminModelFormKeptWhenRefused(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("admin@example.com", true)
+	r := admin.do("POST", "/admin/models", url.Values{"_csrf": {admin.csrf}, "name": {"kept-model"}, "provider": {"openai"},
+		"model": {"gpt-kept"}, "base_url": {"ftp://llm.example.com"}, "api_key": {"sk-kept-SECRET"}, "stream": {"false"}, "context_window": {"64000"}})
+	page := string(r.body)
+	if r.status != http.StatusUnprocessableEntity || !strings.Contains(page, "base_url") {
+		t.Fatalf("a bad base URL: %d, want 422 naming base_url:\n%.600s", r.status, page)
+	}
+	for _, want := range []string{`id="new-model-name" name="name" type="text" autocomplete="off" required value="kept-model"`,
+		`value="gpt-kept"`, `value="ftp://llm.example.com"`, `value="64000"`, `<option value="false" selected>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the form after a refused save lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "SECRET") {
+		t.Error("the page holds the key typed")
 	}
 }

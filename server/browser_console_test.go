@@ -40,6 +40,13 @@ func TestBrowserConsoleModel(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#new-model-base-url`), fake.URL()),
 		chromedp.SendKeys(chromedp.CSS(`#new-model-api-key`), key),
 	)
+	// Test connection asks in place: the form keeps what was typed, the
+	// key included, and the answer shows beside the button.
+	b.activate("Test connection of the new model", `#test-new-model`)
+	b.waitFor("the new model's answer", `document.querySelector("#model-add output.test-answer.test-ok")?.textContent === "Connected: Console GPT answered as gpt-x."`, 20*time.Second)
+	if kept := evalAs[string](b, `[...document.querySelectorAll("#model-add input")].filter(i => i.type !== "hidden" && i.type !== "checkbox").map(i => i.value).join(" ")`); kept != "console-gpt Console GPT gpt-x "+fake.URL()+" "+key+" 0 0" {
+		t.Errorf("the form after a test holds %q; want what was typed", kept)
+	}
 	b.markPage()
 	b.activate("Save", `#model-add button.button-primary`)
 	b.waitNewPage("the model added", `document.querySelector(".notice-ok")?.textContent.includes("Model console-gpt added")
@@ -53,9 +60,8 @@ func TestBrowserConsoleModel(t *testing.T) {
 	}
 
 	b.activate("open Edit", `#model-console-gpt details summary`)
-	b.markPage()
 	b.activate("Test connection", `#model-console-gpt form.model-form button[formaction="/admin/models/test"]`)
-	b.waitNewPage("the connection's answer", `document.querySelector(".notice-ok")?.textContent.includes("Console GPT answered as gpt-x")`, 20*time.Second)
+	b.waitFor("the connection's answer", `document.querySelector("#model-console-gpt output.test-answer")?.textContent === "Connected: Console GPT answered as gpt-x."`, 20*time.Second)
 
 	// A subagent type added on the page may name the console's model.
 	b.do("fill the new type",

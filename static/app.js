@@ -7,7 +7,8 @@
 // thread.js and the modules it imports; the new-thread page only the
 // composer. Every page has the keyboard shortcuts (shortcuts.js); the
 // thread page marks its hidden tab and the settings page offers desktop
-// notifications (notify.js).
+// notifications (notify.js), and the admin console tests connections in
+// place (console.js).
 
 import { copyText } from "./copy.js";
 import { shortcuts } from "./shortcuts.js";
@@ -59,6 +60,9 @@ if (stateNode) {
 } else if (document.getElementById("notify-setting")) {
 	const { notifySetting } = await import("./notify.js");
 	notifySetting();
+} else if (document.querySelector("button[data-test]")) {
+	const { testButtons } = await import("./console.js");
+	testButtons();
 } else if (document.getElementById("new-thread")) {
 	const { Composer } = await import("./composer.js");
 	new Composer({}).listen();

@@ -348,6 +348,9 @@ type AdminPage struct {
 	Page
 	TokenUsageEnabled bool
 	ConsoleModels     []ConsoleModelView
+	// NewModel is what the add form holds: what a refused save sent (its
+	// key apart), else openai with automatic streaming.
+	NewModel ConsoleModelView
 	Limits            []LimitView
 	Agents            []AgentTypeView
 	Users             []UserView
