@@ -43,5 +43,8 @@ func TestBrowserBudget(t *testing.T) {
 	if got := evalAs[string](b, `document.querySelector("#composer-error").textContent`); !strings.HasPrefix(got, "Your token budget for this week is used up") {
 		t.Errorf("the composer's refusal: %q", got)
 	}
+	if evalAs[bool](b, `!document.querySelector("#budget-note").hidden`) {
+		t.Error("the budget line shows beside the refusal that says the same")
+	}
 	b.shot("budget-refused")
 }

@@ -125,6 +125,10 @@ export class Composer {
 	showError(text) {
 		keepPinned(() => {
 			this.errorLine.textContent = text;
+			// A refusal for a spent budget says what the budget line says
+			// (static/budget.js): the line steps aside while it shows.
+			const note = document.getElementById("budget-note");
+			if (note) note.hidden = note.textContent === "" || (text !== "" && note.textContent === text);
 		});
 	}
 
