@@ -1004,3 +1004,17 @@ func TestDatabaseConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestPriceCurrencyDefault: a price without a currency is in US dollars,
+// for a model of any provider.
+func TestPriceCurrencyDefault(t *testing.T) {
+	for _, provider := range []string{"demo", "openai"} {
+		cfg, err := loadYAML(t, "models: [{name: a, provider: "+provider+", api_key: k, price: {input_per_mtok: 1, output_per_mtok: 2}}]\n", nil, Overrides{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := cfg.Models[0].Price; p == nil || p.Currency != "USD" {
+			t.Errorf("%s: price %+v, want its currency USD", provider, p)
+		}
+	}
+}

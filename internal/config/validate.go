@@ -94,9 +94,9 @@ func FillModelDefaults(m *agent.ModelConfig) {
 		if m.Usage == nil {
 			m.Usage = new(true)
 		}
-		if m.Price != nil && m.Price.Currency == "" {
-			m.Price.Currency = "USD"
-		}
+	}
+	if m.Price != nil && m.Price.Currency == "" {
+		m.Price.Currency = "USD"
 	}
 }
 
