@@ -29,6 +29,7 @@ func (s *Server) consoleModelViews(c echo.Context) ([]views.ConsoleModelView, er
 			Stream: string(m.Stream), APIKey: secrets.Mask(m.APIKey), ContextWindow: m.ContextWindow,
 			MaxConcurrentRequests: m.MaxConcurrentRequests, Vision: m.Vision, FromFile: e.FromFile, Default: i == 0,
 		}
+		out[i].PriceInput, out[i].PriceOutput, out[i].Currency = priceFields(m.Price)
 	}
 	return out, nil
 }
@@ -57,10 +58,48 @@ func modelForm(c echo.Context, m *agent.ModelConfig) (*string, error) {
 		}
 		*f.dst = n
 	}
+	price, err := priceForm(c)
+	if err != nil {
+		return nil, err
+	}
+	m.Price = price
 	if k := c.FormValue("api_key"); k != "" {
 		return &k, nil
 	}
 	return nil, nil
+}
+
+// priceForm reads a model form's price: none when both figures are
+// empty; config.CheckModel checks the figures and the currency.
+func priceForm(c echo.Context) (*agent.ModelPrice, error) {
+	in, out := strings.TrimSpace(c.FormValue("price_input")), strings.TrimSpace(c.FormValue("price_output"))
+	if in == "" && out == "" {
+		return nil, nil
+	}
+	p := &agent.ModelPrice{Currency: strings.ToUpper(strings.TrimSpace(c.FormValue("currency")))}
+	for _, f := range []struct {
+		name, raw string
+		dst       *float64
+	}{{"price.input_per_mtok", in, &p.InputPerMTok}, {"price.output_per_mtok", out, &p.OutputPerMTok}} {
+		if f.raw == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f.raw, 64)
+		if err != nil {
+			return nil, &EntryError{Field: f.name, Reason: "a price must be a number such as 0.40, got " + strconv.Quote(f.raw)}
+		}
+		*f.dst = v
+	}
+	return p, nil
+}
+
+// priceFields is p as a model form shows it.
+func priceFields(p *agent.ModelPrice) (in, out, currency string) {
+	if p == nil {
+		return "", "", ""
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	return f(p.InputPerMTok), f(p.OutputPerMTok), p.Currency
 }
 
 func (s *Server) adminModelCreateSubmit(c echo.Context) error {
@@ -77,6 +116,7 @@ func (s *Server) adminModelCreateSubmit(c echo.Context) error {
 	// Refused: the form comes back as it was sent, but for its key.
 	kept := views.ConsoleModelView{Name: m.Name, DisplayName: m.DisplayName, Provider: m.Provider, Model: m.Model, BaseURL: m.BaseURL,
 		Stream: string(m.Stream), ContextWindow: m.ContextWindow, MaxConcurrentRequests: m.MaxConcurrentRequests, Vision: m.Vision}
+	kept.PriceInput, kept.PriceOutput, kept.Currency = c.FormValue("price_input"), c.FormValue("price_output"), c.FormValue("currency")
 	return formResult(c, err, "", func(c echo.Context, status int, flash, errMsg string) error {
 		return s.renderAdminWith(c, status, flash, errMsg, kept)
 	})

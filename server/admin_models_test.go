@@ -454,3 +454,38 @@ func TestAdminModelFormKeptWhenRefused(t *testing.T) {
 		t.Error("the page holds the key typed")
 	}
 }
+
+// TestAdminModelPrice: a console model may have a price, checked by the
+// config file's rules, in US dollars unless it says otherwise; the form
+// takes it too and names a figure that is no number.
+func TestAdminModelPrice(t *testing.T) {
+	a := newApp(t)
+	admin := a.newUser("admin@example.com", true)
+	var got struct {
+		Price *agent.ModelPrice `json:"price"`
+	}
+	admin.mustJSON("POST", "/api/admin/models", map[string]any{"name": "priced", "provider": "openai", "base_url": "https://llm.example.com/v1",
+		"price": map[string]any{"input_per_mtok": 0.4, "output_per_mtok": 1.6}}, http.StatusCreated, &got)
+	if got.Price == nil || *got.Price != (agent.ModelPrice{InputPerMTok: 0.4, OutputPerMTok: 1.6, Currency: "USD"}) {
+		t.Fatalf("price = %+v, want 0.4/1.6 USD", got.Price)
+	}
+	if r := admin.do("POST", "/api/admin/models", map[string]any{"name": "bad-price", "provider": "openai", "base_url": "https://llm.example.com/v1",
+		"price": map[string]any{"input_per_mtok": -1, "output_per_mtok": 1}}); r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "price.input_per_mtok") {
+		t.Errorf("a negative price: %d %s, want 422 naming price.input_per_mtok", r.status, r.body)
+	}
+	form := url.Values{"_csrf": {admin.csrf}, "name": {"form-priced"}, "provider": {"openai"}, "base_url": {"https://llm.example.com/v1"}, "price_input": {"2.5"}, "price_output": {"10"}, "currency": {"eur"}}
+	if r := admin.do("POST", "/admin/models", form); r.status != http.StatusOK {
+		t.Fatalf("the form with a price: %d %.400s", r.status, r.body)
+	}
+	page := string(admin.do("GET", "/admin", nil).body)
+	for _, want := range []string{`id="edit-form-priced-price-input" name="price_input" type="text" inputmode="decimal" value="2.5"`, `value="EUR"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the edit form lacks %s", want)
+		}
+	}
+	form.Set("name", "form-bad")
+	form.Set("price_input", "cheap")
+	if r := admin.do("POST", "/admin/models", form); r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "a price must be a number") {
+		t.Errorf("a price that is no number: %d, want 422 saying so", r.status)
+	}
+}

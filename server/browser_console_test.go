@@ -44,7 +44,7 @@ func TestBrowserConsoleModel(t *testing.T) {
 	// key included, and the answer shows beside the button.
 	b.activate("Test connection of the new model", `#test-new-model`)
 	b.waitFor("the new model's answer", `document.querySelector("#model-add output.test-answer.test-ok")?.textContent === "Connected: Console GPT answered as gpt-x."`, 20*time.Second)
-	if kept := evalAs[string](b, `[...document.querySelectorAll("#model-add input")].filter(i => i.type !== "hidden" && i.type !== "checkbox").map(i => i.value).join(" ")`); kept != "console-gpt Console GPT gpt-x "+fake.URL()+" "+key+" 0 0" {
+	if kept := evalAs[string](b, `[...document.querySelectorAll("#model-add input")].filter(i => i.type !== "hidden" && i.type !== "checkbox" && i.value !== "").map(i => i.value).join(" ")`); kept != "console-gpt Console GPT gpt-x "+fake.URL()+" "+key+" 0 0" {
 		t.Errorf("the form after a test holds %q; want what was typed", kept)
 	}
 	b.markPage()

@@ -118,13 +118,16 @@ type storedModel struct {
 	MaxConcurrentRequests int              `json:"max_concurrent_requests,omitempty"`
 	TimeoutSeconds        int              `json:"timeout_seconds,omitempty"`
 	Vision                bool             `json:"vision,omitempty"`
+	// Price, when set, shows usage as cost too (docs/OPERATIONS.md
+	// "Budgets").
+	Price *agent.ModelPrice `json:"price,omitempty"`
 }
 
 func specOf(m agent.ModelConfig) storedModel {
 	return storedModel{
 		Name: m.Name, DisplayName: m.DisplayName, Provider: m.Provider, Model: m.Model, BaseURL: m.BaseURL,
 		Stream: m.Stream, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
-		MaxConcurrentRequests: m.MaxConcurrentRequests, TimeoutSeconds: m.TimeoutSeconds, Vision: m.Vision,
+		MaxConcurrentRequests: m.MaxConcurrentRequests, TimeoutSeconds: m.TimeoutSeconds, Vision: m.Vision, Price: m.Price,
 	}
 }
 
@@ -132,7 +135,7 @@ func (sm storedModel) config(apiKey string) agent.ModelConfig {
 	return agent.ModelConfig{
 		Name: sm.Name, DisplayName: sm.DisplayName, Provider: sm.Provider, Model: sm.Model, BaseURL: sm.BaseURL,
 		APIKey: apiKey, Stream: sm.Stream, ContextWindow: sm.ContextWindow, MaxOutputTokens: sm.MaxOutputTokens,
-		MaxConcurrentRequests: sm.MaxConcurrentRequests, TimeoutSeconds: sm.TimeoutSeconds, Vision: sm.Vision,
+		MaxConcurrentRequests: sm.MaxConcurrentRequests, TimeoutSeconds: sm.TimeoutSeconds, Vision: sm.Vision, Price: sm.Price,
 	}
 }
 

@@ -363,6 +363,9 @@ type ConsoleModelView struct {
 	Name, DisplayName, Provider, Model, BaseURL, Stream, APIKey string
 	ContextWindow, MaxConcurrentRequests                        int
 	Vision, FromFile, Default                                   bool
+	// PriceInput and PriceOutput are per million tokens, as typed ("" for
+	// no price); Currency is the price's (USD when empty).
+	PriceInput, PriceOutput, Currency string
 }
 
 // AgentTypeView is a subagent type in the admin console: herd.yaml's
