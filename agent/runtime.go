@@ -289,7 +289,7 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		commands:  req.Commands,
 		admin:     req.Admin,
 	}
-	r.sink = rt.runEnv.newSink(r.threadID, r.id)
+	r.sink = rt.runEnv.newSink(owner{r.threadID, r.userID}, r.id)
 	if req.Budget.Limit > 0 {
 		r.budget = &budgetGuard{Budget: req.Budget, sink: r.sink}
 	}
