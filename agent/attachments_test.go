@@ -149,7 +149,7 @@ func TestAttachments(t *testing.T) {
 func presentRun(ws string, vision bool) *run {
 	env := &runEnv{log: slog.New(slog.DiscardHandler), decodes: make(chan struct{}, maxDecodes)}
 	r := &run{env: env, workspace: ws, ctx: context.Background(), model: &Model{Config: ModelConfig{Name: "m", Vision: vision}}}
-	r.sink = env.newSink("thread", "run")
+	r.sink = env.newSink(owner{threadID: "thread"}, "run")
 	return r
 }
 

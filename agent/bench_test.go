@@ -161,7 +161,7 @@ func benchRun(b *testing.B, env *benchEnv) *run {
 		env: &rt.runEnv, box: rt.cat.Load().withCommands, release: rt.release, id: rt.newID(), threadID: env.thread, userID: "u1", model: rt.cat.Load().order[0],
 		done: make(chan struct{}),
 	}
-	r.sink = r.env.newSink(r.threadID, r.id)
+	r.sink = r.env.newSink(owner{r.threadID, r.userID}, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(rt.base)
 	if err := r.begin(context.Background(), rt.newID(), "benchmark", nil); err != nil {
 		b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"herd/agent/tools"
 	"herd/models"
@@ -307,6 +308,11 @@ func TestLeadAnswerContinued(t *testing.T) {
 	u, err := h.store.Usage(context.Background(), h.thread, "")
 	if err != nil || u.Total.LostCalls != 1 {
 		t.Errorf("usage %+v, %v: want the cut call as one lost call", u.Total, err)
+	}
+	// The lost call bills the run's user, as every ledger row does.
+	hist, err := h.store.UsageHistory(context.Background(), time.Now(), 1)
+	if err != nil || len(hist.ByUser) != 1 || hist.ByUser[0].Key != "u1" || hist.ByUser[0].Total.LostCalls != 1 {
+		t.Errorf("the admin's history per user is %+v, %v: want the lost call under u1", hist.ByUser, err)
 	}
 }
 

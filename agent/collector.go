@@ -12,9 +12,11 @@ import (
 // ≤ 0) is still a call: its row is marked Unreported with zero figures,
 // never a fabricated count. A missing total is input + output; cache-read
 // is kept only when > 0 (docs/DESIGN.md §6). herdModel is the herd model
-// the call was made with; resp.Model is the provider's name for it.
-func ledgerEntry(threadID, runID, taskID, herdModel string, resp Response) *models.UsageEntry {
-	e := &models.UsageEntry{CallID: resp.CallID, ThreadID: threadID, RunID: runID, TaskID: taskID, ModelName: resp.Model, HerdModel: herdModel}
+// the call was made with; resp.Model is the provider's name for it. own
+// names the thread and its owner, whom the row bills after either is
+// deleted.
+func ledgerEntry(own owner, runID, taskID, herdModel string, resp Response) *models.UsageEntry {
+	e := &models.UsageEntry{CallID: resp.CallID, ThreadID: own.threadID, UserID: own.userID, RunID: runID, TaskID: taskID, ModelName: resp.Model, HerdModel: herdModel}
 	u := resp.Usage
 	if u == nil || (u.InputTokens <= 0 && u.OutputTokens <= 0 && u.TotalTokens <= 0) {
 		e.Unreported = true
@@ -27,6 +29,10 @@ func ledgerEntry(threadID, runID, taskID, herdModel string, resp Response) *mode
 	e.CacheReadTokens = max(u.CacheReadTokens, 0)
 	return e
 }
+
+// owner is the thread a ledger row is written under and the user it
+// bills (docs/DESIGN.md §6).
+type owner struct{ threadID, userID string }
 
 // collector counts the LLM calls of one subagent execution, each once by
 // call id, and gives the cumulative snapshot the card shows. It is a

@@ -84,7 +84,7 @@ func TestSeedScenario(t *testing.T) {
 
 // TestTotalsExactlyOnce: thread totals are the ledger's aggregates and
 // equal lead + every subagent once, however often events are replayed or
-// a call is reported.
+// a call is reported. Every row names the run's user, whom it bills.
 func TestTotalsExactlyOnce(t *testing.T) {
 	demoLLM := demo.New(agent.ModelConfig{Name: "demo", Model: "demo"})
 	h := agent.NewHarness(t, agent.HarnessConfig{Models: []*agent.Model{agent.TestModel("demo", demoLLM)}})
@@ -112,6 +112,11 @@ func TestTotalsExactlyOnce(t *testing.T) {
 	}
 	if len(again) != int(rep.Total.Calls) {
 		t.Fatalf("%d ledger writes for %d calls", len(again), rep.Total.Calls)
+	}
+	for _, r := range again {
+		if r.Usage.UserID != "u1" {
+			t.Errorf("ledger row %s bills %q, want the run's user u1", r.Usage.CallID, r.Usage.UserID)
+		}
 	}
 	if err := h.Writer().Write(ctx, again...); err != nil {
 		t.Fatal(err)

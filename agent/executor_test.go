@@ -358,7 +358,7 @@ func TestDelegateReleasesTheContext(t *testing.T) {
 		return reply("done", nil), nil
 	}))}})
 	r := &run{env: &h.rt.runEnv, box: h.rt.cat.Load().withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000ab", threadID: h.thread, model: h.rt.cat.Load().order[0], done: make(chan struct{})}
-	r.sink = r.env.newSink(r.threadID, r.id)
+	r.sink = r.env.newSink(owner{r.threadID, r.userID}, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	o, release := h.rt.exec.delegate(r.scope(), taskCall("over", "finish", SubagentGeneral), func() {})
@@ -385,7 +385,7 @@ func TestFirstTerminalWins(t *testing.T) {
 		return reply("x", nil), nil
 	}))}})
 	r := &run{env: &h.rt.runEnv, box: h.rt.cat.Load().withCommands, release: h.rt.release, id: "00000000-0000-4000-8000-0000000000aa", threadID: h.thread, model: h.rt.cat.Load().order[0], done: make(chan struct{})}
-	r.sink = r.env.newSink(r.threadID, r.id)
+	r.sink = r.env.newSink(owner{r.threadID, r.userID}, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	outcomes := []Outcome{

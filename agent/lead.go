@@ -166,11 +166,12 @@ type run struct {
 // logger is the run's logger.
 func (r *run) logger() *slog.Logger { return r.sink.logger() }
 
-// newSink is the sink of run runID of thread threadID: what of env its
+// newSink is the sink of run runID of own's thread: what of env its
 // writes need, and its usage book.
-func (env *runEnv) newSink(threadID, runID string) *runSink {
+func (env *runEnv) newSink(own owner, runID string) *runSink {
+	threadID := own.threadID
 	return &runSink{
-		threadID: threadID, runID: runID,
+		threadID: threadID, userID: own.userID, runID: runID,
 		journal: env.journal, shared: env.persistShared, newID: env.newID, pub: env.pub, images: env.images, baseLog: env.log,
 		usage: map[string]*models.UsageEntry{}, watch: newWorkspaceWatch(env.log.With("thread", threadID, "run", runID)),
 	}

@@ -135,7 +135,7 @@ func TestCollector(t *testing.T) {
 			col := &collector{}
 			var recs []models.UsageEntry // what the collector recorded
 			for _, r := range c.resps {
-				if e := ledgerEntry("th", "run", "task", "m", r); col.Record(e) {
+				if e := ledgerEntry(owner{threadID: "th"}, "run", "task", "m", r); col.Record(e) {
 					recs = append(recs, *e)
 				}
 			}
@@ -167,12 +167,12 @@ func TestCollector(t *testing.T) {
 // is not marked.
 func TestLedgerEntryUnreported(t *testing.T) {
 	for _, u := range []*Usage{nil, {}, {InputTokens: -1, OutputTokens: -1, TotalTokens: -2}} {
-		e := ledgerEntry("th", "run", "", "m", Response{CallID: "a", Usage: u, Model: "m"})
+		e := ledgerEntry(owner{threadID: "th"}, "run", "", "m", Response{CallID: "a", Usage: u, Model: "m"})
 		if !e.Unreported || e.CallID != "a" || e.ModelName != "m" || e.InputTokens != 0 || e.OutputTokens != 0 || e.TotalTokens != 0 {
 			t.Errorf("usage %+v: entry %+v, want an unreported row of call a", u, e)
 		}
 	}
-	if e := ledgerEntry("th", "run", "", "m", Response{CallID: "b", Usage: &Usage{InputTokens: 1, OutputTokens: 2}}); e.Unreported || e.TotalTokens != 3 {
+	if e := ledgerEntry(owner{threadID: "th"}, "run", "", "m", Response{CallID: "b", Usage: &Usage{InputTokens: 1, OutputTokens: 2}}); e.Unreported || e.TotalTokens != 3 {
 		t.Errorf("reported usage: entry %+v", e)
 	}
 }
@@ -329,7 +329,7 @@ func TestJanitor(t *testing.T) {
 	}))}})
 	h.rt.exec.janitorGrace = 50 * time.Millisecond
 	r := &run{env: &h.rt.runEnv, box: h.rt.cat.Load().withCommands, release: h.rt.release, id: uuid.NewString(), threadID: h.thread, model: h.rt.cat.Load().order[0]}
-	r.sink = r.env.newSink(r.threadID, r.id)
+	r.sink = r.env.newSink(owner{r.threadID, r.userID}, r.id)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	defer r.cancel(nil)
 	e := h.rt.exec.newExecution(r.scope(), "orphan", taskArgs{Description: "d", Prompt: "p", SubagentType: SubagentGeneral}, h.rt.cat.Load().withCommands.agents.byName[SubagentGeneral])

@@ -158,7 +158,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 	r := rt.newRun(req, model, box)
 	r.id = row.ID
 	r.parent = row.ParentRun
-	r.sink = rt.runEnv.newSink(r.threadID, r.id)
+	r.sink = rt.runEnv.newSink(owner{r.threadID, r.userID}, r.id)
 	r.sink.base = base
 	if r.budget, err = rt.resumedBudget(ctx, r.userID, r.sink); err != nil {
 		return "", err
@@ -203,7 +203,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, st ResumeStore, row models.Run
 	}
 	if !plan.final && len(plan.calls) == 0 {
 		// The lead was calling its model (or about to): that call is lost.
-		r.sink.recordLost(models.LostCall(r.threadID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lead.seq, resumes)))
+		r.sink.recordLost(models.LostCall(r.threadID, r.userID, r.id, "", model.Config.Name, fmt.Sprintf("s%d.r%d", lead.seq, resumes)))
 	}
 	r.tasks.Store(int32(dispatched))
 	r.held = heldIn(msgs, row.ID)
@@ -390,7 +390,7 @@ func (x *executor) resume(s taskScope, call ToolCall, st *openState, p *resumePl
 	}
 	history, open, lost := splitHistory(st.history)
 	if lost {
-		row := models.LostCall(s.threadID, s.runID, call.ID, e.ModelName, fmt.Sprintf("v%d.r%d", st.version, p.resumes))
+		row := models.LostCall(s.threadID, s.userID, s.runID, call.ID, e.ModelName, fmt.Sprintf("v%d.r%d", st.version, p.resumes))
 		s.sink.recordLost(row)
 	}
 	e.admittedAt = st.startedAt // wall time: the timeout runs across the restart

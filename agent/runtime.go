@@ -286,7 +286,7 @@ func (rt *Runtime) newRun(req StartRequest, model *Model, box *toolbox) *run {
 		admin:     req.Admin,
 		maxTurns:  rt.limits.Load().MaxTurns,
 	}
-	r.sink = rt.runEnv.newSink(r.threadID, r.id)
+	r.sink = rt.runEnv.newSink(owner{r.threadID, r.userID}, r.id)
 	if req.Budget.Limit > 0 {
 		r.budget = &budgetGuard{Budget: req.Budget, sink: r.sink}
 	}

@@ -21,6 +21,7 @@ import (
 // back to the lead (runEnv.newSink builds it).
 type runSink struct {
 	threadID, runID string
+	userID          string // the thread's owner, whom the run's ledger rows bill
 	journal         Journal
 	shared          func() context.Context // runEnv.persistShared
 	newID           func() string
@@ -165,12 +166,15 @@ func (s *runSink) taskMessage(taskID, content string, kwargs taskKwargs, o Outco
 // neither: a resume makes again a call whose answer is not kept, and
 // counts it lost, never twice (docs/DESIGN.md §11).
 func (s *runSink) keepUsage(taskID, model string, resp Response) *models.UsageEntry {
-	e := ledgerEntry(s.threadID, s.runID, taskID, model, resp)
+	e := ledgerEntry(s.owner(), s.runID, taskID, model, resp)
 	s.mu.Lock()
 	s.usage[e.CallID] = e
 	s.mu.Unlock()
 	return e
 }
+
+// owner is whom the run's ledger rows bill, under which thread.
+func (s *runSink) owner() owner { return owner{s.threadID, s.userID} }
 
 // usageRecord is e's ledger record: the writer stamps its own copy, and
 // callers keep reading e.

@@ -31,6 +31,7 @@ var ErrNoTitleCall = errors.New("agent: this model names no threads")
 // TitleRequest asks for the title of a thread from its first message.
 type TitleRequest struct {
 	ThreadID string
+	UserID   string // the thread's owner, whom the call bills
 	Model    string // the first run's model; "" for the default
 	Content  string // the first message
 }
@@ -81,7 +82,7 @@ func (rt *Runtime) Title(ctx context.Context, req TitleRequest) (TitleAnswer, er
 	// so the title's frame, which refreshes the page's figures, finds it.
 	pctx, pcancel := rt.persistCtx(ctx)
 	defer pcancel()
-	entry := ledgerEntry(req.ThreadID, "", "", model.Config.Name, resp)
+	entry := ledgerEntry(owner{req.ThreadID, req.UserID}, "", "", model.Config.Name, resp)
 	row := *entry // the writer stamps its own copy
 	if err := rt.journal.Write(pctx, models.Record{Usage: &row}); err != nil {
 		rt.log.Error("record usage", "call", entry.CallID, "err", err)

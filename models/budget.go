@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// UsedTokens sums the ledger's tokens of the threads userID owns over
-// [start, end): what a budget period has used (docs/DESIGN.md §6). One
-// query, the ledger read through idx_usage_thread_created for each of the
-// user's threads (idx_threads_user_updated): only the period's rows.
+// UsedTokens sums the ledger's tokens of the calls made for userID over
+// [start, end): what a budget period has used (docs/DESIGN.md §6),
+// threads since deleted included. One query on the ledger alone, through
+// idx_usage_user_created: only the user's rows of the period.
 func (s *Store) UsedTokens(ctx context.Context, userID string, start, end time.Time) (int64, error) {
 	var used int64
 	if err := s.r.WithContext(ctx).Raw(usedTokensSQL, userID, start.UTC(), end.UTC()).Scan(&used).Error; err != nil {
@@ -18,21 +18,20 @@ func (s *Store) UsedTokens(ctx context.Context, userID string, start, end time.T
 	return used, nil
 }
 
-const usedTokensSQL = "SELECT COALESCE(SUM(u.total_tokens), 0) FROM usage_entries AS u JOIN threads AS t ON t.id = u.thread_id " +
-	"WHERE t.user_id = ? AND u.created_at >= ? AND u.created_at < ?"
+const usedTokensSQL = "SELECT COALESCE(SUM(u.total_tokens), 0) FROM usage_entries AS u " +
+	"WHERE u.user_id = ? AND u.created_at >= ? AND u.created_at < ?"
 
 // UsedTokensByUser sums the ledger's tokens over [start, end) per owner of
-// the calls' threads, for the admin's usage page: one query per period.
+// the calls, for the admin's usage page: one query per period.
 func (s *Store) UsedTokensByUser(ctx context.Context, start, end time.Time) (map[string]int64, error) {
 	var rows []struct {
 		UserID string
 		Used   int64
 	}
 	err := s.r.WithContext(ctx).Table("usage_entries AS u").
-		Select("t.user_id AS user_id, SUM(u.total_tokens) AS used").
-		Joins("JOIN threads AS t ON t.id = u.thread_id").
+		Select("u.user_id AS user_id, SUM(u.total_tokens) AS used").
 		Where("u.created_at >= ? AND u.created_at < ?", start.UTC(), end.UTC()).
-		Group("t.user_id").
+		Group("u.user_id").
 		Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: used tokens by user: %w", err)
@@ -73,7 +72,7 @@ func PeriodBounds(period string, at time.Time) (start, end time.Time, ok bool) {
 
 // UsedByModel sums userID's ledger over [start, end) per herd model, for
 // the cost of their period (models' prices): one query, through the same
-// indexes as UsedTokens.
+// index as UsedTokens.
 func (s *Store) UsedByModel(ctx context.Context, userID string, start, end time.Time) (map[string]UsageTotals, error) {
 	var rows []struct {
 		ModelName string
@@ -81,8 +80,7 @@ func (s *Store) UsedByModel(ctx context.Context, userID string, start, end time.
 	}
 	err := s.r.WithContext(ctx).Table("usage_entries AS u").
 		Select(usageModelSQL+" AS model_name, SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens, SUM(u.total_tokens) AS total_tokens, COUNT(*) AS calls").
-		Joins("JOIN threads AS t ON t.id = u.thread_id").
-		Where("t.user_id = ? AND u.created_at >= ? AND u.created_at < ?", userID, start.UTC(), end.UTC()).
+		Where("u.user_id = ? AND u.created_at >= ? AND u.created_at < ?", userID, start.UTC(), end.UTC()).
 		Group(usageModelSQL).
 		Scan(&rows).Error
 	if err != nil {

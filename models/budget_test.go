@@ -3,9 +3,13 @@ package models
 import (
 	"context"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"herd/internal/pgtest"
 )
 
 // TestPeriodBounds: UTC calendar periods, weeks from Monday, whatever
@@ -33,7 +37,8 @@ func TestPeriodBounds(t *testing.T) {
 
 // TestUsedTokens sums one user's ledger over a period on both databases:
 // rows on both sides of each edge, another user's rows and a title call
-// (no run) of the user's thread.
+// (no run) of the user's thread. Deleting a thread, or a user, gives back
+// nothing: the ledger keeps their calls (docs/DESIGN.md §6).
 func TestUsedTokens(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, d dbDriver) {
 		s := d.newStore(t)
@@ -61,10 +66,16 @@ func TestUsedTokens(t *testing.T) {
 			{start.Add(time.Hour), b1, "r", 7}, // bob's
 		}
 		for i, r := range rows {
-			e := &UsageEntry{CallID: fmt.Sprint("c", i), ThreadID: r.thread.ID, RunID: r.run, ModelName: "m", TotalTokens: r.tokens, CreatedAt: r.at}
+			e := &UsageEntry{CallID: fmt.Sprint("c", i), ThreadID: r.thread.ID, UserID: r.thread.UserID, RunID: r.run, ModelName: "m", TotalTokens: r.tokens, CreatedAt: r.at}
 			if err := w.Write(ctx, Record{Usage: e}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := s.DeleteThread(ctx, ann.ID, a2.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteUser(ctx, bob.ID); err != nil {
+			t.Fatal(err)
 		}
 		used, err := s.UsedTokens(ctx, ann.ID, start, end)
 		if err != nil || used != 10111 {
@@ -87,8 +98,8 @@ func TestUsedTokens(t *testing.T) {
 	})
 }
 
-// TestUsedTokensUsesIndexes: the budget check reads the user's threads
-// and their period's ledger rows through indexes, not a scan of the
+// TestUsedTokensUsesIndexes: the budget check reads the user's ledger
+// rows of the period through idx_usage_user_created, not a scan of the
 // ledger, on both databases.
 func TestUsedTokensUsesIndexes(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, d dbDriver) {
@@ -108,7 +119,7 @@ func TestUsedTokensUsesIndexes(t *testing.T) {
 				th, _ := s.CreateThread(ctx, usr.ID, "t")
 				var recs []Record
 				for i := range 40 {
-					recs = append(recs, Record{Usage: &UsageEntry{CallID: fmt.Sprint(th.ID, i), ThreadID: th.ID, RunID: "r", ModelName: "m", TotalTokens: 5, CreatedAt: at.AddDate(0, 0, -i)}})
+					recs = append(recs, Record{Usage: &UsageEntry{CallID: fmt.Sprint(th.ID, i), ThreadID: th.ID, UserID: usr.ID, RunID: "r", ModelName: "m", TotalTokens: 5, CreatedAt: at.AddDate(0, 0, -i)}})
 				}
 				if err := w.Write(ctx, recs...); err != nil {
 					t.Fatal(err)
@@ -146,8 +157,90 @@ func TestUsedTokensUsesIndexes(t *testing.T) {
 		text := strings.Join(plan, "\n")
 		t.Logf("plan:\n%s", text)
 		// PostgreSQL says "Seq Scan on usage_entries", SQLite "SCAN u".
-		if strings.Contains(text, "Seq Scan on usage_entries") || strings.Contains(text, "SCAN u") || !strings.Contains(text, "idx_usage_thread_created") {
-			t.Fatalf("the budget's sum does not read the ledger through idx_usage_thread_created:\n%s", text)
+		if strings.Contains(text, "Seq Scan on usage_entries") || strings.Contains(text, "SCAN u") || !strings.Contains(text, "idx_usage_user_created") || strings.Contains(text, "threads") {
+			t.Fatalf("the budget's sum does not read the ledger alone through idx_usage_user_created:\n%s", text)
 		}
 	})
+}
+
+// TestMigrateLedgerOwners: a database from before the ledger named its
+// owner (no user_id, budgets read through idx_usage_thread_created) gets
+// each row's owner from its thread at its next open, on both databases,
+// and again at every open with nothing changed; a row whose thread was
+// gone before keeps no owner.
+func TestMigrateLedgerOwners(t *testing.T) {
+	path, dsn := filepath.Join(t.TempDir(), "herd.db"), ""
+	opens := map[string]func() (*Store, error){
+		"sqlite":   func() (*Store, error) { return Open(path, Options{}) },
+		"postgres": func() (*Store, error) { return OpenPostgres(dsn, Options{}) },
+	}
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		if d.name == "postgres" {
+			dsn = pgtest.DSN(t)
+		}
+		s, err := opens[d.name]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		ann, _ := s.CreateUser(ctx, "ann@example.com", "h", RoleUser, false)
+		bob, _ := s.CreateUser(ctx, "bob@example.com", "h", RoleUser, false)
+		a, _ := s.CreateThread(ctx, ann.ID, "a")
+		b, _ := s.CreateThread(ctx, bob.ID, "b")
+		at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+		w := s.NewWriter(WriterOptions{})
+		err = w.Write(ctx,
+			Record{Usage: &UsageEntry{CallID: "a1", ThreadID: a.ID, RunID: "r", ModelName: "m", TotalTokens: 10, CreatedAt: at}},
+			Record{Usage: &UsageEntry{CallID: "a2", ThreadID: a.ID, ModelName: "m", TotalTokens: 5, CreatedAt: at}},
+			Record{Usage: &UsageEntry{CallID: "b1", ThreadID: b.ID, RunID: "r", ModelName: "m", TotalTokens: 7, CreatedAt: at}},
+			Record{Usage: &UsageEntry{CallID: "x1", ThreadID: "gone", RunID: "r", ModelName: "m", TotalTokens: 3, CreatedAt: at}})
+		w.Close()
+		if err == nil {
+			err = toLedgerWithoutOwners(s)
+		}
+		_ = s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, end, _ := PeriodBounds(PeriodDay, at)
+		for open := range 2 {
+			if s, err = opens[d.name](); err != nil {
+				t.Fatal(err)
+			}
+			owners := map[string]string{}
+			var rows []UsageEntry
+			if err := s.r.Find(&rows).Error; err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				owners[r.CallID] = r.UserID
+			}
+			want := map[string]string{"a1": ann.ID, "a2": ann.ID, "b1": bob.ID, "x1": ""}
+			if !maps.Equal(owners, want) {
+				t.Errorf("open %d: owners %v, want %v", open, owners, want)
+			}
+			if used, err := s.UsedTokens(ctx, ann.ID, start, end); err != nil || used != 15 {
+				t.Errorf("open %d: ann used %d, %v; want 15", open, used, err)
+			}
+			if s.r.Migrator().HasIndex(&UsageEntry{}, "idx_usage_thread_created") {
+				t.Errorf("open %d: idx_usage_thread_created is still there", open)
+			}
+			_ = s.Close()
+		}
+	})
+}
+
+// toLedgerWithoutOwners turns s's ledger into its shape before owners:
+// no user_id column, the budget's index on thread and time.
+func toLedgerWithoutOwners(s *Store) error {
+	for _, q := range []string{
+		"DROP INDEX idx_usage_user_created",
+		"ALTER TABLE usage_entries DROP COLUMN user_id",
+		"CREATE INDEX idx_usage_thread_created ON usage_entries (thread_id, created_at)",
+	} {
+		if err := s.w.Exec(q).Error; err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
 }

@@ -87,7 +87,7 @@ func fillSource(t *testing.T, threads, events int) string {
 			Record{Message: &Message{ID: fmt.Sprintf("m%d-2", i), ThreadID: th.ID, RunID: runID, Type: "ai", Content: "done", Usage: JSON(`{"input_tokens":3}`)}},
 			Record{Usage: &UsageEntry{CallID: fmt.Sprintf("c%d-1", i), ThreadID: th.ID, RunID: runID, ModelName: "m", InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CacheReadTokens: 2}},
 			Record{Usage: &UsageEntry{CallID: fmt.Sprintf("c%d-2", i), ThreadID: th.ID, RunID: runID, TaskID: "call_1", ModelName: "m", Unreported: true}},
-			Record{Usage: LostCall(th.ID, runID, "call_1", "m", "v1.r1")},
+			Record{Usage: LostCall(th.ID, th.UserID, runID, "call_1", "m", "v1.r1")},
 			Record{Run: &Run{ID: runID, ThreadID: th.ID, UserID: u.ID, Status: RunCompleted, ModelName: "m", StartedAt: seen, EndedAt: &seen}},
 		)
 		must(t, w.Write(ctx, recs...))

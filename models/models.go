@@ -220,11 +220,17 @@ type RunEvent struct {
 // that reporting a call twice counts it once (docs/DESIGN.md §6).
 type UsageEntry struct {
 	CallID string `gorm:"primaryKey"`
-	// ThreadID leads a second index with CreatedAt: a budget sums a
-	// user's rows of one period, thread by thread (Store.UsedTokens).
-	ThreadID string `gorm:"index;index:idx_usage_thread_created,priority:1;not null;size:36"`
-	RunID    string `gorm:"index;not null;size:36"` // "" for the thread's title call
-	TaskID   string // empty for the lead's own calls
+	// ThreadID names the call's thread, and still does once the thread
+	// is purged: the ledger outlives what it bills (docs/DESIGN.md §6).
+	ThreadID string `gorm:"index;not null;size:36"`
+	// UserID is who the call was made for, the thread's owner, kept after
+	// the thread or the user is deleted; it leads an index with CreatedAt:
+	// a budget sums one user's rows of one period (Store.UsedTokens). ""
+	// only in a row whose thread was gone before the owner was recorded
+	// (backfillLedgerOwners).
+	UserID string `gorm:"index:idx_usage_user_created,priority:1;not null;default:'';size:36"`
+	RunID  string `gorm:"index;not null;size:36"` // "" for the thread's title call
+	TaskID string // empty for the lead's own calls
 	// ModelName is the model as its provider reported it (which may carry
 	// a date: gpt-4o-2024-08-06); HerdModel is the herd model the call was
 	// made with, as runs, messages and cards name it, "" in rows written
@@ -247,7 +253,7 @@ type UsageEntry struct {
 	Lost bool `gorm:"not null;default:false"`
 	// CreatedAt is indexed for the admin's usage history, which reads the
 	// ledger by day across every thread.
-	CreatedAt time.Time `gorm:"index;index:idx_usage_thread_created,priority:2"`
+	CreatedAt time.Time `gorm:"index;index:idx_usage_user_created,priority:2"`
 }
 
 // JSON is a JSON document stored as text. A nil JSON is SQL NULL.

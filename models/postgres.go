@@ -104,6 +104,9 @@ func (s *Store) migratePostgres() error {
 		if err := tx.AutoMigrate(allModels...); err != nil {
 			return err
 		}
+		if err := dropThreadLedgerIndex(tx); err != nil {
+			return err
+		}
 		if err := migrateSearchPostgres(tx); err != nil {
 			return err
 		}

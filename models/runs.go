@@ -194,8 +194,8 @@ func (e UsageEntry) Count(rep *UsageReport) {
 	rep.Add(e.TaskID == "", cmp.Or(e.HerdModel, e.ModelName), t)
 }
 
-// LostCall is the ledger row of a model call of run runID's task taskID
-// ("" for the lead), made with herd model herdModel, that a restart or a
+// LostCall is the ledger row of a model call of userID's run runID's task
+// taskID ("" for the lead), made with herd model herdModel, that a restart or a
 // lost instance cut: its usage cannot be known, so it is counted as a
 // call, unreported and lost, never as zero tokens (docs/DESIGN.md §6).
 // The provider's name is unknown too; herdModel stands for it.
@@ -208,9 +208,9 @@ func (e UsageEntry) Count(rep *UsageReport) {
 // run's resume count that found it (run.resumed's resumes), e.g.
 // "v12.r1" — the same state resumed again gives the same key, a call cut
 // again after a resume a new one.
-func LostCall(threadID, runID, taskID, herdModel, key string) *UsageEntry {
+func LostCall(threadID, userID, runID, taskID, herdModel, key string) *UsageEntry {
 	return &UsageEntry{
-		CallID: "lost:" + runID + ":" + taskID + ":" + key, ThreadID: threadID, RunID: runID, TaskID: taskID,
+		CallID: "lost:" + runID + ":" + taskID + ":" + key, ThreadID: threadID, UserID: userID, RunID: runID, TaskID: taskID,
 		ModelName: herdModel, HerdModel: herdModel, Unreported: true, Lost: true,
 	}
 }

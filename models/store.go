@@ -295,7 +295,12 @@ func (s *Store) migrate() error {
 	if s.pg {
 		err = s.migratePostgres()
 	} else if err = s.w.AutoMigrate(allModels...); err == nil {
-		err = s.migrateSearchSQLite()
+		if err = dropThreadLedgerIndex(s.w); err == nil {
+			err = s.migrateSearchSQLite()
+		}
+	}
+	if err == nil {
+		err = s.backfillLedgerOwners()
 	}
 	if err != nil {
 		return fmt.Errorf("store: migrate: %w", err)

@@ -360,7 +360,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	}})
 	defer w.Close()
 	// A call cut by a restart, whose mark the backup must carry.
-	must(t, w.Write(ctx, Record{Usage: LostCall(th.ID, "r", "t", "m", "v1.r1")}))
+	must(t, w.Write(ctx, Record{Usage: LostCall(th.ID, th.UserID, "r", "t", "m", "v1.r1")}))
 	<-committed
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

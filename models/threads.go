@@ -150,7 +150,7 @@ func (s *Store) ScheduledDeletes(ctx context.Context) ([]Thread, error) {
 }
 
 // PurgeThread removes a thread whose deletion is due, with everything
-// recorded in it; a NotDueError when it is not due yet, ErrNotFound when
+// recorded in it but its usage ledger rows; a NotDueError when it is not due yet, ErrNotFound when
 // it was restored, is already gone, or another instance is removing it.
 // Its owner's undo and the purge cannot both win.
 //
@@ -199,7 +199,8 @@ func notDue(tx *gorm.DB, id string, now time.Time, err error) error {
 	return err
 }
 
-// DeleteThread deletes userID's thread id and everything recorded in it.
+// DeleteThread deletes userID's thread id and everything recorded in it
+// but its usage ledger rows.
 // Callers stop the thread's run first; records the Writer still holds for
 // it are dropped with ErrNotFound.
 func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
@@ -207,7 +208,7 @@ func (s *Store) DeleteThread(ctx context.Context, userID, id string) error {
 }
 
 // deleteThread deletes thread id, if it also matches cond, and everything
-// recorded in it, in one transaction.
+// recorded in it but its ledger rows, in one transaction.
 func (s *Store) deleteThread(ctx context.Context, id, cond string, args ...any) error {
 	return s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return deleteThreadTx(tx, id, cond, args...)
@@ -219,7 +220,9 @@ func deleteThreadTx(tx *gorm.DB, id, cond string, args ...any) error {
 	if err := affected(tx.Where("id = ?", id).Where(cond, args...).Delete(&Thread{}), "delete thread"); err != nil {
 		return err
 	}
-	for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}, &Checkpoint{}} {
+	// The ledger stays: it bills the calls the thread made, for budgets
+	// and the admin's accounting (docs/DESIGN.md §6).
+	for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &Checkpoint{}} {
 		if err := tx.Where("thread_id = ?", id).Delete(m).Error; err != nil {
 			return fmt.Errorf("store: delete thread records: %w", err)
 		}

@@ -2,14 +2,19 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
 
 // TestUsageHistory seeds the ledger across two users, two models and
 // several days, with rows on both sides of the range's edges, and checks
-// every figure of the history against a sum of the seeded rows.
+// every figure of the history against a sum of the seeded rows. Deleting
+// a thread and a user changes none of them: the ledger keeps their calls,
+// under the deleted user's id.
 func TestUsageHistory(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, d dbDriver) {
 		s := d.newStore(t)
@@ -48,7 +53,7 @@ func TestUsageHistory(t *testing.T) {
 			{time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), bobTh, "m1", 2000, false}, // the day after
 		}
 		for i, sd := range seeds {
-			e := &UsageEntry{CallID: fmt.Sprint("c", i), ThreadID: sd.thread.ID, RunID: "r", ModelName: sd.model,
+			e := &UsageEntry{CallID: fmt.Sprint("c", i), ThreadID: sd.thread.ID, UserID: sd.thread.UserID, RunID: "r", ModelName: sd.model,
 				InputTokens: sd.in, OutputTokens: 1, TotalTokens: sd.in + 1, CacheReadTokens: int64(i), CreatedAt: sd.at}
 			if err := w.Write(ctx, Record{Usage: e}); err != nil {
 				t.Fatal(err)
@@ -108,6 +113,12 @@ func TestUsageHistory(t *testing.T) {
 		if h.ByModel[0].Key != "m2" {
 			t.Errorf("models ranked %s, %s; want m2 (130 tokens) first", h.ByModel[0].Key, h.ByModel[1].Key)
 		}
+		checkHistoryKept(t, s, h, last, func() error {
+			if err := s.DeleteThread(ctx, ann.ID, annTh.ID); err != nil {
+				return err
+			}
+			return s.DeleteUser(ctx, bob.ID)
+		})
 
 		// One query, however many users, models and days.
 		before := s.Reads()
@@ -121,6 +132,31 @@ func TestUsageHistory(t *testing.T) {
 			t.Error("a history of 0 days was accepted")
 		}
 	})
+}
+
+// checkHistoryKept checks that del changes nothing of the 3-day history
+// h but the labels of the users it deleted, which go blank.
+func checkHistoryKept(t *testing.T, s *Store, h UsageHistory, last time.Time, del func() error) {
+	t.Helper()
+	if err := del(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.UsageHistory(context.Background(), last, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range h.ByUser {
+		if _, err := s.User(context.Background(), u.Key); errors.Is(err, ErrNotFound) {
+			u.Label = ""
+		}
+		i := slices.IndexFunc(after.ByUser, func(a UsageSeries) bool { return a.Key == u.Key })
+		if i < 0 || !reflect.DeepEqual(after.ByUser[i], u) {
+			t.Errorf("after the deletes, %s's series is lost or changed: %+v", u.Key, after.ByUser)
+		}
+	}
+	if !reflect.DeepEqual(after.Total, h.Total) || !reflect.DeepEqual(after.ByModel, h.ByModel) || len(after.ByUser) != len(h.ByUser) {
+		t.Errorf("after the deletes the history is %+v, want %+v", after, h)
+	}
 }
 
 // TestUsageUnreported: ledger rows marked unreported count as calls and
@@ -179,7 +215,7 @@ func TestUsageLostCalls(t *testing.T) {
 		s, th, w := d.newThreadWriter(t)
 		ctx := context.Background()
 		at := time.Now().UTC()
-		lost := func() *UsageEntry { return LostCall(th.ID, "r1", "t1", "deep", "v4.r1") }
+		lost := func() *UsageEntry { return LostCall(th.ID, th.UserID, "r1", "t1", "deep", "v4.r1") }
 		rows := [][]*UsageEntry{
 			{{CallID: "a", ThreadID: th.ID, RunID: "r1", ModelName: "fast", HerdModel: "fast", InputTokens: 10, OutputTokens: 5, TotalTokens: 15}},
 			{{CallID: "b", ThreadID: th.ID, RunID: "r1", TaskID: "t1", ModelName: "deep", HerdModel: "deep", Unreported: true}},
@@ -188,7 +224,7 @@ func TestUsageLostCalls(t *testing.T) {
 			{lost(), lost()},
 			{lost()},
 			// The same task cut again after its first resume: another call.
-			{LostCall(th.ID, "r1", "t1", "deep", "v4.r2")},
+			{LostCall(th.ID, th.UserID, "r1", "t1", "deep", "v4.r2")},
 			{{CallID: "hand", ThreadID: th.ID, RunID: "r2", ModelName: "fast", HerdModel: "fast", Lost: true}},
 		}
 		var count UsageReport

@@ -124,7 +124,8 @@ func (s *Store) UpdateUser(ctx context.Context, id string, up UserUpdate) (*User
 	return &u, nil
 }
 
-// DeleteUser deletes user id with their sessions, tokens and threads.
+// DeleteUser deletes user id with their sessions, tokens and threads;
+// their calls stay in the usage ledger.
 func (s *Store) DeleteUser(ctx context.Context, id string) error {
 	err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var u User
@@ -140,7 +141,9 @@ func (s *Store) DeleteUser(ctx context.Context, id string) error {
 		if err := tx.Model(&Thread{}).Where("user_id = ?", id).Pluck("id", &threadIDs).Error; err != nil {
 			return err
 		}
-		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &UsageEntry{}} {
+		// The ledger stays, under the deleted user's id: the admin's
+		// accounting keeps what was billed (docs/DESIGN.md §6).
+		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}} {
 			if len(threadIDs) > 0 {
 				if err := tx.Where("thread_id IN ?", threadIDs).Delete(m).Error; err != nil {
 					return err

@@ -34,7 +34,7 @@ func (a *testApp) seedLedger(now time.Time, seeds []ledgerSeed) {
 	today := now.UTC().Truncate(24 * time.Hour)
 	for _, sd := range seeds {
 		e := &models.UsageEntry{
-			CallID: uuid.NewString(), ThreadID: sd.thread, RunID: uuid.NewString(), ModelName: sd.model,
+			CallID: uuid.NewString(), ThreadID: sd.thread, UserID: sd.user.id, RunID: uuid.NewString(), ModelName: sd.model,
 			InputTokens: sd.in, OutputTokens: sd.out, TotalTokens: sd.in + sd.out, CacheReadTokens: sd.cacheRead,
 			CreatedAt: today.AddDate(0, 0, -sd.daysAgo).Add(time.Hour),
 		}

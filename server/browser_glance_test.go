@@ -332,7 +332,7 @@ func TestBrowserUsageLostCallsLive(t *testing.T) {
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs %v, %v", runs, err)
 	}
-	if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].ID, "call_quiet", "demo-quiet", "v3.r1")}); err != nil {
+	if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].UserID, runs[0].ID, "call_quiet", "demo-quiet", "v3.r1")}); err != nil {
 		t.Fatal(err)
 	}
 	var ledger usageReply

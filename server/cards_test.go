@@ -164,7 +164,7 @@ func TestTokenGate(t *testing.T) {
 		if err != nil || len(runs) != 1 {
 			t.Fatalf("runs %v, %v", runs, err)
 		}
-		if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].ID, "call_3", "demo-quiet", "v2.r1")}); err != nil {
+		if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].UserID, runs[0].ID, "call_3", "demo-quiet", "v2.r1")}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -62,6 +62,10 @@ func TestTitleUsageFrame(t *testing.T) {
 	if title := per[""]; title.Lead.TotalTokens != 76 || len(per) != 2 {
 		t.Errorf("the ledger per run is %+v: want the title call under no run, beside the run", per)
 	}
+	// Both calls bill the thread's owner: a budget counts the title too.
+	if used, err := a.store.UsedTokens(context.Background(), u.id, time.Time{}, time.Now().AddDate(1, 0, 0)); err != nil || used != 596 {
+		t.Errorf("ann used %d (%v), want the run's 520 and the title's 76", used, err)
+	}
 	if end := u.runEndUsage(th); end.Total.TotalTokens != 520 {
 		t.Errorf("run.end counts %d tokens, want the run's own 520", end.Total.TotalTokens)
 	}

@@ -156,7 +156,7 @@ func TestUsageLostCalls(t *testing.T) {
 	}
 	cut := func(key string) {
 		t.Helper()
-		if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].ID, "call_quiet", "demo-quiet", key)}); err != nil {
+		if err := a.writer.Write(context.Background(), models.Record{Usage: models.LostCall(th, runs[0].UserID, runs[0].ID, "call_quiet", "demo-quiet", key)}); err != nil {
 			t.Fatal(err)
 		}
 	}

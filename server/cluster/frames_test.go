@@ -146,7 +146,7 @@ func TestClusterFramesFitANotice(t *testing.T) {
 	ctrl := strings.Repeat("\x01", 500)
 	c.Publish("t", "", event.Renamed{Title: wide})
 	c.Publish("t", "", event.Renamed{Title: strings.Repeat("\x01", maxTitle)})
-	c.Publish("t", "", event.TitleUsage{Call: models.UsageEntry{CallID: strings.Repeat("c", 36), ThreadID: strings.Repeat("t", 36), ModelName: strings.Repeat("m", 200), HerdModel: strings.Repeat("h", 200),
+	c.Publish("t", "", event.TitleUsage{Call: models.UsageEntry{CallID: strings.Repeat("c", 36), ThreadID: strings.Repeat("t", 36), UserID: strings.Repeat("u", 36), ModelName: strings.Repeat("m", 200), HerdModel: strings.Repeat("h", 200),
 		InputTokens: 1 << 62, OutputTokens: 1 << 62, TotalTokens: 1 << 62, CacheReadTokens: 1 << 62}})
 	c.Publish("t", "r", event.ToolProgress{CallID: "call", Text: strings.Repeat(ctrl, 40)})
 	var lines []agent.ToolLog

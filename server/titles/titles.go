@@ -156,7 +156,7 @@ func (ti *Titler) Pending(id string) bool {
 }
 
 func (ti *Titler) title(t *models.Thread, started agent.Started, content, first string) {
-	answer, err := ti.model.Title(ti.ctx, agent.TitleRequest{ThreadID: t.ID, Model: started.ModelName, Content: content})
+	answer, err := ti.model.Title(ti.ctx, agent.TitleRequest{ThreadID: t.ID, UserID: t.UserID, Model: started.ModelName, Content: content})
 	switch {
 	case errors.Is(err, agent.ErrNoTitleCall):
 		return
