@@ -71,3 +71,25 @@ func TestCheckpointsKeptUntilRunEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteUserTakesCheckpoints: a deleted user's threads leave no
+// checkpoint (a run's exact history), as a deleted thread leaves none.
+func TestDeleteUserTakesCheckpoints(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d dbDriver) {
+		s := d.newStore(t)
+		ctx := context.Background()
+		w := s.NewWriter(WriterOptions{})
+		defer w.Close()
+		u, _ := s.CreateUser(ctx, "gone@example.com", "h", RoleUser, false)
+		th, _ := s.CreateThread(ctx, u.ID, "t")
+		if err := w.Write(ctx, Record{Checkpoint: NewCheckpoint(th.ID, "r1", "t1", 1, []byte(`["a secret step"]`))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteUser(ctx, u.ID); err != nil {
+			t.Fatal(err)
+		}
+		if left, err := s.Checkpoints(ctx, "r1"); err != nil || len(left) != 0 {
+			t.Fatalf("checkpoints after the user's delete: %d, %v; want none", len(left), err)
+		}
+	})
+}

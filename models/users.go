@@ -143,7 +143,7 @@ func (s *Store) DeleteUser(ctx context.Context, id string) error {
 		}
 		// The ledger stays, under the deleted user's id: the admin's
 		// accounting keeps what was billed (docs/DESIGN.md §6).
-		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}} {
+		for _, m := range []any{&Message{}, &RunEvent{}, &Run{}, &Checkpoint{}} {
 			if len(threadIDs) > 0 {
 				if err := tx.Where("thread_id IN ?", threadIDs).Delete(m).Error; err != nil {
 					return err
