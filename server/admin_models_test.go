@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/agent/openai"
 	"herd/agent/openai/openaitest"
 	"herd/internal/config"
@@ -322,9 +323,17 @@ func TestAdminLimits(t *testing.T) {
 	}
 }
 
-func testCheckAgent(name string, a agent.AgentConfig, models []agent.ModelConfig) []FieldProblem {
+func testCheckMCP(sc mcp.ServerConfig) []FieldProblem {
 	var out []FieldProblem
-	for _, f := range config.CheckAgent(name, a, models, nil) {
+	for _, f := range config.CheckMCPServer(sc) {
+		out = append(out, FieldProblem{Field: f.Field, Message: f.Message})
+	}
+	return out
+}
+
+func testCheckAgent(name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) []FieldProblem {
+	var out []FieldProblem
+	for _, f := range config.CheckAgent(name, a, models, servers) {
 		out = append(out, FieldProblem{Field: f.Field, Message: f.Message})
 	}
 	return out

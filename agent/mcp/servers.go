@@ -35,7 +35,7 @@ type Servers struct {
 	listMu sync.RWMutex
 	list   []*server
 	setMu  sync.Mutex
-	gen  atomic.Uint64 // bumped whenever a server's tools change
+	gen    atomic.Uint64 // bumped whenever a server's tools change
 	// changedMu guards changed, closed and replaced on each bump.
 	changedMu sync.Mutex
 	changed   chan struct{}
