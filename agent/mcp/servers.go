@@ -143,7 +143,9 @@ func (s *Servers) Set(cfgs []ServerConfig) {
 			s.run(srv)
 		}
 	}
-	s.bump()
+	if len(old) > 0 || len(fresh) > 0 { // a reload that changed nothing leaves runs' toolboxes be
+		s.bump()
+	}
 }
 
 // retire stops srv for good and waits for its loop (and process) to end.

@@ -41,6 +41,11 @@ func TestSetChangesServersLive(t *testing.T) {
 		t.Error("Set left the generation as it was")
 	}
 	pidA, pidB := pidOf(t, s, "a"), pidOf(t, s, "b")
+	gen = s.Generation()
+	s.Set([]mcp.ServerConfig{stdioServer("a"), stdioServer("b")})
+	if s.Generation() != gen || pidOf(t, s, "a") != pidA {
+		t.Error("a Set of the same settings changed the tools or restarted a server")
+	}
 
 	b2 := stdioServer("b")
 	b2.Env["GIVEN"] = "edited"
