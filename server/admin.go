@@ -272,7 +272,7 @@ func (s *Server) renderAdmin(c echo.Context, status int, flash, errMsg string) e
 	}
 	p := s.page(c, "Admin")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews()}))
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews(c)}))
 }
 
 // formResult answers a page's form with the page again: with flash when

@@ -208,11 +208,11 @@ func (s *Server) apiAdminMCPTest(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	sc, err := s.console.MCPTestTarget(ctx, req.storedMCP.config(mcpSecrets{}), func(sc *mcp.ServerConfig, known mcp.ServerConfig) error {
-		next, err := req.config(known)
-		*sc = next
-		return err
-	})
+	var build func(mcp.ServerConfig, bool) (mcp.ServerConfig, error)
+	if req.Command != "" || req.URL != "" {
+		build = func(known mcp.ServerConfig, _ bool) (mcp.ServerConfig, error) { return req.config(known) }
+	}
+	sc, err := s.console.MCPTestTarget(ctx, req.Name, build)
 	if err != nil {
 		return err
 	}
@@ -258,14 +258,15 @@ func toolList(server string, selectors []string) string {
 	return fmt.Sprintf("%d %s: %s", len(selectors), word, list)
 }
 
-func (s *Server) mcpViews() []views.MCPServerView {
+func (s *Server) mcpViews(c echo.Context) []views.MCPServerView {
+	configs := s.mcpConfigViews(c)
 	st := s.mcpStatus()
 	out := make([]views.MCPServerView, len(st))
 	for i, m := range st {
 		out[i] = views.MCPServerView{
 			Name: m.Name, Transport: m.Transport, Use: m.Use, State: m.State, LastError: m.LastError,
 			Since: m.Since, Restarts: m.Restarts, Tools: m.Tools, Skipped: m.Skipped,
-			Stderr: m.Stderr, LogLinesDropped: m.LogLinesDropped,
+			Stderr: m.Stderr, LogLinesDropped: m.LogLinesDropped, Config: configs[m.Name],
 		}
 		for _, f := range m.Failures {
 			out[i].Failures = append(out[i].Failures, views.MCPFailureView{Ref: f.Ref, At: f.At, Error: f.Error})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -213,5 +214,71 @@ func TestAdminMCPTestConnection(t *testing.T) {
 	}
 	if st := servers.Status(); len(st) != 1 {
 		t.Errorf("after the tests the servers are %+v, want search alone", st)
+	}
+}
+
+// TestAdminMCPForms: the admin page adds, edits, tests and deletes an
+// MCP server with its forms (CSRF required, users refused); an edit
+// whose header line names the header alone keeps its value, which the
+// page never shows; herd.yaml's server is marked read-only.
+func TestAdminMCPForms(t *testing.T) {
+	servers, mcpURL := consoleMCPFixture(t)
+	a := newApp(t, func(c *appConfig) {
+		c.mcp = servers
+		c.lead = agent.LeadConfig{Tools: &[]string{"mcp:search/*"}}
+	})
+	a.console.o.MCP = []mcp.ServerConfig{{Name: "filed", Command: "/nonexistent/filed"}}
+	servers.Set(a.console.o.MCP)
+	admin := a.newUser("admin@example.com", true)
+	plain := a.newUser("user@example.com", false)
+	form := func(v url.Values) url.Values { v.Set("_csrf", admin.csrf); return v }
+	add := url.Values{"name": {"search"}, "url": {mcpURL}, "headers": {"Authorization: " + mcpToken}, "use": {""}}
+
+	tok := admin.csrf
+	admin.csrf = ""
+	if r := admin.do("POST", "/admin/mcp", add); r.status != http.StatusForbidden {
+		t.Errorf("the form without _csrf: %d", r.status)
+	}
+	admin.csrf = tok
+	if r := plain.do("POST", "/admin/mcp", url.Values{"_csrf": {plain.csrf}, "name": {"search"}, "url": {mcpURL}}); r.status != http.StatusForbidden {
+		t.Errorf("the form as a user: %d", r.status)
+	}
+	if r := admin.do("POST", "/admin/mcp/test", form(url.Values{"name": {"search"}, "url": {mcpURL}, "headers": {"Authorization: " + mcpToken}, "use": {""}})); !strings.Contains(string(r.body), "1 tool: lookup") {
+		t.Fatalf("Test connection of the add form: %d, want 1 tool: lookup in %s", r.status, r.body)
+	}
+	if r := admin.do("POST", "/admin/mcp", form(add)); r.status != http.StatusOK || !strings.Contains(string(r.body), "MCP server search added") {
+		t.Fatalf("add: %d %s", r.status, r.body)
+	}
+	// The edit form as the page fills it: the header by its name alone.
+	edit := url.Values{"name": {"search"}, "headers": {"Authorization"}, "disallowed_tools": {"nothing"}, "timeout_seconds": {"30"}, "use": {"all"}}
+	if r := admin.do("POST", "/admin/mcp/test", form(edit)); !strings.Contains(string(r.body), "1 tool: lookup") {
+		t.Fatalf("Test connection of the edit form: %d, want 1 tool: lookup", r.status)
+	}
+	if r := admin.do("POST", "/admin/mcp/search", form(edit)); r.status != http.StatusOK || !strings.Contains(string(r.body), "MCP server search saved") {
+		t.Fatalf("edit: %d %s", r.status, r.body)
+	}
+	if got := answer(a, admin, "use search/lookup"); !strings.Contains(got, "found it") {
+		t.Fatalf("after the edit the run answered %q: the header was not kept", got)
+	}
+	if r := admin.do("POST", "/admin/mcp/search", form(url.Values{"name": {"search"}, "timeout_seconds": {"soon"}, "use": {"all"}})); r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "timeout_seconds must be a whole number") {
+		t.Errorf("a bad edit: %d", r.status)
+	}
+
+	r := admin.do("GET", "/admin", nil)
+	page := string(r.body)
+	if strings.Contains(page, "SECRET") || !strings.Contains(page, `id="mcp-search"`) || !strings.Contains(page, "set in herd.yaml — edit there") {
+		t.Fatalf("the admin page: want search listed, filed read-only and no secret")
+	}
+	if r := admin.do("POST", "/admin/mcp/filed", form(edit)); r.status != http.StatusConflict {
+		t.Errorf("an edit of herd.yaml's server: %d, want 409", r.status)
+	}
+	if r := admin.do("POST", "/admin/mcp/test", form(url.Values{"name": {"filed"}})); !strings.Contains(string(r.body), "/nonexistent/filed") {
+		t.Errorf("Test connection of herd.yaml's server: %d, want its failure named", r.status)
+	}
+	if r := admin.do("POST", "/admin/mcp/search/delete", form(url.Values{})); r.status != http.StatusOK || !strings.Contains(string(r.body), "MCP server search deleted") {
+		t.Fatalf("delete: %d", r.status)
+	}
+	if st := servers.Status(); len(st) != 1 || st[0].Name != "filed" {
+		t.Errorf("after the delete the servers are %+v, want filed alone", st)
 	}
 }

@@ -240,27 +240,28 @@ func (c *Console) storedMCP(ctx context.Context, name string) (mcp.ServerConfig,
 	return stored[i], nil
 }
 
-// MCPTestTarget is the server a Test connection reaches: of that name
-// when sc names one and sets no transport, else sc as sent, checked,
-// where an env or header value left nil takes that of the server of its
-// name (an edit form tests without the values typed again).
-func (c *Console) MCPTestTarget(ctx context.Context, sc mcp.ServerConfig, keep func(*mcp.ServerConfig, mcp.ServerConfig) error) (mcp.ServerConfig, error) {
+// MCPTestTarget is the server a Test connection reaches: the server
+// name, herd.yaml's or the console's, when build is nil; else what build
+// makes of that server (found false: there is none), checked. So an edit
+// form tests its changes without the secrets typed again.
+func (c *Console) MCPTestTarget(ctx context.Context, name string, build func(known mcp.ServerConfig, found bool) (mcp.ServerConfig, error)) (mcp.ServerConfig, error) {
 	entries, err := c.MCPServers(ctx)
-	if entries == nil {
-		return sc, err
+	if entries == nil && err != nil {
+		return mcp.ServerConfig{}, err
 	}
-	i := slices.IndexFunc(entries, func(e MCPEntry) bool { return e.Config.Name == sc.Name })
-	switch {
-	case sc.Command == "" && sc.URL == "" && i < 0:
-		return sc, &EntryError{Field: "name", Reason: "name an MCP server of the list, or send a command or url and its settings"}
-	case sc.Command == "" && sc.URL == "":
-		return entries[i].Config, nil
-	}
+	i := slices.IndexFunc(entries, func(e MCPEntry) bool { return e.Config.Name == name })
 	var known mcp.ServerConfig
 	if i >= 0 {
 		known = entries[i].Config
 	}
-	if err := keep(&sc, known); err != nil {
+	if build == nil {
+		if i < 0 {
+			return known, &EntryError{Field: "name", Reason: "name an MCP server of the list, or send a command or url and its settings"}
+		}
+		return known, nil
+	}
+	sc, err := build(known, i >= 0)
+	if err != nil {
 		return sc, err
 	}
 	if sc.Name == "" {
