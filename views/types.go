@@ -386,15 +386,15 @@ type MCPServerView struct {
 // what may hold a secret: env and header names, the URL's host, how
 // many arguments (docs/DESIGN.md §12).
 type MCPConfigView struct {
-	Command, URLHost     string
-	Args                 int
-	Env, Headers         []string
-	Tools                string // comma-separated; "" with ToolsSet false: all
-	ToolsSet             bool
-	DisallowedTools      string
-	TimeoutSeconds       int
-	Use                  string
-	FromFile             bool
+	Command, URLHost string
+	Args             int
+	Env, Headers     []string
+	Tools            string // comma-separated; "" with ToolsSet false: all
+	ToolsSet         bool
+	DisallowedTools  string
+	TimeoutSeconds   int
+	Use              string
+	FromFile         bool
 }
 
 // MCPFailureView is one of a server's latest failures, under the
