@@ -244,7 +244,7 @@ type base struct {
 	writer   *models.Writer
 	owner    *dataDirLock     // the data directory's lock, which records the address
 	cluster  *cluster.Cluster // the other instances on PostgreSQL; nil on SQLite
-	mcp      *mcp.Servers     // nil without mcp.servers
+	mcp      *mcp.Servers     // herd.yaml's and the console's MCP servers
 	console  *server.Console  // the models (…) added in the admin console
 }
 
@@ -380,14 +380,15 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, box *secrets
 	if err != nil {
 		return nil, err
 	}
-	var tsrc agent.ToolSource
-	if len(cfg.MCP.Servers) > 0 {
-		b.mcp = mcp.New(cfg.MCP.Servers, mcp.Options{Logger: log, OutputLimit: cfg.Sandbox.OutputLimitBytes, Version: version})
-		b.mcp.Start()
-		tsrc = b.mcp
+	// The MCP servers: herd.yaml's, and those added in the console, which
+	// may come at any time (docs/DESIGN.md §12), so there is always a set.
+	b.mcp = mcp.New(cfg.MCP.Servers, mcp.Options{Logger: log, OutputLimit: cfg.Sandbox.OutputLimitBytes, Version: version})
+	if err := b.console.ReloadMCP(ctx, b.mcp.Set); err != nil {
+		log.Error("console: MCP servers left out", "err", err)
 	}
+	b.mcp.Start()
 	rt, err := agent.New(agent.Options{
-		MCP:           tsrc,
+		MCP:           b.mcp,
 		Models:        llms,
 		Lead:          cfg.Lead,
 		Subagents:     sub,
@@ -410,7 +411,7 @@ func startRuntime(ctx context.Context, cfg *config.Config, b *base, box *secrets
 	if err != nil {
 		return nil, err
 	}
-	b.metrics.Watch(metrics.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer, MCP: b.mcpStatus()})
+	b.metrics.Watch(metrics.Sources{Runtime: rt, Hub: b.hub, Writer: b.writer, MCP: b.mcp})
 	if b.cluster != nil {
 		// Other instances' runs are live: the cluster closes only those
 		// of instances whose lease has run out, this one's old self's
@@ -454,7 +455,7 @@ func startConsole(ctx context.Context, cfg *config.Config, b *base, box *secrets
 			MaxRunning: cfg.Subagents.MaxRunning, MaxRunningPerUser: cfg.Subagents.MaxRunningPerUser,
 		}},
 		Build: modelBuilder(log, b.metrics.Instrument), Defaults: config.FillModelDefaults, Check: checkModel,
-		CheckAgent: agentChecker(cfg.MCP.Servers), MCP: cfg.MCP.Servers,
+		CheckAgent: checkAgent, CheckMCP: checkMCP, MCP: cfg.MCP.Servers,
 	})
 	n, err := b.console.Reseal(ctx)
 	if err != nil {
@@ -540,7 +541,7 @@ func newServer(ctx context.Context, cfg *config.Config, environ []string, b *bas
 		Markdown:            b.md,
 		Metrics:             b.metrics,
 		Storage:             b.writer,
-		MCP:                 b.mcpStatus(),
+		MCP:                 b.mcp,
 		Static:              static.FS,
 		Logger:              log,
 		PublicURL:           cfg.Server.PublicURL,
@@ -743,15 +744,6 @@ func shutdown(cfg *config.Config, log *slog.Logger, b *base, rt *agent.Runtime, 
 	srv.Close()
 	b.writer.Close()
 	return errors.Join(errs...)
-}
-
-// mcpStatus is what the admin page reads of the MCP servers; nil
-// without any (a nil *mcp.Servers would be a non-nil interface).
-func (b *base) mcpStatus() interface{ Status() []mcp.ServerStatus } {
-	if b.mcp == nil {
-		return nil
-	}
-	return b.mcp
 }
 
 // closeMCP ends every MCP session, stopping stdio servers' processes,

@@ -56,12 +56,14 @@ func modelBuilder(log *slog.Logger, instrument func(string, agent.Provider) agen
 	}
 }
 
-// agentChecker is config.CheckAgent as the console reads it, against the
-// configured MCP servers.
-func agentChecker(servers []mcp.ServerConfig) func(string, agent.AgentConfig, []agent.ModelConfig) []server.FieldProblem {
-	return func(name string, a agent.AgentConfig, models []agent.ModelConfig) []server.FieldProblem {
-		return fieldProblems(config.CheckAgent(name, a, models, servers))
-	}
+// checkAgent is config.CheckAgent as the console reads it.
+func checkAgent(name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) []server.FieldProblem {
+	return fieldProblems(config.CheckAgent(name, a, models, servers))
+}
+
+// checkMCP is config.CheckMCPServer as the console reads it.
+func checkMCP(sc mcp.ServerConfig) []server.FieldProblem {
+	return fieldProblems(config.CheckMCPServer(sc))
 }
 
 // checkModel is config.CheckModel as the console reads it.

@@ -274,7 +274,7 @@ func (s *Server) renderAdminWith(c echo.Context, status int, flash, errMsg strin
 	}
 	p := s.page(c, "Admin")
 	p.Flash, p.Error = flash, errMsg
-	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, NewModel: newModel, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews()}))
+	return s.render(c, status, views.Admin(views.AdminPage{Page: p, TokenUsageEnabled: s.settings.TokenUsage(), ConsoleModels: ms, NewModel: newModel, Limits: limits, Agents: agents, Users: users, MCP: s.mcpViews(c)}))
 }
 
 // formResult answers a page's form with the page again: with flash when

@@ -111,7 +111,7 @@ func TestAdminMCPNoneConfigured(t *testing.T) {
 	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"servers":[]}` {
 		t.Errorf("GET /api/admin/mcp = %d %s, want an empty list", r.status, r.body)
 	}
-	if body := string(admin.do("GET", "/admin", nil).body); !strings.Contains(body, "No MCP servers are configured") {
+	if body := string(admin.do("GET", "/admin", nil).body); !strings.Contains(body, "No MCP servers yet") {
 		t.Error("the admin page does not say no MCP servers are configured")
 	}
 }

@@ -134,10 +134,11 @@ func (s *Server) consoleChanged() {
 	s.pages.Publish("", "", event.Settings{TokenUsage: s.settings.TokenUsage()})
 }
 
-// ReloadConsole applies what the console stored, models and limits:
+// ReloadConsole applies what the console stored, models, limits and MCP
+// servers:
 // another instance changed it (cluster.Console).
 func (s *Server) ReloadConsole(ctx context.Context) error {
-	return errors.Join(s.console.Reload(ctx, s.rt), s.console.ReloadLimits(ctx, s.applyLimits))
+	return errors.Join(s.console.Reload(ctx, s.rt), s.console.ReloadLimits(ctx, s.applyLimits), s.console.ReloadMCP(ctx, s.applyMCP))
 }
 
 // consoleError is the console's refusal as an admin reads it, nil for

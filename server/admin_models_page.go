@@ -161,14 +161,14 @@ func (s *Server) adminModelTestSubmit(c echo.Context) error {
 	if err == nil {
 		got = s.console.TestModel(c.Request().Context(), m)
 	}
-	return s.testAnswer(c, got, err)
+	return s.testAnswer(c, "Test connection", got, err)
 }
 
 // testAnswer is a Test connection's answer to the page's form: the page
 // again with the answer on top, or, asked by static/console.js (Accept:
 // application/json), the answer alone, so the form keeps what was typed,
 // its key included.
-func (s *Server) testAnswer(c echo.Context, got Connection, err error) error {
+func (s *Server) testAnswer(c echo.Context, what string, got Connection, err error) error {
 	if c.Request().Header.Get("Accept") == "application/json" {
 		if err != nil {
 			ae := knownError(err, c)
@@ -183,9 +183,9 @@ func (s *Server) testAnswer(c echo.Context, got Connection, err error) error {
 		return formResult(c, err, "", s.renderAdmin)
 	}
 	if !got.OK {
-		return s.renderAdmin(c, http.StatusOK, "", "Test connection failed: "+got.Detail)
+		return s.renderAdmin(c, http.StatusOK, "", what+" failed: "+got.Detail)
 	}
-	return s.renderAdmin(c, http.StatusOK, "Test connection: "+got.Detail+".", "")
+	return s.renderAdmin(c, http.StatusOK, what+": "+got.Detail+".", "")
 }
 
 // limitLabels name the console's limits on the page, in its order.

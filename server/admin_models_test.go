@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/agent/openai"
 	"herd/agent/openai/openaitest"
 	"herd/internal/config"
@@ -323,9 +324,17 @@ func TestAdminLimits(t *testing.T) {
 	}
 }
 
-func testCheckAgent(name string, a agent.AgentConfig, models []agent.ModelConfig) []FieldProblem {
+func testCheckMCP(sc mcp.ServerConfig) []FieldProblem {
 	var out []FieldProblem
-	for _, f := range config.CheckAgent(name, a, models, nil) {
+	for _, f := range config.CheckMCPServer(sc) {
+		out = append(out, FieldProblem{Field: f.Field, Message: f.Message})
+	}
+	return out
+}
+
+func testCheckAgent(name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) []FieldProblem {
+	var out []FieldProblem
+	for _, f := range config.CheckAgent(name, a, models, servers) {
 		out = append(out, FieldProblem{Field: f.Field, Message: f.Message})
 	}
 	return out
@@ -399,12 +408,14 @@ func TestAdminAgents(t *testing.T) {
 }
 
 // TestResealAfterRotation: with the old key as the previous one, Reseal
-// seals every stored key again with the new key, once; then the new key
-// alone opens them.
+// seals every stored secret (a model's key, an MCP server's env and
+// headers) again with the new key, once; then the new key alone opens
+// them.
 func TestResealAfterRotation(t *testing.T) {
 	a := newApp(t)
 	admin := a.newUser("admin@example.com", true)
 	admin.mustJSON("POST", "/api/admin/models", map[string]any{"name": "m", "provider": "openai", "base_url": "http://127.0.0.1:1/v1", "api_key": consoleKey}, http.StatusCreated, nil)
+	admin.mustJSON("POST", "/api/admin/mcp", map[string]any{"name": "search", "url": "http://127.0.0.1:1/mcp", "headers": map[string]string{"Authorization": mcpToken}}, http.StatusCreated, nil)
 	oldFile, err := os.ReadFile(filepath.Join(a.dir, secrets.KeyFile))
 	if err != nil {
 		t.Fatal(err)
@@ -419,8 +430,8 @@ func TestResealAfterRotation(t *testing.T) {
 		return NewConsole(ConsoleOptions{Store: a.store, Secrets: box, Defaults: config.FillModelDefaults, Check: testCheckModel, Build: testModelBuilder(a.metrics)})
 	}
 	ctx := context.Background()
-	if n, err := console(rotated).Reseal(ctx); err != nil || n != 1 {
-		t.Fatalf("Reseal = %d, %v; want the one stored key", n, err)
+	if n, err := console(rotated).Reseal(ctx); err != nil || n != 2 {
+		t.Fatalf("Reseal = %d, %v; want the model's key and the server's header", n, err)
 	}
 	if n, _ := console(rotated).Reseal(ctx); n != 0 {
 		t.Fatalf("a second Reseal sealed %d again, want none", n)
@@ -429,6 +440,10 @@ func TestResealAfterRotation(t *testing.T) {
 	ms, err := console(only).Models(ctx)
 	if err != nil || len(ms) != 1 || ms[0].Config.APIKey != consoleKey {
 		t.Fatalf("the new key alone opens %+v, %v; want the stored key", ms, err)
+	}
+	servers, err := console(only).MCPServers(ctx)
+	if err != nil || len(servers) != 1 || servers[0].Config.Headers["Authorization"] != mcpToken {
+		t.Fatalf("the new key alone opens %+v, %v; want the stored header", servers, err)
 	}
 }
 

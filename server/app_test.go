@@ -150,7 +150,7 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 		t.Fatal(err)
 	}
 	a.console = NewConsole(ConsoleOptions{Store: store, Secrets: box, Seed: llms, Agents: cfg.subagents.Agents,
-		Build: testModelBuilder(a.metrics), Defaults: config.FillModelDefaults, Check: testCheckModel, CheckAgent: testCheckAgent})
+		Build: testModelBuilder(a.metrics), Defaults: config.FillModelDefaults, Check: testCheckModel, CheckAgent: testCheckAgent, CheckMCP: testCheckMCP})
 	// As main does: a stored model herd cannot read is left out.
 	if llms, err = a.console.Built(context.Background()); llms == nil {
 		t.Fatal(err)
@@ -180,6 +180,9 @@ func newApp(t testing.TB, opts ...appOption) *testApp {
 	so := Options{Store: store, Runtime: a.rt, Hub: a.hub, Settings: a.settings, Console: a.console, Markdown: md, Metrics: a.metrics, Storage: a.writer, Static: static.FS, BcryptCost: 4, LoginPerMinute: 1000, RunsPerMinute: 10000,
 		ThreadsPerMinute: 10000, MaxSocketsPerUser: 10000, WSConnectsPerMinute: 100000,
 		Files: files.New(fo)}
+	if ms, ok := cfg.mcp.(MCPServers); ok { // as main does: the runtime's and the console's
+		so.MCP = ms
+	}
 	if cfg.server != nil {
 		cfg.server(&so)
 	}

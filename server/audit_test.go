@@ -158,6 +158,20 @@ func TestAuditAdminActions(t *testing.T) {
 			admin.mustJSON("PATCH", "/api/admin/agents/writer", map[string]any{"description": "Writes changelogs"}, http.StatusOK, nil)
 			return "writer"
 		}, models.AuditAgentUpdate, []side{{"description", "Writes release notes"}}, []side{{"description", "Writes changelogs"}}},
+		{"api mcp create", func() string {
+			admin.mustJSON("POST", "/api/admin/mcp", map[string]any{"name": "audited-mcp", "url": "https://mcp.example.com/x?token=t1",
+				"headers": map[string]string{"Authorization": "Bearer mcp-audit-secret-1"}}, http.StatusCreated, nil)
+			return "audited-mcp"
+		}, models.AuditMCPCreate, nil, []side{{"name", "audited-mcp"}, {"url", "https://mcp.example.com/" + models.MaskedChanged},
+			{"headers", "map[Authorization:" + models.MaskedChanged + "]"}}},
+		{"api mcp new header", func() string {
+			admin.mustJSON("PATCH", "/api/admin/mcp/audited-mcp", map[string]any{"headers": map[string]string{"Authorization": "Bearer mcp-audit-secret-2"}}, http.StatusOK, nil)
+			return "audited-mcp"
+		}, models.AuditMCPUpdate, []side{{"headers", "map[Authorization:" + models.Masked + "]"}}, []side{{"headers", "map[Authorization:" + models.MaskedChanged + "]"}}},
+		{"api mcp delete", func() string {
+			admin.mustJSON("DELETE", "/api/admin/mcp/audited-mcp", nil, http.StatusNoContent, nil)
+			return "audited-mcp"
+		}, models.AuditMCPDelete, []side{{"name", "audited-mcp"}, {"headers", "map[Authorization:" + models.Masked + "]"}}, nil},
 		{"api limits", func() string {
 			admin.mustJSON("PATCH", "/api/admin/limits", map[string]any{"runs_per_minute": 7}, http.StatusOK, nil)
 			return "limits"

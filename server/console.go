@@ -58,8 +58,12 @@ type ConsoleOptions struct {
 	Defaults func(*agent.ModelConfig)
 	Check    func(agent.ModelConfig) []FieldProblem
 	// CheckAgent checks a subagent type by the config file's rules
-	// against models (config.CheckAgent).
-	CheckAgent func(name string, a agent.AgentConfig, models []agent.ModelConfig) []FieldProblem
+	// against models and MCP servers, herd.yaml's and the console's
+	// (config.CheckAgent).
+	CheckAgent func(name string, a agent.AgentConfig, models []agent.ModelConfig, servers []mcp.ServerConfig) []FieldProblem
+	// CheckMCP checks an MCP server, its defaults filled in, by the
+	// config file's rules (config.CheckMCPServer).
+	CheckMCP func(mcp.ServerConfig) []FieldProblem
 }
 
 // FieldProblem is a field validation refuses, and why.
@@ -429,7 +433,20 @@ func (c *Console) entry(m agent.ModelConfig) (*models.ConsoleEntry, error) {
 func (c *Console) Reseal(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rows, err := c.o.Store.ConsoleEntries(ctx, models.EntryModel)
+	n := 0
+	for _, kind := range []string{models.EntryModel, models.EntryMCP} {
+		done, err := c.reseal(ctx, kind)
+		n += done
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// reseal seals again the secrets of kind's entries another key sealed.
+func (c *Console) reseal(ctx context.Context, kind string) (int, error) {
+	rows, err := c.o.Store.ConsoleEntries(ctx, kind)
 	if err != nil {
 		return 0, err
 	}
@@ -440,7 +457,7 @@ func (c *Console) Reseal(ctx context.Context) (int, error) {
 		}
 		plain, err := c.o.Secrets.Open(r.Sealed)
 		if err != nil {
-			return n, fmt.Errorf("console: model %s: %w", r.Name, err)
+			return n, fmt.Errorf("console: %s %s: %w", kind, r.Name, err)
 		}
 		r.Sealed = c.o.Secrets.Seal(plain)
 		if err := c.o.Store.UpdateConsoleEntry(ctx, &r); err != nil {

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"herd/agent"
+	"herd/agent/mcp"
 	"herd/models"
 )
 
@@ -110,7 +111,15 @@ func (c *Console) checkAgent(ctx context.Context, name string, a agent.AgentConf
 	for i, e := range entries {
 		ms[i] = e.Config
 	}
-	probs := c.o.CheckAgent(name, a, ms)
+	servers, err := c.MCPServers(ctx)
+	if servers == nil && err != nil {
+		return err
+	}
+	sc := make([]mcp.ServerConfig, len(servers))
+	for i, e := range servers {
+		sc[i] = e.Config
+	}
+	probs := c.o.CheckAgent(name, a, ms, sc)
 	if len(probs) == 0 {
 		return nil
 	}

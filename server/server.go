@@ -21,7 +21,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"herd/agent"
-	"herd/agent/mcp"
 	"herd/internal/lapse"
 	"herd/models"
 	"herd/server/auth"
@@ -61,9 +60,10 @@ type Options struct {
 	// applies them to Runtime; required.
 	Console *Console
 
-	// MCP reports the MCP servers for the admin page and /api/admin/mcp;
-	// nil: none are configured.
-	MCP interface{ Status() []mcp.ServerStatus }
+	// MCP holds the MCP servers: reported on the admin page and
+	// /api/admin/mcp, changed and tested by the console; nil: none can
+	// be (tests).
+	MCP MCPServers
 
 	// CommandsAdminOnly offers commands only to runs of admins' threads:
 	// the sandbox runs commands on the host (docs/DESIGN.md §4, the shell
@@ -180,7 +180,7 @@ type Server struct {
 	titles         *titles.Titler
 	draining       atomic.Bool // Drain: readyz fails
 	undoWindow     time.Duration
-	mcp            interface{ Status() []mcp.ServerStatus }
+	mcp            MCPServers
 	files          *files.Workspaces
 	readTimeout    time.Duration
 	writeTimeout   time.Duration

@@ -10,7 +10,7 @@ export function testButtons() {
 		const answer = document.createElement("output");
 		answer.className = "test-answer";
 		answer.setAttribute("for", button.id);
-		button.closest(".model-buttons")?.after(answer);
+		(button.closest(".model-buttons") ?? button).after(answer);
 		button.addEventListener("click", (ev) => {
 			ev.preventDefault();
 			test(form, button, answer);
@@ -23,7 +23,7 @@ async function test(form, button, answer) {
 	answer.className = "test-answer";
 	answer.textContent = "Testing…";
 	try {
-		const res = await fetch(button.formAction, {
+		const res = await fetch(button.formAction || form.action, {
 			method: "POST",
 			headers: { Accept: "application/json" },
 			body: new URLSearchParams(new FormData(form)),

@@ -396,6 +396,24 @@ type MCPServerView struct {
 	Failures             []MCPFailureView // newest first
 	Stderr               string           // a stdio server's last stderr
 	LogLinesDropped      int64
+	// Config is its settings as the console shows and edits them; nil
+	// for a server not (yet) in the console's list.
+	Config *MCPConfigView
+}
+
+// MCPConfigView is an MCP server's settings on the admin page, without
+// what may hold a secret: env and header names, the URL's host, how
+// many arguments (docs/DESIGN.md §12).
+type MCPConfigView struct {
+	Command, URLHost string
+	Args             int
+	Env, Headers     []string
+	Tools            string // comma-separated; "" with ToolsSet false: all
+	ToolsSet         bool
+	DisallowedTools  string
+	TimeoutSeconds   int
+	Use              string
+	FromFile         bool
 }
 
 // MCPFailureView is one of a server's latest failures, under the

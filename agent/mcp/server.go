@@ -27,7 +27,11 @@ const failedAfter = 3
 type server struct {
 	cfg   ServerConfig
 	owner *Servers
-	tried chan struct{} // closed once the first attempt has an outcome
+	tried chan struct{} // closed once the first attempt has an outcome (markTried)
+	once  sync.Once
+	// probe marks a Test connection's server: its tool list is no
+	// change of the servers' tools.
+	probe bool
 	// changed wakes the loop to list the tools again (tools/list_changed).
 	changed chan struct{}
 
@@ -37,7 +41,10 @@ type server struct {
 	scrub *strings.Replacer
 
 	mu      sync.Mutex
-	started bool // guarded by owner.mu
+	started bool // guarded by owner.mu, as are the three below
+	retired bool // removed by Set: never started again
+	halt    context.CancelFunc
+	done    chan struct{} // closed when loop returned
 	state   string
 	since   time.Time
 	// lastErr and lastPublic tell the latest failure to admins and to
@@ -78,8 +85,7 @@ func newServer(c ServerConfig, owner *Servers) *server {
 func (srv *server) loop(ctx context.Context) {
 	log := srv.owner.opts.Logger.With("mcp_server", srv.cfg.Name)
 	srv.setState(StateConnecting)
-	var once sync.Once
-	tried := func() { once.Do(func() { close(srv.tried) }) }
+	tried := srv.markTried
 	defer tried()
 	for {
 		sess, f := srv.connect(ctx)
@@ -106,6 +112,10 @@ func (srv *server) loop(ctx context.Context) {
 		}
 	}
 }
+
+// markTried says the first attempt has an outcome (or that there will
+// be none: the server was removed).
+func (srv *server) markTried() { srv.once.Do(func() { close(srv.tried) }) }
 
 // serve holds sess until it ends or ctx does, listing the tools again
 // whenever the server says they changed.
@@ -223,7 +233,9 @@ func (srv *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 	srv.sess, srv.tools, srv.skipped = sess, ts, skipped
 	srv.state, srv.since, srv.lastErr, srv.lastPublic, srv.fails = StateConnected, time.Now(), "", "", 0
 	srv.mu.Unlock()
-	srv.owner.bump()
+	if !srv.probe {
+		srv.owner.bump()
+	}
 	return nil
 }
 

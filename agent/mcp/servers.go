@@ -2,7 +2,10 @@ package mcp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,11 +27,15 @@ type Options struct {
 }
 
 // Servers owns a session with each configured MCP server: it starts
-// them, restarts them, and closes them all on Close.
+// them, restarts them, and closes them all on Close. Set changes the
+// list while herd runs (the admin console, docs/DESIGN.md §12).
 type Servers struct {
 	opts Options
-	list []*server
-	gen  atomic.Uint64 // bumped whenever a server's tools change
+	// listMu guards list, which Set swaps whole; setMu serializes Sets.
+	listMu sync.RWMutex
+	list   []*server
+	setMu  sync.Mutex
+	gen    atomic.Uint64 // bumped whenever a server's tools change
 	// changedMu guards changed, closed and replaced on each bump.
 	changedMu sync.Mutex
 	changed   chan struct{}
@@ -67,22 +74,112 @@ func New(cfgs []ServerConfig, o Options) *Servers {
 // Start starts every stdio server; an HTTP server connects when its tools
 // are first asked for.
 func (s *Servers) Start() {
-	for _, srv := range s.list {
+	for _, srv := range s.servers() {
 		if srv.cfg.Stdio() {
 			s.run(srv)
 		}
 	}
 }
 
-// run starts srv's loop once, unless Servers is closed.
+// servers is the list of the moment.
+func (s *Servers) servers() []*server {
+	s.listMu.RLock()
+	defer s.listMu.RUnlock()
+	return s.list
+}
+
+// run starts srv's loop once, unless Servers is closed or srv removed;
+// each loop has its own context, so Set can stop one server alone.
 func (s *Servers) run(srv *server) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.close || srv.started {
+	if s.close || srv.started || srv.retired {
 		return
 	}
 	srv.started = true
-	s.wg.Go(func() { srv.loop(s.ctx) })
+	ctx, halt := context.WithCancel(s.ctx)
+	srv.halt, srv.done = halt, make(chan struct{})
+	done := srv.done
+	s.wg.Go(func() {
+		defer close(done)
+		srv.loop(ctx)
+	})
+}
+
+// Set makes cfgs the servers, in their order: a server whose settings
+// did not change keeps its session; one removed or changed is stopped
+// (a stdio server's process with it) before Set returns, and one added
+// or changed starts as at Start. Runs see the new tools at their next
+// model call, as after tools/list_changed; a call in flight on a server
+// stopped fails as when a server goes away (docs/DESIGN.md §4).
+func (s *Servers) Set(cfgs []ServerConfig) {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	old := map[string]*server{}
+	for _, srv := range s.servers() {
+		old[srv.cfg.Name] = srv
+	}
+	next := make([]*server, 0, len(cfgs))
+	var fresh []*server
+	for _, c := range cfgs {
+		c = c.WithDefaults()
+		if srv, ok := old[c.Name]; ok && reflect.DeepEqual(srv.cfg, c) {
+			next = append(next, srv)
+			delete(old, c.Name)
+			continue
+		}
+		srv := newServer(c, s)
+		next = append(next, srv)
+		fresh = append(fresh, srv)
+	}
+	s.listMu.Lock()
+	s.list = next
+	s.listMu.Unlock()
+	for _, srv := range old { // removed, or replaced by its new settings
+		s.retire(srv)
+	}
+	for _, srv := range fresh {
+		if srv.cfg.Stdio() {
+			s.run(srv)
+		}
+	}
+	if len(old) > 0 || len(fresh) > 0 { // a reload that changed nothing leaves runs' toolboxes be
+		s.bump()
+	}
+}
+
+// retire stops srv for good and waits for its loop (and process) to end.
+func (s *Servers) retire(srv *server) {
+	s.mu.Lock()
+	srv.retired = true
+	halt, done := srv.halt, srv.done
+	s.mu.Unlock()
+	if halt != nil {
+		halt()
+		<-done
+	}
+	srv.mu.Lock()
+	srv.setLocked(StateStopped, nil)
+	srv.mu.Unlock()
+	srv.markTried() // a Tools caller waiting on it goes on
+}
+
+// Test connects to the server c describes apart from the others, lists
+// its tools and ends the session (a stdio server's process with it): the
+// admin console's Test connection. It returns the tools' names as agents
+// are given them, or what went wrong as admins read it.
+func (s *Servers) Test(ctx context.Context, c ServerConfig) ([]string, error) {
+	srv := newServer(c.WithDefaults(), s)
+	srv.probe = true
+	sess, f := srv.connect(ctx)
+	switch {
+	case f != nil:
+		return nil, errors.New(f.Error)
+	case sess == nil:
+		return nil, fmt.Errorf("no answer: %w", context.Cause(ctx))
+	}
+	defer func() { _ = sess.Close() }()
+	return srv.status().Tools, nil
 }
 
 // Close ends every session (and so every stdio server's process) and
@@ -121,7 +218,7 @@ func (s *Servers) bump() {
 // ctx allows.
 func (s *Servers) Tools(ctx context.Context, admin bool) []tools.Tool {
 	var out []tools.Tool
-	for _, srv := range s.list {
+	for _, srv := range s.servers() {
 		if srv.cfg.Use == UseAdmins && !admin {
 			continue
 		}
@@ -140,8 +237,9 @@ func (s *Servers) Tools(ctx context.Context, admin bool) []tools.Tool {
 
 // Status describes every server for the admin page, in config order.
 func (s *Servers) Status() []ServerStatus {
-	out := make([]ServerStatus, len(s.list))
-	for i, srv := range s.list {
+	list := s.servers()
+	out := make([]ServerStatus, len(list))
+	for i, srv := range list {
 		out[i] = srv.status()
 	}
 	return out
@@ -177,4 +275,5 @@ const (
 	StateConnected  = "connected"
 	StateRestarting = "restarting" // went away or failed once; trying again with backoff
 	StateFailed     = "failed"     // failed several times in a row; still retried at the longest backoff
+	StateStopped    = "stopped"    // removed or changed in the admin console: its session ended
 )

@@ -55,70 +55,95 @@ func (l *loader) validateMCP(servers []mcp.ServerConfig) {
 	seen := map[string]bool{}
 	for i, s := range servers {
 		key := fmt.Sprintf("mcp.servers.%d", i)
-		switch {
-		case !mcp.ServerName.MatchString(s.Name):
-			l.invalid(key+".name", "must match %s (lower-case letters, digits and -, at most 24), got %q", mcp.ServerName, s.Name)
-		case seen[s.Name]:
+		if seen[s.Name] && mcp.ServerName.MatchString(s.Name) {
 			l.invalid(key+".name", "%q names two servers", s.Name)
 		}
 		seen[s.Name] = true
-		switch {
-		case s.Command != "" && s.URL != "":
-			l.invalid(key, "set command (stdio) or url (streamable HTTP), not both")
-		case s.Command == "" && s.URL == "":
-			l.invalid(key, "needs a command (stdio) or a url (streamable HTTP)")
-		case s.Stdio():
-			l.validateStdio(key, s)
-		default:
-			l.validateHTTP(key, s)
+		for _, f := range CheckMCPServer(s) {
+			field := key
+			if f.Field != "" {
+				field += "." + f.Field
+			}
+			l.invalid(field, "%s", f.Message)
 		}
-		l.atLeast(key+".timeout_seconds", s.TimeoutSeconds, 1)
-		l.oneOf(key+".use", s.Use, mcp.UseAll, mcp.UseAdmins)
-		if s.Tools != nil {
-			l.nonEmptyNames(key+".tools", *s.Tools)
-		}
-		l.nonEmptyNames(key+".disallowed_tools", s.DisallowedTools)
 	}
 }
 
-func (l *loader) validateStdio(key string, s mcp.ServerConfig) {
+// CheckMCPServer checks one MCP server, its defaults filled in
+// (ServerConfig.WithDefaults), by the config file's rules: the file's
+// servers and the admin console's are held to the same ones
+// (docs/DESIGN.md §12). A problem of the whole entry has no Field.
+// Unique names are the caller's to check.
+func CheckMCPServer(s mcp.ServerConfig) []FieldError {
+	var c fieldChecks
+	if !mcp.ServerName.MatchString(s.Name) {
+		c.invalid("name", "must match %s (lower-case letters, digits and -, at most 24), got %q", mcp.ServerName, s.Name)
+	}
+	switch {
+	case s.Command != "" && s.URL != "":
+		c.invalid("", "set command (stdio) or url (streamable HTTP), not both")
+	case s.Command == "" && s.URL == "":
+		c.invalid("", "needs a command (stdio) or a url (streamable HTTP)")
+	case s.Stdio():
+		c.checkStdio(s)
+	default:
+		c.checkHTTP(s)
+	}
+	c.atLeast("timeout_seconds", s.TimeoutSeconds, 1)
+	c.oneOf("use", s.Use, mcp.UseAll, mcp.UseAdmins)
+	if s.Tools != nil {
+		c.nonEmptyNames("tools", *s.Tools)
+	}
+	c.nonEmptyNames("disallowed_tools", s.DisallowedTools)
+	return c
+}
+
+func (c *fieldChecks) checkStdio(s mcp.ServerConfig) {
 	if len(s.Headers) > 0 {
-		l.invalid(key+".headers", "only an HTTP server (url) has headers; a stdio server takes env")
+		c.invalid("headers", "only an HTTP server (url) has headers; a stdio server takes env")
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			l.invalid(key+".env", "invalid variable name %q", k)
+			c.invalid("env", "invalid variable name %q", k)
 		}
 	}
 }
 
-func (l *loader) validateHTTP(key string, s mcp.ServerConfig) {
+func (c *fieldChecks) checkHTTP(s mcp.ServerConfig) {
 	if len(s.Args) > 0 || len(s.Env) > 0 {
-		l.invalid(key, "args and env are for a stdio server (command); an HTTP server takes headers")
+		c.invalid("", "args and env are for a stdio server (command); an HTTP server takes headers")
 	}
 	u, err := url.Parse(s.URL)
 	if err != nil || !isHTTPURL(u) || u.Host == "" || u.User != nil {
-		l.invalid(key+".url", "must be an http:// or https:// URL with a host and no user info")
+		c.invalid("url", "must be an http:// or https:// URL with a host and no user info")
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		if !httpguts.ValidHeaderFieldName(k) {
-			l.invalid(key+".headers", "invalid header name %q", k)
+			c.invalid("headers", "invalid header name %q", k)
 		} else if !httpguts.ValidHeaderFieldValue(s.Headers[k]) {
 			// The value may be a token: never show it.
-			l.invalid(key+".headers."+k, "the value holds characters a header cannot")
+			c.invalid("headers."+k, "the value holds characters a header cannot")
 		}
 		switch http.CanonicalHeaderKey(k) {
 		case "Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Host", "Content-Length":
-			l.invalid(key+".headers", "%s is set by the MCP client itself", k)
+			c.invalid("headers", "%s is set by the MCP client itself", k)
+		}
+	}
+}
+
+func (c *fieldChecks) nonEmptyNames(field string, names []string) {
+	for i, n := range names {
+		if strings.TrimSpace(n) == "" {
+			c.invalid(fmt.Sprintf("%s.%d", field, i), "a tool name cannot be empty")
 		}
 	}
 }
 
 func (l *loader) nonEmptyNames(key string, names []string) {
-	for i, n := range names {
-		if strings.TrimSpace(n) == "" {
-			l.invalid(fmt.Sprintf("%s.%d", key, i), "a tool name cannot be empty")
-		}
+	var c fieldChecks
+	c.nonEmptyNames(key, names)
+	for _, f := range c {
+		l.invalid(f.Field, "%s", f.Message)
 	}
 }
 
