@@ -29,6 +29,8 @@ func TestRefusesToStartWithoutFTS5(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0")
+	// No metrics listener: a busy 9180 must not be what stops it.
+	cmd.Env = append(os.Environ(), "HERD_METRICS_ADDR=")
 	out, err := cmd.CombinedOutput()
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("herd without FTS5: %v (context %v), want it to exit with an error\n%s", err, ctx.Err(), out)
