@@ -26,6 +26,7 @@ type auditPage struct {
 // it, readable on both; and when both start with a retention, the old
 // entries go once, recorded once, whichever instance purged them.
 func TestClusterAudit(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	dsn := pgtest.DSN(t)
 	env := clusterEnv(dsn, "HERD_AUDIT_RETENTION_DAYS=30")
 	a := startHerdWith(t, t.TempDir(), env...)

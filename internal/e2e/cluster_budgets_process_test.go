@@ -27,6 +27,7 @@ func budgetOf(c *client) (limit, used int64) {
 // with stop reason budget, and the ledger both share refuses the next
 // run on A.
 func TestClusterBudgets(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	dsn := pgtest.DSN(t)
 	env := clusterEnv(dsn, "HERD_BUDGETS_DEFAULT_TOKENS=2000", "HERD_BUDGETS_DEFAULT_PERIOD=week")
 	a := startHerdWith(t, t.TempDir(), env...)

@@ -60,6 +60,7 @@ func waitFor(t *testing.T, c *client, path, what string, ok func(string) bool) {
 // delete on A ends B's session. The row holds the header sealed only
 // (docs/DESIGN.md §12, §14).
 func TestClusterConsoleMCPOnOtherInstance(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	const token = "Bearer mcp-cluster-SECRET-77"
 	mcpURL := guardedServer(t, token)
 	key := make([]byte, 32)

@@ -20,6 +20,7 @@ import (
 // a restart (the settings notice has B read the console's entries again:
 // docs/DESIGN.md §14); the row holds the key sealed only.
 func TestClusterConsoleModelOnOtherInstance(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	const apiKey = "sk-cluster-SECRET-42424242"
 	fake := openaitest.NewServer(t)
 	fake.SetFallback(func(openaitest.ChatRequest) openaitest.Reply { return openaitest.Text("from the console model") })

@@ -52,6 +52,7 @@ func echoResult(c *client, ask string) string {
 // there again; a delete stops its process. The env value is sealed in
 // the database file (docs/DESIGN.md §12).
 func TestConsoleMCPServerEverything(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	bin := repoPath(t, everythingServer)
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s is missing: run `make test` (or `make mcp-test-server`), which installs it with npm: %v", everythingServer, err)

@@ -15,6 +15,7 @@ import (
 // were before the upgrade, and deleting the thread after it gives no
 // budget back (docs/DESIGN.md §6).
 func TestUpgradeGivesTheLedgerOwners(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	dir := t.TempDir()
 	p := startHerdWith(t, dir, "HERD_BUDGETS_DEFAULT_TOKENS=1000000", "HERD_BUDGETS_DEFAULT_PERIOD=month")
 	c := p.signIn()

@@ -14,6 +14,7 @@ import (
 // (plain `go build`) has no SQLite full-text search, so search could not
 // work: it exits at once saying how to build it, rather than serve.
 func TestRefusesToStartWithoutFTS5(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)

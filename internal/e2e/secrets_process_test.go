@@ -11,6 +11,7 @@ import (
 // directory whose key file others may read, says which chmod to run, and
 // opens no database.
 func TestSecretKeyFileOthersMayRead(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	cwd := t.TempDir()
 	data := filepath.Join(cwd, "data")
 	if err := os.MkdirAll(data, 0o700); err != nil {

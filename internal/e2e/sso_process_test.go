@@ -19,6 +19,7 @@ import (
 // client secret read from the environment ($NAME), landing as an admin
 // by the provider's group claim.
 func TestSingleSignOnRealBinary(t *testing.T) {
+	t.Parallel() // its own data directories, schema and ports
 	idp := oidctest.Start(t, []oidctest.User{
 		{ID: "alice-sub", Username: "alice", Password: "verysecure", Email: "alice@example.com", EmailVerified: true, Groups: []string{"herd-admins"}},
 	}, oidctest.Client{ID: "herd", Secret: "herd-secret-from-env"})
