@@ -351,10 +351,10 @@ type AdminPage struct {
 	// NewModel is what the add form holds: what a refused save sent (its
 	// key apart), else openai with automatic streaming.
 	NewModel ConsoleModelView
-	Limits            []LimitView
-	Agents            []AgentTypeView
-	Users             []UserView
-	MCP               []MCPServerView
+	Limits   []LimitView
+	Agents   []AgentTypeView
+	Users    []UserView
+	MCP      []MCPServerView
 }
 
 // ConsoleModelView is a model in the admin console: herd.yaml's
