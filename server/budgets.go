@@ -257,11 +257,16 @@ func (s *Server) saveBudgets(c echo.Context, b *Budgets) error {
 	if err := b.check(); err != nil {
 		return errUnprocessable("%s", err)
 	}
-	for id := range b.Users {
-		if _, err := s.store.User(ctx, id); errors.Is(err, models.ErrNotFound) {
-			return errUnprocessable("users.%s: no such user", id)
-		} else if err != nil {
+	if len(b.Users) > 0 {
+		// One read of the users, not one per budget.
+		us, err := s.store.Users(ctx)
+		if err != nil {
 			return err
+		}
+		for id := range b.Users {
+			if !slices.ContainsFunc(us, func(u models.User) bool { return u.ID == id }) {
+				return errUnprocessable("users.%s: no such user", id)
+			}
 		}
 	}
 	prev, err := s.settings.SetBudgets(ctx, b, s.pages)
